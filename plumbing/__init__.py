@@ -1,0 +1,1 @@
+"""Plumbing: git-style low-level commands. Each module lists its click commands in `COMMANDS`."""

@@ -1,0 +1,55 @@
+"""What every command shares: the store it acts on, `--json`, and one way to print results and errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from reelstore.errors import ReelError
+from reelstore.repo import Repo
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Context:
+    def __init__(self, directory: str | None, as_json: bool) -> None:
+        self.directory = directory
+        self.json = as_json
+        self._repo: Repo | None = None
+
+    @property
+    def repo(self) -> Repo:
+        if self._repo is None:
+            self._repo = Repo.discover(Path(self.directory) if self.directory else None)
+        return self._repo
+
+    def emit(self, doc: Any, text: str | Callable[[], str] | None = None) -> None:
+        """Print `doc` as one JSON document under --json, else `text` (or nothing)."""
+        if self.json:
+            click.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+        elif text is not None:
+            out = text() if callable(text) else text
+            if out:
+                click.echo(out)
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+def report(err: ReelError, as_json: bool) -> None:
+    """Print an error to stderr in the house format."""
+    if as_json:
+        click.echo(json.dumps({"error": err.to_json()}, sort_keys=True), err=True)
+    else:
+        click.echo(f"error: {err.code}: {err.message}", err=True)
+
+
+def write_bytes(data: bytes) -> None:
+    out = sys.stdout.buffer
+    out.write(data)
+    out.flush()

@@ -1,0 +1,1 @@
+"""Porcelain: the user-facing commands and the `reel` entry point (cli.main)."""

@@ -1,0 +1,184 @@
+"""Block: the stored unit (reel type 2 of 6). Every kind derives from `Object` and registers here.
+
+A kind is a frozen dataclass with a `SPEC` mapping body keys to validators. Encoding, decoding and
+validation are generic, so every kind goes through the same canonical codec and the same checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar, TypeVar
+
+from ..codec import FrozenMap, frame, pack_body, split_frame, thaw, unpack_body
+from ..errors import BadInput
+from .hash import Hash
+
+Validator = Callable[[Any, str], Any]
+KINDS: dict[str, type[Object]] = {}
+T = TypeVar("T", bound="Object")
+
+
+@dataclass(frozen=True)
+class Object:
+    """Base of the ten kinds. Immutable; its id is the hash of its canonical bytes."""
+
+    kind: ClassVar[str] = ""
+    SPEC: ClassVar[Mapping[str, tuple[str, Validator]]] = {}
+    """body key -> (attribute name, validator)."""
+
+    def __post_init__(self) -> None:
+        for key, (attr, check) in self.SPEC.items():
+            object.__setattr__(self, attr, check(getattr(self, attr), f"{self.kind}.{key}"))
+        self.validate()
+
+    def validate(self) -> None:
+        """Cross-field rules of a kind; raise BadInput."""
+
+    def body(self) -> Any:
+        """The plain value that is msgpack-encoded as the body."""
+        return {key: getattr(self, attr) for key, (attr, _) in self.SPEC.items()}
+
+    @classmethod
+    def from_body(cls: type[T], value: Any) -> T:
+        if not isinstance(value, Mapping):
+            raise BadInput(f"{cls.kind} body must be a map")
+        want = set(cls.SPEC)
+        if set(value) != want:
+            extra, missing = sorted(set(value) - want), sorted(want - set(value))
+            raise BadInput(f"{cls.kind} body has unknown keys {extra} or lacks {missing}")
+        return cls(**{attr: value[key] for key, (attr, _) in cls.SPEC.items()})
+
+    def encode(self) -> bytes:
+        return self._canonical
+
+    @cached_property
+    def _canonical(self) -> bytes:
+        return frame(self.kind, pack_body(self.body()))
+
+    @cached_property
+    def id(self) -> Hash:
+        return Hash.of(self._canonical)
+
+    def references(self) -> tuple[Hash, ...]:
+        """Ids this object points at: the edges gc, fsck and sync walk."""
+        return ()
+
+    def content(self) -> bytes:
+        """What `cat-file --batch` prints: raw data for a blob, the msgpack body otherwise."""
+        return self._canonical[len(self.kind) + 1 :]
+
+    def to_json(self) -> Any:
+        """A JSON-ready view for `cat-file -p` and `--json`."""
+        return {key: _json_value(getattr(self, attr)) for key, (attr, _) in self.SPEC.items()}
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, Hash):
+        return value.hex()
+    if isinstance(value, bytes):
+        return {"$bytes": value.hex()}
+    if isinstance(value, (FrozenMap, dict)):
+        return {k: _json_value(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_json_value(v) for v in value]
+    return thaw(value)
+
+
+def register(cls: type[T]) -> type[T]:
+    if cls.kind in KINDS:
+        raise RuntimeError(f"kind {cls.kind} registered twice")
+    KINDS[cls.kind] = cls
+    return cls
+
+
+def decode(raw: bytes) -> Object:
+    """Decode canonical bytes into an object, trusting nothing (E014 on anything malformed)."""
+    kind, body = split_frame(raw)
+    cls = KINDS.get(kind)
+    if cls is None:
+        raise BadInput(f"unknown object kind {kind!r}")
+    obj = cls.from_body(unpack_body(body))
+    if obj.encode() != raw:
+        raise BadInput(f"{kind} is not in canonical form")
+    return obj
+
+
+def decode_verified(raw: bytes, expected: Hash) -> Object:
+    """Decode bytes that were stored under `expected`; the caller maps a mismatch to E007."""
+    if Hash.of(raw) != expected:
+        raise BadInput("content does not hash to its id")
+    obj = decode(raw)
+    obj.__dict__["id"] = expected
+    return obj
+
+
+# Validators: each takes (value, where) and returns the normalised value or raises BadInput.
+
+
+def v_hash(value: Any, where: str) -> Hash:
+    if isinstance(value, Hash):
+        return value
+    if type(value) is bytes and len(value) == 32:
+        return Hash(value)
+    raise BadInput(f"{where} must be a 32-byte hash")
+
+
+def v_opt(check: Validator) -> Validator:
+    def opt(value: Any, where: str) -> Any:
+        return None if value is None else check(value, where)
+
+    return opt
+
+
+def v_str(max_len: int = 4096, empty: bool = True) -> Validator:
+    def check(value: Any, where: str) -> str:
+        if not isinstance(value, str):
+            raise BadInput(f"{where} must be a string")
+        if len(value) > max_len or (not empty and not value):
+            raise BadInput(f"{where} must be {'a non-empty' if not empty else 'a'} string of ≤ {max_len} chars")
+        return value
+
+    return check
+
+
+def v_int(lo: int = 0, hi: int = 2**63 - 1) -> Validator:
+    def check(value: Any, where: str) -> int:
+        if type(value) is not int or not lo <= value <= hi:
+            raise BadInput(f"{where} must be an integer in [{lo}, {hi}]")
+        return value
+
+    return check
+
+
+def v_enum(*choices: str) -> Validator:
+    def check(value: Any, where: str) -> str:
+        if value not in choices:
+            raise BadInput(f"{where} must be one of {', '.join(choices)}")
+        return value
+
+    return check
+
+
+def v_bytes(value: Any, where: str) -> bytes:
+    if not isinstance(value, bytes):
+        raise BadInput(f"{where} must be bytes")
+    return bytes(value)
+
+
+def v_map(value: Any, where: str) -> FrozenMap:
+    from ..codec import freeze
+
+    if not isinstance(value, Mapping):
+        raise BadInput(f"{where} must be a map")
+    return value if isinstance(value, FrozenMap) else freeze(value)
+
+
+def v_tuple(check: Validator, max_len: int = 1 << 20) -> Validator:
+    def each(value: Any, where: str) -> tuple:
+        if not isinstance(value, (tuple, list)) or len(value) > max_len:
+            raise BadInput(f"{where} must be a list of at most {max_len} items")
+        return tuple(check(v, f"{where}[{i}]") for i, v in enumerate(value))
+
+    return each

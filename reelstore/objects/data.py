@@ -1,0 +1,70 @@
+"""The namespace's payload kinds: `blob` (raw bytes) and `tree` (a node of the namespace map)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..errors import BadInput
+from .block import Object, register, v_bytes, v_hash, v_int, v_str, v_tuple
+from .hash import Hash
+
+MAX_NAME = 4096
+
+
+@register
+@dataclass(frozen=True)
+class Blob(Object):
+    """Raw bytes. Its body is a single msgpack bin, so a blob's size is its data's length."""
+
+    kind: ClassVar[str] = "blob"
+    data: bytes
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "data", v_bytes(self.data, "blob"))
+
+    def body(self) -> Any:
+        return self.data
+
+    @classmethod
+    def from_body(cls, value: Any) -> Blob:
+        if not isinstance(value, bytes):
+            raise BadInput("blob body must be bin")
+        return cls(value)
+
+    def content(self) -> bytes:
+        return self.data
+
+    def to_json(self) -> Any:
+        try:
+            return {"data": self.data.decode("utf-8")}
+        except UnicodeDecodeError:
+            return {"data": {"$bytes": self.data.hex()}}
+
+
+def _entry(value: Any, where: str) -> tuple[str, Hash]:
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise BadInput(f"{where} must be a [name, hash] pair")
+    return v_str(MAX_NAME, empty=False)(value[0], where), v_hash(value[1], where)
+
+
+@register
+@dataclass(frozen=True)
+class Tree(Object):
+    """One node of a namespace map. Level 0 maps names to value ids; a higher level maps each
+    child's first name to the child node. Names are strictly increasing, so a node has one form."""
+
+    kind: ClassVar[str] = "tree"
+    level: int
+    entries: tuple[tuple[str, Hash], ...]
+    SPEC: ClassVar = {"entries": ("entries", v_tuple(_entry)), "level": ("level", v_int(0, 64))}
+
+    def validate(self) -> None:
+        names = [name for name, _ in self.entries]
+        if any(a >= b for a, b in zip(names, names[1:])):
+            raise BadInput("tree entries must be strictly increasing by name")
+        if self.level > 0 and not self.entries:
+            raise BadInput("an inner tree node cannot be empty")
+
+    def references(self) -> tuple[Hash, ...]:
+        return tuple(h for _, h in self.entries)

@@ -1,0 +1,54 @@
+"""Shared fixtures: a fresh on-disk store, an in-memory one, and a way to run the real `reel`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from reelstore.porcelain.cli import cli
+
+from reelstore.repo import Repo
+
+REEL = shutil.which("reel") or str(Path(sys.executable).with_name("reel"))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repo:
+    return Repo.init(tmp_path)
+
+
+@pytest.fixture
+def mem() -> Repo:
+    return Repo.memory()
+
+
+@pytest.fixture
+def run(tmp_path: Path):
+    """Invoke the CLI in-process through click's runner, inside tmp_path."""
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | bytes | None = None):
+        return runner.invoke(cli, ["-C", str(tmp_path), *args], input=input, catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture
+def reel(tmp_path: Path):
+    """Run the installed `reel` in a real subprocess, inside tmp_path."""
+
+    def call(*args: str, input: bytes | None = None, check: bool = False, cwd: Path | None = None):
+        env = dict(os.environ)
+        env.pop("REEL_DIR", None)
+        proc = subprocess.run([REEL, *args], input=input, capture_output=True, cwd=cwd or tmp_path, env=env,
+                              timeout=120)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"reel {' '.join(args)} exited {proc.returncode}: {proc.stderr.decode()}")
+        return proc
+
+    return call
