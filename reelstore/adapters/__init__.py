@@ -1,0 +1,1 @@
+"""Effect adapters: how a pending effect reaches the system it acts on (fs, http)."""

@@ -1,0 +1,1 @@
+"""Deterministic simulation of the kernel and its drain under injected faults."""

@@ -1,0 +1,1 @@
+"""Sync: reel stores travel over any git remote, reel objects as git blobs."""
