@@ -1,0 +1,52 @@
+"""How the ref commands read their arguments: ref names (short or full), new values and old values."""
+
+from __future__ import annotations
+
+import getpass
+import os
+
+from reelstore.errors import BadInput
+from reelstore.objects import ZERO_HEX, Hash
+from reelstore.objects.hash import is_full_hex
+from reelstore.refs import check_ref_name
+from reelstore.repo import Repo
+
+
+def full_ref(repo: Repo, name: str) -> str:
+    """`refs/…` as given (validated), or the existing ref a short name finds, searched as git does."""
+    if name.startswith("refs/"):
+        return check_ref_name(name)
+    found = repo.ref_name(name)
+    if found is None:
+        raise BadInput(f"{name!r} names no existing ref; give a full name under refs/ to create one")
+    return found
+
+
+def is_zero(text: str) -> bool:
+    """The empty string or 64 zeros: as an old value, 'must not exist'; as a new value, 'delete'."""
+    return text == "" or text == ZERO_HEX
+
+
+def new_value(repo: Repo, text: str) -> Hash | None:
+    """A value to store: any name that resolves to an existing object; None for zeros (delete)."""
+    return None if is_zero(text) else repo.resolve(text)
+
+
+def old_value(repo: Repo, text: str) -> Hash | None:
+    """An expected value: a full id (the object need not exist), None for zeros, else any resolvable name."""
+    if is_zero(text):
+        return None
+    if is_full_hex(text):
+        return Hash.from_hex(text)
+    return repo.resolve(text)
+
+
+def principal(repo: Repo) -> str:
+    """Who the reflog names: REEL_PRINCIPAL, else config user.name, else the login name."""
+    who = os.environ.get("REEL_PRINCIPAL") or repo.config.get("user.name")
+    if not who:
+        try:
+            who = getpass.getuser()
+        except (KeyError, OSError):
+            who = "unknown"
+    return " ".join(who.split())

@@ -1,0 +1,202 @@
+"""`reel update-ref`: set or delete one ref by compare-and-swap, or run git's `--stdin` transaction protocol."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import click
+
+from reelstore.errors import BadInput
+from reelstore.objects import Hash
+from reelstore.refs import ANY, RefTransaction
+from reelstore.repo import Repo
+
+from .context import Context, pass_ctx
+from .refargs import full_ref, new_value, old_value, principal
+
+
+def _hex(h: Hash | None) -> str | None:
+    return h.hex() if h is not None else None
+
+
+class Session:
+    """One `--stdin` session: a sequence of transactions, each all-or-nothing.
+
+    Without `start`, every command joins one implicit transaction committed at end of input. After
+    `start`, the transaction is committed only by `commit`; one left open at end of input is aborted,
+    as git does. A failed command aborts the open transaction and ends the session with its error.
+    """
+
+    def __init__(self, repo: Repo, message: str, quiet: bool = False) -> None:
+        self.repo = repo
+        self.message = message
+        self.quiet = quiet
+        self.tx: RefTransaction | None = None
+        self.explicit = False
+        self.closed = False
+        self.said: list[str] = []
+        self.changes: list[dict[str, Any]] = []
+
+    def _open(self) -> RefTransaction:
+        if self.tx is None:
+            if self.closed:
+                raise BadInput("transaction is closed; send start to begin another")
+            self.tx = self.repo.refs.transaction(self.message, principal(self.repo))
+        return self.tx
+
+    def _ack(self, word: str) -> None:
+        self.said.append(f"{word}: ok")
+        if not self.quiet:
+            click.echo(f"{word}: ok")
+
+    def run(self, lines: Iterable[str]) -> None:
+        try:
+            for number, line in enumerate(lines, 1):
+                line = line.rstrip("\n")
+                if line.strip():
+                    self.command(line, number)
+            if self.tx is not None:
+                if self.explicit:
+                    self.tx.abort()
+                else:
+                    self._commit()
+        except BaseException:
+            if self.tx is not None:
+                self.tx.abort()
+            raise
+
+    def command(self, line: str, number: int) -> None:
+        verb, *args = line.split(" ")
+        if verb in ("start", "prepare", "commit", "abort"):
+            if args:
+                raise BadInput(f"line {number}: {verb} takes no arguments")
+            getattr(self, "do_" + verb)()
+            return
+        arity = {"update": (2, 3), "create": (2, 2), "delete": (1, 2), "verify": (1, 2)}.get(verb)
+        if arity is None:
+            raise BadInput(f"line {number}: unknown command {verb!r}")
+        if not arity[0] <= len(args) <= arity[1]:
+            raise BadInput(f"line {number}: {verb} takes {arity[0]} to {arity[1]} arguments, got {len(args)}")
+        tx = self._open()
+        if tx.state != "open":
+            raise BadInput(f"line {number}: the transaction is already prepared; send commit or abort")
+        add(self.repo, tx, verb, args)
+
+    def do_start(self) -> None:
+        if self.tx is not None:
+            raise BadInput("start: a transaction is already open")
+        self.closed = False
+        self._open()
+        self.explicit = True
+        self._ack("start")
+
+    def do_prepare(self) -> None:
+        self._open().prepare()
+        self._ack("prepare")
+
+    def do_commit(self) -> None:
+        self._open()
+        self._commit()
+        self._ack("commit")
+
+    def do_abort(self) -> None:
+        self._open().abort()
+        self._finish()
+        self._ack("abort")
+
+    def _commit(self) -> None:
+        assert self.tx is not None
+        self.tx.prepare()
+        self.changes += _changes(self.repo, self.tx)
+        self.tx.commit()
+        self._finish()
+
+    def _finish(self) -> None:
+        self.tx = None
+        self.explicit = False
+        self.closed = True
+
+
+def add(repo: Repo, tx: RefTransaction, verb: str, args: list[str]) -> None:
+    """Add one protocol command (`update`, `create`, `delete`, `verify`) to `tx`."""
+    name = full_ref(repo, args[0])
+    if verb == "create":
+        new = new_value(repo, args[1])
+        if new is None:
+            raise BadInput(f"create {name}: the new value cannot be zero")
+        tx.create(name, new)
+    elif verb == "update":
+        new = new_value(repo, args[1])
+        old = old_value(repo, args[2]) if len(args) > 2 else ANY
+        if new is None:
+            _delete(repo, tx, name, old)
+        else:
+            tx.update(name, new, old)
+    elif verb == "delete":
+        old = ANY if len(args) < 2 else old_value(repo, args[1])
+        if old is None:
+            raise BadInput(f"delete {name}: the old value cannot be zero")
+        _delete(repo, tx, name, old)
+    else:
+        tx.verify(name, old_value(repo, args[1]) if len(args) > 1 else None)
+
+
+def _delete(repo: Repo, tx: RefTransaction, name: str, old: Any) -> None:
+    """Delete by CAS; deleting an absent ref with no expected value only checks it stays absent (as git)."""
+    if old is ANY and repo.refs.get(name) is None:
+        tx.verify(name, None)
+    elif old is None:
+        raise BadInput(f"cannot delete {name} on the condition that it does not exist")
+    else:
+        tx.delete(name, old)
+
+
+def _changes(repo: Repo, tx: RefTransaction) -> list[dict[str, Any]]:
+    """What a prepared transaction will write; its locks are held, so the current values are final."""
+    out = []
+    for name, upd in sorted(tx.updates.items()):
+        if not upd.verify_only:
+            out.append({"ref": name, "old": _hex(repo.refs.get(name)), "new": _hex(upd.new)})
+    return out
+
+
+@click.command("update-ref")
+@click.option("-d", "delete", is_flag=True, help="Delete REF (after checking OLD, if given).")
+@click.option("-m", "message", default="", help="Reflog message.")
+@click.option("--stdin", "use_stdin", is_flag=True, help="Read update/create/delete/verify commands from stdin.")
+@click.argument("args", nargs=-1)
+@pass_ctx
+def update_ref(ctx: Context, delete: bool, message: str, use_stdin: bool, args: tuple[str, ...]) -> None:
+    """Set REF to NEW if it currently holds OLD (zeros or '' for OLD: REF must not exist).
+
+    \b
+    reel update-ref [-m MSG] REF NEW [OLD]
+    reel update-ref -d [-m MSG] REF [OLD]
+    reel update-ref --stdin [-m MSG]   (start, update REF NEW [OLD], create REF NEW,
+                                        delete REF [OLD], verify REF [OLD], prepare, commit, abort)
+    """
+    repo = ctx.repo
+    if use_stdin:
+        if args or delete:
+            raise click.UsageError("--stdin takes no REF arguments and no -d")
+        session = Session(repo, message, quiet=ctx.json)
+        session.run(line.decode("utf-8", "replace") for line in sys.stdin.buffer)
+        ctx.emit({"acknowledged": session.said, "updated": session.changes})
+        return
+    want = (1, 2) if delete else (2, 3)
+    if not want[0] <= len(args) <= want[1]:
+        raise click.UsageError("usage: update-ref [-m MSG] REF NEW [OLD]  |  update-ref -d REF [OLD]")
+    name = full_ref(repo, args[0])
+    if not delete and not args[1]:
+        raise BadInput("the new value cannot be empty; use -d to delete")
+    tx = repo.refs.transaction(message, principal(repo))
+    add(repo, tx, "delete" if delete else "update", [name, *args[1:]])
+    tx.prepare()
+    changes = _changes(repo, tx)
+    tx.commit()
+    ctx.emit(changes[0] if changes else {"ref": name, "old": None, "new": None})
+
+
+COMMANDS = [update_ref]
