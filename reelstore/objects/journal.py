@@ -32,9 +32,12 @@ class Journal(Object):
     time: int
     receipt: FrozenMap | None = None
     note: str = ""
+    finding: Hash | None = None
+    """The operator's finding that settled this entry (reconciliation), kept reachable through it."""
     SPEC: ClassVar = {
         "effect": ("effect", v_hash),
         "epoch": ("epoch", v_int()),
+        "finding": ("finding", v_opt(v_hash)),
         "index": ("index", v_int()),
         "note": ("note", v_str(1 << 16)),
         "op": ("op", v_str(128, empty=False)),
@@ -48,7 +51,8 @@ class Journal(Object):
 
     def references(self) -> tuple[Hash, ...]:
         refs = (self.prev,) if self.prev is not None else ()
-        return refs + (self.record, self.effect)
+        found = (self.finding,) if self.finding is not None else ()
+        return refs + (self.record, self.effect) + found
 
 
 @register

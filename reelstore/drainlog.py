@@ -1,0 +1,130 @@
+"""The drain journal of a trunk: a hash chain of `journal` entries under `refs/drains/<trunk>`.
+
+Appending is the one durable step of the drain, so it carries every guard: under the store's drain
+lock it checks the drainer's epoch (a fenced drainer cannot journal) and compares the operation's
+newest entry with the one the drainer last saw (a per-operation compare-and-swap: two drainers can
+never both record an intent for the same send). The object is written before the ref moves, so a
+crash between the two leaves an unreferenced object and the old head, never a dangling ref.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import epoch as epochs
+from .crashpoints import crash_point
+from .errors import Conflict, NotFound, StorageError
+from .objects import Hash, Journal
+
+if TYPE_CHECKING:
+    from .repo import Repo
+
+FINAL = ("succeeded", "failed", "absent")
+
+
+def ref_name(trunk: str) -> str:
+    return f"refs/drains/{trunk}"
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+clock: Callable[[], int] = _wall_ms
+"""Milliseconds for journal entries; the simulator replaces it with its own deterministic clock."""
+
+
+@dataclass
+class JournalIndex:
+    """The newest entry of every operation of one trunk, as of `head`."""
+
+    head: Hash | None = None
+    latest: dict[str, Journal] = field(default_factory=dict)
+    count: int = 0
+
+    def apply(self, entry: Journal) -> None:
+        self.latest[entry.op] = entry
+        self.head = entry.id
+        self.count += 1
+
+
+_CACHE: weakref.WeakKeyDictionary[Repo, dict[str, JournalIndex]] = weakref.WeakKeyDictionary()
+
+
+def walk(repo: Repo, head: Hash | None, stop: Hash | None = None) -> Iterator[Journal]:
+    """Entries from `head` back to (not including) `stop`, newest first. E007 if the chain is broken."""
+    seen = 0
+    while head is not None and head != stop:
+        try:
+            entry = repo.objects.get(head)
+        except NotFound:
+            raise StorageError(f"the journal chain is broken: entry {head.hex()} is missing") from None
+        if not isinstance(entry, Journal):
+            raise StorageError(f"journal chain reaches {head.hex()}, a {entry.kind}, not a journal entry")
+        yield entry
+        head = entry.prev
+        seen += 1
+        if seen > 1 << 40:
+            raise StorageError("journal chain does not end")
+
+
+def index(repo: Repo, trunk: str) -> JournalIndex:
+    """The trunk's journal index, brought up to date incrementally from the last one this process built."""
+    head = repo.refs.get(ref_name(trunk))
+    per_repo = _CACHE.setdefault(repo, {})
+    cached = per_repo.get(trunk)
+    if cached is not None and cached.head == head:
+        return cached
+    stop = cached.head if cached is not None else None
+    new: list[Journal] = []
+    for entry in walk(repo, head):
+        if entry.id == stop:
+            break
+        new.append(entry)
+    else:
+        cached = JournalIndex()
+    for entry in reversed(new):
+        cached.apply(entry)
+    per_repo[trunk] = cached
+    return cached
+
+
+def forget(repo: Repo) -> None:
+    """Drop this process's cached indexes (after the store changed under it, e.g. a restore)."""
+    _CACHE.pop(repo, None)
+
+
+def append(
+    repo: Repo,
+    trunk: str,
+    epoch: int,
+    *,
+    record: Hash,
+    index_: int,
+    effect: Hash,
+    op: str,
+    state: str,
+    expect: Hash | None,
+    receipt: Mapping[str, Any] | None = None,
+    note: str = "",
+    finding: Hash | None = None,
+    principal: str = "reel drain",
+) -> Journal:
+    """Durably journal one state of `op`; E016 if `epoch` is fenced, E002 if the op moved past `expect`."""
+    with epochs.locked(repo):
+        epochs.check(repo, epoch)
+        idx = index(repo, trunk)
+        latest = idx.latest.get(op)
+        if (latest.id if latest is not None else None) != expect:
+            have = f"{latest.state} ({latest.id.hex()[:12]})" if latest is not None else "nothing"
+            raise Conflict(f"operation {op} moved on under another drainer: its journal shows {have}", op=op)
+        entry = Journal(idx.head, trunk, record, index_, effect, op, state, epoch, clock(), receipt, note, finding)
+        repo.objects.put(entry)
+        crash_point("journal:object-written")
+        repo.refs.set(ref_name(trunk), entry.id, idx.head, message=f"journal {op} {state}", principal=principal)
+        idx.apply(entry)
+        return entry
