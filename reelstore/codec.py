@@ -124,8 +124,11 @@ def _plain(value: Any, depth: int) -> Any:
 
 
 def pack_body(value: Any) -> bytes:
-    """Canonical msgpack bytes of a plain value."""
-    return msgpack.packb(_plain(value, 0), use_bin_type=True)
+    """Canonical msgpack bytes of a plain value (E014 for a string that is not valid Unicode text)."""
+    try:
+        return msgpack.packb(_plain(value, 0), use_bin_type=True)
+    except UnicodeEncodeError as exc:
+        raise BadInput(f"string is not valid UTF-8 text: {exc.reason}") from None
 
 
 def _pairs(pairs: list[tuple[Any, Any]]) -> FrozenMap:

@@ -1,0 +1,227 @@
+"""The ten kinds: exact round trips, order-independent ids, and damaged bytes that never pass as valid."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reelstore.codec import frame, pack_body
+from reelstore.errors import BadInput
+from reelstore.objects import (
+    KINDS,
+    Blob,
+    Capability,
+    Delta,
+    Effect,
+    Effects,
+    Finding,
+    Hash,
+    Journal,
+    Record,
+    Tree,
+    View,
+    decode,
+    decode_verified,
+)
+from reelstore.objects.capability import OPS
+from reelstore.objects.effect import DELIVERIES
+from reelstore.objects.journal import OUTCOMES, STATES
+
+hashes = st.binary(min_size=32, max_size=32).map(Hash)
+opt_hashes = st.none() | hashes
+names = st.text(min_size=1, max_size=12)
+texts = st.text(max_size=16)
+ints = st.integers(min_value=0, max_value=2**63 - 1)
+leaf = st.none() | st.booleans() | st.integers(-1000, 1000) | texts | st.binary(max_size=8)
+maps = st.dictionaries(st.text(max_size=6), st.recursive(leaf, lambda i: st.lists(i, max_size=3), max_leaves=5),
+                       max_size=4)
+
+
+def _sorted_unique(pairs):
+    seen = {}
+    for name, rest in pairs:
+        seen.setdefault(name, rest)
+    return sorted(seen.items())
+
+
+trees = st.builds(
+    lambda level, entries: Tree(level, tuple(_sorted_unique(entries))),
+    st.just(0),
+    st.lists(st.tuples(names, hashes), max_size=5),
+) | st.builds(
+    lambda level, entries: Tree(level, tuple(_sorted_unique(entries))),
+    st.integers(1, 64),
+    st.lists(st.tuples(names, hashes), min_size=1, max_size=5),
+)
+deltas = st.builds(
+    lambda base, ops: Delta(base, tuple(("put", n, h) if h else ("remove", n) for n, h in _sorted_unique(ops))),
+    opt_hashes,
+    st.lists(st.tuples(names, opt_hashes), max_size=5),
+)
+capabilities = st.builds(
+    Capability.make, st.sets(st.sampled_from(OPS), min_size=1), texts, st.none() | ints, st.none() | ints
+)
+effects = st.builds(
+    Effect,
+    st.text(min_size=1, max_size=8),
+    st.sampled_from(("B", "C")),
+    names,
+    maps,
+    st.sampled_from(DELIVERIES),
+    st.none() | maps,
+    texts,
+    maps,
+)
+views = st.builds(
+    View,
+    names,
+    opt_hashes,
+    hashes,
+    opt_hashes,
+    st.lists(hashes, max_size=3).map(tuple),
+    opt_hashes,
+    st.sampled_from(("isolated", "autonomous")),
+    st.integers(1, 64),
+    maps,
+)
+records = st.builds(Record, opt_hashes, hashes, opt_hashes, opt_hashes, texts, texts, ints)
+journals = st.builds(
+    Journal, opt_hashes, names, hashes, ints, hashes, names, st.sampled_from(STATES), ints, ints,
+    st.none() | maps, texts, opt_hashes,
+)
+findings = st.builds(Finding, names, hashes, st.sampled_from(OUTCOMES), names, names, ints)
+objects = st.one_of(
+    st.builds(Blob, st.binary(max_size=64)),
+    trees,
+    deltas,
+    capabilities,
+    effects,
+    st.builds(Effects, st.lists(hashes, max_size=4).map(tuple)),
+    views,
+    records,
+    journals,
+    findings,
+)
+
+
+def test_every_kind_has_a_strategy():
+    assert set(KINDS) == {"blob", "tree", "delta", "capability", "effect", "effects", "view", "record", "journal",
+                          "finding"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(objects)
+def test_decode_encode_round_trip(obj):
+    raw = obj.encode()
+    back = decode(raw)
+    assert type(back) is type(obj)
+    assert back == obj
+    assert back.encode() == raw
+    assert back.id == obj.id == Hash.of(raw)
+    assert decode_verified(raw, obj.id) == obj
+    for ref in obj.references():
+        assert isinstance(ref, Hash)
+
+
+@settings(max_examples=100, deadline=None)
+@given(maps, st.randoms())
+def test_ids_do_not_depend_on_dict_insertion_order(meta, rnd):
+    keys = list(meta)
+    rnd.shuffle(keys)
+    shuffled = {k: meta[k] for k in keys}
+    h = Hash(b"\x01" * 32)
+    a = View("refs/heads/main", h, h, meta=meta)
+    b = View("refs/heads/main", h, h, meta=shuffled)
+    assert a.id == b.id
+    ea = Effect("http", "C", "r", meta, meta=meta)
+    eb = Effect("http", "C", "r", shuffled, meta=shuffled)
+    assert ea.encode() == eb.encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(objects, st.data())
+def test_flipped_byte_never_passes_as_the_same_object(obj, data):
+    raw = bytearray(obj.encode())
+    i = data.draw(st.integers(0, len(raw) - 1))
+    raw[i] ^= data.draw(st.integers(1, 255))
+    damaged = bytes(raw)
+    with pytest.raises(BadInput):
+        decode_verified(damaged, obj.id)
+    try:
+        other = decode(damaged)
+    except BadInput:
+        return
+    assert other.id != obj.id
+    assert other.encode() == damaged
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=80))
+def test_random_bytes_decode_or_raise_e014_only(raw):
+    try:
+        obj = decode(raw)
+    except BadInput:
+        return
+    assert obj.encode() == raw
+
+
+def test_unknown_kind_and_trailing_bytes_are_e014():
+    with pytest.raises(BadInput, match="unknown object kind"):
+        decode(frame("gadget", pack_body({})))
+    good = Blob(b"x").encode()
+    with pytest.raises(BadInput):
+        decode(good + b"\x00")
+    with pytest.raises(BadInput):
+        decode(good[:-1])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"entries": [], "level": 0, "extra": 1},
+        {"entries": [["b", b"\x00" * 32], ["a", b"\x00" * 32]], "level": 0},
+        {"entries": [["a", b"\x00" * 31]], "level": 0},
+        {"entries": [], "level": 1},
+        {"entries": [], "level": -1},
+        {"entries": [["", b"\x00" * 32]], "level": 0},
+    ],
+)
+def test_invalid_tree_bodies_are_e014(body):
+    with pytest.raises(BadInput):
+        decode(frame("tree", pack_body(body)))
+
+
+def test_invalid_field_values_are_e014():
+    h = Hash(b"\x02" * 32)
+    with pytest.raises(BadInput):
+        Capability(("write", "read"), "")
+    with pytest.raises(BadInput):
+        Capability.make(["launch"], "")
+    with pytest.raises(BadInput):
+        View("refs/heads/main", h, h, depth=65)
+    with pytest.raises(BadInput):
+        Effect("http", "A", "r", {})
+    with pytest.raises(BadInput):
+        Journal(None, "main", h, 0, h, "op", "maybe", 0, 0)
+    with pytest.raises(BadInput):
+        Record(None, h, time=-1)
+    with pytest.raises(BadInput):
+        Effect("http", "C", "r", {"amount": 1.5})
+
+
+def test_references_list_every_edge():
+    a, b, c, d = (Hash(bytes([i]) * 32) for i in range(1, 5))
+    assert set(Record(a, b, c, d).references()) == {a, b, c, d}
+    assert set(Delta(a, (("put", "x", b), ("remove", "y"))).references()) == {a, b}
+    assert set(View("refs/heads/main", a, b, c, (d,), None).references()) == {a, b, c, d}
+    assert Effects((a, b)).references() == (a, b)
+    assert set(Journal(a, "main", b, 0, c, "op", "unknown", 1, 0, finding=d).references()) == {a, b, c, d}
+    assert Tree(0, (("k", a),)).references() == (a,)
+
+
+def test_blob_content_and_id_are_stable():
+    blob = Blob(b"hi\n")
+    assert blob.content() == b"hi\n"
+    assert blob.encode() == b"blob\x00\xc4\x03hi\n"
+    assert blob.id.hex() == Hash.of(b"blob\x00\xc4\x03hi\n").hex()
