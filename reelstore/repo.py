@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 
 from .config import Config
+from .disk_store import DiskObjectStore
 from .errors import BadInput, NotFound
-from .object_store import LooseObjectStore, MemoryObjectStore, ObjectStore
+from .object_store import MemoryObjectStore, ObjectStore
 from .objects import Hash, Record, Tree
 from .objects.hash import is_full_hex, is_prefix
 from .refs import DiskRefStore, MemoryRefStore, RefStore, check_ref_name
@@ -125,7 +126,7 @@ class Repo:
 
 
 def _disk_objects(path: Path, fsync: bool) -> ObjectStore:
-    return LooseObjectStore(path / "objects", fsync=fsync)
+    return DiskObjectStore(path / "objects", fsync=fsync)
 
 
 def _initial_config(trunk: str) -> str:

@@ -1,0 +1,207 @@
+"""The on-disk object store: loose objects plus any number of packs, behind the one ObjectStore interface.
+
+Packs come and go under a running reader (gc writes a new pack, then deletes the old packs and the loose
+copies), so a miss is never trusted at once: the pack directory is rescanned when it changed and the
+lookup retried. A pack whose index is missing, or whose trailer does not match its index, is never used;
+it is listed in `problems()` and named in the error when an object cannot be found.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from .errors import NotFound, StorageError
+from .object_store import LooseObjectStore, ObjectStore
+from .objects import Hash
+from .pack import Pack, PackItem, PackOptions, PackResult, write_pack
+
+PACK_BATCH = 1000
+"""A put_many of at least this many new objects is written as one pack instead of loose files."""
+
+
+class DiskObjectStore(ObjectStore):
+    def __init__(self, root: Path, *, fsync: bool = True, pack_batch: int = PACK_BATCH) -> None:
+        self.root = Path(root)
+        self.fsync = fsync
+        self.pack_batch = pack_batch
+        self.loose = LooseObjectStore(self.root, fsync=fsync)
+        self.pack_dir = self.root / "pack"
+        self._packs: dict[str, Pack] = {}
+        self._problems: dict[str, str] = {}
+        self._scanned: int | None = None
+
+    # Pack bookkeeping
+
+    def _dir_stamp(self) -> int:
+        try:
+            return self.pack_dir.stat().st_mtime_ns
+        except FileNotFoundError:
+            return 0
+
+    def refresh(self, force: bool = False) -> bool:
+        """Rescan the pack directory if it changed; True if the set of packs changed."""
+        stamp = self._dir_stamp()
+        if not force and stamp == self._scanned:
+            return False
+        self._scanned = stamp
+        names = _listing(self.pack_dir)
+        found: dict[str, Path] = {}
+        problems: dict[str, str] = {}
+        for stem, exts in names.items():
+            if ".pack" in exts and ".idx" in exts:
+                found[stem] = self.pack_dir / f"{stem}.pack"
+            elif ".pack" in exts:
+                problems[f"{stem}.pack"] = "pack has no index"
+            else:
+                problems[f"{stem}.idx"] = "index has no pack"
+        changed = False
+        for stem in list(self._packs):
+            if stem not in found:
+                self._packs.pop(stem).close()
+                changed = True
+        for stem, path in sorted(found.items()):
+            if stem in self._packs:
+                continue
+            try:
+                self._packs[stem] = Pack(path)
+                changed = True
+            except StorageError as err:
+                problems[f"{stem}.pack"] = err.message
+            except OSError as exc:
+                problems[f"{stem}.pack"] = str(exc)
+        self._problems = problems
+        return changed
+
+    def packs(self) -> list[Pack]:
+        if self._scanned is None:
+            self.refresh()
+        return list(self._packs.values())
+
+    def problems(self) -> dict[str, str]:
+        """Pack files that cannot be used, by file name, with the reason."""
+        if self._scanned is None:
+            self.refresh()
+        return dict(self._problems)
+
+    def close(self) -> None:
+        for pack in self._packs.values():
+            pack.close()
+        self._packs.clear()
+        self._scanned = None
+
+    # The interface
+
+    def _in_packs(self, h: Hash) -> bool:
+        return any(h in p for p in self.packs())
+
+    def has(self, h: Hash) -> bool:
+        if self._in_packs(h) or self.loose.has(h):
+            return True
+        return self.refresh() and self._in_packs(h)
+
+    def _read_packs(self, h: Hash, first_error: list[StorageError]) -> bytes | None:
+        for pack in self.packs():
+            i = pack.index.find(h)
+            if i >= 0:
+                try:
+                    return pack.get_raw(h, i)
+                except StorageError as err:
+                    first_error.append(err)
+        return None
+
+    def get_raw(self, h: Hash) -> bytes:
+        errors: list[StorageError] = []
+        raw = self._read_packs(h, errors)
+        if raw is not None:
+            return raw
+        try:
+            return self.loose.get_raw(h)
+        except NotFound:
+            pass
+        except StorageError as err:
+            errors.append(err)
+        if self.refresh():
+            raw = self._read_packs(h, errors)
+            if raw is not None:
+                return raw
+        if errors:
+            raise errors[0]
+        if self._problems:
+            bad = "; ".join(f"{k}: {v}" for k, v in sorted(self._problems.items()))
+            raise StorageError(f"no object {h.hex()}, and some packs are unusable ({bad})", id=h)
+        raise NotFound(f"no object {h.hex()}", id=h)
+
+    def _store(self, items: list[tuple[Hash, bytes]]) -> None:
+        if len(items) < self.pack_batch:
+            self.loose._store(items)
+            return
+        now = int(time.time())
+        self.add_pack(PackItem(h, raw, now) for h, raw in items)
+
+    def add_pack(
+        self,
+        items: Iterable[PackItem],
+        opts: PackOptions | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> PackResult:
+        """Write one pack of `items` into objects/pack and start reading from it."""
+        result = write_pack(self.pack_dir, items, opts, fsync=self.fsync, progress=progress)
+        self.refresh(force=True)
+        return result
+
+    def __iter__(self) -> Iterator[Hash]:
+        seen: set[Hash] = set()
+        for pack in self.packs():
+            for h in pack.ids():
+                if h not in seen:
+                    seen.add(h)
+                    yield h
+        for h in self.loose:
+            if h not in seen:
+                seen.add(h)
+                yield h
+
+    def _candidates(self, prefix: str) -> Iterable[Hash]:
+        found = set(self.loose._candidates(prefix))
+        lo = bytes.fromhex(prefix[: len(prefix) & ~1])
+        for pack in self.packs():
+            found.update(h for h in pack.ids() if h.startswith(lo) and h.hex().startswith(prefix))
+        return found
+
+    def delete(self, h: Hash) -> None:
+        """Remove the loose copy of `h`; packed copies go only when gc or repack rewrites their pack."""
+        self.loose.delete(h)
+
+    def mtime(self, h: Hash) -> float:
+        """The newest mtime of any copy of `h`, in seconds (E001 if there is none)."""
+        best: float | None = None
+        try:
+            best = self.loose.mtime(h)
+        except FileNotFoundError:
+            pass
+        for pack in self.packs():
+            t = pack.mtime(h)
+            if t is not None and (best is None or t > best):
+                best = float(t)
+        if best is None:
+            raise NotFound(f"no object {h.hex()}", id=h)
+        return best
+
+
+def _listing(pack_dir: Path) -> dict[str, set[str]]:
+    """pack-<x> stem -> the extensions present, ignoring temporary files."""
+    out: dict[str, set[str]] = {}
+    try:
+        entries = os.listdir(pack_dir)
+    except FileNotFoundError:
+        return out
+    for name in entries:
+        if name.startswith(".") or not name.startswith("pack-"):
+            continue
+        stem, dot, ext = name.rpartition(".")
+        if dot and f".{ext}" in (".pack", ".idx"):
+            out.setdefault(stem, set()).add(f".{ext}")
+    return out

@@ -1,0 +1,183 @@
+"""The pack format: round trips, deltas and dictionaries, the index, and damage found and contained."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from reelstore.disk_store import DiskObjectStore
+from reelstore.errors import NotFound, StorageError
+from reelstore.objects import Blob, Record, Tree
+from reelstore.pack import Pack, PackItem, PackOptions, scan_pack, write_pack
+
+
+def versioned(files: int = 6, versions: int = 8, seed: int = 1) -> list[tuple[Blob, str]]:
+    rnd = random.Random(seed)
+    words = [f"word{i}" for i in range(300)]
+    out = []
+    for f in range(files):
+        text = [rnd.choice(words) for _ in range(400)]
+        for _ in range(versions):
+            text[rnd.randrange(len(text))] = rnd.choice(words)
+            out.append((Blob(" ".join(text).encode()), f"f{f}.txt"))
+    return out
+
+
+def small_records(n: int) -> list[Record]:
+    return [Record(None, Tree(0, ()).id, author="ann", message=f"change {i}", time=i) for i in range(n)]
+
+
+def make_pack(tmp_path: Path, objs, hints=None, **opts) -> Pack:
+    hints = hints or {}
+    items = [PackItem(o.id, o.encode(), 1000 + i, hints.get(o.id, "")) for i, o in enumerate(objs)]
+    result = write_pack(tmp_path / "pack", items, PackOptions(**opts), fsync=False)
+    assert result.count == len({o.id for o in objs})
+    return Pack(result.pack_path)
+
+
+def test_round_trip_with_deltas_and_dictionary(tmp_path: Path) -> None:
+    blobs = versioned()
+    recs = small_records(400)
+    objs = [b for b, _ in blobs] + recs
+    pack = make_pack(tmp_path, objs, {b.id: name for b, name in blobs})
+    for o in objs:
+        assert pack.get_raw(o.id) == o.encode()
+    infos, problems = pack.verify()
+    assert problems == []
+    assert len(infos) == len(objs)
+    methods = {i.method for i in infos}
+    assert "base" in methods and "dict" in methods
+    assert max(i.depth for i in infos) <= 10
+    raw_total = sum(len(o.encode()) for o in objs)
+    assert pack.size < raw_total / 5
+
+
+def test_chain_depth_is_bounded(tmp_path: Path) -> None:
+    blobs = versioned(files=1, versions=30)
+    pack = make_pack(tmp_path, [b for b, _ in blobs], {b.id: n for b, n in blobs}, depth=3)
+    infos, problems = pack.verify()
+    assert problems == [] and max(i.depth for i in infos) == 3
+
+
+def test_index_lookup_mtimes_and_absent(tmp_path: Path) -> None:
+    objs = [Blob(bytes([i]) * (i + 1)) for i in range(256)]
+    pack = make_pack(tmp_path, objs)
+    for i, o in enumerate(objs):
+        assert pack.mtime(o.id) == 1000 + i
+        assert o.id in pack
+    assert Blob(b"absent").id not in pack
+    assert sorted(pack.ids()) == sorted(o.id for o in objs)
+    with pytest.raises(KeyError):
+        pack.get_raw(Blob(b"absent").id)
+
+
+def test_scan_pack_recovers_every_object(tmp_path: Path) -> None:
+    objs = [b for b, _ in versioned(files=2, versions=4)]
+    pack = make_pack(tmp_path, objs)
+    rows, trailer = scan_pack(pack.path.read_bytes())
+    assert {raw for *_, raw in rows} == {o.encode() for o in objs}
+    assert trailer == pack.index.pack_checksum
+
+
+def flip(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def test_flipped_entry_byte_fails_that_object_only(tmp_path: Path) -> None:
+    objs = [Blob(f"object number {i} ".encode() * 20) for i in range(20)]
+    pack = make_pack(tmp_path, objs)
+    infos, _ = pack.verify()
+    victim = infos[len(infos) // 2]
+    path = pack.path
+    pack.close()
+    flip(path, victim.offset + victim.packed - 1)
+    pack = Pack(path)
+    with pytest.raises(StorageError) as exc:
+        pack.get_raw(victim.id)
+    assert exc.value.code == "E007" and victim.id.hex() in exc.value.message
+    dependants = {i.id for i in infos if i.base is not None}
+    for o in objs:
+        if o.id != victim.id and o.id not in dependants:
+            assert pack.get_raw(o.id) == o.encode()
+    _, problems = pack.verify()
+    assert any("checksum mismatch" in p for p in problems)
+    assert any(victim.id.hex() in p for p in problems)
+
+
+@pytest.mark.parametrize("where", ["ids", "offsets", "crcs", "trailer"])
+def test_flipped_index_byte_is_named(tmp_path: Path, where: str) -> None:
+    objs = small_records(30)
+    pack = make_pack(tmp_path, objs)
+    idx = pack.index
+    at = {"ids": idx._ids + 40, "offsets": idx._offsets + 7, "crcs": idx._crcs + 3,
+          "trailer": len(idx.map) - 1}[where]
+    path = idx.path
+    pack.close()
+    flip(path, at)
+    pack = Pack(path.with_suffix(".pack"))
+    _, problems = pack.verify()
+    assert any("index checksum mismatch" in p for p in problems)
+
+
+def test_truncated_pack_and_missing_index_are_refused(tmp_path: Path) -> None:
+    objs = small_records(10)
+    pack = make_pack(tmp_path, objs)
+    path = pack.path
+    pack.close()
+    data = path.read_bytes()
+    path.write_bytes(data[:-10])
+    with pytest.raises(StorageError, match="trailer|truncated"):
+        Pack(path)
+    path.with_suffix(".idx").unlink()
+    with pytest.raises(StorageError, match="no index"):
+        Pack(path)
+    with pytest.raises(StorageError, match="checksum"):
+        scan_pack(data[:-10])
+
+
+def test_disk_store_reads_packs_and_reports_unusable_ones(tmp_path: Path) -> None:
+    root = tmp_path / "objects"
+    store = DiskObjectStore(root, fsync=False, pack_batch=50)
+    objs = small_records(60)
+    store.put_many(objs)
+    assert len(store.packs()) == 1 and not list(store.loose)
+    loose = Blob(b"loose one")
+    store.put(loose)
+    assert set(store) == {o.id for o in objs} | {loose.id}
+    assert store.get(objs[3].id) == objs[3]
+    assert store.resolve(objs[3].id.hex()[:8]) == objs[3].id
+    assert store.mtime(objs[0].id) > 0
+    # Re-putting a packed object freshens it with a loose copy.
+    store.put(objs[5])
+    assert store.loose.has(objs[5].id)
+    pack = store.packs()[0]
+    data = pack.path.read_bytes()
+    pack.path.write_bytes(data[:-5])
+    other = DiskObjectStore(root, fsync=False)
+    assert other.problems() and not other.packs()
+    with pytest.raises(StorageError, match="unusable"):
+        other.get_raw(objs[7].id)
+    assert other.get(objs[5].id) == objs[5]
+    pack.path.with_suffix(".idx").unlink()
+    third = DiskObjectStore(root, fsync=False)
+    assert "pack has no index" in third.problems().values()
+    with pytest.raises(NotFound):
+        DiskObjectStore(tmp_path / "empty", fsync=False).get_raw(loose.id)
+
+
+def test_reader_finds_objects_moved_into_a_new_pack(tmp_path: Path) -> None:
+    root = tmp_path / "objects"
+    reader = DiskObjectStore(root, fsync=False)
+    writer = DiskObjectStore(root, fsync=False)
+    objs = small_records(5)
+    writer.put_many(objs)
+    assert reader.get(objs[0].id) == objs[0]
+    writer.add_pack(PackItem(o.id, o.encode(), 1) for o in objs)
+    for o in objs:
+        writer.delete(o.id)
+    assert all(reader.has(o.id) for o in objs)
+    assert reader.get(objs[4].id) == objs[4]
