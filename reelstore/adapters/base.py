@@ -79,7 +79,7 @@ def register(cls: type[Adapter]) -> type[Adapter]:
 
 def adapter(name: str, repo: Repo) -> Adapter:
     """An adapter instance by name (E001 if no adapter has that name)."""
-    if not REGISTRY:
+    if name not in REGISTRY:
         from . import fs, http  # noqa: F401  (importing registers the shipped adapters)
     try:
         return REGISTRY[name](repo)
