@@ -1,0 +1,271 @@
+"""The namespace map against a plain dict: history independence, reads, diff, write cost, damage."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reelstore.codec import frame, pack_body
+from reelstore.errors import BadInput, NotFound, StorageError
+from reelstore.namespace import MAX_ENTRIES, TARGET_FANOUT, Namespace, is_boundary
+from reelstore.object_store import MemoryObjectStore
+from reelstore.objects import Blob, Hash, Tree
+
+VALUES = [Blob(f"v{i}".encode()).id for i in range(8)]
+NAMES = st.text(alphabet="abcd/:é", min_size=1, max_size=6) | st.integers(0, 2999).map(lambda i: f"n/{i:04d}")
+OPS = st.lists(st.tuples(NAMES, st.none() | st.sampled_from(VALUES)), max_size=150)
+BASES = st.tuples(st.integers(0, 2500), st.integers(0, 1000)).map(lambda p: base_map(*p))
+SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def base_map(size: int, seed: int) -> list[tuple[str, Hash]]:
+    """A starting map of up to a few thousand names drawn from the same space as NAMES, so ops hit it."""
+    rng = random.Random(seed)
+    return [(f"n/{i:04d}", rng.choice(VALUES)) for i in sorted(rng.sample(range(3000), size))]
+
+
+def apply(ref: dict, changes: dict) -> dict:
+    out = dict(ref)
+    for name, value in changes.items():
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = value
+    return out
+
+
+def build(ns: Namespace, ops: list, batch: int) -> tuple[Hash, dict]:
+    """Apply `ops` in batches of `batch` (later ops in a batch win, as in a dict)."""
+    root, ref = ns.empty(), {}
+    for start in range(0, len(ops), batch):
+        changes = dict(ops[start : start + batch])
+        root = ns.update(root, changes)
+        ref = apply(ref, changes)
+    return root, ref
+
+
+def leaves(store, root: Hash) -> list[Tree]:
+    node = store.get(root)
+    return [node] if node.level == 0 else [leaf for _, h in node.entries for leaf in leaves(store, h)]
+
+
+def big_map(n: int, seed: int = 0) -> dict[str, Hash]:
+    rng = random.Random(seed)
+    return {f"dir{rng.randrange(50)}/file-{i:06d}": rng.choice(VALUES) for i in range(n)}
+
+
+@SETTINGS
+@given(BASES, OPS, st.integers(1, 40), st.randoms(use_true_random=False))
+def test_random_operations_match_a_dict_and_the_root_is_history_independent(base, ops, batch, rnd):
+    ns = Namespace(MemoryObjectStore())
+    start = ns.update(ns.empty(), dict(base))
+    root, ref = start, dict(base)
+    for i in range(0, len(ops), batch):
+        changes = dict(ops[i : i + batch])
+        root, ref = ns.update(root, changes), apply(ref, changes)
+    assert list(ns.items(root)) == sorted(ref.items())
+    assert ns.count(root) == len(ref) == ns.verify(root)
+    for name, _ in ops:
+        assert ns.get(root, name) == ref.get(name)
+    assert ns.update(ns.empty(), ref) == root
+    shuffled = list(ref.items())
+    rnd.shuffle(shuffled)
+    other, _ = build(ns, shuffled, 1 + len(shuffled) // 25)
+    assert other == root
+    one_by_one = start
+    for name, value in ops:
+        one_by_one = ns.update(one_by_one, {name: value})
+    assert one_by_one == root
+
+
+@SETTINGS
+@given(BASES, OPS, OPS)
+def test_diff_equals_the_dict_difference(base, ops_a, ops_b):
+    ns = Namespace(MemoryObjectStore())
+    start = ns.update(ns.empty(), dict(base))
+    ref_a, ref_b = apply(dict(base), dict(ops_a)), apply(dict(base), dict(ops_b))
+    a, b = ns.update(start, dict(ops_a)), ns.update(start, dict(ops_b))
+    want = [(k, ref_a.get(k), ref_b.get(k)) for k in sorted(set(ref_a) | set(ref_b)) if ref_a.get(k) != ref_b.get(k)]
+    assert list(ns.diff(a, b)) == want
+    assert list(ns.diff(b, a)) == [(k, y, x) for k, x, y in want]
+    assert list(ns.diff(a, a)) == []
+
+
+@SETTINGS
+@given(
+    st.lists(st.tuples(NAMES, st.none() | st.sampled_from(VALUES)), max_size=60),
+    st.sampled_from(["", "a", "ab", "é/", "d:"]),
+)
+def test_prefix_items_are_the_matching_names_in_order(ops, prefix):
+    ns = Namespace(MemoryObjectStore())
+    root, ref = build(ns, ops, 7)
+    assert list(ns.items(root, prefix)) == sorted((k, v) for k, v in ref.items() if k.startswith(prefix))
+
+
+def test_large_map_reads_diff_and_removal_to_empty():
+    ns = Namespace(MemoryObjectStore())
+    ref = big_map(20_000)
+    root = ns.update(ns.empty(), ref)
+    top = ns.objects.get(root)
+    assert isinstance(top, Tree) and top.level >= 2
+    assert ns.verify(root) == ns.count(root) == 20_000
+    assert list(ns.items(root, "dir7/")) == sorted((k, v) for k, v in ref.items() if k.startswith("dir7/"))
+    rng = random.Random(5)
+    picked = rng.sample(sorted(ref), 40)
+    changes = {name: None if i % 2 else VALUES[(i + 1) % len(VALUES)] for i, name in enumerate(picked)}
+    changes["dir3/new"] = VALUES[0]
+    after = ns.update(root, changes)
+    want = apply(ref, changes)
+    assert ns.update(ns.empty(), want) == after
+    expect = sorted((k, ref.get(k), want.get(k)) for k in changes if ref.get(k) != want.get(k))
+    assert list(ns.diff(root, after)) == expect
+    assert ns.update(after, {name: None for name in want}) == Namespace.empty()
+
+
+def test_point_update_writes_a_logarithmic_number_of_nodes():
+    store = MemoryObjectStore()
+    ns = Namespace(store)
+    ref = big_map(30_000, seed=3)
+    root = ns.update(ns.empty(), ref)
+    rng = random.Random(9)
+    names = sorted(ref)
+    for i in range(60):
+        before = set(store)
+        kind = i % 3
+        if kind == 0:
+            change = {rng.choice(names): Blob(f"new{i}".encode()).id}
+        elif kind == 1:
+            change = {rng.choice(names): None}
+        else:
+            change = {f"{rng.choice(names)}~{i}": VALUES[0]}
+        root = ns.update(root, change)
+        written = set(store) - before
+        depth = ns.objects.get(root).level
+        assert all(isinstance(store.get(h), Tree) for h in written)
+        assert 1 <= len(written) <= 4 * (depth + 1)
+    assert ns.verify(root) == ns.count(root)
+
+
+def test_nodes_follow_the_boundary_rule_and_target_fanout():
+    names = [f"k{i}" for i in range(20_000)]
+    share = sum(is_boundary(n, 0) for n in names) / len(names)
+    assert 1 / (1.5 * TARGET_FANOUT) < share < 1.5 / TARGET_FANOUT
+    assert [is_boundary(n, 0) for n in names[:200]] != [is_boundary(n, 1) for n in names[:200]]
+
+
+def test_forced_cut_keeps_nodes_bounded_and_history_independent():
+    names = [n for n in (f"x{i:05d}" for i in range(40_000)) if not is_boundary(n, 0)][: 2 * MAX_ENTRIES + 40]
+    ns = Namespace(MemoryObjectStore())
+    ref = {n: VALUES[0] for n in names}
+    root = ns.update(ns.empty(), ref)
+    assert [len(leaf.entries) for leaf in leaves(ns.objects, root)] == [MAX_ENTRIES, MAX_ENTRIES, 40]
+    rng = random.Random(2)
+    order = list(ref)
+    rng.shuffle(order)
+    root2 = ns.empty()
+    for start in range(0, len(order), 97):
+        root2 = ns.update(root2, {n: ref[n] for n in order[start : start + 97]})
+    assert root2 == root
+    shifted = ns.update(root, {"x": VALUES[1]})
+    assert ns.update(ns.empty(), {**ref, "x": VALUES[1]}) == shifted
+    assert ns.verify(shifted) == len(ref) + 1
+
+
+def test_empty_map_is_the_init_tree_and_is_written_when_reached():
+    store = MemoryObjectStore()
+    ns = Namespace(store)
+    assert Namespace.empty() == Tree(0, ()).id
+    assert ns.count(ns.empty()) == 0 and list(ns.items(ns.empty())) == []
+    assert ns.get(ns.empty(), "a") is None
+    root = ns.update(ns.empty(), {"a": VALUES[0]})
+    assert ns.update(root, {"b": None}) == root
+    assert ns.update(root, {"a": VALUES[0]}) == root
+    assert ns.update(root, {}) == root
+    assert ns.update(root, {"a": None}) == ns.empty()
+    assert store.has(ns.empty())
+
+
+@pytest.mark.parametrize("fixture", ["repo", "mem"])
+def test_on_the_repository_stores(fixture, request):
+    store = request.getfixturevalue(fixture).objects
+    ns = Namespace(store)
+    ref = big_map(600, seed=1)
+    items = list(ref.items())
+    root = ns.update(ns.empty(), dict(items[:300]))
+    root = ns.update(root, dict(items[300:]))
+    fresh = Namespace(store)
+    assert list(fresh.items(root)) == sorted(ref.items())
+    assert fresh.verify(root) == 600
+    assert fresh.update(fresh.empty(), ref) == root
+
+
+def test_bad_input_is_refused():
+    ns = Namespace(MemoryObjectStore())
+    for bad in ({"": VALUES[0]}, {"a" * 4097: VALUES[0]}, {"a": b"short"}, {"\ud800": VALUES[0]}, {3: VALUES[0]}):
+        with pytest.raises(BadInput):
+            ns.update(ns.empty(), bad)
+    with pytest.raises(BadInput):
+        ns.get(ns.objects.put(Blob(b"x")), "a")
+    with pytest.raises(NotFound):
+        ns.get(Hash(bytes(32)), "a")
+
+
+def _plant(repo, raw: bytes) -> Hash:
+    """Put bytes under their hash without the codec's check: what a damaged or hostile store holds."""
+    h = Hash.of(raw)
+    if repo.path is None:
+        repo.objects._objects[h] = raw
+    else:
+        path = repo.path / "objects" / h.hex()[:2] / h.hex()[2:]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(zstandard.ZstdCompressor().compress(raw))
+    return h
+
+
+@pytest.mark.parametrize("fixture", ["repo", "mem"])
+def test_damaged_trees_are_storage_errors(fixture, request):
+    repo = request.getfixturevalue(fixture)
+    store = repo.objects
+    root = Namespace(store).update(Namespace.empty(), big_map(3000, seed=4))
+    top = store.get(root)
+    name0, child0 = top.entries[0]
+    damaged = [
+        store.put(Blob(b"not a tree")),
+        _plant(repo, frame("tree", pack_body({"level": 0, "entries": [["b", VALUES[0]], ["a", VALUES[0]]]}))),
+        store.put(Tree(top.level, ((name0, child0),))),
+        store.put(Tree(top.level - 1, (("aaa", VALUES[0]),))),
+        Hash(bytes(32)),
+    ]
+    for bad_child in damaged:
+        bad_root = store.put(Tree(top.level, ((name0, bad_child), *top.entries[1:])))
+        probes = (
+            lambda ns, r: list(ns.items(r)),
+            lambda ns, r: ns.get(r, name0),
+            lambda ns, r: ns.count(r),
+            lambda ns, r: ns.verify(r),
+            lambda ns, r: list(ns.diff(root, r)),
+            lambda ns, r: ns.update(r, {name0: None}),
+        )
+        for probe in probes:
+            with pytest.raises(StorageError) as err:
+                probe(Namespace(store), bad_root)
+            assert err.value.code == "E007"
+
+
+def test_overlapping_children_and_miscut_nodes_are_storage_errors(mem):
+    store = mem.objects
+    left = store.put(Tree(0, (("a", VALUES[0]), ("c", VALUES[0]))))
+    right = store.put(Tree(0, (("b", VALUES[0]),)))
+    overlapping = store.put(Tree(1, (("a", left), ("b", right))))
+    with pytest.raises(StorageError):
+        list(Namespace(store).items(overlapping))
+    with pytest.raises(StorageError):
+        Namespace(store).verify(overlapping)
+    miscut = store.put(Tree(0, tuple(sorted(big_map(300).items()))))
+    assert list(Namespace(store).items(miscut))
+    with pytest.raises(StorageError):
+        Namespace(store).verify(miscut)
