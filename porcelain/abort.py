@@ -1,0 +1,20 @@
+"""`reel abort`: discard a view and its live descendants; none of their effects can ever fire."""
+
+from __future__ import annotations
+
+import click
+from reelstore.plumbing.context import Context, pass_ctx
+
+from reelstore.store import Store
+
+
+@click.command("abort")
+@click.argument("view")
+@pass_ctx
+def abort(ctx: Context, view: str) -> None:
+    """Abort VIEW (and its live descendants): refs deleted, no fire capability minted."""
+    names = Store(ctx.repo).abort(view)
+    ctx.emit({"aborted": names}, "\n".join(f"aborted view {n}" for n in names))
+
+
+COMMANDS = [abort]

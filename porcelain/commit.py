@@ -1,0 +1,34 @@
+"""`reel commit`: land a view in its trunk (and drain its effects) or merge it into its parent view."""
+
+from __future__ import annotations
+
+import click
+from reelstore.plumbing.context import Context, pass_ctx
+
+from reelstore.kernel import CommitResult
+from reelstore.store import Store
+
+
+def _text(res: CommitResult) -> str:
+    if res.record is None:
+        return f"merged view {res.view} into {res.target} ({res.parent_view.hex()[:12] if res.parent_view else ''})"
+    lines = [f"committed view {res.view} to {res.target} as record {res.record.hex()}"]
+    if res.drain is not None:
+        for o in res.drain.outcomes:
+            lines.append(f"  effect {o.index} {o.op}: {o.state} ({o.action}){' - ' + o.note if o.note else ''}")
+    return "\n".join(lines)
+
+
+@click.command("commit")
+@click.argument("view")
+@click.option("-m", "--message", default="", help="Record message.")
+@pass_ctx
+def commit(ctx: Context, view: str, message: str) -> None:
+    """Commit VIEW: checks, then the target's compare-and-swap, then (into a trunk) the drain."""
+    res = Store(ctx.repo).commit(view, message)
+    ctx.emit(res.to_json(), lambda: _text(res))
+    if res.drain is not None:
+        res.drain.check()
+
+
+COMMANDS = [commit]

@@ -1,0 +1,27 @@
+"""`reel fork`: start a view over a trunk or another view."""
+
+from __future__ import annotations
+
+import click
+from reelstore.plumbing.context import Context, pass_ctx
+
+from reelstore.store import Store
+
+
+@click.command("fork")
+@click.option("--from", "source", metavar="SOURCE", help="Trunk or view to fork (default: the store's trunk).")
+@click.option("--cap", "caps", multiple=True, metavar="SPEC",
+              help="Capability OPS=PREFIX[;expires=ISO-8601][;budget=N]; repeatable. Default: the source's.")
+@click.option("--boundary", type=click.Choice(["isolated", "autonomous"]),
+              help="isolated: commit merges into the parent view; autonomous: commit goes to the trunk.")
+@click.argument("name")
+@pass_ctx
+def fork(ctx: Context, source: str | None, caps: tuple[str, ...], boundary: str | None, name: str) -> None:
+    """Fork view NAME: one view object and one ref, whatever the namespace's size."""
+    store = Store(ctx.repo)
+    store.fork(name, source, list(caps) if caps else None, boundary)
+    info = store.status(name)
+    ctx.emit(info, f"forked view {name} from {info['parent']} ({info['boundary']}) as {info['id'][:12]}")
+
+
+COMMANDS = [fork]

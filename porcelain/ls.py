@@ -1,0 +1,22 @@
+"""`reel ls`: list the names a view can read."""
+
+from __future__ import annotations
+
+import click
+from reelstore.plumbing.context import Context, pass_ctx
+
+from reelstore.store import Store
+
+
+@click.command("ls")
+@click.argument("view")
+@click.argument("prefix", required=False, default="")
+@pass_ctx
+def ls(ctx: Context, view: str, prefix: str) -> None:
+    """List names (and blob ids) under PREFIX in VIEW, in name order."""
+    rows = Store(ctx.repo).handle(view).ls(prefix)
+    ctx.emit({"view": view, "entries": [{"name": n, "id": h.hex()} for n, h in rows]},
+             lambda: "\n".join(f"{h.hex()}\t{n}" for n, h in rows))
+
+
+COMMANDS = [ls]

@@ -1,0 +1,21 @@
+"""`reel rm`: remove a name from a view (Class A)."""
+
+from __future__ import annotations
+
+import click
+from reelstore.plumbing.context import Context, pass_ctx
+
+from reelstore.store import Store
+
+
+@click.command("rm")
+@click.argument("view")
+@click.argument("name")
+@pass_ctx
+def rm(ctx: Context, view: str, name: str) -> None:
+    """Remove NAME from VIEW."""
+    Store(ctx.repo).handle(view).rm(name)
+    ctx.emit({"view": view, "name": name, "removed": True}, f"removed {name}")
+
+
+COMMANDS = [rm]

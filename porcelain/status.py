@@ -1,0 +1,39 @@
+"""`reel status`: what a view changed and what it would fire."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from reelstore.plumbing.context import Context, pass_ctx
+
+from reelstore.store import Store
+
+
+def _text(info: dict[str, Any]) -> str:
+    lines = [f"view {info['view']} ({info['boundary']}, depth {info['depth']})  {info['id']}",
+             f"parent  {info['parent']}", f"base    {info['base']}", "capabilities:"]
+    lines += [f"  {c}" for c in info["caps"]] or ["  (none)"]
+    lines.append(f"changes ({len(info['changes'])}):")
+    lines += [f"  {'put   ' if c['op'] == 'put' else 'remove'} {c['name']}" for c in info["changes"]]
+    lines.append(f"pending effects ({len(info['effects'])}), in the order they would fire on commit:")
+    lines += [f"  {e['index']}. {e['id'][:12]} class {e['class']} {e['delivery']:9} {e['resource']}"
+              for e in info["effects"]]
+    return "\n".join(lines)
+
+
+@click.command("status")
+@click.argument("view", required=False)
+@pass_ctx
+def status(ctx: Context, view: str | None) -> None:
+    """Show VIEW's base, changed names, pending effects in order and capabilities (no VIEW: every view)."""
+    store = Store(ctx.repo)
+    if view is not None:
+        info = store.status(view)
+        ctx.emit(info, lambda: _text(info))
+        return
+    infos = [store.status(v["name"]) for v in store.views()]
+    ctx.emit({"views": infos}, lambda: "\n\n".join(_text(i) for i in infos) or "no live views")
+
+
+COMMANDS = [status]

@@ -1,0 +1,16 @@
+"""reelstore: views whose side effects fire only on commit. `Store` is the Python API's entry point."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Store"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so `import reelstore.codec` does not load the whole kernel.
+    if name == "Store":
+        from .store import Store
+
+        return Store
+    raise AttributeError(f"module 'reelstore' has no attribute {name!r}")

@@ -1,0 +1,58 @@
+"""Deltas and the three-way replay a commit does when its target moved since the fork.
+
+A view's delta says, per name, what the view changed relative to its base namespace. Replaying it
+onto a newer target is safe exactly when, for every name the view changed, the target still holds
+what the base held or already holds what the view wants. That check is O(changes · log n): it reads
+only the changed names, never the whole namespace.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+
+from .errors import Conflict
+from .namespace import Namespace
+from .objects import Delta, Hash
+
+Changes = Mapping[str, "Hash | None"]
+
+
+def changes_of(delta: Delta | None) -> dict[str, Hash | None]:
+    """A delta's operations as {name: new id, or None for a removal}."""
+    if delta is None:
+        return {}
+    return {op[1]: (op[2] if op[0] == "put" else None) for op in delta.ops}
+
+
+def record_change(ns: Namespace, delta: Delta, name: str, new: Hash | None) -> Delta:
+    """`delta` with `name` now mapping to `new`; an op that restores the base value disappears."""
+    ops = list(delta.ops)
+    names = [op[1] for op in ops]
+    i = bisect.bisect_left(names, name)
+    if i < len(ops) and names[i] == name:
+        del ops[i]
+    if ns.get(delta.base, name) != new:
+        ops.insert(i, ("put", name, new) if new is not None else ("remove", name))
+    return Delta(delta.base, tuple(ops))
+
+
+def conflicts(ns: Namespace, base: Hash, onto: Hash, changes: Changes) -> list[str]:
+    """Names the view changed that the target also changed, to something else."""
+    if base == onto:
+        return []
+    out = []
+    for name, want in changes.items():
+        theirs = ns.get(onto, name)
+        if theirs != want and theirs != ns.get(base, name):
+            out.append(name)
+    return out
+
+
+def replay(ns: Namespace, base: Hash, onto: Hash, changes: Changes, what: str) -> Hash:
+    """The namespace `onto` with `changes` applied, or E002 (nothing written) on a name conflict."""
+    clash = conflicts(ns, base, onto, changes)
+    if clash:
+        shown = ", ".join(clash[:5]) + (f" and {len(clash) - 5} more" if len(clash) > 5 else "")
+        raise Conflict(f"{what} changed the same names since the fork: {shown}", names=clash)
+    return ns.update(onto, dict(changes)) if changes else onto

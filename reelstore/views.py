@@ -1,0 +1,236 @@
+"""Live views and terminal ones: loading a view by name, and remembering which views ended and how.
+
+A live view is the ref `refs/views/NAME`. A view ends by commit or abort, which deletes that ref, so
+the ref alone cannot tell "never existed" (E001) from "already committed or aborted" (E008). The
+verb log answers that: an append-only line per fork, commit and abort in `.reel/logs/VERBS`. It is an
+audit trail, not a gc root: it names aborted views' objects without keeping them alive.
+
+A commit's single commit point is the CAS of its target (the trunk, or the parent view). A crash
+after that CAS but before the view ref was deleted leaves a *leftover* ref; `load_live` recognises it
+(a record on the trunk, or the parent's `merged` list, names the view object) and finishes retiring it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from .errors import BadInput, Conflict, NotFound, StorageError, ViewTerminal
+from .objects import Hash, Record, View
+from .refs import check_ref_name
+from .repo import Repo
+
+VIEW_PREFIX = "refs/views/"
+HEAD_PREFIX = "refs/heads/"
+TERMINAL_VERBS = ("commit", "abort")
+_MEMORY_LOGS: weakref.WeakKeyDictionary[Repo, list[str]] = weakref.WeakKeyDictionary()
+
+
+def view_ref(name: str) -> str:
+    """The ref of view `name` (E014 if the name cannot be a ref)."""
+    if not name or name.startswith("refs/"):
+        raise BadInput(f"invalid view name {name!r}")
+    return check_ref_name(VIEW_PREFIX + name)
+
+
+def trunk_ref(trunk: str) -> str:
+    return check_ref_name(HEAD_PREFIX + trunk)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def principal() -> str:
+    """Who acts: REEL_PRINCIPAL, else the login name."""
+    return os.environ.get("REEL_PRINCIPAL") or os.environ.get("USER") or "reel"
+
+
+@dataclass(frozen=True)
+class Live:
+    """A live view: its name, its ref and the view object the ref points at."""
+
+    name: str
+    view: View
+
+    @property
+    def ref(self) -> str:
+        return VIEW_PREFIX + self.name
+
+    @property
+    def id(self) -> Hash:
+        return self.view.id
+
+    @property
+    def trunk(self) -> str:
+        return str(self.view.meta.get("trunk", ""))
+
+
+# The verb log.
+
+
+def log_verb(repo: Repo, verb: str, name: str, view_id: Hash, detail: str = "") -> None:
+    """Append one line `TIME VERB NAME VIEW DETAIL` (durably, on disk)."""
+    line = f"{now_ms()} {verb} {name} {view_id.hex()} {detail}".rstrip() + "\n"
+    if repo.path is None:
+        _MEMORY_LOGS.setdefault(repo, []).append(line)
+        return
+    path = repo.path / "logs" / "VERBS"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line.encode("utf-8"))
+        if repo.config.get_bool("core.fsync", True):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class VerbEntry:
+    time_ms: int
+    verb: str
+    name: str
+    view: str
+    detail: str
+
+
+def verb_log(repo: Repo) -> Iterator[VerbEntry]:
+    """Every verb-log entry, oldest first."""
+    if repo.path is None:
+        lines = list(_MEMORY_LOGS.get(repo, ()))
+    else:
+        try:
+            lines = (repo.path / "logs" / "VERBS").read_text("utf-8").splitlines()
+        except FileNotFoundError:
+            lines = []
+        except OSError as exc:
+            raise StorageError(f"cannot read the verb log: {exc}") from None
+    for line in lines:
+        parts = line.rstrip("\n").split(" ", 4)
+        if len(parts) >= 4 and parts[0].isdigit():
+            yield VerbEntry(int(parts[0]), parts[1], parts[2], parts[3], parts[4] if len(parts) > 4 else "")
+
+
+def last_end(repo: Repo, name: str) -> VerbEntry | None:
+    """The newest commit or abort of a view called `name`, if that is the newest thing it did."""
+    last = None
+    for entry in verb_log(repo):
+        if entry.name == name:
+            last = entry
+    return last if last is not None and last.verb in TERMINAL_VERBS else None
+
+
+# Loading views.
+
+
+def read_view(repo: Repo, h: Hash) -> View:
+    obj = repo.objects.get(h)
+    if not isinstance(obj, View):
+        raise StorageError(f"object {h.hex()} is a {obj.kind}, not a view")
+    return obj
+
+
+def terminal_error(repo: Repo, name: str) -> ViewTerminal | NotFound:
+    end = last_end(repo, name)
+    if end is None:
+        return NotFound(f"no view named {name!r}", view=name)
+    how = "committed" if end.verb == "commit" else "aborted"
+    extra = f" as {end.detail.split()[0]}" if end.verb == "commit" and end.detail else ""
+    return ViewTerminal(f"view {name!r} is terminal: it was {how}{extra}", view=name, state=how)
+
+
+def load_live(repo: Repo, name: str, *, settle: bool = True) -> Live:
+    """The live view `name`: E001 if there never was one, E008 if it was committed or aborted.
+
+    With `settle`, a leftover ref of a view whose commit already landed is retired first, so every
+    mutating verb sees a crashed commit as the commit it was.
+    """
+    ref = view_ref(name)
+    h = repo.refs.get(ref)
+    if h is None:
+        raise terminal_error(repo, name)
+    live = Live(name, read_view(repo, h))
+    if settle:
+        where = committed_in(repo, live.view)
+        if where is not None:
+            retire(repo, live, where)
+            raise terminal_error(repo, name)
+    return live
+
+
+def committed_in(repo: Repo, view: View) -> Hash | None:
+    """The record (or parent view object) that already holds `view`, if its commit landed."""
+    if view.boundary == "isolated" and view.parent.startswith(VIEW_PREFIX):
+        parent = repo.refs.get(view.parent)
+        if parent is not None and view.id.hex() in read_view(repo, parent).meta.get("merged", ()):
+            return parent
+        return None
+    trunk = str(view.meta.get("trunk", ""))
+    head = repo.refs.get(trunk_ref(trunk)) if trunk else None
+    return None if head is None else find_record(repo, view, head, stop=None)
+
+
+def find_record(repo: Repo, view: View, head: Hash, stop: Hash | None) -> Hash | None:
+    """Walk the trunk from `head` back to `stop`, the view's trunk base, or the root; the record
+    naming `view`, if any. Costs one read per record committed since the view forked."""
+    base = trunk_base(repo, view)
+    h: Hash | None = head
+    while h is not None and h != stop:
+        rec = repo.objects.get(h)
+        if not isinstance(rec, Record):
+            raise StorageError(f"trunk object {h.hex()} is a {rec.kind}, not a record")
+        if rec.view == view.id:
+            return h
+        if h == base:
+            return None
+        h = rec.parent
+    return None
+
+
+def trunk_base(repo: Repo, view: View) -> Hash | None:
+    """The trunk record a view descends from: its own base, or its nearest trunk-forked ancestor's."""
+    seen = 0
+    while view.parent.startswith(VIEW_PREFIX) and view.base is not None and seen < 64:
+        view = read_view(repo, view.base)
+        seen += 1
+    return view.base
+
+
+def retire(repo: Repo, live: Live, where: Hash) -> None:
+    """Finish a commit whose target CAS landed: log it and delete the leftover ref."""
+    log_verb(repo, "commit", live.name, live.id, where.hex())
+    try:
+        repo.refs.delete(live.ref, live.id, message=f"retire committed view {live.name}", principal=principal())
+    except (NotFound, Conflict):
+        return
+
+
+def live_views(repo: Repo) -> list[Live]:
+    """Every live view, by name."""
+    out = []
+    for ref, h in repo.refs.list(VIEW_PREFIX):
+        out.append(Live(ref[len(VIEW_PREFIX) :], read_view(repo, h)))
+    return out
+
+
+def descendants(repo: Repo, name: str) -> list[Live]:
+    """Live views forked (directly or not) from view `name`, deepest first."""
+    views = live_views(repo)
+    children: dict[str, list[Live]] = {}
+    for v in views:
+        children.setdefault(v.view.parent, []).append(v)
+    out: list[Live] = []
+
+    def walk(ref: str, depth: int) -> None:
+        if depth > 64:
+            return
+        for child in children.get(ref, ()):
+            walk(child.ref, depth + 1)
+            out.append(child)
+
+    walk(VIEW_PREFIX + name, 0)
+    return out
