@@ -1,0 +1,23 @@
+"""`reel hold`: stop all effect admission and draining until `reel release`."""
+
+from __future__ import annotations
+
+import click
+from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.porcelain.ops import json_flag
+
+from reelstore.hold import hold as put_on_hold
+from reelstore.views import principal
+
+
+@click.command("hold")
+@json_flag
+@click.option("--why", required=True, help="Why the store is held (shown to everyone refused).")
+@pass_ctx
+def hold(ctx: Context, why: str) -> None:
+    """Put the store on hold: effects are refused at admission and nothing drains (E012, exit 6)."""
+    doc = put_on_hold(ctx.repo, why, principal())
+    ctx.emit(doc, f"store held by {doc['by']}: {why}")
+
+
+COMMANDS = [hold]

@@ -1,0 +1,33 @@
+"""`reel recover`: start a new epoch and resume every unfinished drain."""
+
+from __future__ import annotations
+
+import click
+from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.porcelain.ops import json_flag
+
+from reelstore.recovery import RecoveryReport
+from reelstore.recovery import recover as resume
+
+
+def _text(rep: RecoveryReport) -> str:
+    lines = [f"epoch {rep.epoch}: {len(rep.drains)} unfinished drain(s)"]
+    for d in rep.drains:
+        lines.append(f"record {d.record.hex()} on {d.trunk}")
+        for o in d.outcomes:
+            lines.append(f"  effect {o.index} {o.op}: {o.state} ({o.action}){' - ' + o.note if o.note else ''}")
+    return "\n".join(lines)
+
+
+@click.command("recover")
+@json_flag
+@pass_ctx
+def recover(ctx: Context) -> None:
+    """Fence every older drainer with a new epoch, then resume: keyed effects are resent with the same
+    key, queryable and two-phase ones reconciled first, blind ones stay unknown (exit 7)."""
+    rep = resume(ctx.repo)
+    ctx.emit(rep.to_json(), lambda: _text(rep))
+    rep.check()
+
+
+COMMANDS = [recover]

@@ -1,0 +1,21 @@
+"""`reel release`: lift the store's hold."""
+
+from __future__ import annotations
+
+import click
+from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.porcelain.ops import json_flag
+
+from reelstore.hold import release as lift
+
+
+@click.command("release")
+@json_flag
+@pass_ctx
+def release(ctx: Context) -> None:
+    """Lift the hold. Effects that were pending stay pending: `reel recover` drains them."""
+    doc = lift(ctx.repo)
+    ctx.emit({"released": doc}, "hold released" if doc else "the store was not held")
+
+
+COMMANDS = [release]
