@@ -13,8 +13,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +53,18 @@ def check_ref_name(name: str) -> str:
     if problem:
         raise BadInput(f"invalid ref name {name!r}: {problem}")
     return name
+
+
+def name_conflict(name: str, taken: Iterable[str]) -> str | None:
+    """The ref in `taken` that `name` cannot coexist with (one is a directory of the other), or None.
+
+    `refs/heads/a` and `refs/heads/a/b` cannot both exist: on disk one would be a file and a directory.
+    """
+    under = name + "/"
+    for other in taken:
+        if other.startswith(under) or name.startswith(other + "/"):
+            return other
+    return None
 
 
 @dataclass(frozen=True)
@@ -249,6 +261,10 @@ class MemoryRefStore(RefStore):
             busy = [n for n in names if n in self._locked]
             if busy:
                 raise Conflict(f"cannot lock ref {busy[0]}: another update holds it", ref=busy[0])
+            for name in names:
+                other = name_conflict(name, [*self._refs, *self._locked])
+                if other is not None:
+                    raise Conflict(f"cannot lock ref {name}: ref {other} is in the way", ref=name)
             self._locked.update(names)
 
     def _unlock(self, names: list[str]) -> None:
@@ -291,10 +307,8 @@ class DiskRefStore(RefStore):
         path = self._path(name)
         try:
             text = path.read_text("ascii")
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return self._packed().get(name)
-        except IsADirectoryError:
-            return None
         except (OSError, UnicodeDecodeError) as exc:
             raise StorageError(f"cannot read ref {name}: {exc}", ref=name) from None
         text = text.strip()
@@ -325,15 +339,12 @@ class DiskRefStore(RefStore):
         taken: list[str] = []
         try:
             for name in names:
+                self._clear_way(name)
                 lock = self._path(name + ".lock")
                 try:
-                    lock.parent.mkdir(parents=True, exist_ok=True)
-                except (FileExistsError, NotADirectoryError):
+                    self._create_lock(lock)
+                except (NotADirectoryError, IsADirectoryError):
                     raise Conflict(f"cannot lock ref {name}: a ref is in the way of its path", ref=name) from None
-                if self._path(name).is_dir():
-                    raise Conflict(f"cannot lock ref {name}: other refs live under that name", ref=name)
-                try:
-                    write_new(lock, b"", fsync=False)
                 except FileExistsError:
                     age = time.time() - lock.stat().st_mtime if lock.exists() else 0
                     raise Conflict(
@@ -346,9 +357,44 @@ class DiskRefStore(RefStore):
             self._unlock(taken)
             raise
 
+    def _create_lock(self, lock: Path, attempts: int = 3) -> None:
+        """Create `lock` exclusively, making its directory; retried if a concurrent prune removed it."""
+        for attempt in range(attempts):
+            try:
+                lock.parent.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:
+                raise NotADirectoryError(lock.parent) from None
+            try:
+                write_new(lock, b"", fsync=False)
+                return
+            except FileNotFoundError:
+                if attempt == attempts - 1:
+                    raise
+
+    def _clear_way(self, name: str) -> None:
+        """Refuse (E002) a name that is a directory of another ref, or under one, packed or loose or being
+        written; remove empty directories left where the ref file must go."""
+        parts = name.split("/")
+        ancestors = ["/".join(parts[:i]) for i in range(2, len(parts))]
+        loose = [a for a in ancestors if self._path(a).is_file() or self._path(a + ".lock").exists()]
+        path = self._path(name)
+        if path.is_dir():
+            for dirpath, _, files in os.walk(path):
+                loose += [os.path.join(dirpath, f) for f in files if not f.startswith(".tmp-")]
+        other = loose[0] if loose else name_conflict(name, self._packed())
+        if other is not None:
+            raise Conflict(f"cannot lock ref {name}: {other} is in the way", ref=name)
+        if path.is_dir():
+            for dirpath, _, _ in sorted(os.walk(path), key=lambda t: -len(t[0])):
+                with suppress(OSError):
+                    os.rmdir(dirpath)
+
     def _unlock(self, names: list[str]) -> None:
         for name in names:
-            self._path(name + ".lock").unlink(missing_ok=True)
+            lock = self._path(name + ".lock")
+            lock.unlink(missing_ok=True)
+            if not self._path(name).exists():
+                self._prune_dirs(lock.parent)
 
     def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str]) -> None:
         now = int(time.time() * 1000)
@@ -384,8 +430,9 @@ class DiskRefStore(RefStore):
                 self._prune_dirs(self._log_path(u.name).parent)
 
     def _prune_dirs(self, d: Path) -> None:
-        stop = {self.root / "refs", self.root / "logs" / "refs", self.root / "logs"}
-        while d not in stop and d != self.root and self.root in d.parents:
+        """Remove empty directories up from `d`, keeping the namespaces themselves (refs/heads, …)."""
+        tops = (self.root / "refs", self.root / "logs" / "refs")
+        while any(top in d.parents and d.parent != top for top in tops):
             try:
                 d.rmdir()
             except OSError:

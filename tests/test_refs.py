@@ -1,0 +1,262 @@
+"""Refs: compare-and-swap, transactions, packed-refs, reflogs and lock files, on disk and in memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reelstore.errors import BadInput, Conflict, NotFound, StorageError
+from reelstore.objects import Hash
+from reelstore.refs import ANY, DiskRefStore, MemoryRefStore, RefStore, ReflogEntry, check_ref_name
+
+A, B, C = (Hash(bytes([i]) * 32) for i in (1, 2, 3))
+
+
+@pytest.fixture(params=["disk", "memory"])
+def refs(request, tmp_path: Path) -> RefStore:
+    if request.param == "memory":
+        return MemoryRefStore()
+    return DiskRefStore(tmp_path, fsync=False)
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> DiskRefStore:
+    return DiskRefStore(tmp_path, fsync=False)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "main",
+        "heads/main",
+        "refs/",
+        "refs/heads/",
+        "refs/heads/a..b",
+        "refs/heads/a//b",
+        "refs/heads/a b",
+        "refs/heads/a\tb",
+        "refs/heads/a\x00b",
+        "refs/heads/a\x7fb",
+        "refs/heads/-x",
+        "refs/heads/.hidden",
+        "refs/heads/x.lock",
+        "refs/heads/x.lock/y",
+        "refs/heads/x.",
+        "refs/heads/a~1",
+        "refs/heads/a^",
+        "refs/heads/a:b",
+        "refs/heads/a?",
+        "refs/heads/a*",
+        "refs/heads/a[",
+        "refs/heads/a\\b",
+        "refs/heads/a@{1}",
+        "refs/" + "x" * 1100,
+    ],
+)
+def test_bad_ref_names_are_e014(refs: RefStore, name: str):
+    with pytest.raises(BadInput):
+        check_ref_name(name)
+    with pytest.raises(BadInput):
+        refs.set(name, A)
+
+
+@pytest.mark.parametrize("name", ["refs/heads/main", "refs/views/a/b-c_d.e", "refs/remotes/o/x@y", "refs/x"])
+def test_good_ref_names(name: str):
+    assert check_ref_name(name) == name
+
+
+def test_cas_set(refs: RefStore):
+    refs.set("refs/heads/x", A, None)
+    assert refs.get("refs/heads/x") == A
+    with pytest.raises(Conflict):
+        refs.set("refs/heads/x", B, None)
+    with pytest.raises(Conflict):
+        refs.set("refs/heads/x", B, C)
+    assert refs["refs/heads/x"] == A
+    refs.set("refs/heads/x", B, A)
+    refs.set("refs/heads/x", C)
+    assert refs["refs/heads/x"] == C
+    with pytest.raises(Conflict):
+        refs.set("refs/heads/new", A, B)
+    assert refs.get("refs/heads/new") is None
+    with pytest.raises(NotFound):
+        refs["refs/heads/new"]
+
+
+def test_delete_by_cas(refs: RefStore):
+    refs.set("refs/views/v", A, None)
+    with pytest.raises(Conflict):
+        refs.delete("refs/views/v", B)
+    assert refs["refs/views/v"] == A
+    refs.delete("refs/views/v", A)
+    assert refs.get("refs/views/v") is None
+    assert refs.reflog("refs/views/v") == []
+    with pytest.raises(NotFound):
+        refs.delete("refs/views/v")
+
+
+def test_list_by_prefix(refs: RefStore):
+    for name, h in (("refs/heads/main", A), ("refs/views/a", B), ("refs/views/b/c", C), ("refs/viewsx", A)):
+        refs.set(name, h)
+    assert refs.list("refs/views/") == [("refs/views/a", B), ("refs/views/b/c", C)]
+    assert [n for n, _ in refs.list()] == ["refs/heads/main", "refs/views/a", "refs/views/b/c", "refs/viewsx"]
+
+
+def test_transaction_is_all_or_nothing(refs: RefStore):
+    refs.set("refs/heads/a", A)
+    refs.set("refs/heads/b", B)
+    refs.set("refs/heads/c", C)
+    tx = refs.transaction("multi")
+    tx.update("refs/heads/a", C, A).create("refs/heads/new", C).delete("refs/heads/b", B).verify("refs/heads/z", None)
+    tx.verify("refs/heads/c", A)  # wrong: c holds C
+    with pytest.raises(BadInput):
+        tx.update("refs/heads/a", B)  # same ref twice
+    with pytest.raises(Conflict):
+        tx.commit()
+    assert refs.get("refs/heads/a") == A and refs.get("refs/heads/b") == B and refs.get("refs/heads/new") is None
+    assert tx.state == "aborted"
+    with refs.transaction("ok") as tx2:
+        tx2.update("refs/heads/a", C, A).create("refs/heads/new", C).delete("refs/heads/b", B)
+    assert refs.get("refs/heads/a") == C and refs.get("refs/heads/new") == C and refs.get("refs/heads/b") is None
+    refs.set("refs/heads/a", A)  # nothing left locked
+
+
+def test_prepare_holds_locks_until_commit_or_abort(refs: RefStore):
+    refs.set("refs/heads/a", A)
+    tx = refs.transaction()
+    tx.update("refs/heads/a", B, A)
+    tx.prepare()
+    with pytest.raises(Conflict):
+        refs.set("refs/heads/a", C)
+    tx.abort()
+    assert refs["refs/heads/a"] == A
+    refs.set("refs/heads/a", C, A)
+    with pytest.raises(BadInput):
+        tx.update("refs/heads/b", A)
+
+
+def test_context_manager_aborts_on_error(refs: RefStore):
+    with pytest.raises(RuntimeError):
+        with refs.transaction() as tx:
+            tx.create("refs/heads/a", A)
+            raise RuntimeError("boom")
+    assert refs.get("refs/heads/a") is None
+    refs.set("refs/heads/a", A, None)
+
+
+def test_reflog(refs: RefStore):
+    refs.set("refs/heads/main", A, None, message="first", principal="alice")
+    refs.set("refs/heads/main", B, A, message="second\nline", principal="bob smith")
+    log = refs.reflog("refs/heads/main")
+    assert [(e.old, e.new, e.principal, e.message) for e in log] == [
+        (None, A, "alice", "first"),
+        (A, B, "bob smith", "second line" if isinstance(refs, DiskRefStore) else "second\nline"),
+    ]
+    assert all(e.time_ms > 1_600_000_000_000 for e in log)
+
+
+def test_reflog_line_round_trip():
+    entry = ReflogEntry(None, A, 123, "p q", "msg\twith tab")
+    assert ReflogEntry.parse(entry.line()) == entry
+    with pytest.raises(BadInput):
+        ReflogEntry.parse("garbage\n")
+
+
+def test_directory_file_conflicts_are_refused(refs: RefStore):
+    refs.set("refs/heads/a", A)
+    with pytest.raises(Conflict):
+        refs.set("refs/heads/a/b", B)
+    refs.set("refs/views/x/y", A)
+    with pytest.raises(Conflict):
+        refs.set("refs/views/x", B)
+    assert refs.get("refs/heads/a") == A and refs.get("refs/heads/a/b") is None
+    assert refs.get("refs/views/x") is None and refs.get("refs/views/x/y") == A
+
+
+def test_stale_lock_is_a_clear_e002_and_never_broken(disk: DiskRefStore, tmp_path: Path):
+    disk.set("refs/heads/main", A)
+    lock = tmp_path / "refs/heads/main.lock"
+    lock.write_text(B.hex() + "\n")
+    with pytest.raises(Conflict, match="lock"):
+        disk.set("refs/heads/main", C, A)
+    with pytest.raises(Conflict, match="lock"):
+        disk.delete("refs/heads/main", A)
+    assert disk["refs/heads/main"] == A
+    assert lock.read_text() == B.hex() + "\n"
+    assert [n for n, _ in disk.list()] == ["refs/heads/main"]
+    lock.unlink()
+    disk.set("refs/heads/main", C, A)
+
+
+def test_failed_transaction_releases_only_its_own_locks(disk: DiskRefStore, tmp_path: Path):
+    disk.set("refs/heads/a", A)
+    disk.set("refs/heads/b", B)
+    (tmp_path / "refs/heads/b.lock").write_bytes(b"")
+    tx = disk.transaction().update("refs/heads/a", C, A).update("refs/heads/b", C, B)
+    with pytest.raises(Conflict):
+        tx.commit()
+    assert not (tmp_path / "refs/heads/a.lock").exists()
+    assert (tmp_path / "refs/heads/b.lock").exists()
+    assert disk["refs/heads/a"] == A
+
+
+def test_packed_refs(disk: DiskRefStore, tmp_path: Path):
+    disk.set("refs/heads/main", A)
+    disk.set("refs/views/v/w", B)
+    assert disk.pack_refs() == 2
+    assert not (tmp_path / "refs/heads/main").exists()
+    assert (tmp_path / "packed-refs").read_text().splitlines()[1:] == [
+        f"{A.hex()} refs/heads/main",
+        f"{B.hex()} refs/views/v/w",
+    ]
+    assert disk.list() == [("refs/heads/main", A), ("refs/views/v/w", B)]
+    disk.set("refs/heads/main", C, A)
+    assert disk["refs/heads/main"] == C
+    assert (tmp_path / "refs/heads/main").is_file()
+    with pytest.raises(Conflict):
+        disk.set("refs/views/v/w", C, A)
+    disk.delete("refs/views/v/w", B)
+    assert disk.get("refs/views/v/w") is None
+    assert "refs/views/v/w" not in (tmp_path / "packed-refs").read_text()
+    disk.delete("refs/heads/main", C)
+    assert disk.get("refs/heads/main") is None
+    assert disk.list() == []
+
+
+def test_packed_ref_blocks_directory_file_conflict(disk: DiskRefStore):
+    disk.set("refs/heads/a", A)
+    disk.set("refs/views/p/q", A)
+    disk.pack_refs()
+    with pytest.raises(Conflict):
+        disk.set("refs/heads/a/b", B)
+    with pytest.raises(Conflict):
+        disk.set("refs/views/p", B)
+    assert disk["refs/heads/a"] == A
+    assert disk.list() == [("refs/heads/a", A), ("refs/views/p/q", A)]
+
+
+def test_damaged_refs_are_e007(disk: DiskRefStore, tmp_path: Path):
+    disk.set("refs/heads/main", A)
+    (tmp_path / "refs/heads/main").write_text("not a hash\n")
+    with pytest.raises(StorageError):
+        disk.get("refs/heads/main")
+    (tmp_path / "refs/heads/main").unlink()
+    (tmp_path / "packed-refs").write_text("# reel packed-refs v1\nzzz refs/heads/main\n")
+    with pytest.raises(StorageError):
+        disk.get("refs/heads/main")
+
+
+def test_deleting_a_ref_prunes_empty_directories(disk: DiskRefStore, tmp_path: Path):
+    disk.set("refs/views/deep/er/v", A)
+    disk.delete("refs/views/deep/er/v", A)
+    assert not (tmp_path / "refs/views/deep").exists()
+    assert not (tmp_path / "logs/refs/views/deep").exists()
+    disk.set("refs/views/deep", B, None)
+    assert disk["refs/views/deep"] == B
+
+
+def test_any_expected_value(refs: RefStore):
+    refs.set("refs/heads/x", A, ANY)
+    refs.set("refs/heads/x", B, ANY)
+    assert refs["refs/heads/x"] == B
