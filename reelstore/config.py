@@ -31,19 +31,24 @@ def _value(raw: str | None) -> str:
     if raw is None:
         return "true"
     out, quoted, i = [], False, 0
+    kept = 0  # length of `out` up to its last character that was quoted, escaped or not whitespace
     while i < len(raw):
         ch = raw[i]
         if ch == '"':
             quoted = not quoted
+            kept = len(out)
         elif ch == "\\" and i + 1 < len(raw):
             i += 1
             out.append({"n": "\n", "t": "\t"}.get(raw[i], raw[i]))
+            kept = len(out)
         elif ch in ";#" and not quoted and (i == 0 or raw[i - 1].isspace()):
             break
         else:
             out.append(ch)
+            if quoted or not ch.isspace():
+                kept = len(out)
         i += 1
-    return "".join(out).strip()
+    return "".join(out[:kept])
 
 
 def _quote(value: str) -> str:

@@ -1,0 +1,95 @@
+"""git-config style configuration: keys, subsections, several values, edits that keep the file's shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reelstore.config import Config, split_key
+from reelstore.errors import BadInput
+
+
+def test_split_key():
+    assert split_key("core.trunk") == ("core", None, "trunk")
+    assert split_key("Remote.Origin.URL") == ("remote", "Origin", "url")
+    assert split_key("service.api.example.com:443.rule") == ("service", "api.example.com:443", "rule")
+    for bad in ("core", "core.", ".x", "a b.c", "core.9x"):
+        with pytest.raises(BadInput):
+            split_key(bad)
+
+
+def test_set_get_persist(tmp_path: Path):
+    path = tmp_path / "config"
+    cfg = Config(path)
+    cfg.set("core.trunk", "main")
+    cfg.set('remote.Origin.url', "file:///x y")
+    cfg.set("user.name", " padded ")
+    cfg.set("weird.value", 'has # and ; and "quotes" and \\ back')
+    again = Config(path)
+    assert again.get("core.trunk") == "main"
+    assert again.get("CORE.Trunk") == "main"
+    assert again.get("remote.Origin.url") == "file:///x y"
+    assert again.get("remote.origin.url") is None
+    assert again.get("user.name") == " padded "
+    assert again.get("weird.value") == 'has # and ; and "quotes" and \\ back'
+    assert again.get("missing.key", "dflt") == "dflt"
+
+
+def test_multi_values_add_and_unset(tmp_path: Path):
+    cfg = Config(tmp_path / "config")
+    cfg.set("remote.o.url", "a")
+    cfg.set("remote.o.url", "b", add=True)
+    cfg.set("remote.o.push", "p")
+    assert cfg.get_all("remote.o.url") == ["a", "b"]
+    assert cfg.get("remote.o.url") == "b"
+    cfg.set("remote.o.url", "c")
+    assert cfg.get_all("remote.o.url") == ["a", "c"]
+    assert cfg.unset("remote.o.url") == 2
+    assert cfg.get_all("remote.o.url") == []
+    assert Config(tmp_path / "config").get("remote.o.push") == "p"
+    assert cfg.unset("remote.o.url") == 0
+
+
+def test_comments_and_order_survive_edits(tmp_path: Path):
+    path = tmp_path / "config"
+    path.write_text("# top comment\n[core]\n\ttrunk = main ; inline\n\n[extra]\n\tflag\n")
+    cfg = Config(path)
+    assert cfg.get("core.trunk") == "main"
+    assert cfg.get_bool("extra.flag") is True
+    cfg.set("core.fsync", "false")
+    text = path.read_text()
+    assert text.startswith("# top comment\n[core]\n\ttrunk = main ; inline\n\tfsync = false\n")
+    assert cfg.get_bool("core.fsync", True) is False
+    assert cfg.items()[:2] == [("core.trunk", "main"), ("core.fsync", "false")]
+
+
+def test_subsections_and_remove_section(tmp_path: Path):
+    cfg = Config(tmp_path / "config")
+    cfg.set("remote.a.url", "1")
+    cfg.set("remote.b.url", "2")
+    cfg.set("remote.a.fetch", "3")
+    assert cfg.subsections("remote") == ["a", "b"]
+    assert cfg.remove_section("remote", "a") is True
+    assert cfg.subsections("remote") == ["b"]
+    assert cfg.remove_section("remote", "zz") is False
+
+
+def test_bad_lines_and_bools_are_e014(tmp_path: Path):
+    path = tmp_path / "config"
+    path.write_text("[core]\n\t= nokey\n")
+    with pytest.raises(BadInput):
+        Config(path).get("core.trunk")
+    path.write_text("orphan = 1\n")
+    with pytest.raises(BadInput):
+        Config(path).get("core.trunk")
+    path.write_text("[core]\n\tfsync = maybe\n")
+    with pytest.raises(BadInput):
+        Config(path).get_bool("core.fsync")
+
+
+def test_memory_config_never_writes(tmp_path: Path):
+    cfg = Config(None, "[core]\n\ttrunk = t\n")
+    cfg.set("core.trunk", "u")
+    assert cfg.get("core.trunk") == "u"
+    assert list(tmp_path.iterdir()) == []
