@@ -1,1 +1,25 @@
-"""Sync: reel stores travel over any git remote, reel objects as git blobs."""
+"""Sync: any git remote as the shared store between machines (DESIGN §7).
+
+Reel objects travel as git blobs in fan-out trees under sync commits; reel refs live on the remote
+as `refs/reel/…`; a push moves each remote ref by compare-and-swap; a fetch stores nothing it has
+not re-hashed and decoded.
+"""
+
+from .fetch import FetchResult, clone, fetch
+from .push import PushResult, RefPush, advance_remote_trunk, push
+from .remote import DEFAULT_REMOTE, add_remote, list_remotes, remote_url, remove_remote
+
+__all__ = [
+    "DEFAULT_REMOTE",
+    "FetchResult",
+    "PushResult",
+    "RefPush",
+    "add_remote",
+    "advance_remote_trunk",
+    "clone",
+    "fetch",
+    "list_remotes",
+    "push",
+    "remote_url",
+    "remove_remote",
+]

@@ -1,0 +1,161 @@
+"""Fetch and clone: bring a remote's reel refs and the objects they reach into this store.
+
+Nothing received is trusted. The pack is staged in a temporary file, every object in it is
+re-hashed and decoded (see `mapping.unpack`), the closure of every fetched ref is checked complete,
+and only then is anything stored: one bad object rejects the whole fetch with E007 and stores nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dulwich.object_store import ObjectStoreGraphWalker
+
+from ..errors import BadInput, ReelError, StorageError
+from ..objects import Hash
+from ..refs import ANY, check_ref_name
+from ..repo import DEFAULT_TRUNK, REEL_DIR, Repo
+from .mapping import Received, read_pack, reel_ref, tracking_ref, unpack
+from .remote import DEFAULT_REMOTE, add_remote, remote_url
+from .state import Seen, SyncState
+from .transport import Progress, connect, remote_progress, talking_to
+
+_SPOOL = 64 << 20
+
+
+@dataclass
+class FetchResult:
+    remote: str
+    url: str
+    objects: int = 0
+    refs: dict[str, Hash] = field(default_factory=dict)
+    """Every remote-tracking ref, after the fetch."""
+    updated: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"remote": self.remote, "url": self.url, "objects": self.objects, "updated": self.updated,
+                "refs": {name: h.hex() for name, h in sorted(self.refs.items())}}
+
+
+def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = None) -> FetchResult:
+    """Update `refs/remotes/REMOTE/…` from the remote's `refs/reel/…`, storing what they reach."""
+    conn = connect(remote, remote_url(repo, remote))
+    result = FetchResult(remote, conn.url)
+    state = SyncState(repo)
+    try:
+        advertised: dict[str, str] = {}
+
+        def determine_wants(refs: dict[bytes, bytes], depth: int | None = None) -> list[bytes]:
+            for name, sha in refs.items():
+                ref = reel_ref(name)
+                if ref is not None and sha is not None:
+                    advertised[_checked(ref)] = sha.decode()
+            return sorted({sha.encode() for sha in advertised.values() if state.commit_refs(remote, sha) is None})
+
+        tips = [t.encode() for t in state.tips(remote)]
+        walker = ObjectStoreGraphWalker(tips, lambda _sha: [])
+        with tempfile.SpooledTemporaryFile(_SPOOL) as spool, talking_to(conn):
+            conn.client.fetch_pack(conn.path, determine_wants, walker, spool.write,
+                                   progress=remote_progress(progress))
+            size = spool.tell()
+            got = unpack(read_pack(spool, size), repo.objects.has)
+        targets = _targets(state, remote, advertised, got)
+        _check_complete(repo, got, list(targets.values()))
+        if progress:
+            progress(f"received {len(got.objects)} objects from {remote}")
+        repo.objects.put_many(got.objects.values())
+        with state:
+            if not advertised:
+                state.forget(remote)
+            state.add_known(remote, got.objects)
+            state.add_commits(remote, {cid: (refs, got.parents[cid]) for cid, refs in got.commits.items()})
+            for ref, target in targets.items():
+                state.set_seen(remote, ref, Seen(advertised[ref], target))
+        result.objects = len(got.objects)
+        result.updated = _update_tracking(repo, remote, targets)
+        result.refs = dict(repo.refs.list(f"refs/remotes/{remote}/"))
+        return result
+    finally:
+        state.close()
+
+
+def clone(url: str, directory: Path | str, progress: Progress | None = None) -> tuple[Repo, FetchResult]:
+    """A new store in DIRECTORY with `url` as `origin`, its trunks and views checked out.
+
+    The trunk is the remote's `main` if it has one, else its first trunk. On failure the new
+    store is removed again, so a refused clone leaves nothing behind.
+    """
+    base = Path(directory)
+    if (base / REEL_DIR).exists():
+        raise BadInput(f"{base / REEL_DIR} already exists")
+    conn = connect(DEFAULT_REMOTE, url)
+    with talking_to(conn):
+        listed = conn.client.get_refs(conn.path).refs
+    trunks = sorted(ref.removeprefix("refs/heads/") for ref in filter(None, map(reel_ref, listed))
+                    if ref.startswith("refs/heads/"))
+    trunk = DEFAULT_TRUNK if DEFAULT_TRUNK in trunks or not trunks else trunks[0]
+    created = not base.exists()
+    repo = Repo.init(base, trunk)
+    try:
+        add_remote(repo, DEFAULT_REMOTE, url)
+        result = fetch(repo, DEFAULT_REMOTE, progress)
+        tx = repo.refs.transaction(message=f"clone {url}", principal="reel sync")
+        for name, target in result.refs.items():
+            local = "refs/" + name.removeprefix(f"refs/remotes/{DEFAULT_REMOTE}/")
+            if local.startswith(("refs/heads/", "refs/views/")):
+                tx.update(local, target, ANY if local == f"refs/heads/{trunk}" else None)
+        tx.commit()
+    except (ReelError, OSError):
+        shutil.rmtree(base if created else base / REEL_DIR, ignore_errors=True)
+        raise
+    return repo, result
+
+
+def _checked(ref: str) -> str:
+    try:
+        return check_ref_name(ref)
+    except BadInput:
+        raise StorageError(f"remote advertises a malformed reel ref {ref!r}") from None
+
+
+def _targets(state: SyncState, remote: str, advertised: dict[str, str], got: Received) -> dict[str, Hash]:
+    """The reel target of every advertised ref, read from the `refs` file of the commit it points at."""
+    out = {}
+    for ref, cid in advertised.items():
+        recorded = got.commits.get(cid) or state.commit_refs(remote, cid)
+        if recorded is None or ref not in recorded:
+            raise StorageError(f"remote ref {ref} points at {cid}, which does not record it")
+        out[ref] = recorded[ref]
+    return out
+
+
+def _check_complete(repo: Repo, got: Received, targets: list[Hash]) -> None:
+    """Every object reachable from the fetched refs is received or already here (E007 otherwise)."""
+    stack = list(targets)
+    visited: set[Hash] = set()
+    while stack:
+        h = stack.pop()
+        if h in visited:
+            continue
+        visited.add(h)
+        obj = got.objects.get(h)
+        if obj is not None:
+            stack.extend(obj.references())
+        elif not repo.objects.has(h):
+            raise StorageError(f"the remote lacks object {h.hex()}, reachable from a fetched ref", id=h)
+
+
+def _update_tracking(repo: Repo, remote: str, targets: dict[str, Hash]) -> list[str]:
+    tx = repo.refs.transaction(message=f"fetch {remote}", principal="reel sync")
+    updated = []
+    for ref, target in sorted(targets.items()):
+        name = tracking_ref(remote, ref)
+        if repo.refs.get(name) != target:
+            tx.update(name, target)
+            updated.append(name)
+    if updated:
+        tx.commit()
+    return updated

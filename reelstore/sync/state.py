@@ -1,0 +1,132 @@
+"""What this store knows about each remote, kept in `.reel/sync/state.db` (SQLite).
+
+Three facts per remote make a push cost O(new objects) and make its compare-and-swap possible:
+- `known`: reel ids the remote holds (everything in the ancestry of the sync commits we pushed or
+  received), so a push walks from its ref targets and stops at the first object already there;
+- `seen`: for each remote ref, the sync commit and reel target this store last saw it hold, which is
+  the expected old value of the next push to that ref;
+- `commits`: the sync commits we pushed or received, with the refs each one records, and which of
+  them are tips (the parents of our next sync commit, the haves of our next fetch).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..errors import BadInput, StorageError
+from ..objects import Hash
+from ..refs import check_ref_name
+from ..repo import Repo
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS known (remote TEXT NOT NULL, id BLOB NOT NULL, PRIMARY KEY (remote, id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS seen (
+    remote TEXT NOT NULL, ref TEXT NOT NULL, git_commit TEXT NOT NULL, target BLOB NOT NULL,
+    PRIMARY KEY (remote, ref)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS commits (
+    remote TEXT NOT NULL, git_commit TEXT NOT NULL, refs TEXT NOT NULL, tip INTEGER NOT NULL,
+    PRIMARY KEY (remote, git_commit)) WITHOUT ROWID;
+"""
+_BATCH = 500
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A remote ref as this store last saw it."""
+
+    git_commit: str
+    target: Hash
+
+
+class SyncState:
+    """One connection per command; every change is made inside `with state:` (one SQLite transaction)."""
+
+    def __init__(self, repo: Repo) -> None:
+        if repo.path is None:
+            raise BadInput("sync needs a store on disk")
+        directory = repo.path / "sync"
+        directory.mkdir(exist_ok=True)
+        try:
+            self.db = sqlite3.connect(directory / "state.db", timeout=30, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot open sync state: {exc}") from None
+
+    def __enter__(self) -> SyncState:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+    def close(self) -> None:
+        self.db.close()
+
+    def known(self, remote: str, ids: Iterable[Hash]) -> set[Hash]:
+        """The subset of `ids` the remote is known to hold."""
+        ids = list(ids)
+        found: set[Hash] = set()
+        for i in range(0, len(ids), _BATCH):
+            chunk = ids[i : i + _BATCH]
+            marks = ",".join("?" * len(chunk))
+            rows = self.db.execute(f"SELECT id FROM known WHERE remote = ? AND id IN ({marks})", (remote, *chunk))
+            found.update(Hash(row[0]) for row in rows)
+        return found
+
+    def add_known(self, remote: str, ids: Iterable[Hash]) -> None:
+        self.db.executemany("INSERT OR IGNORE INTO known VALUES (?, ?)", ((remote, bytes(h)) for h in ids))
+
+    def seen(self, remote: str) -> dict[str, Seen]:
+        rows = self.db.execute("SELECT ref, git_commit, target FROM seen WHERE remote = ?", (remote,))
+        return {ref: Seen(commit, Hash(target)) for ref, commit, target in rows}
+
+    def set_seen(self, remote: str, ref: str, seen: Seen) -> None:
+        self.db.execute("INSERT OR REPLACE INTO seen VALUES (?, ?, ?, ?)",
+                        (remote, ref, seen.git_commit, bytes(seen.target)))
+
+    def commit_refs(self, remote: str, git_commit: str) -> dict[str, Hash] | None:
+        """The refs a known sync commit records, or None if we never saw that commit."""
+        row = self.db.execute("SELECT refs FROM commits WHERE remote = ? AND git_commit = ?",
+                              (remote, git_commit)).fetchone()
+        return None if row is None else parse_refs(row[0].encode())
+
+    def tips(self, remote: str) -> list[str]:
+        rows = self.db.execute("SELECT git_commit FROM commits WHERE remote = ? AND tip = 1 ORDER BY git_commit",
+                               (remote,))
+        return [row[0] for row in rows]
+
+    def add_commits(self, remote: str, commits: dict[str, tuple[dict[str, Hash], list[str]]]) -> None:
+        """Record sync commits (id → (refs, parents)); they become tips and their parents stop being tips."""
+        self.db.executemany("INSERT OR IGNORE INTO commits VALUES (?, ?, ?, 1)",
+                            ((remote, cid, format_refs(refs).decode()) for cid, (refs, _) in commits.items()))
+        self.db.executemany("UPDATE commits SET tip = 0 WHERE remote = ? AND git_commit = ?",
+                            ((remote, p) for _, parents in commits.values() for p in parents))
+
+    def forget(self, remote: str) -> None:
+        """Drop everything known about a remote (it was removed, or it was emptied and recreated)."""
+        for table in ("known", "seen", "commits"):
+            self.db.execute(f"DELETE FROM {table} WHERE remote = ?", (remote,))
+
+
+def format_refs(refs: dict[str, Hash]) -> bytes:
+    """The `refs` file of a sync commit: `<reel id> <ref name>` lines, sorted by name."""
+    return b"".join(f"{refs[name].hex()} {name}\n".encode() for name in sorted(refs))
+
+
+def parse_refs(data: bytes) -> dict[str, Hash]:
+    """Strict inverse of `format_refs` (E007 on anything else: it came from a remote)."""
+    refs: dict[str, Hash] = {}
+    try:
+        for line in data.decode("ascii").splitlines():
+            hexid, sep, name = line.partition(" ")
+            if not sep or name in refs or name.startswith("refs/remotes/"):
+                raise BadInput(f"bad line {line!r}")
+            refs[check_ref_name(name)] = Hash.from_hex(hexid)
+    except (UnicodeDecodeError, BadInput) as exc:
+        raise StorageError(f"remote sent a malformed refs file: {exc}") from None
+    if format_refs(refs) != data:
+        raise StorageError("remote sent a refs file that is not in canonical form")
+    return refs

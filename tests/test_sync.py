@@ -1,0 +1,218 @@
+"""Sync through real git: bare repositories by path and file://, `git fsck` on the remote, and a
+tampered remote refused with E007. The git daemon and the CLI are in test_sync_daemon/test_sync_cli."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from gitserver import bare, fsck, git
+
+from reelstore import sync
+from reelstore.errors import NotFound, RemoteConflict, StorageError
+from reelstore.objects import Blob, Hash, Record, Tree, View
+from reelstore.repo import Repo
+
+
+def grow(repo: Repo, n: int, tag: str, trunk: str = "main") -> Hash:
+    """Commit `n` new blobs on `trunk` (a record on top of the current one); returns the record."""
+    blobs = [Blob(f"{tag}-{i}".encode()) for i in range(n)]
+    tree = Tree(0, tuple(sorted((f"{tag}{i:05}", b.id) for i, b in enumerate(blobs))))
+    ref = f"refs/heads/{trunk}"
+    rec = Record(repo.refs[ref], tree.id, message=tag, time=len(tag))
+    repo.objects.put_many([*blobs, tree, rec])
+    repo.refs.set(ref, rec.id, repo.refs[ref])
+    return rec.id
+
+
+def add_view(repo: Repo, name: str) -> Hash:
+    rec = repo.refs["refs/heads/main"]
+    view = View("main", rec, repo.objects.get(rec).namespace)
+    repo.objects.put(view)
+    repo.refs.set(f"refs/views/{name}", view.id, None)
+    return view.id
+
+
+def reread_all(repo: Repo) -> int:
+    """Read (and so re-hash and decode) every object; returns how many."""
+    ids = list(repo.objects)
+    for h in ids:
+        repo.objects.get(h)
+    return len(ids)
+
+
+def closure(repo: Repo, start: Hash) -> set[Hash]:
+    seen, stack = set(), [start]
+    while stack:
+        h = stack.pop()
+        if h not in seen:
+            seen.add(h)
+            stack.extend(repo.objects.get(h).references())
+    return seen
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Path:
+    return bare(tmp_path / "remote.git")
+
+
+@pytest.fixture
+def store_a(tmp_path: Path, remote: Path) -> Repo:
+    repo = Repo.init(tmp_path / "a")
+    sync.add_remote(repo, "origin", str(remote))
+    return repo
+
+
+@pytest.mark.parametrize("scheme", ["path", "file"])
+def test_push_then_clone_gives_the_same_refs_and_objects(tmp_path: Path, remote: Path, scheme: str) -> None:
+    url = str(remote) if scheme == "path" else f"file://{remote}"
+    a = Repo.init(tmp_path / "a")
+    sync.add_remote(a, "origin", url)
+    grow(a, 40, "one")
+    view = add_view(a, "agent")
+    pushed = sync.push(a, "origin")
+    assert {r.ref: r.status for r in pushed.refs} == {"refs/heads/main": "new", "refs/views/agent": "new"}
+    fsck(remote)
+    assert git("--git-dir", str(remote), "for-each-ref", "--format=%(refname)").split() == [
+        "refs/reel/heads/main", "refs/reel/views/agent"]
+
+    b, fetched = sync.clone(url, tmp_path / "b")
+    for name in ("refs/heads/main", "refs/views/agent"):
+        assert b.refs[name] == a.refs[name]
+        assert closure(b, b.refs[name]) == closure(a, a.refs[name])
+    assert b.refs["refs/views/agent"] == view
+    assert b.refs["refs/remotes/origin/heads/main"] == a.refs["refs/heads/main"]
+    assert set(a.objects) <= set(b.objects)
+    assert reread_all(b) >= reread_all(a)
+    assert sync.list_remotes(b) == [("origin", url)]
+
+
+def test_incremental_push_sends_only_new_objects(store_a: Repo, remote: Path) -> None:
+    grow(store_a, 300, "big")
+    first = sync.push(store_a, "origin")
+    assert first.objects == 300 + 2 + 2  # blobs, tree, record, plus the root record and empty tree
+    assert sync.push(store_a, "origin").commit is None
+    grow(store_a, 5, "small")
+    second = sync.push(store_a, "origin")
+    assert second.objects == 5 + 2
+    g = ("--git-dir", str(remote))
+    assert git(*g, "rev-parse", "refs/reel/heads/main^").strip() == first.commit
+    names = git(*g, "ls-tree", "-r", "--name-only", "refs/reel/heads/main").split()
+    assert len([n for n in names if n.startswith("objects/")]) == 7 and "refs" in names
+    fsck(remote)
+
+
+def test_fetch_brings_what_another_store_pushed(tmp_path: Path, store_a: Repo, remote: Path) -> None:
+    grow(store_a, 10, "a1")
+    sync.push(store_a, "origin")
+    b, _ = sync.clone(str(remote), tmp_path / "b")
+    rec = grow(store_a, 7, "a2")
+    sync.push(store_a, "origin")
+    got = sync.fetch(b, "origin")
+    assert got.objects == 7 + 2
+    assert got.updated == ["refs/remotes/origin/heads/main"]
+    assert b.refs["refs/remotes/origin/heads/main"] == rec
+    assert b.refs["refs/heads/main"] != rec
+    again = sync.fetch(b, "origin")
+    assert again.objects == 0 and again.updated == []
+    # b's trunk is behind the remote's: a push of everything skips it rather than rewind the remote
+    result = sync.push(b, "origin")
+    assert result.commit is None and [r.status for r in result.refs] == ["behind"]
+
+
+def test_stale_push_loses_the_remote_cas(tmp_path: Path, store_a: Repo, remote: Path) -> None:
+    grow(store_a, 3, "base")
+    sync.push(store_a, "origin")
+    b, _ = sync.clone(str(remote), tmp_path / "b")
+    grow(store_a, 3, "a-wins")
+    sync.push(store_a, "origin")
+    remote_head = git("--git-dir", str(remote), "rev-parse", "refs/reel/heads/main")
+    b_before = (b.refs["refs/heads/main"], b.refs["refs/remotes/origin/heads/main"], len(list(b.objects)))
+    grow(b, 3, "b-loses")
+    b_tracking = b.refs["refs/remotes/origin/heads/main"]
+    with pytest.raises(RemoteConflict) as err:
+        sync.push(b, "origin")
+    assert err.value.exit_status == 5
+    assert git("--git-dir", str(remote), "rev-parse", "refs/reel/heads/main") == remote_head
+    assert b.refs["refs/remotes/origin/heads/main"] == b_tracking == b_before[1]
+    # once b has fetched, its trunk has diverged from the remote's: refused before anything is sent
+    sync.fetch(b, "origin")
+    with pytest.raises(RemoteConflict, match="different history"):
+        sync.push(b, "origin")
+    fsck(remote)
+
+
+def test_advance_remote_trunk_is_a_compare_and_swap(tmp_path: Path, store_a: Repo, remote: Path) -> None:
+    base = grow(store_a, 2, "base")
+    sync.push(store_a, "origin")
+    b, _ = sync.clone(str(remote), tmp_path / "b")
+    rec_a = grow(store_a, 1, "from-a")
+    rec_b = grow(b, 1, "from-b")
+    won = sync.advance_remote_trunk(store_a, "origin", "main", base, rec_a)
+    assert won.commit and store_a.refs["refs/remotes/origin/heads/main"] == rec_a
+    with pytest.raises(RemoteConflict):
+        sync.advance_remote_trunk(b, "origin", "main", base, rec_b)
+    assert b.refs["refs/remotes/origin/heads/main"] == base
+    with pytest.raises(RemoteConflict, match="fetch first"):
+        sync.advance_remote_trunk(store_a, "origin", "main", base, rec_a)
+    sync.fetch(b, "origin")
+    assert b.refs["refs/remotes/origin/heads/main"] == rec_a
+    fsck(remote)
+
+
+def test_remote_recreated_empty_gets_a_full_push(store_a: Repo, remote: Path) -> None:
+    grow(store_a, 4, "x")
+    sync.push(store_a, "origin")
+    subprocess.run(["rm", "-rf", str(remote)], check=True)
+    bare(remote)
+    grow(store_a, 1, "y")
+    result = sync.push(store_a, "origin")
+    assert result.objects == len(closure(store_a, store_a.refs["refs/heads/main"]))
+    fsck(remote)
+
+
+def _plant(remote: Path, name: str, content: bytes, target: str) -> None:
+    """Write a sync commit by hand with git plumbing: one object `name` holding `content`."""
+    g = ("--git-dir", str(remote))
+    blob = git(*g, "hash-object", "-w", "--stdin", input=content).strip()
+    shard = git(*g, "mktree", input=f"100644 blob {blob}\t{name[2:]}\n".encode()).strip()
+    fanout = git(*g, "mktree", input=f"040000 tree {shard}\t{name[:2]}\n".encode()).strip()
+    refs = git(*g, "hash-object", "-w", "--stdin", input=f"{target} refs/heads/main\n".encode()).strip()
+    root = git(*g, "mktree", input=f"040000 tree {fanout}\tobjects\n100644 blob {refs}\trefs\n".encode()).strip()
+    commit = git(*g, "commit-tree", root, "-m", "planted").strip()
+    git(*g, "update-ref", "refs/reel/heads/main", commit)
+
+
+@pytest.mark.parametrize("fault", ["wrong-name", "not-an-object", "missing"])
+def test_tampered_remote_is_refused_and_nothing_is_stored(tmp_path: Path, remote: Path, fault: str) -> None:
+    good = Blob(b"honest")
+    evil = Blob(b"evil")
+    if fault == "wrong-name":
+        _plant(remote, good.id.hex(), evil.encode(), good.id.hex())
+    elif fault == "not-an-object":
+        raw = b"not a reel object"
+        _plant(remote, Hash.of(raw).hex(), raw, Hash.of(raw).hex())
+    else:
+        _plant(remote, good.id.hex(), good.encode(), evil.id.hex())
+    b = Repo.init(tmp_path / "b")
+    sync.add_remote(b, "origin", str(remote))
+    before = sorted(b.objects)
+    with pytest.raises(StorageError) as err:
+        sync.fetch(b, "origin")
+    assert err.value.code == "E007"
+    assert sorted(b.objects) == before
+    assert b.refs.list("refs/remotes/") == []
+    with pytest.raises(StorageError):
+        sync.clone(str(remote), tmp_path / "c")
+    assert not (tmp_path / "c").exists()
+
+
+def test_remotes_are_configured_and_removed(store_a: Repo, remote: Path) -> None:
+    grow(store_a, 1, "x")
+    sync.push(store_a, "origin")
+    assert store_a.refs.list("refs/remotes/origin/")
+    assert sync.remove_remote(store_a, "origin") == 1
+    assert store_a.refs.list("refs/remotes/") == [] and sync.list_remotes(store_a) == []
+    with pytest.raises(NotFound):
+        sync.push(store_a, "origin")
