@@ -177,3 +177,24 @@ def _handler(target: Target) -> type[BaseHTTPRequestHandler]:
                     self._answer(404)
 
     return Handler
+
+
+TIERS = ("keyed", "queryable", "two-phase", "blind")
+ROUTES = {"keyed": "/keyed", "queryable": "/query", "two-phase": "/tp", "blind": "/blind"}
+
+
+def configure(config, base: str) -> None:  # noqa: ANN001  (a reelstore Config)
+    """Service rules for every tier's route on the target at `base` (blind needs none: it is the default)."""
+    config.set("service.keyed.match", f"http:POST:{base}/keyed")
+    config.set("service.keyed.delivery", "keyed")
+    config.set("service.query.match", f"http:POST:{base}/query")
+    config.set("service.query.delivery", "queryable")
+    config.set("service.query.status-url", f"{base}/query/status/{{key}}")
+    config.set("service.tp.match", f"http:POST:{base}/tp")
+    config.set("service.tp.delivery", "two-phase")
+    config.set("service.tp.status-url", f"{base}/tp/status/{{key}}")
+    config.set("service.tp.commit-url", f"{base}/tp/commit/{{key}}")
+
+
+def pay_op(base: str, tier: str, amount: int = 5) -> dict:
+    return {"method": "POST", "url": f"{base}{ROUTES[tier]}/pay", "json": {"amount": amount}}

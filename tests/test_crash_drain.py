@@ -1,0 +1,105 @@
+"""A real `reel commit` is SIGKILLed at each point of the drain; the target's ledger is the oracle.
+
+Points: before the send (intent journaled), after the target acted but before it answered (the target
+kills the client, then drops the connection), after the answer but before the outcome is journaled.
+Then `reel recover` runs: keyed, queryable and two-phase effects end exactly once on the ledger;
+a blind one is never on it more than once, stays unknown and recovery exits 7. The negative control
+forgets the journal before recovering and shows the same assertion catching the duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import REEL
+from target import TIERS, Target, configure, pay_op
+
+from reelstore.store import Store
+
+POINTS = ("before-send", "target-kills", "after-send")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("REEL_DIR", "REEL_TEST_CRASH_AT")}
+    env.update(extra)
+    return env
+
+
+def reel(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([REEL, *args], cwd=cwd, env=_env(**env), capture_output=True, timeout=60)
+
+
+def crashed_commit(tmp_path: Path, target: Target, tier: str, point: str) -> None:
+    """Queue one payment in a view and kill `reel commit` at `point`."""
+    store = Store.init(tmp_path)
+    configure(store.repo.config, target.url)
+    store.fork("pay").effect("http", pay_op(target.url, tier))
+    env = {"REEL_TEST_CRASH_AT": "drain:" + point} if point != "target-kills" else {}
+    target.fault = "kill-after-append" if point == "target-kills" else None
+    proc = subprocess.Popen([REEL, "commit", "pay"], cwd=tmp_path, env=_env(**env),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    target.victim = proc.pid
+    proc.communicate(timeout=60)
+    assert proc.returncode == -9, f"reel commit should have been killed at {point}, exited {proc.returncode}"
+    target.fault = None
+
+
+def op_state(tmp_path: Path) -> dict:
+    out = reel(tmp_path, "ops", "--json")
+    assert out.returncode == 0, out.stderr
+    (doc,) = json.loads(out.stdout)
+    return doc
+
+
+def assert_ledger(tier: str, ledger: int, recover_rc: int, state: str) -> None:
+    """The tier's promise, judged on the target's own ledger."""
+    if tier == "blind":
+        assert ledger <= 1, f"blind effect reached the target {ledger} times"
+        assert state == "unknown" and recover_rc == 7, (state, recover_rc)
+    else:
+        assert ledger == 1, f"{tier} effect reached the target {ledger} times"
+        assert state == "succeeded" and recover_rc == 0, (state, recover_rc)
+
+
+@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("tier", TIERS)
+def test_kill_then_recover(tmp_path: Path, tier: str, point: str) -> None:
+    with Target(tmp_path / "ledger.jsonl") as target:
+        crashed_commit(tmp_path, target, tier, point)
+        before = target.count("/")
+        assert before == (0 if point == "before-send" else 1)
+        assert op_state(tmp_path)["state"] == "unknown"
+        rec = reel(tmp_path, "recover")
+        doc = op_state(tmp_path)
+        assert_ledger(tier, target.count("/"), rec.returncode, doc["state"])
+        if tier == "blind":
+            assert b"E011" in rec.stderr and b"reel reconcile" in rec.stderr
+            again = reel(tmp_path, "recover")
+            assert again.returncode == 7 and target.count("/") == before
+
+
+def test_negative_control_forgetting_the_journal_duplicates(tmp_path: Path) -> None:
+    with Target(tmp_path / "ledger.jsonl") as target:
+        crashed_commit(tmp_path, target, "blind", "target-kills")
+        drains = tmp_path / ".reel" / "refs" / "drains" / "main"
+        drains.unlink()
+        rec = reel(tmp_path, "recover")
+        with pytest.raises(AssertionError, match="reached the target 2 times"):
+            assert_ledger("blind", target.count("/"), rec.returncode, op_state(tmp_path)["state"])
+
+
+def test_commit_not_drained_at_all_is_drained_by_recover(tmp_path: Path) -> None:
+    with Target(tmp_path / "ledger.jsonl") as target:
+        store = Store.init(tmp_path)
+        configure(store.repo.config, target.url)
+        store.fork("pay").effect("http", pay_op(target.url, "blind"))
+        killed = reel(tmp_path, "commit", "pay", REEL_TEST_CRASH_AT="commit:advanced")
+        assert killed.returncode == -9 and target.count("/") == 0
+        assert op_state(tmp_path)["state"] == "pending"
+        rec = reel(tmp_path, "recover")
+        assert rec.returncode == 0, rec.stderr
+        assert target.count("/") == 1 and op_state(tmp_path)["state"] == "succeeded"
