@@ -346,7 +346,10 @@ class DiskRefStore(RefStore):
                 except (NotADirectoryError, IsADirectoryError):
                     raise Conflict(f"cannot lock ref {name}: a ref is in the way of its path", ref=name) from None
                 except FileExistsError:
-                    age = time.time() - lock.stat().st_mtime if lock.exists() else 0
+                    try:
+                        age = time.time() - lock.stat().st_mtime
+                    except OSError:
+                        age = 0.0
                     raise Conflict(
                         f"cannot lock ref {name}: {lock} exists (for {age:.0f}s); another reel process may be"
                         " updating it. If none is running, that lock is stale: remove the file.",
