@@ -1,0 +1,32 @@
+"""`reel clone`: a new store from a git remote, recorded as `origin`, its trunks and views checked out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.porcelain.sync_progress import tty_progress
+
+from reelstore import sync
+
+
+def _default_dir(url: str) -> str:
+    name = url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    return name.removesuffix(".git") or "reel"
+
+
+@click.command("clone")
+@click.argument("url")
+@click.argument("directory", required=False)
+@pass_ctx
+def clone(ctx: Context, url: str, directory: str | None) -> None:
+    """Clone URL into DIRECTORY (default: the last part of the URL, without .git)."""
+    base = Path(ctx.directory or ".") / (directory or _default_dir(url))
+    repo, res = sync.clone(url, base, tty_progress())
+    local = sorted(name for name, _ in repo.refs.list("refs/") if name.startswith(("refs/heads/", "refs/views/")))
+    ctx.emit({"path": str(repo.path), "trunk": repo.trunk, **res.to_json(), "checked_out": local},
+             f"Cloned {url} into {repo.path} ({res.objects} objects; {', '.join(local)})")
+
+
+COMMANDS = [clone]

@@ -1,0 +1,73 @@
+"""`reel remote|push|fetch|clone` as real subprocesses: output, JSON and exit statuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gitserver import bare, fsck, git
+from test_sync import _plant, grow
+
+from reelstore.objects import Blob
+from reelstore.repo import Repo
+
+
+def test_remote_push_clone_fetch_round_trip(tmp_path: Path, reel) -> None:
+    remote = bare(tmp_path / "r.git")
+    reel("init", "a", check=True)
+    a = tmp_path / "a"
+    reel("-C", str(a), "remote", "add", "origin", str(remote), check=True)
+    assert reel("-C", str(a), "remote", "-v").stdout.decode() == f"origin\t{remote}\n"
+    bad = reel("-C", str(a), "remote", "add", "bad/name", str(remote))
+    assert bad.returncode == 6 and b"E014" in bad.stderr
+    grow(Repo.open(a), 5, "x")
+    out = reel("-C", str(a), "--json", "push", check=True)
+    doc = json.loads(out.stdout)
+    assert doc["objects"] == 9 and [r["status"] for r in doc["refs"]] == ["new"]
+    assert out.stderr == b""  # not a terminal: no progress
+    fsck(remote)
+
+    cloned = reel("clone", str(remote), check=True).stdout.decode()
+    assert "Cloned" in cloned and "refs/heads/main" in cloned
+    b = tmp_path / "r"
+    assert Repo.open(b).refs["refs/heads/main"] == Repo.open(a).refs["refs/heads/main"]
+
+    grow(Repo.open(a), 2, "y")
+    reel("-C", str(a), "push", "origin", "main", check=True)
+    fetched = json.loads(reel("-C", str(b), "--json", "fetch", check=True).stdout)
+    assert fetched["objects"] == 4 and fetched["updated"] == ["refs/remotes/origin/heads/main"]
+    shown = reel("-C", str(b), "cat-file", "-t", "origin/heads/main", check=True).stdout
+    assert shown.strip() == b"record"
+
+
+def test_exit_statuses(tmp_path: Path, reel) -> None:
+    remote = bare(tmp_path / "r.git")
+    reel("init", "a", check=True)
+    a = tmp_path / "a"
+    reel("-C", str(a), "remote", "add", "origin", str(remote), check=True)
+    grow(Repo.open(a), 1, "a")
+    reel("-C", str(a), "push", check=True)
+    reel("clone", str(remote), "b", check=True)
+    grow(Repo.open(a), 1, "a2")
+    reel("-C", str(a), "push", check=True)
+    grow(Repo.open(tmp_path / "b"), 1, "b2")
+
+    lost = reel("-C", str(tmp_path / "b"), "push")
+    assert lost.returncode == 5 and lost.stderr.startswith(b"error: E015: ")
+    missing = reel("-C", str(a), "push", "nowhere")
+    assert missing.returncode == 4 and b"E001" in missing.stderr
+    no_ref = reel("-C", str(a), "push", "origin", "no-such-ref")
+    assert no_ref.returncode == 4
+
+    forged = bare(tmp_path / "forged.git")
+    good = Blob(b"honest")
+    _plant(forged, good.id.hex(), Blob(b"evil").encode(), good.id.hex())
+    refused = reel("clone", str(forged), "c")
+    assert refused.returncode == 3 and b"E007" in refused.stderr
+    assert not (tmp_path / "c").exists()
+    gone = reel("clone", str(tmp_path / "nothing-here"), "d")
+    assert gone.returncode == 4 and b"E010" in gone.stderr
+
+    assert reel("-C", str(a), "remote", "remove", "origin").returncode == 0
+    assert reel("-C", str(a), "remote", "list").stdout == b""
+    assert git("--git-dir", str(remote), "for-each-ref").count("refs/reel/heads/main") == 1
