@@ -11,6 +11,7 @@ from gitserver import bare, fsck, git
 
 from reelstore import sync
 from reelstore.errors import NotFound, RemoteConflict, StorageError
+from reelstore.fsck import fsck as reel_fsck
 from reelstore.objects import Blob, Hash, Record, Tree, View
 from reelstore.repo import Repo
 
@@ -85,6 +86,7 @@ def test_push_then_clone_gives_the_same_refs_and_objects(tmp_path: Path, remote:
     assert b.refs["refs/remotes/origin/heads/main"] == a.refs["refs/heads/main"]
     assert set(a.objects) <= set(b.objects)
     assert reread_all(b) >= reread_all(a)
+    assert reel_fsck(a).clean and reel_fsck(b).clean
     assert sync.list_remotes(b) == [("origin", url)]
 
 

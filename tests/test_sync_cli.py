@@ -38,6 +38,8 @@ def test_remote_push_clone_fetch_round_trip(tmp_path: Path, reel) -> None:
     assert fetched["objects"] == 4 and fetched["updated"] == ["refs/remotes/origin/heads/main"]
     shown = reel("-C", str(b), "cat-file", "-t", "origin/heads/main", check=True).stdout
     assert shown.strip() == b"record"
+    for store in (a, b):
+        assert reel("-C", str(store), "fsck", "--full").returncode == 0
 
 
 def test_exit_statuses(tmp_path: Path, reel) -> None:

@@ -11,6 +11,7 @@ from test_sync import add_view, closure, grow, reread_all
 
 from reelstore import sync
 from reelstore.errors import RemoteConflict, StorageError, Unreachable
+from reelstore.fsck import fsck as reel_fsck
 from reelstore.objects import Blob
 from reelstore.repo import Repo
 
@@ -45,6 +46,7 @@ def test_two_stores_sync_through_git_daemon(tmp_path: Path, daemon: GitDaemon) -
         assert b.refs[name] == a.refs[name]
         assert closure(b, b.refs[name]) == closure(a, a.refs[name])
     reread_all(b)
+    assert reel_fsck(a).clean and reel_fsck(b).clean
 
     rec = grow(a, 3, "second")
     assert sync.push(a, "origin").objects == 3 + 2
