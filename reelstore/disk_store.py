@@ -69,7 +69,7 @@ class DiskObjectStore(ObjectStore):
                 self._packs[stem] = Pack(path)
                 changed = True
             except StorageError as err:
-                problems[f"{stem}.pack"] = err.message
+                problems[f"{stem}.pack"] = err.message.split(": ", 1)[-1]
             except OSError as exc:
                 problems[f"{stem}.pack"] = str(exc)
         self._problems = problems
@@ -133,6 +133,16 @@ class DiskObjectStore(ObjectStore):
             bad = "; ".join(f"{k}: {v}" for k, v in sorted(self._problems.items()))
             raise StorageError(f"no object {h.hex()}, and some packs are unusable ({bad})", id=h)
         raise NotFound(f"no object {h.hex()}", id=h)
+
+    def resolve(self, prefix: str) -> Hash:
+        try:
+            return super().resolve(prefix)
+        except NotFound:
+            problems = self.problems()
+            if not problems:
+                raise
+            bad = "; ".join(f"{k}: {v}" for k, v in sorted(problems.items()))
+            raise StorageError(f"no object {prefix}, and some packs are unusable ({bad})") from None
 
     def _store(self, items: list[tuple[Hash, bytes]]) -> None:
         if len(items) < self.pack_batch:
@@ -205,3 +215,43 @@ def _listing(pack_dir: Path) -> dict[str, set[str]]:
         if dot and f".{ext}" in (".pack", ".idx"):
             out.setdefault(stem, set()).add(f".{ext}")
     return out
+
+
+def count_objects(store: DiskObjectStore) -> dict[str, int]:
+    """git's count-objects -v figures: loose count and KiB, packed objects, packs and their KiB,
+    loose objects that are also packed, and stray files (temporary files, unusable packs) and their KiB."""
+    store.refresh(force=True)
+    stats = dict.fromkeys(("count", "size", "in-pack", "packs", "size-pack", "prune-packable", "garbage",
+                           "size-garbage"), 0)
+    size = garbage_size = 0
+    packs = store.packs()
+    for h in store.loose:
+        stats["count"] += 1
+        try:
+            size += store.loose.path(h).stat().st_size
+        except FileNotFoundError:
+            continue
+        if any(h in p for p in packs):
+            stats["prune-packable"] += 1
+    for pack in packs:
+        stats["packs"] += 1
+        stats["in-pack"] += pack.count
+        stats["size-pack"] += pack.size + pack.index.path.stat().st_size
+    for d in (store.root, store.pack_dir):
+        if not d.is_dir():
+            continue
+        for entry in os.scandir(d):
+            if entry.is_file() and (d == store.root or entry.name.startswith(".") or
+                                    entry.name.rsplit(".", 1)[0] not in {p.name for p in packs}):
+                stats["garbage"] += 1
+                garbage_size += entry.stat().st_size
+    for shard in os.scandir(store.root):
+        if len(shard.name) == 2 and shard.is_dir():
+            for entry in os.scandir(shard.path):
+                if len(entry.name) != 62 or entry.name.startswith("."):
+                    stats["garbage"] += 1
+                    garbage_size += entry.stat().st_size
+    stats["size"] = size // 1024
+    stats["size-pack"] //= 1024
+    stats["size-garbage"] = garbage_size // 1024
+    return stats

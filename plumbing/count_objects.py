@@ -1,0 +1,30 @@
+"""`reel count-objects`: how many objects are loose and packed, and how much room they take."""
+
+from __future__ import annotations
+
+import click
+
+from reelstore.disk_store import DiskObjectStore
+from reelstore.disk_store import count_objects as do_count
+from reelstore.errors import BadInput
+
+from .context import Context, pass_ctx
+
+
+@click.command("count-objects")
+@click.option("-v", "verbose", is_flag=True, help="Every figure, one per line, as git's count-objects -v.")
+@pass_ctx
+def count_objects(ctx: Context, verbose: bool) -> None:
+    """Count loose objects and their KiB; with -v also in-pack, packs, size-pack, prune-packable, garbage."""
+    store = ctx.repo.objects
+    if not isinstance(store, DiskObjectStore):
+        raise BadInput("count-objects needs an on-disk store")
+    stats = do_count(store)
+    if verbose:
+        text = "\n".join(f"{k}: {v}" for k, v in stats.items())
+    else:
+        text = f"{stats['count']} objects, {stats['size']} kilobytes"
+    ctx.emit(stats, text)
+
+
+COMMANDS = [count_objects]

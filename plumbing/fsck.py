@@ -1,0 +1,45 @@
+"""`reel fsck`: verify every object, pack and hash chain; exit 3 naming the damage."""
+
+from __future__ import annotations
+
+import click
+
+from reelstore.errors import StorageError
+from reelstore.fsck import fsck as do_fsck
+
+from .context import Context, pass_ctx
+from .repack import end_progress, tty_progress
+
+
+@click.command("fsck")
+@click.option("--full/--connectivity-only", default=True, show_default=True,
+              help="Also verify every pack byte by byte (trailers, index, every entry), as git's default.")
+@click.option("--unreachable", is_flag=True, help="List objects that no ref or young reflog entry reaches.")
+@pass_ctx
+def fsck(ctx: Context, full: bool, unreachable: bool) -> None:
+    """Re-hash every object, check packs, walk from every ref and reflog, check record and journal chains."""
+    repo = ctx.repo
+    progress = tty_progress()
+    report = do_fsck(repo, full=full, progress=(lambda s, n: progress(s, n, None)) if progress else None)
+    end_progress(progress)
+    lines = list(report.problems)
+    if unreachable:
+        for h in report.unreachable:
+            try:
+                kind = repo.objects.get(h).kind
+            except StorageError:
+                kind = "damaged"
+            lines.append(f"unreachable {kind} {h.hex()}")
+    doc = report.to_json()
+    if not unreachable:
+        doc.pop("unreachable")
+    ctx.emit(doc, "\n".join(lines))
+    if not report.clean:
+        raise StorageError(f"fsck found {len(report.problems)} problems; first: {report.problems[0]}",
+                           problems=len(report.problems))
+    if not ctx.json:
+        click.echo(f"checked {report.objects} objects ({report.loose} loose, {report.packed} in "
+                   f"{report.packs} packs), {report.reachable} reachable: ok", err=True)
+
+
+COMMANDS = [fsck]

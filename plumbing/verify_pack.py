@@ -1,0 +1,75 @@
+"""`reel verify-pack`: check packs and their indexes byte by byte; -v lists every entry."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import click
+
+from reelstore.disk_store import DiskObjectStore
+from reelstore.errors import StorageError
+from reelstore.pack import Pack
+
+from .context import Context, pass_ctx
+
+
+def _packs(ctx: Context, paths: tuple[str, ...]) -> tuple[list[Pack], list[str]]:
+    """The packs to check (named, or every pack of the store) and the files that could not be opened."""
+    problems: list[str] = []
+    packs: list[Pack] = []
+    if not paths:
+        store = ctx.repo.objects
+        if isinstance(store, DiskObjectStore):
+            store.refresh(force=True)
+            problems = [f"{name}: {why}" for name, why in sorted(store.problems().items())]
+            packs = store.packs()
+        return packs, problems
+    for p in paths:
+        path = Path(p)
+        try:
+            packs.append(Pack(path.with_suffix(".pack"), path.with_suffix(".idx")))
+        except StorageError as err:
+            problems.append(err.message)
+        except OSError as exc:
+            problems.append(f"{path.name}: {exc.strerror or exc}")
+    return packs, problems
+
+
+@click.command("verify-pack")
+@click.option("-v", "verbose", is_flag=True,
+              help="List every entry: id, kind, size, packed size, offset, method, depth, base offset, mtime.")
+@click.option("-s", "stat_only", is_flag=True, help="Only the histogram of delta chain lengths.")
+@click.argument("packs", nargs=-1, type=click.Path(dir_okay=False))
+@pass_ctx
+def verify_pack(ctx: Context, verbose: bool, stat_only: bool, packs: tuple[str, ...]) -> None:
+    """Verify each PACK (a .pack or .idx path; default every pack of the store). Exit 3 on any damage."""
+    opened, problems = _packs(ctx, packs)
+    docs = []
+    out: list[str] = []
+    for pack in opened:
+        infos, damage = pack.verify()
+        problems.extend(damage)
+        depths = Counter(i.depth for i in infos)
+        if verbose and not stat_only:
+            for i in infos:
+                base = "" if i.base is None else f" {i.base}"
+                out.append(f"{i.id.hex()} {i.kind} {i.size} {i.packed} {i.offset} {i.method} {i.depth}{base}")
+        if verbose or stat_only:
+            out.append(f"non delta: {depths.get(0, 0)} objects")
+            out.extend(f"chain length = {d}: {n} object{'s' * (n != 1)}" for d, n in sorted(depths.items()) if d)
+        out.append(f"{pack.path}: {'bad' if damage else 'ok'}")
+        docs.append({
+            "pack": str(pack.path), "ok": not damage, "count": pack.count, "problems": damage,
+            "entries": [{**i.__dict__, "id": i.id.hex()} for i in infos] if verbose else None,
+        })
+        pack.close()
+    ctx.emit({"packs": docs, "problems": problems}, "\n".join(out))
+    if problems:
+        if not ctx.json:
+            for line in problems:
+                click.echo(f"damage: {line}", err=True)
+        raise StorageError(f"{len(problems)} problems; first: {problems[0]}", problems=len(problems))
+
+
+COMMANDS = [verify_pack]

@@ -1,0 +1,40 @@
+"""`reel gc`: collect what no ref reaches, keep what is young, pack the rest."""
+
+from __future__ import annotations
+
+import click
+from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.plumbing.repack import end_progress, tty_progress
+
+from reelstore.gc import gc as do_gc
+
+
+@click.command("gc")
+@click.option("--prune", "prune", metavar="AGE",
+              help="Delete unreachable objects older than AGE: now, never, 2.weeks.ago, 1h, an ISO time "
+                   "(default gc.pruneExpire, 2.weeks.ago).")
+@click.option("--no-prune", is_flag=True, help="Delete nothing; only pack.")
+@click.option("--dry-run", "-n", is_flag=True, help="Report what would be packed and deleted; change nothing.")
+@click.option("--wait", "wait_s", type=click.FloatRange(0, 3600), default=0.0, show_default=True,
+              help="Seconds to wait for another gc's lock before failing with E002.")
+@click.option("-v", "--verbose", is_flag=True, help="Name each object deleted.")
+@pass_ctx
+def gc(ctx: Context, prune: str | None, no_prune: bool, dry_run: bool, wait_s: float, verbose: bool) -> None:
+    """Mark from every ref and young reflog entry, then pack and prune (holds .reel/gc.lock)."""
+    if no_prune and prune:
+        raise click.UsageError("--prune and --no-prune exclude each other")
+    progress = tty_progress()
+    report = do_gc(ctx.repo, "never" if no_prune else prune, dry_run=dry_run, progress=progress, wait_s=wait_s)
+    end_progress(progress)
+    verb = "would delete" if dry_run else "deleted"
+    lines = [f"{verb} {h.hex()}" for h in report.pruned_ids] if verbose else []
+    lines.append(
+        f"reachable {report.reachable}, kept young unreachable {report.kept_recent}, {verb} {report.pruned}; "
+        + (f"would pack {report.packed}" if dry_run else
+           f"packed {report.packed} into {report.pack or 'no pack'}, removed {report.packs_removed} packs and "
+           f"{report.loose_removed} loose files")
+    )
+    ctx.emit(report.to_json(), "\n".join(lines))
+
+
+COMMANDS = [gc]
