@@ -14,6 +14,7 @@ from pathlib import Path
 import zstandard
 
 from .codec import MAX_OBJECT_SIZE, MAX_TAG
+from .crashpoints import crash_point
 from .errors import BadInput, NotFound, StorageError
 from .fileio import fsync_dir, temp_name, write_new
 from .objects import Hash, Object, decode, decode_verified
@@ -184,6 +185,7 @@ class LooseObjectStore(ObjectStore):
                 dirs.add(path.parent.parent)
             tmp = temp_name(path)
             write_new(tmp, self.deflate(raw), fsync=self.fsync, mode=0o444)
+            crash_point("objects:temp-written")
             os.replace(tmp, path)
             dirs.add(path.parent)
         if self.fsync:

@@ -18,6 +18,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from .crashpoints import crash_point
 from .errors import BadInput, Conflict, NotFound, StorageError
 from .fileio import atomic_write, fsync_dir, write_new
 from .objects import ZERO_HEX, Hash
@@ -414,9 +415,12 @@ class DiskRefStore(RefStore):
                     os.fsync(fd)
             finally:
                 os.close(fd)
+            crash_point("refs:lock-written")
             self._append_log(u.name, entry)
+            crash_point("refs:logged")
             os.replace(lock, self._path(u.name))
             held.discard(u.name)
+            crash_point("refs:renamed")
             if self.fsync:
                 fsync_dir(lock.parent)
         if deletes:
@@ -426,6 +430,7 @@ class DiskRefStore(RefStore):
                     for u in deletes:
                         packed.pop(u.name, None)
                     self._write_packed(packed)
+                    crash_point("refs:packed-rewritten")
             for u in deletes:
                 self._path(u.name).unlink(missing_ok=True)
                 self._log_path(u.name).unlink(missing_ok=True)
@@ -484,6 +489,7 @@ class DiskRefStore(RefStore):
                     if value is not None:
                         packed[n] = value
                 self._write_packed(packed)
+                crash_point("refs:packed-rewritten")
                 for n in names:
                     self._path(n).unlink(missing_ok=True)
                     self._prune_dirs(self._path(n).parent)

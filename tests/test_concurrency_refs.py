@@ -49,7 +49,7 @@ def test_racing_cas_increments_lose_nothing(tmp_path: Path):
         for _ in range(PROCS)
     ]
     results = [p.communicate(timeout=120) for p in procs]
-    for p, (out, err) in zip(procs, results):
+    for p, (_out, err) in zip(procs, results):
         assert p.returncode == 0, err.decode()
     final = Repo.open(tmp_path)
     assert final.objects.get(final.refs[name]).data == b"%d" % (PROCS * INCREMENTS)
