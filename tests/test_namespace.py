@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from reelstore.codec import frame, pack_body
 from reelstore.errors import BadInput, NotFound, StorageError
-from reelstore.namespace import MAX_ENTRIES, TARGET_FANOUT, Namespace, is_boundary
+from reelstore.namespace import MAX_ENTRIES, TARGET_FANOUT, Namespace, is_boundary, parse_node
 from reelstore.object_store import MemoryObjectStore
-from reelstore.objects import Blob, Hash, Tree
+from reelstore.objects import Blob, Hash, Tree, decode
 
 VALUES = [Blob(f"v{i}".encode()).id for i in range(8)]
 NAMES = st.text(alphabet="abcd/:é", min_size=1, max_size=6) | st.integers(0, 2999).map(lambda i: f"n/{i:04d}")
@@ -269,3 +269,70 @@ def test_overlapping_children_and_miscut_nodes_are_storage_errors(mem):
     assert list(Namespace(store).items(miscut))
     with pytest.raises(StorageError):
         Namespace(store).verify(miscut)
+
+
+def valid_doc(level: int, names: list[str]) -> dict:
+    return {"entries": [[n, VALUES[i % 8]] for i, n in enumerate(sorted(set(names)))], "level": level}
+
+
+def mutate(doc: dict, how: int, at: int) -> object:
+    """One of the ways a tree body can be wrong (or, for how == 0, no change at all)."""
+    entries = doc["entries"]
+    k = at % len(entries) if entries else 0
+    if how == 1 and len(entries) > 1:
+        entries[k], entries[k - 1] = entries[k - 1], entries[k]
+    elif how == 2 and entries:
+        entries.insert(k, list(entries[k]))
+    elif how == 3 and entries:
+        entries[k][0] = ["", "a" * 4097, b"a", 3][at % 4]
+    elif how == 4 and entries:
+        entries[k][1] = [b"x" * 31, b"x" * 33, "h" * 32, None][at % 4]
+    elif how == 5 and entries:
+        entries[k] = entries[k] + [1] if at % 2 else entries[k][:1]
+    elif how == 6:
+        doc["level"] = [-1, 65, "0", None, True][at % 5]
+    elif how == 7:
+        doc["extra"] = at
+    elif how == 8:
+        return {"level": doc["level"]} if at % 2 else [doc["entries"], doc["level"]]
+    elif how == 9:
+        doc["entries"] = []
+    return doc
+
+
+TREE_DOCS = st.builds(
+    mutate,
+    st.builds(
+        valid_doc, st.integers(0, 3), st.lists(st.text(alphabet="ab\u00e9/", min_size=1, max_size=3), max_size=6)
+    ),
+    st.integers(0, 9),
+    st.integers(0, 20),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TREE_DOCS, st.booleans())
+def test_the_node_reader_accepts_exactly_what_decode_accepts(doc, reorder):
+    import msgpack
+
+    if reorder and isinstance(doc, dict):
+        doc = dict(reversed(list(doc.items())))
+    try:
+        body = msgpack.packb(doc, use_bin_type=True)
+    except (TypeError, ValueError):
+        return
+    raw = b"tree\0" + body
+    try:
+        want = decode(raw)
+    except BadInput:
+        with pytest.raises(BadInput):
+            parse_node(raw)
+        return
+    assert parse_node(raw) == (want.level, want.entries)
+
+
+def test_the_node_reader_refuses_other_kinds_and_damaged_bytes():
+    good = Tree(0, (("a", VALUES[0]),)).encode()
+    for raw in (Blob(b"x").encode(), good[:-1], good + b"\0", b"tree\0\xc1", b"tree"):
+        with pytest.raises(BadInput):
+            parse_node(raw)
