@@ -65,9 +65,12 @@ def store_a(tmp_path: Path, remote: Path) -> Repo:
     return repo
 
 
-@pytest.mark.parametrize("scheme", ["path", "file"])
-def test_push_then_clone_gives_the_same_refs_and_objects(tmp_path: Path, remote: Path, scheme: str) -> None:
-    url = str(remote) if scheme == "path" else f"file://{remote}"
+@pytest.mark.parametrize("scheme", ["path", "file", "in-process"])
+def test_push_then_clone_gives_the_same_refs_and_objects(tmp_path: Path, remote: Path, scheme: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"file://{remote}" if scheme == "file" else str(remote)
+    if scheme == "in-process":  # no git on PATH: dulwich serves the local repository itself
+        monkeypatch.setenv("PATH", str(tmp_path))
     a = Repo.init(tmp_path / "a")
     sync.add_remote(a, "origin", url)
     grow(a, 40, "one")

@@ -72,14 +72,14 @@ class SyncCommit:
         return self.commit.id.decode()
 
 
-def build_commit(new: Iterable[Object], refs: dict[str, Hash], parents: list[str]) -> SyncCommit:
-    """Wrap the objects new to the remote and the refs being set into one sync commit."""
+def build_commit(new: Iterable[tuple[Hash, bytes]], refs: dict[str, Hash], parents: list[str]) -> SyncCommit:
+    """Wrap the objects new to the remote (id, canonical bytes) and the refs being set into one sync commit."""
     shards: dict[str, GitTree] = {}
     out: list[ShaFile] = []
     count = 0
-    for obj in new:
-        blob = GitBlob.from_string(obj.encode())
-        hexid = obj.id.hex()
+    for rid, raw in new:
+        blob = GitBlob.from_string(raw)
+        hexid = rid.hex()
         shards.setdefault(hexid[:2], GitTree()).add(hexid[2:].encode(), BLOB_MODE, blob.id)
         out.append(blob)
         count += 1

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from dulwich.pack import pack_objects_to_data
 
 from ..errors import NotFound, ReelError, RemoteConflict, StorageError
-from ..objects import Hash, Object, Record
+from ..objects import Blob, Hash, Record, decode
 from ..refs import check_ref_name
 from ..repo import Repo
 from .mapping import REMOTE_PREFIX, build_commit, git_ref, tracking_ref
@@ -23,6 +23,7 @@ from .transport import Progress, Remote, connect, remote_progress, talking_to
 
 SYNCED = ("refs/heads/", "refs/views/")
 _MAX_WALK = 1_000_000
+_LEAF = Blob.kind.encode() + b"\0"
 
 
 @dataclass
@@ -151,9 +152,10 @@ def _came_from(repo: Repo, ref: str, head: Hash, earlier: Hash) -> bool:
     return False
 
 
-def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[Hash]) -> list[Object]:
-    """The closure of `targets` minus what the remote holds: walk down, stop at known objects."""
-    out: list[Object] = []
+def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[Hash]) -> list[tuple[Hash, bytes]]:
+    """The closure of `targets` minus what the remote holds, as (id, canonical bytes): walk down and
+    stop at known objects. Blobs, the bulk of a store, have no edges and are not decoded."""
+    out: list[tuple[Hash, bytes]] = []
     visited: set[Hash] = set()
     frontier = list(dict.fromkeys(targets))
     while frontier:
@@ -164,11 +166,12 @@ def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[H
                 continue
             visited.add(h)
             try:
-                obj = repo.objects.get(h)
+                raw = repo.objects.get_raw(h)
             except NotFound:
                 raise StorageError(f"cannot push: object {h.hex()} is missing from this store", id=h) from None
-            out.append(obj)
-            nxt.extend(r for r in obj.references() if r not in visited)
+            out.append((h, raw))
+            if not raw.startswith(_LEAF):
+                nxt.extend(r for r in decode(raw).references() if r not in visited)
         frontier = list(dict.fromkeys(nxt))
     return out
 
@@ -227,9 +230,9 @@ class _RemoteEmptied(Exception):
 
 
 def _record(repo: Repo, state: SyncState, remote: str, commit: str, plan: dict[str, Hash], parents: list[str],
-            new: list[Object]) -> None:
+            new: list[tuple[Hash, bytes]]) -> None:
     with state:
-        state.add_known(remote, (obj.id for obj in new))
+        state.add_known(remote, (h for h, _ in new))
         state.add_commits(remote, {commit: (plan, parents)})
         for ref, target in plan.items():
             state.set_seen(remote, ref, Seen(commit, target))

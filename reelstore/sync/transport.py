@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from dulwich.client import GitClient, InvalidWants, get_transport_and_path
+from dulwich.client import GitClient, InvalidWants, LocalGitClient, SubprocessGitClient, get_transport_and_path
 from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
 
 from ..errors import ReelError, Unreachable
@@ -26,11 +27,15 @@ class Remote:
 
 def connect(name: str, url: str) -> Remote:
     """A client for `url` (a path, file://, git://, ssh://, http(s)://). Thin packs are refused:
-    everything received must be checkable on its own."""
+    everything received must be checkable on its own. A local repository is served by git's own
+    upload-pack and receive-pack when git is installed (the same checks and ref locking as a git
+    server, and much faster than dulwich's in-process server), else by dulwich in process."""
     try:
         client, path = get_transport_and_path(url, thin_packs=False, quiet=True)
     except (ValueError, KeyError) as exc:
         raise Unreachable(f"cannot use remote URL {url!r}: {exc}") from None
+    if isinstance(client, LocalGitClient) and shutil.which("git"):
+        client = SubprocessGitClient(thin_packs=False, quiet=True)
     return Remote(name, url, client, path)
 
 
