@@ -1,0 +1,64 @@
+"""fsck: damage, missing objects and broken hash chains are named and exit 3; a sound store is clean."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from reelstore.fsck import fsck
+from reelstore.objects import Blob, Effect, Journal, Record, Tree
+from reelstore.repo import Repo
+
+
+def test_clean_store_and_unreachable_listing(tmp_path: Path, run) -> None:
+    repo = Repo.init(tmp_path)
+    junk = Blob(b"dangling")
+    repo.objects.put(junk)
+    report = fsck(repo)
+    assert report.clean and report.unreachable == [junk.id]
+    res = run("fsck", "--unreachable")
+    assert res.exit_code == 0 and f"unreachable blob {junk.id.hex()}" in res.output
+
+
+def test_damaged_loose_object_is_named(tmp_path: Path, reel) -> None:
+    repo = Repo.init(tmp_path)
+    root = repo.refs["refs/heads/main"]
+    path = repo.objects.loose.path(root)
+    os.chmod(path, 0o644)
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0x01
+    path.write_bytes(bytes(data))
+    res = reel("fsck")
+    assert res.returncode == 3 and root.hex().encode() in res.stdout
+
+
+def test_missing_object_and_broken_chain(tmp_path: Path, run) -> None:
+    repo = Repo.init(tmp_path)
+    trunk = repo.refs["refs/heads/main"]
+    ghost = Blob(b"never stored")
+    tree = Tree(0, (("g", ghost.id),))
+    rec = Record(trunk, tree.id, message="points at a ghost")
+    repo.objects.put_many([tree, rec])
+    repo.refs.set("refs/heads/main", rec.id, trunk)
+    report = fsck(repo)
+    assert ghost.id in report.missing and not report.clean
+    res = run("fsck")
+    assert res.exit_code == 3 and f"missing {ghost.id.hex()}" in res.output
+    repo.objects.put(ghost)
+    assert fsck(repo).clean
+    # A record whose parent is not a record, and a journal whose prev is not a journal.
+    blob = Blob(b"not a record")
+    bad = Record(blob.id, tree.id, message="parent is a blob")
+    effect = Effect("http", "C", "https://example.invalid/x", {"method": "POST"})
+    entry = Journal(blob.id, "main", rec.id, 0, effect.id, "op-1", "unknown", 1, 5)
+    repo.objects.put_many([blob, bad, effect, entry])
+    repo.refs.set("refs/views/bad", bad.id, None)
+    repo.refs.set("refs/drains/main", entry.id, None)
+    problems = fsck(repo).problems
+    assert any(f"{bad.id.hex()}.parent is a blob" in p for p in problems)
+    assert any(f"{entry.id.hex()}.prev is a blob" in p for p in problems)
+
+
+def test_memory_store_fsck() -> None:
+    mem = Repo.memory()
+    assert fsck(mem).clean
