@@ -21,7 +21,7 @@ from .. import crashpoints, drainlog, kernel, ops, recovery
 from ..errors import ReelError, StaleEpoch
 from ..objects import Effect, Effects, Journal, Record
 from ..repo import Repo
-from .world import TIERS, Rates, SimObjects, SimRefs, World, attach
+from .world import TIERS, Rates, World, make_repo
 
 LOCKED_POINTS = frozenset({"journal:object-written"})
 """Points reached while holding the drain lock: a crash may land there, a concurrent actor may not."""
@@ -57,16 +57,6 @@ class SeedResult:
     def to_json(self) -> dict[str, Any]:
         return {"seed": self.seed, "ok": self.ok, "violations": self.violations, "counts": dict(self.counts),
                 "events": self.events}
-
-
-def make_repo(world: World) -> Repo:
-    base = Repo.memory()
-    objects, refs = SimObjects(), SimRefs()
-    repo = Repo(None, objects, refs, base.config)
-    repo.start_trunk(repo.trunk)
-    objects.world, refs.world = world, world
-    attach(repo, world)
-    return repo
 
 
 class Run:
@@ -224,15 +214,10 @@ class Run:
     # the invariants
 
     def check_blind_at_most_once(self) -> None:
+        tiers = {o.op: o.effect.delivery for o in ops.operations(self.repo)}
         for op, n in self.world.acted.items():
-            if n > 1 and self.tier_of(op) == "blind":
+            if n > 1 and tiers.get(op) == "blind":
                 self.result.violations.append(f"blind operation {op} reached the target {n} times")
-
-    def tier_of(self, op: str) -> str:
-        for o in ops.operations(self.repo):
-            if o.op == op:
-                return o.effect.delivery
-        return "?"
 
     def check(self) -> None:
         v = self.result.violations
