@@ -1,0 +1,104 @@
+"""The http adapter against the real target: classification by config, tiers, receipts, Class B."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from target import Target, configure, pay_op
+
+from reelstore import drainlog
+from reelstore.adapters.base import adapter
+from reelstore.codec import thaw
+from reelstore.errors import BadInput, Conflict
+from reelstore.store import Store
+
+
+@pytest.fixture
+def setup(tmp_path: Path):
+    with Target(tmp_path / "ledger.jsonl") as target:
+        store = Store.init(tmp_path / "s")
+        configure(store.repo.config, target.url)
+        yield store, target
+
+
+def journal(store: Store) -> list:
+    return list(drainlog.walk(store.repo, store.repo.refs.get("refs/drains/main")))
+
+
+def test_classification_comes_from_config(setup) -> None:
+    store, target = setup
+    http = adapter("http", store.repo)
+    keyed = http.classify(pay_op(target.url, "keyed"))
+    assert (keyed.resource, keyed.effect_class, keyed.delivery) == (f"http:POST:{target.url}/keyed/pay", "C", "keyed")
+    assert http.classify(pay_op(target.url, "queryable")).delivery == "queryable"
+    assert http.classify({"method": "POST", "url": f"{target.url}/keyedx"}).delivery == "blind"
+    assert http.classify({"method": "DELETE", "url": "http://example.invalid/x"}).delivery == "blind"
+    assert http.classify({"method": "GET", "url": "http://example.invalid/x"}).delivery == "keyed"
+    b = http.classify({"method": "PUT", "url": f"{target.url}/doc", "body": "x", "etag": '"v1"'})
+    assert b.effect_class == "B" and dict(b.version_ref) == {"etag": '"v1"'}
+    for bad in ({"url": "ftp://h/x"}, {"method": "post", "url": "http://h/x"}, {"method": "POST"},
+                {"method": "POST", "url": "http://h/x", "json": 1, "body": "x"}, {"method": "POST", "url": "http://h",
+                                                                                  "headers": {"a": [1]}}):
+        with pytest.raises(BadInput):
+            http.classify(bad)
+    store.repo.config.set("service.broken.match", "http:POST:http://h/q")
+    store.repo.config.set("service.broken.delivery", "queryable")
+    with pytest.raises(BadInput, match="status-url"):
+        http.classify({"method": "POST", "url": "http://h/q"})
+
+
+def test_keyed_sends_the_op_id_as_key_and_a_receipt_is_journaled(setup) -> None:
+    store, target = setup
+    v = store.fork("a")
+    v.effect("http", {"method": "POST", "url": f"{target.url}/keyed/pay", "json": {"amount": 3},
+                      "headers": {"X-Trace": "t1"}})
+    res = v.commit()
+    (o,) = res.drain.outcomes
+    assert o.state == "succeeded"
+    (entry,) = target.ledger()
+    assert entry["key"] == o.op and entry["body"] == '{"amount":3}'
+    receipt = thaw(journal(store)[0].receipt)
+    assert receipt["status"] == 201 and receipt["headers"]["idempotency-key"] == o.op
+    assert len(receipt["body_blake3"]) == 64 and receipt["body_len"] == len(b'{"ok":true}')
+
+
+def test_refusals_and_silence_are_told_apart(setup, tmp_path: Path) -> None:
+    store, target = setup
+    v = store.fork("a")
+    v.effect("http", {"method": "POST", "url": f"{target.url}/nowhere", "body": b"\x00\x01"})
+    v.effect("http", {"method": "POST", "url": "http://127.0.0.1:9/closed", "body": "x"})
+    res = v.commit()
+    assert [(o.state, o.note[:8]) for o in res.drain.outcomes] == [("failed", "HTTP 404"), ("failed", "connecti")]
+    assert target.ledger() == []
+    w = store.fork("b")
+    w.effect("http", pay_op(target.url, "blind"))
+    target.fault = "drop-before-append"
+    res = w.commit()
+    assert res.drain.outcomes[0].state == "unknown" and target.ledger() == []
+
+
+def test_two_phase_prepares_then_confirms_once(setup) -> None:
+    store, target = setup
+    v = store.fork("a")
+    v.effect("http", pay_op(target.url, "two-phase"))
+    (o,) = v.commit().drain.outcomes
+    assert o.state == "succeeded" and target.count("/tp/commit/") == 1
+    assert set(thaw(journal(store)[0].receipt)) == {"prepare", "commit"}
+
+
+def test_class_b_precondition_is_rechecked_at_commit(setup) -> None:
+    store, target = setup
+    head = store.repo.refs["refs/heads/main"]
+    stale, fresh = store.fork("stale"), store.fork("fresh")
+    stale.effect("http", {"method": "PUT", "url": f"{target.url}/doc", "body": "old", "etag": '"v1"'})
+    fresh.effect("http", {"method": "PUT", "url": f"{target.url}/doc", "body": "new", "etag": '"v1"'})
+    assert fresh.commit().drain.outcomes[0].state == "succeeded"
+    assert target.count("/doc") == 1 and target.doc_version == 2
+    moved = store.repo.refs["refs/heads/main"]
+    assert moved != head
+    requests = target.requests
+    with pytest.raises(Conflict, match="precondition"):
+        stale.commit()
+    assert store.repo.refs["refs/heads/main"] == moved and target.count("/doc") == 1
+    assert target.requests == requests + 1
