@@ -10,8 +10,10 @@ differences, which lets `diff` skip identical subtrees by id.
 
 from __future__ import annotations
 
+import operator
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping
+from functools import partial
 from typing import NamedTuple
 
 import blake3
@@ -19,7 +21,7 @@ import msgpack
 
 from .errors import BadInput, NotFound, StorageError
 from .object_store import ObjectStore
-from .objects import Hash, Tree
+from .objects import HASH_SIZE, Hash, Tree
 from .objects.block import v_hash
 from .objects.data import MAX_NAME
 
@@ -37,6 +39,9 @@ _LEAF_CACHE = 1024
 _COUNT_CACHE = 1 << 16
 
 _TREE_TAG = b"tree\0"
+_as_hash = partial(bytes.__new__, Hash)
+"""Hash from bytes already checked to be 32 long. Nodes read back keep their ids as plain bytes
+(equal to and hashing like Hash); they become Hash only when they leave this module."""
 _MAX_ENTRIES_READ = 1 << 20
 
 Entry = tuple[str, Hash]
@@ -65,7 +70,7 @@ def is_boundary(name: str, level: int) -> bool:
 
 
 def parse_node(raw: bytes) -> tuple[int, tuple[Entry, ...]]:
-    """(level, entries) of the canonical bytes of a `tree`; BadInput (E014) for anything else.
+    """(level, entries) of the canonical bytes of a `tree` (ids as plain bytes); E014 for anything else.
 
     Accepts exactly what `decode` accepts as a Tree (bounded, strictly increasing non-empty names of
     at most MAX_NAME characters, 32-byte ids, no empty inner node, byte-identical re-encoding), at a
@@ -84,23 +89,23 @@ def parse_node(raw: bytes) -> tuple[int, tuple[Entry, ...]]:
     level, items = doc.get("level"), doc.get("entries")
     if type(level) is not int or not 0 <= level <= 64 or type(items) is not tuple or len(items) > _MAX_ENTRIES_READ:
         raise BadInput("tree body must hold a level in [0, 64] and a list of entries")
-    entries = []
-    last = None
-    for item in items:
-        if type(item) is not tuple or len(item) != 2:
+    if not items:
+        if level > 0:
+            raise BadInput("an inner tree node cannot be empty")
+        names, values = (), ()
+    else:
+        if set(map(type, items)) != {tuple} or set(map(len, items)) != {2}:
             raise BadInput("tree entries must be [name, hash] pairs")
-        name, value = item
-        if type(name) is not str or not 0 < len(name) <= MAX_NAME or type(value) is not bytes or len(value) != 32:
-            raise BadInput("tree entries must be a non-empty name and a 32-byte hash")
-        if last is not None and name <= last:
+        names, values = zip(*items)
+        if set(map(type, names)) != {str} or min(map(len, names)) < 1 or max(map(len, names)) > MAX_NAME:
+            raise BadInput(f"tree entry names must be non-empty strings of at most {MAX_NAME} characters")
+        if set(map(type, values)) != {bytes} or set(map(len, values)) != {HASH_SIZE}:
+            raise BadInput("tree entry values must be 32-byte hashes")
+        if not all(map(operator.lt, names, names[1:])):
             raise BadInput("tree entries must be strictly increasing by name")
-        last = name
-        entries.append((name, Hash(value)))
-    if level > 0 and not entries:
-        raise BadInput("an inner tree node cannot be empty")
     if msgpack.packb({"entries": items, "level": level}, use_bin_type=True) != body:
         raise BadInput("tree is not in canonical form")
-    return level, tuple(entries)
+    return level, items
 
 
 class _Chunker:
@@ -150,7 +155,7 @@ class Namespace:
             node = self._child(node, _cover(node, name))
         i = bisect_left(node.entries, name, key=_name)
         if i < len(node.entries) and node.entries[i][0] == name:
-            return node.entries[i][1]
+            return _as_hash(node.entries[i][1])
         return None
 
     def items(self, root: Hash, prefix: str = "") -> Iterator[tuple[str, Hash]]:
@@ -166,7 +171,7 @@ class Namespace:
                 if last is not None and name <= last:
                     raise StorageError(f"namespace {root.hex()} is damaged: names out of order at {name!r}")
                 last = name
-                yield name, value
+                yield name, _as_hash(value)
 
     def count(self, root: Hash) -> int:
         return self._count(self._root(root))
@@ -214,20 +219,20 @@ class Namespace:
             elif ka < kb:
                 if la < 0:
                     sa.pop()
-                    yield ka, ha, None
+                    yield ka, _as_hash(ha), None
                 else:
                     self._expand(sa)
             elif kb < ka:
                 if lb < 0:
                     sb.pop()
-                    yield kb, None, hb
+                    yield kb, None, _as_hash(hb)
                 else:
                     self._expand(sb)
             elif la < 0 and lb < 0:
                 sa.pop()
                 sb.pop()
                 if ha != hb:
-                    yield ka, ha, hb
+                    yield ka, _as_hash(ha), _as_hash(hb)
             elif la > lb:
                 self._expand(sa)
             elif lb > la:
@@ -236,9 +241,9 @@ class Namespace:
                 self._expand(sa)
                 self._expand(sb)
         for name, value in self._drain(sa):
-            yield name, value, None
+            yield name, _as_hash(value), None
         for name, value in self._drain(sb):
-            yield name, None, value
+            yield name, None, _as_hash(value)
 
     # Writing
 
@@ -355,6 +360,7 @@ class Namespace:
         if node is not None:
             return node
         try:
+            h = _as_hash(h)
             raw = self.objects.get_raw(h)
             node = _Node(*parse_node(raw), h)
         except NotFound:

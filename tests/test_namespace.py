@@ -113,6 +113,9 @@ def test_large_map_reads_diff_and_removal_to_empty():
     top = ns.objects.get(root)
     assert isinstance(top, Tree) and top.level >= 2
     assert ns.verify(root) == ns.count(root) == 20_000
+    cold = Namespace(ns.objects)
+    assert all(type(v) is Hash for _, v in cold.items(root, "dir1"))
+    assert type(cold.get(root, next(iter(ref)))) is Hash
     assert list(ns.items(root, "dir7/")) == sorted((k, v) for k, v in ref.items() if k.startswith("dir7/"))
     rng = random.Random(5)
     picked = rng.sample(sorted(ref), 40)
@@ -123,6 +126,7 @@ def test_large_map_reads_diff_and_removal_to_empty():
     assert ns.update(ns.empty(), want) == after
     expect = sorted((k, ref.get(k), want.get(k)) for k in changes if ref.get(k) != want.get(k))
     assert list(ns.diff(root, after)) == expect
+    assert all(type(v) is Hash for _, x, y in Namespace(ns.objects).diff(root, after) for v in (x, y) if v is not None)
     assert ns.update(after, {name: None for name in want}) == Namespace.empty()
 
 
