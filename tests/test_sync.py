@@ -221,3 +221,19 @@ def test_remotes_are_configured_and_removed(store_a: Repo, remote: Path) -> None
     assert store_a.refs.list("refs/remotes/") == [] and sync.list_remotes(store_a) == []
     with pytest.raises(NotFound):
         sync.push(store_a, "origin")
+
+
+def test_fetch_refills_objects_this_store_dropped(tmp_path: Path, store_a: Repo, remote: Path) -> None:
+    grow(store_a, 3, "kept")
+    sync.push(store_a, "origin")
+    b, _ = sync.clone(str(remote), tmp_path / "b")
+    dropped = Blob(b"kept-1").id
+    b.objects.delete(dropped)
+    assert not b.objects.has(dropped)
+    tree = Tree(0, (("again", dropped),))  # new, and points at the dropped blob, which the remote has
+    view = View("main", store_a.refs["refs/heads/main"], tree.id)
+    store_a.objects.put_many([tree, view])
+    store_a.refs.set("refs/views/again", view.id, None)
+    assert sync.push(store_a, "origin").objects == 2
+    sync.fetch(b, "origin")
+    assert b.objects.get(dropped) == Blob(b"kept-1")

@@ -21,7 +21,7 @@ from ..repo import DEFAULT_TRUNK, REEL_DIR, Repo
 from .mapping import Received, read_pack, reel_ref, tracking_ref, unpack
 from .remote import DEFAULT_REMOTE, add_remote, remote_url
 from .state import Seen, SyncState
-from .transport import Progress, connect, remote_progress, talking_to
+from .transport import Progress, Remote, connect, remote_progress, talking_to
 
 _SPOOL = 64 << 20
 
@@ -41,29 +41,25 @@ class FetchResult:
 
 
 def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = None) -> FetchResult:
-    """Update `refs/remotes/REMOTE/…` from the remote's `refs/reel/…`, storing what they reach."""
+    """Update `refs/remotes/REMOTE/…` from the remote's `refs/reel/…`, storing what they reach.
+
+    The sync commits we know are offered as haves, so the remote sends only newer ones. If what
+    they reach turns out incomplete here (this store dropped objects since), the fetch is redone
+    once from scratch, without haves.
+    """
     conn = connect(remote, remote_url(repo, remote))
     result = FetchResult(remote, conn.url)
     state = SyncState(repo)
     try:
-        advertised: dict[str, str] = {}
-
-        def determine_wants(refs: dict[bytes, bytes], depth: int | None = None) -> list[bytes]:
-            for name, sha in refs.items():
-                ref = reel_ref(name)
-                if ref is not None and sha is not None:
-                    advertised[_checked(ref)] = sha.decode()
-            return sorted({sha.encode() for sha in advertised.values() if state.commit_refs(remote, sha) is None})
-
-        tips = [t.encode() for t in state.tips(remote)]
-        walker = ObjectStoreGraphWalker(tips, lambda _sha: [])
-        with tempfile.SpooledTemporaryFile(_SPOOL) as spool, talking_to(conn):
-            conn.client.fetch_pack(conn.path, determine_wants, walker, spool.write,
-                                   progress=remote_progress(progress))
-            size = spool.tell()
-            got = unpack(read_pack(spool, size), repo.objects.has)
+        advertised, got = _receive(repo, conn, state, progress, incremental=True)
         targets = _targets(state, remote, advertised, got)
-        _check_complete(repo, got, list(targets.values()))
+        if _first_missing(repo, got, list(targets.values())) is not None:
+            advertised, got = _receive(repo, conn, state, progress, incremental=False)
+            targets = _targets(state, remote, advertised, got)
+            lacking = _first_missing(repo, got, list(targets.values()))
+            if lacking is not None:
+                raise StorageError(f"the remote lacks object {lacking.hex()}, reachable from a fetched ref",
+                                   id=lacking)
         if progress:
             progress(f"received {len(got.objects)} objects from {remote}")
         repo.objects.put_many(got.objects.values())
@@ -80,6 +76,26 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
         return result
     finally:
         state.close()
+
+
+def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | None, *,
+             incremental: bool) -> tuple[dict[str, str], Received]:
+    """One fetch round: the advertised reel refs (ref → sync commit) and the verified objects received."""
+    advertised: dict[str, str] = {}
+
+    def determine_wants(refs: dict[bytes, bytes], depth: int | None = None) -> list[bytes]:
+        for name, sha in refs.items():
+            ref = reel_ref(name)
+            if ref is not None and sha is not None:
+                advertised[_checked(ref)] = sha.decode()
+        return sorted({sha.encode() for sha in advertised.values()
+                       if not incremental or state.commit_refs(conn.name, sha) is None})
+
+    tips = [t.encode() for t in state.tips(conn.name)] if incremental else []
+    walker = ObjectStoreGraphWalker(tips, lambda _sha: [])
+    with tempfile.SpooledTemporaryFile(_SPOOL) as spool, talking_to(conn):
+        conn.client.fetch_pack(conn.path, determine_wants, walker, spool.write, progress=remote_progress(progress))
+        return advertised, unpack(read_pack(spool, spool.tell()), repo.objects.has)
 
 
 def clone(url: str, directory: Path | str, progress: Progress | None = None) -> tuple[Repo, FetchResult]:
@@ -132,8 +148,8 @@ def _targets(state: SyncState, remote: str, advertised: dict[str, str], got: Rec
     return out
 
 
-def _check_complete(repo: Repo, got: Received, targets: list[Hash]) -> None:
-    """Every object reachable from the fetched refs is received or already here (E007 otherwise)."""
+def _first_missing(repo: Repo, got: Received, targets: list[Hash]) -> Hash | None:
+    """An object reachable from the fetched refs that is neither received nor already here, if any."""
     stack = list(targets)
     visited: set[Hash] = set()
     while stack:
@@ -145,7 +161,8 @@ def _check_complete(repo: Repo, got: Received, targets: list[Hash]) -> None:
         if obj is not None:
             stack.extend(obj.references())
         elif not repo.objects.has(h):
-            raise StorageError(f"the remote lacks object {h.hex()}, reachable from a fetched ref", id=h)
+            return h
+    return None
 
 
 def _update_tracking(repo: Repo, remote: str, targets: dict[str, Hash]) -> list[str]:
