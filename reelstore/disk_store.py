@@ -25,6 +25,7 @@ PACK_BATCH = 1000
 class DiskObjectStore(ObjectStore):
     def __init__(self, root: Path, *, fsync: bool = True, pack_batch: int = PACK_BATCH) -> None:
         self.root = Path(root)
+        self._root = str(self.root)
         self.fsync = fsync
         self.pack_batch = pack_batch
         self.loose = LooseObjectStore(self.root, fsync=fsync)
@@ -97,8 +98,46 @@ class DiskObjectStore(ObjectStore):
     def _in_packs(self, h: Hash) -> bool:
         return any(h in p for p in self.packs())
 
+    def loose_path(self, h: Hash) -> str:
+        hx = h.hex()
+        return f"{self._root}/{hx[:2]}/{hx[2:]}"
+
+    def _read_loose(self, h: Hash) -> bytes | None:
+        """The loose copy of `h`, verified, or None if there is none (string paths: this is the hot path)."""
+        try:
+            with open(self.loose_path(h), "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot read object {h.hex()}: {exc}", id=h) from None
+        raw = self.loose.inflate(data, h)
+        if Hash.of(raw) != h:
+            raise StorageError(f"object {h.hex()} is damaged: content does not hash to its id", id=h)
+        return raw
+
+    def loose_files(self) -> dict[Hash, tuple[str, float]]:
+        """Every loose object: id -> (path, mtime), from one directory scan."""
+        out: dict[Hash, tuple[str, float]] = {}
+        try:
+            shards = [e for e in os.scandir(self._root) if len(e.name) == 2 and e.is_dir()]
+        except FileNotFoundError:
+            return out
+        for shard in shards:
+            for entry in os.scandir(shard.path):
+                name = shard.name + entry.name
+                if len(name) != 64 or entry.name.startswith("."):
+                    continue
+                try:
+                    h = Hash(bytes.fromhex(name))
+                    if h.hex() == name:
+                        out[h] = (entry.path, entry.stat().st_mtime)
+                except (ValueError, FileNotFoundError):
+                    continue
+        return out
+
     def has(self, h: Hash) -> bool:
-        if self._in_packs(h) or self.loose.has(h):
+        if self._in_packs(h) or os.path.exists(self.loose_path(h)):
             return True
         return self.refresh() and self._in_packs(h)
 
@@ -118,9 +157,9 @@ class DiskObjectStore(ObjectStore):
         if raw is not None:
             return raw
         try:
-            return self.loose.get_raw(h)
-        except NotFound:
-            pass
+            raw = self._read_loose(h)
+            if raw is not None:
+                return raw
         except StorageError as err:
             errors.append(err)
         if self.refresh():

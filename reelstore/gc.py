@@ -166,24 +166,21 @@ def _mark(repo: Repo, now: float, progress: Progress | None, keep_raw: dict[Hash
 
 
 def _loose_listing(store: DiskObjectStore) -> dict[Hash, float]:
-    out = {}
-    for h in store.loose:
-        try:
-            out[h] = store.loose.path(h).stat().st_mtime
-        except FileNotFoundError:
-            continue
-    return out
+    return {h: mtime for h, (_, mtime) in store.loose_files().items()}
 
 
 def _remove_loose_if_unchanged(store: DiskObjectStore, h: Hash, listed: float, older_than: float | None) -> bool:
-    path = store.loose.path(h)
+    path = store.loose_path(h)
     try:
-        mtime = path.stat().st_mtime
+        mtime = os.stat(path).st_mtime
     except FileNotFoundError:
         return False
     if mtime > listed or (older_than is not None and mtime >= older_than):
         return False
-    path.unlink(missing_ok=True)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
     return True
 
 
@@ -248,7 +245,7 @@ def gc(
         if current is None and keep:
 
             def items() -> Iterator[PackItem]:
-                for h in keep:
+                for h in [h for h in raws if h in keep] + [h for h in keep if h not in raws]:
                     raw = raws.get(h)
                     yield PackItem(h, raw if raw is not None else store.get_raw(h), int(mtime(h)),
                                    w.hints.get(h, ""))
@@ -355,11 +352,13 @@ def repack(
                 mtimes[h] = max(float(mtime), mtimes.get(h, 0.0))
         if not mtimes:
             return report
-        hints = walk(store, ref_roots(repo.refs, None)).hints
+        raws: dict[Hash, bytes] = {}
+        hints = walk(store, ref_roots(repo.refs, None), on_object=lambda o: raws.__setitem__(o.id, o.encode())).hints
 
         def items() -> Iterator[PackItem]:
-            for h, t in mtimes.items():
-                yield PackItem(h, store.get_raw(h), int(t), hints.get(h, ""))
+            for h in [h for h in raws if h in mtimes] + [h for h in mtimes if h not in raws]:
+                raw = raws.get(h)
+                yield PackItem(h, raw if raw is not None else store.get_raw(h), int(mtimes[h]), hints.get(h, ""))
 
         tick = (lambda n, total: progress("packing", n, total)) if progress else None
         result = store.add_pack(items(), _pack_options(repo), progress=tick)

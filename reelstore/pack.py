@@ -110,7 +110,7 @@ class PackItem:
 @dataclass
 class PackOptions:
     level: int = 3
-    depth: int = 10
+    depth: int = 50
     """Longest chain of base entries a delta may sit on."""
     window: int = 3
     """How many earlier entries of the same group are tried as a base."""
@@ -144,16 +144,24 @@ class _Entry:
 def _train(entries: list[_Entry], level: int) -> bytes:
     """A zstd dictionary for this pack's small bodies, or b"" when it would not pay for itself."""
     samples = [e.body for e in entries if 16 <= len(e.body) <= 4096]
-    if len(samples) < 256:
+    small = len(samples)
+    if small < 256:
         return b""
-    step = max(1, len(samples) // 4000)
+    step = max(1, small // 2000)
     samples = samples[::step]
     total = sum(len(s) for s in samples)
     size = min(64 * 1024, max(4096, total // 20))
     try:
-        return zstandard.train_dictionary(size, samples, level=level).as_bytes()
+        trained = zstandard.train_dictionary(size, samples, k=200, d=8, steps=1, level=level)
     except zstandard.ZstdError:
         return b""
+    # Keep it only if it saves more on this pack's small bodies than it costs to store.
+    probe = samples[:: max(1, len(samples) // 200)]
+    params = zstandard.ZstdCompressionParameters.from_level(level, **_FLAGS)
+    plain = zstandard.ZstdCompressor(compression_params=params)
+    with_dict = zstandard.ZstdCompressor(dict_data=trained, compression_params=params)
+    saved = sum(len(plain.compress(b)) - len(with_dict.compress(b)) for b in probe)
+    return trained.as_bytes() if saved * small / len(probe) > 2 * len(trained.as_bytes()) else b""
 
 
 class _Compressor:
@@ -183,8 +191,9 @@ class _Compressor:
 
 
 def _order(items: list[_Entry], hints: dict[Hash, str]) -> list[_Entry]:
-    """Group likely-similar objects together: same kind and name, largest first (as git's window)."""
-    return sorted(items, key=lambda e: (e.code, hints.get(e.id, ""), -len(e.body), e.id))
+    """Group likely-similar objects together: same kind and name, then in the order given. Callers
+    pass objects in walk order (newest history first), so each version sits beside its neighbours."""
+    return [e for _, e in sorted(enumerate(items), key=lambda p: (p[1].code, hints.get(p[1].id, ""), p[0]))]
 
 
 def write_pack_stream(
@@ -224,8 +233,8 @@ def write_pack_stream(
             group, window = key, []
         method, data = comp.alone(entry.body)
         base: _Entry | None = None
-        if len(entry.body) >= opts.min_delta:
-            for cand in window:
+        if len(entry.body) >= opts.min_delta and (key[1] or method != STORED):
+            for cand in window if key[1] else window[-1:]:
                 if cand.depth >= opts.depth or len(cand.body) > 4 * len(entry.body) + 1024:
                     continue
                 delta = comp.against(cand.body, entry.body)

@@ -49,7 +49,7 @@ def test_round_trip_with_deltas_and_dictionary(tmp_path: Path) -> None:
     assert len(infos) == len(objs)
     methods = {i.method for i in infos}
     assert "base" in methods and "dict" in methods
-    assert max(i.depth for i in infos) <= 10
+    assert max(i.depth for i in infos) <= PackOptions().depth
     raw_total = sum(len(o.encode()) for o in objs)
     assert pack.size < raw_total / 5
 
