@@ -45,10 +45,6 @@ def make_names(n: int) -> list[str]:
     return [f"d{i // 10000:03d}/e{i // 100 % 100:02d}/f{i:07d}" for i in range(n)]
 
 
-def per_op(seconds: float, count: int) -> float:
-    return seconds / count
-
-
 def bench_reelstore(names: list[str], picks: dict, notes: list[str]) -> dict:
     values = [Blob(b"value %d" % i).id for i in range(17)]
     store = MemoryObjectStore()
@@ -56,15 +52,18 @@ def bench_reelstore(names: list[str], picks: dict, notes: list[str]) -> dict:
     content = {name: values[i % 16] for i, name in enumerate(names)}
     build, root = timed(lambda: ns.update(ns.empty(), content))
     trees = sum(1 for _ in store)
-    notes.append(f"reelstore build wrote {trees} tree nodes to a MemoryObjectStore ({len(names) / build:,.0f} names/s)")
+    levels = store.get(root).level + 1
+    notes.append(
+        f"reelstore build: {trees} tree nodes in {levels} levels (MemoryObjectStore), {len(names) / build:,.0f} names/s"
+    )
     start = time.perf_counter()
     for k, name in enumerate(picks["update"]):
         root = ns.update(root, {name: values[(k + 1) % 16]})
-    update = per_op(time.perf_counter() - start, len(picks["update"]))
+    update = time.perf_counter() - start
     start = time.perf_counter()
     for name in picks["get"]:
         ns.get(root, name)
-    get = per_op(time.perf_counter() - start, len(picks["get"]))
+    get = time.perf_counter() - start
     diffs = {}
     for k, changed in picks["diff"].items():
         other = ns.update(root, {name: values[16] for name in changed})
@@ -88,11 +87,11 @@ def bench_dulwich(names: list[str], picks: dict) -> dict:
     start = time.perf_counter()
     for k, name in enumerate(picks["update"]):
         root = commit_tree_changes(store, store[root], [(name.encode(), MODE, blobs[(k + 1) % 16].id)])
-    update = per_op(time.perf_counter() - start, len(picks["update"]))
+    update = time.perf_counter() - start
     start = time.perf_counter()
     for name in picks["get"]:
         tree_lookup_path(store.__getitem__, root, name.encode())
-    get = per_op(time.perf_counter() - start, len(picks["get"]))
+    get = time.perf_counter() - start
     diffs = {}
     for k, changed in picks["diff"].items():
         edits = [(name.encode(), MODE, blobs[16].id) for name in changed]
@@ -130,10 +129,10 @@ def bench_git(names: list[str], picks: dict, where: Path) -> dict:
         )
         for k, n in enumerate(picks["update"])
     ]
-    update = per_op(timed(lambda: _fast_import(repo, blobs + b"".join(updates)))[0], len(updates))
+    update = timed(lambda: _fast_import(repo, blobs + b"".join(updates)))[0]
     tree = git("rev-parse", "refs/heads/base^{tree}", cwd=repo).decode().strip()
     queries = b"".join(b"%s:%s\n" % (tree.encode(), n.encode()) for n in picks["get"])
-    get = per_op(timed(lambda: git("cat-file", "--batch-check", cwd=repo, input=queries))[0], len(picks["get"]))
+    get = timed(lambda: git("cat-file", "--batch-check", cwd=repo, input=queries))[0]
     diffs = {}
     for k, changed in picks["diff"].items():
         edits = [b"M 100644 :%d %s\n" % (17, n.encode()) for n in changed]
@@ -166,12 +165,12 @@ def run(n: int, disk: bool) -> None:
     with scratch() as where:
         gits = bench_git(names, picks, where)
         disk_time = disk_build(names, where) if disk else None
-    table = Table(f"namespace, {n:,} names (seconds per operation; build and diff per call)")
+    table = Table(f"namespace, {n:,} names")
     table.add("build, one batched update", ours["build"], gits["build"], dul["build"])
     if disk_time is not None:
         table.add("build on disk (loose, fsync)", disk_time, gits["build"], dul["build"])
-    table.add(f"point update (mean of {UPDATES})", ours["update"], gits["update"], dul["update"])
-    table.add(f"get (mean of {GETS})", ours["get"], gits["get"], dul["get"])
+    table.add(f"{UPDATES} point updates, one name each", ours["update"], gits["update"], dul["update"])
+    table.add(f"{GETS} gets", ours["get"], gits["get"], dul["get"])
     for k in picks["diff"]:
         table.add(f"diff, {k} names differ", ours["diff"][k], gits["diff"][k], dul["diff"][k])
     table.add(f"items, per {ITEMS:,} names", ours["items"], gits["items"], dul["items"])

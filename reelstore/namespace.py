@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from functools import partial
 from typing import NamedTuple
@@ -138,9 +139,9 @@ class Namespace:
 
     def __init__(self, objects: ObjectStore) -> None:
         self.objects = objects
-        self._inner: dict[Hash, Node] = {}
-        self._leaves: dict[Hash, Node] = {}
-        self._counts: dict[Hash, int] = {}
+        self._inner: OrderedDict[Hash, Node] = OrderedDict()
+        self._leaves: OrderedDict[Hash, Node] = OrderedDict()
+        self._counts: OrderedDict[Hash, int] = OrderedDict()
 
     @staticmethod
     def empty() -> Hash:
@@ -390,9 +391,7 @@ class Namespace:
 
     def _remember(self, node: Node) -> None:
         cache, limit = (self._inner, _INNER_CACHE) if node.level else (self._leaves, _LEAF_CACHE)
-        if len(cache) >= limit:
-            cache.pop(next(iter(cache)), None)
-        cache[node.id] = node
+        _bounded_put(cache, limit, node.id, node)
 
     def _level_nodes(self, top: Node, level: int, key: str) -> Iterator[Node]:
         """The nodes of `level` in order, from the one that covers `key` to the last."""
@@ -421,9 +420,7 @@ class Namespace:
         known = self._counts.get(node.id)
         if known is None:
             known = sum(self._count(self._child(node, i)) for i in range(len(node.entries)))
-            if len(self._counts) >= _COUNT_CACHE:
-                self._counts.pop(next(iter(self._counts)), None)
-            self._counts[node.id] = known
+            _bounded_put(self._counts, _COUNT_CACHE, node.id, known)
         return known
 
     def _stream(self, root: Hash) -> list[tuple[str, Hash, int]]:
@@ -444,6 +441,16 @@ class Namespace:
                 yield name, value
             else:
                 self._expand(stack)
+
+
+def _bounded_put(cache: OrderedDict, limit: int, key: Hash, value: object) -> None:
+    """Insert, dropping the oldest entry when full; each step is one atomic call, so threads may share it."""
+    if len(cache) >= limit:
+        try:
+            cache.popitem(last=False)
+        except KeyError:
+            pass
+    cache[key] = value
 
 
 def _name(entry: Entry) -> str:
