@@ -526,8 +526,13 @@ class Pack:
             _, old = self._cache.popitem(last=False)
             self._cached -= len(old)
 
-    def body_at(self, offset: int) -> tuple[int, bytes]:
+    def body_at(self, offset: int, parsed: _Parsed | None = None) -> tuple[int, bytes]:
         """(kind code, body) of the entry at `offset`, resolving its base chain (ValueError on damage)."""
+        if parsed is not None and parsed.method != BASE:
+            try:
+                return parsed.code, self._inflate(parsed, None)
+            except zstandard.ZstdError as exc:
+                raise ValueError(f"entry at offset {offset} does not inflate: {exc}") from None
         chain: list[tuple[int, _Parsed]] = []
         at: int | None = offset
         base_body: bytes | None = None
@@ -537,7 +542,7 @@ class Pack:
                 self._cache.move_to_end(at)
                 base_body = hit
                 break
-            p = self._parse(at)
+            p = parsed if parsed is not None and at == offset else self._parse(at)
             chain.append((at, p))
             if len(chain) > MAX_CHAIN:
                 raise ValueError(f"base chain longer than {MAX_CHAIN}")
@@ -562,7 +567,7 @@ class Pack:
             p = self._parse(offset)
             if zlib.crc32(self.map[offset : p.end]) != self.index.crc(i):
                 raise ValueError("entry checksum mismatch")
-            code, body = self.body_at(offset)
+            code, body = self.body_at(offset, p)
         except ValueError as exc:
             raise StorageError(f"object {h.hex()} in {self.name} is damaged: {exc}", id=h) from None
         raw = join_raw(code, body)
