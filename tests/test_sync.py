@@ -237,3 +237,13 @@ def test_fetch_refills_objects_this_store_dropped(tmp_path: Path, store_a: Repo,
     assert sync.push(store_a, "origin").objects == 2
     sync.fetch(b, "origin")
     assert b.objects.get(dropped) == Blob(b"kept-1")
+
+
+def test_pointing_a_remote_elsewhere_forgets_what_was_known(tmp_path: Path, store_a: Repo) -> None:
+    grow(store_a, 3, "x")
+    sync.push(store_a, "origin")
+    other = bare(tmp_path / "other.git")
+    store_a.config.set("remote.origin.url", str(other))
+    result = sync.push(store_a, "origin")
+    assert result.objects == len(closure(store_a, store_a.refs["refs/heads/main"]))
+    fsck(other)

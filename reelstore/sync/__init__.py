@@ -6,7 +6,7 @@ not re-hashed and decoded.
 """
 
 from .fetch import FetchResult, clone, fetch
-from .push import PushResult, RefPush, advance_remote_trunk, push
+from .push import PushResult, RefPush, advance_remote_trunk, push, remote_fence
 from .remote import DEFAULT_REMOTE, add_remote, list_remotes, remote_url, remove_remote
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "fetch",
     "list_remotes",
     "push",
+    "remote_fence",
     "remote_url",
     "remove_remote",
 ]

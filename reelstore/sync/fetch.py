@@ -51,6 +51,7 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
     result = FetchResult(remote, conn.url)
     state = SyncState(repo)
     try:
+        state.bind(remote, conn.url)
         advertised, got = _receive(repo, conn, state, progress, incremental=True)
         targets = _targets(state, remote, advertised, got)
         if _first_missing(repo, got, list(targets.values())) is not None:

@@ -8,6 +8,7 @@ nothing locally.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dulwich.pack import pack_objects_to_data
@@ -59,10 +60,11 @@ def push(repo: Repo, remote: str, refs: list[str] | None = None, progress: Progr
     that diverged from what the remote holds refuses the whole push with E015, before anything is sent.
     """
     names = _names(repo, refs)
+    result = PushResult(remote, remote_url(repo, remote))
     state = SyncState(repo)
     try:
+        state.bind(remote, result.url)
         seen = state.seen(remote)
-        result = PushResult(remote, remote_url(repo, remote))
         plan: dict[str, Hash] = {}
         rejected = []
         for ref in names:
@@ -93,19 +95,32 @@ def advance_remote_trunk(repo: Repo, remote: str, trunk: str, old_record: Hash |
     wins here and the other gets E015 before it drains anything.
     """
     ref = check_ref_name(f"refs/heads/{trunk}")
+    url = remote_url(repo, remote)
     state = SyncState(repo)
     try:
+        state.bind(remote, url)
         last = state.seen(remote).get(ref)
         if last is not None and last.target != old_record:
             have = last.target.hex()[:12]
             raise RemoteConflict(f"trunk {trunk} on remote {remote} is at {have}, not at the record this "
                                  "commit builds on; fetch first", ref=ref)
-        result = PushResult(remote, remote_url(repo, remote))
+        result = PushResult(remote, url)
         result.refs.append(RefPush(ref, "fast-forward" if last else "new", old_record, new_record))
         _send(repo, state, connect(remote, result.url), {ref: new_record}, result, progress)
         return result
     finally:
         state.close()
+
+
+def remote_fence(repo: Repo, remote: str, progress: Progress | None = None) -> Callable[[str, Hash | None, Hash], None]:
+    """The hook `commit --remote` runs between writing its record and moving the local trunk:
+    `fence(trunk, old_record, new_record)` wins the remote CAS or raises E015 (the remote must exist)."""
+    remote_url(repo, remote)
+
+    def fence(trunk: str, old_record: Hash | None, new_record: Hash) -> None:
+        advance_remote_trunk(repo, remote, trunk, old_record, new_record, progress)
+
+    return fence
 
 
 def _names(repo: Repo, refs: list[str] | None) -> list[str]:

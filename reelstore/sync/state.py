@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS seen (
 CREATE TABLE IF NOT EXISTS commits (
     remote TEXT NOT NULL, git_commit TEXT NOT NULL, refs TEXT NOT NULL, tip INTEGER NOT NULL,
     PRIMARY KEY (remote, git_commit)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS urls (remote TEXT PRIMARY KEY, url TEXT NOT NULL) WITHOUT ROWID;
 """
 _BATCH = 500
 
@@ -64,6 +65,14 @@ class SyncState:
 
     def close(self) -> None:
         self.db.close()
+
+    def bind(self, remote: str, url: str) -> None:
+        """Facts about a remote hold for one URL: if the remote now names another URL, forget them."""
+        with self:
+            row = self.db.execute("SELECT url FROM urls WHERE remote = ?", (remote,)).fetchone()
+            if row is not None and row[0] != url:
+                self.forget(remote)
+            self.db.execute("INSERT OR REPLACE INTO urls VALUES (?, ?)", (remote, url))
 
     def known(self, remote: str, ids: Iterable[Hash]) -> set[Hash]:
         """The subset of `ids` the remote is known to hold."""
@@ -107,7 +116,7 @@ class SyncState:
 
     def forget(self, remote: str) -> None:
         """Drop everything known about a remote (it was removed, or it was emptied and recreated)."""
-        for table in ("known", "seen", "commits"):
+        for table in ("known", "seen", "commits", "urls"):
             self.db.execute(f"DELETE FROM {table} WHERE remote = ?", (remote,))
 
 
