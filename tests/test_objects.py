@@ -110,7 +110,7 @@ def test_every_kind_has_a_strategy():
                           "finding"}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(objects)
 def test_decode_encode_round_trip(obj):
     raw = obj.encode()
@@ -139,7 +139,7 @@ def test_ids_do_not_depend_on_dict_insertion_order(meta, rnd):
     assert ea.encode() == eb.encode()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(objects, st.data())
 def test_flipped_byte_never_passes_as_the_same_object(obj, data):
     raw = bytearray(obj.encode())

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from conftest import REEL
 
-from reelstore.object_store import LooseObjectStore
 from reelstore.objects import ZERO_HEX, Blob, Tree
 from reelstore.repo import Repo
 
@@ -245,10 +244,10 @@ def test_acceptance_through_real_reel(reel, tmp_path: Path):
     oid = reel("hash-object", "-w", "--stdin", input=b"hi\n", check=True).stdout.decode().strip()
     assert HEX.fullmatch(oid)
     assert reel("cat-file", "-p", oid, check=True).stdout == b"hi\n"
-    main = reel("show-ref", "--hash", "--verify", "refs/heads/main", check=True).stdout.decode().strip()
+    main = _ref(tmp_path, "refs/heads/main")
     stale = reel("update-ref", "refs/heads/main", oid, oid)
     assert stale.returncode == 5 and stale.stderr.startswith(b"error: E002:")
-    assert reel("show-ref", "--hash", "main", check=True).stdout.decode().strip() == main
+    assert _ref(tmp_path, "refs/heads/main") == main
     env = {**os.environ, "REEL_DIR": str(tmp_path / ".reel")}
     elsewhere = subprocess.run([REEL, "cat-file", "-p", oid], cwd="/", env=env, capture_output=True, timeout=60)
     assert elsewhere.stdout == b"hi\n"
@@ -260,9 +259,8 @@ def test_acceptance_through_real_reel(reel, tmp_path: Path):
 
 def test_batch_check_streams_ten_thousand_ids(reel, tmp_path: Path):
     reel("init", check=True)
-    store = LooseObjectStore(tmp_path / ".reel" / "objects", fsync=False)
     blobs = [Blob(b"object %d " % i + bytes(i % 7)) for i in range(10_000)]
-    ids = store.put_many(blobs)
+    ids = Repo.open(tmp_path).objects.put_many(blobs)
     missing = [f"{i:064x}" for i in range(1, 11)]
     names = [h.hex() for h in ids] + missing
     proc = subprocess.run([REEL, "cat-file", "--batch-check", "--buffer"], cwd=tmp_path, capture_output=True,
