@@ -11,7 +11,9 @@ reelstore never reads it. Routes, one per delivery tier:
     GET /doc, PUT /doc         an ETag'd document: PUT needs If-Match with the current ETag (else 412)
 
 Faults (`fault` attribute): "kill-after-append" appends, SIGKILLs the client process (`victim`), then
-drops the connection; "drop-after-append" appends and drops; "drop-before-append" drops without acting.
+drops the connection; "drop-after-append" appends and drops; "drop-before-append" drops without acting;
+"stall-after-append" appends, sets `stalled`, and answers only once `unstall` is set (other requests
+are served meanwhile).
 `fault_routes` limits a fault to paths starting with one of those prefixes (default: every acting route).
 """
 
@@ -39,6 +41,8 @@ class Target:
         self.doc_version = 1
         self.requests = 0
         self.lock = threading.Lock()
+        self.stalled = threading.Event()
+        self.unstall = threading.Event()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -109,6 +113,13 @@ def _handler(target: Target) -> type[BaseHTTPRequestHandler]:
             if fault == "drop-after-append":
                 self._drop()
                 return False
+            if fault == "stall-after-append":
+                target.lock.release()
+                try:
+                    target.stalled.set()
+                    target.unstall.wait(30)
+                finally:
+                    target.lock.acquire()
             return True
 
         def do_GET(self) -> None:
@@ -143,11 +154,10 @@ def _handler(target: Target) -> type[BaseHTTPRequestHandler]:
                     if key and key in target.keyed:
                         self._answer(200, target.keyed[key], {"Idempotency-Key": key})
                         return
+                    if key and target.faulted(self.path) != "drop-before-append":
+                        target.keyed[key] = b'{"ok":true}'
                     if self._act(key, body):
-                        target.keyed[key] = b'{"ok":true}'
-                        self._answer(201, target.keyed[key], {"Idempotency-Key": key})
-                    elif key and target.faulted(self.path) != "drop-before-append":
-                        target.keyed[key] = b'{"ok":true}'
+                        self._answer(201, b'{"ok":true}', {"Idempotency-Key": key})
                 elif self.path.startswith("/tp/commit/"):
                     key = self.path.rsplit("/", 1)[1]
                     if key not in target.prepared:
