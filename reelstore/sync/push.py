@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from dulwich.pack import pack_objects_to_data
 
-from ..errors import NotFound, ReelError, RemoteConflict, StorageError
+from ..errors import BadInput, NotFound, ReelError, RemoteConflict, StorageError
 from ..objects import Blob, Hash, Record, decode
 from ..refs import check_ref_name
 from ..repo import Repo
@@ -132,7 +132,7 @@ def _names(repo: Repo, refs: list[str] | None) -> list[str]:
         if full is None:
             raise NotFound(f"no ref {name!r} to push")
         if full.startswith("refs/remotes/"):
-            raise NotFound(f"{full} is a remote-tracking ref; push the local ref instead")
+            raise BadInput(f"{full} is a remote-tracking ref; push the local ref instead")
         out.append(full)
     return sorted(set(out))
 
