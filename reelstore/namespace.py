@@ -37,7 +37,7 @@ _BELOW = 1 << (8 - BOUNDARY_BITS)
 _EMPTY = Tree(0, ())
 _INNER_CACHE = 4096
 _LEAF_CACHE = 1024
-_COUNT_CACHE = 1 << 16
+_COUNT_CACHE = 1 << 17
 
 _TREE_TAG = b"tree\0"
 _as_hash = partial(bytes.__new__, Hash)
@@ -415,13 +415,18 @@ class Namespace:
             yield node
 
     def _count(self, node: Node) -> int:
+        """Entries under `node`; children's counts are remembered by id, so recounting a map that
+        shares most nodes with one counted before reads only the nodes that differ."""
         if node.level == 0:
             return len(node.entries)
-        known = self._counts.get(node.id)
-        if known is None:
-            known = sum(self._count(self._child(node, i)) for i in range(len(node.entries)))
-            _bounded_put(self._counts, _COUNT_CACHE, node.id, known)
-        return known
+        total = 0
+        for i, (_, h) in enumerate(node.entries):
+            known = self._counts.get(h)
+            if known is None:
+                known = self._count(self._child(node, i))
+                _bounded_put(self._counts, _COUNT_CACHE, h, known)
+            total += known
+        return total
 
     def _stream(self, root: Hash) -> list[tuple[str, Hash, int]]:
         """A diff stream: a stack (last = next) of (first name, id, level), level -1 for an entry."""

@@ -93,6 +93,7 @@ def test_diff_equals_the_dict_difference(base, ops_a, ops_b):
     assert list(ns.diff(a, b)) == want
     assert list(ns.diff(b, a)) == [(k, y, x) for k, x, y in want]
     assert list(ns.diff(a, a)) == []
+    assert (ns.count(a), ns.count(start), ns.count(b)) == (len(ref_a), len(base), len(ref_b))
 
 
 @SETTINGS
