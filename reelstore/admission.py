@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from .errors import BudgetExhausted, CapabilityViolation
 from .objects import OPS, Capability, Effect, View
 from .repo import Repo
+from .views import load
 
 AXES = ("ops", "prefix", "expiry", "budget")
 
@@ -33,7 +34,7 @@ def trunk_caps(repo: Repo, trunk: str) -> tuple[Capability, ...]:
 def view_caps(repo: Repo, view: View) -> tuple[Capability, ...]:
     out = []
     for h in view.caps:
-        cap = repo.objects.get(h)
+        cap = load(repo, h)
         if not isinstance(cap, Capability):
             raise CapabilityViolation(f"view capability {h.hex()} is a {cap.kind}, not a capability")
         out.append(cap)

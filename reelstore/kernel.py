@@ -35,10 +35,12 @@ from .views import (
     Live,
     descendants,
     find_record,
+    load,
     load_live,
     log_verb,
     now_ms,
     principal,
+    save,
     terminal_error,
     trunk_ref,
     view_ref,
@@ -94,7 +96,7 @@ def fork(
         depth=depth + 1,
         meta=freeze(meta),
     )
-    repo.objects.put_many([*chosen, view])
+    save(repo, [*chosen, view])
     try:
         repo.refs.set(ref, view.id, None, message=f"fork {name} from {source}", principal=principal())
     except Conflict:
@@ -116,7 +118,7 @@ def _fork_source(repo: Repo, source: str) -> tuple[str, Hash, Hash, tuple[Capabi
     head = repo.refs.get(trunk_ref(source))
     if head is None:
         raise terminal_error(repo, source)
-    rec = repo.objects.get(head)
+    rec = load(repo, head)
     if not isinstance(rec, Record):
         raise BadInput(f"trunk {source} points at a {rec.kind}, not a record")
     return HEAD_PREFIX + source, head, rec.namespace, admission.trunk_caps(repo, source), 0, source
@@ -132,7 +134,7 @@ def _update(repo: Repo, name: str, change: Callable[[Live], tuple[View, list[Any
         live = load_live(repo, name, settle=settle)
         settle = False
         view, objects = change(live)
-        repo.objects.put_many([*objects, view])
+        save(repo, [*objects, view])
         try:
             repo.refs.set(live.ref, view.id, live.id, message=what, principal=principal())
             return view
@@ -143,11 +145,11 @@ def _update(repo: Repo, name: str, change: Callable[[Live], tuple[View, list[Any
 
 def current_delta(repo: Repo, live: Live) -> Delta:
     if live.view.delta is not None:
-        delta = repo.objects.get(live.view.delta)
+        delta = load(repo, live.view.delta)
         if isinstance(delta, Delta):
             return delta
         raise BadInput(f"view {live.name} names a {delta.kind} as its delta")
-    base = repo.objects.get(live.view.base) if live.view.base is not None else None
+    base = load(repo, live.view.base) if live.view.base is not None else None
     return Delta(getattr(base, "namespace", Namespace.empty()), ())
 
 
@@ -260,12 +262,12 @@ def pending_effects(repo: Repo, view: View) -> list[Effect]:
     """The view's buffered effects, in submission order."""
     if view.effects is None:
         return []
-    block = repo.objects.get(view.effects)
+    block = load(repo, view.effects)
     if not isinstance(block, Effects):
         raise BadInput(f"view names a {block.kind} as its effects block")
     out = []
     for h in block.items:
-        e = repo.objects.get(h)
+        e = load(repo, h)
         if not isinstance(e, Effect):
             raise BadInput(f"effects block lists a {e.kind}, not an effect")
         out.append(e)
@@ -344,7 +346,7 @@ def _advance_trunk(repo: Repo, live: Live, message: str, author: str) -> Hash:
         if find_record(repo, live.view, head, stop=checked) is not None:
             raise ViewTerminal(f"view {live.name!r} is terminal: another process committed it", view=live.name)
         checked = head
-        top = repo.objects.get(head)
+        top = load(repo, head)
         if not isinstance(top, Record):
             raise BadInput(f"trunk {live.trunk} points at a {top.kind}, not a record")
         if top.namespace == delta.base:
@@ -353,7 +355,7 @@ def _advance_trunk(repo: Repo, live: Live, message: str, author: str) -> Hash:
             root = replay(ns, delta.base, top.namespace, changes, f"trunk {live.trunk} and view {live.name}")
         record = Record(parent=head, namespace=root, effects=live.view.effects, view=live.id, author=author,
                         message=message or f"commit view {live.name}", time=now_ms())
-        repo.objects.put(record)
+        save(repo, [record])
         crash_point("commit:record-written")
         try:
             repo.refs.set(ref, record.id, head, message=f"commit {live.name}", principal=author)
@@ -393,7 +395,13 @@ def _merge_into_parent(repo: Repo, live: Live, effects: list[Effect]) -> Hash:
                       meta=FrozenMap(freeze(meta)))
         return new, objects
 
-    view = _update(repo, parent_name, change, f"merge {live.name}")
+    try:
+        view = _update(repo, parent_name, change, f"merge {live.name}")
+    except (NotFound, ViewTerminal) as exc:
+        if exc.details.get("view") != parent_name:
+            raise
+        raise ViewTerminal(f"cannot commit view {live.name!r}: its parent view {parent_name!r} is no longer live "
+                           f"({exc.message}); abort {live.name!r} instead", view=live.name) from None
     return view.id
 
 

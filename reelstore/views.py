@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from .errors import BadInput, Conflict, NotFound, StorageError, ViewTerminal
-from .objects import Hash, Record, View
+from .objects import Hash, Object, Record, View
 from .refs import check_ref_name
 from .repo import Repo
 
@@ -27,6 +27,7 @@ VIEW_PREFIX = "refs/views/"
 HEAD_PREFIX = "refs/heads/"
 TERMINAL_VERBS = ("commit", "abort")
 _MEMORY_LOGS: weakref.WeakKeyDictionary[Repo, list[str]] = weakref.WeakKeyDictionary()
+_MEMORY_LAST: weakref.WeakKeyDictionary[Repo, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
 def view_ref(name: str) -> str:
@@ -77,6 +78,7 @@ def log_verb(repo: Repo, verb: str, name: str, view_id: Hash, detail: str = "") 
     line = f"{now_ms()} {verb} {name} {view_id.hex()} {detail}".rstrip() + "\n"
     if repo.path is None:
         _MEMORY_LOGS.setdefault(repo, []).append(line)
+        _MEMORY_LAST.setdefault(repo, {})[name] = line
         return
     path = repo.path / "logs" / "VERBS"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -109,6 +111,10 @@ def verb_log(repo: Repo) -> Iterator[VerbEntry]:
             lines = []
         except OSError as exc:
             raise StorageError(f"cannot read the verb log: {exc}") from None
+    return _parse(lines)
+
+
+def _parse(lines: Iterable[str]) -> Iterator[VerbEntry]:
     for line in lines:
         parts = line.rstrip("\n").split(" ", 4)
         if len(parts) >= 4 and parts[0].isdigit():
@@ -118,17 +124,53 @@ def verb_log(repo: Repo) -> Iterator[VerbEntry]:
 def last_end(repo: Repo, name: str) -> VerbEntry | None:
     """The newest commit or abort of a view called `name`, if that is the newest thing it did."""
     last = None
-    for entry in verb_log(repo):
-        if entry.name == name:
-            last = entry
+    if repo.path is None:
+        line = _MEMORY_LAST.get(repo, {}).get(name)
+        last = next(_parse([line])) if line is not None else None
+    else:
+        for entry in verb_log(repo):
+            if entry.name == name:
+                last = entry
     return last if last is not None and last.verb in TERMINAL_VERBS else None
 
 
 # Loading views.
 
+_CACHE_SIZE = 4096
+_CACHES: weakref.WeakKeyDictionary[Repo, dict[Hash, Object]] = weakref.WeakKeyDictionary()
+
+
+def load(repo: Repo, h: Hash) -> Object:
+    """`repo.objects.get(h)`, remembered: objects are immutable, so a decoded one never goes stale.
+    The kernel rereads the same views, records and capabilities on every verb."""
+    cache = _CACHES.get(repo)
+    if cache is None:
+        cache = _CACHES[repo] = {}
+    obj = cache.get(h)
+    if obj is None:
+        obj = repo.objects.get(h)
+        if len(cache) >= _CACHE_SIZE:
+            cache.clear()
+        cache[h] = obj
+    return obj
+
+
+def save(repo: Repo, objects: Iterable[Object]) -> None:
+    """Store objects and remember them (blobs excepted: their data may be large)."""
+    objects = list(objects)
+    repo.objects.put_many(objects)
+    cache = _CACHES.get(repo)
+    if cache is None:
+        cache = _CACHES[repo] = {}
+    if len(cache) + len(objects) >= _CACHE_SIZE:
+        cache.clear()
+    for obj in objects:
+        if obj.kind != "blob":
+            cache[obj.id] = obj
+
 
 def read_view(repo: Repo, h: Hash) -> View:
-    obj = repo.objects.get(h)
+    obj = load(repo, h)
     if not isinstance(obj, View):
         raise StorageError(f"object {h.hex()} is a {obj.kind}, not a view")
     return obj
@@ -180,7 +222,7 @@ def find_record(repo: Repo, view: View, head: Hash, stop: Hash | None) -> Hash |
     base = trunk_base(repo, view)
     h: Hash | None = head
     while h is not None and h != stop:
-        rec = repo.objects.get(h)
+        rec = load(repo, h)
         if not isinstance(rec, Record):
             raise StorageError(f"trunk object {h.hex()} is a {rec.kind}, not a record")
         if rec.view == view.id:

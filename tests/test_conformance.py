@@ -1,0 +1,247 @@
+"""The reel protocol's conformance criteria t_001 to t_011, one test (or a few) each."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import blake3
+import kernel_helpers as kh
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import reelstore.objects as objects
+from reelstore import kernel
+from reelstore.drain import FireToken
+from reelstore.errors import CapabilityViolation, Conflict, NotFound, ViewTerminal
+from reelstore.gc import gc
+from reelstore.objects import OPS, Blob, Capability, Effects, Hash, Record, View, decode, prefix_covers
+from reelstore.repo import Repo
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> None:
+    kh.reset()
+
+
+def test_t001_types_public_immutable_and_hashed(mem: Repo) -> None:
+    for name in ("Hash", "Blob", "Delta", "Capability", "View", "Effects", "Record"):
+        assert hasattr(objects, name)
+    blob = Blob(b"x")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        blob.data = b"y"  # type: ignore[misc]
+    assert bytes(blob.id) == blake3.blake3(blob.encode()).digest() and len(blob.id) == 32
+    kernel.fork(mem, "a")
+    kernel.effect(mem, "a", "recorder", {"n": 1})
+    view = mem.objects.get(mem.refs["refs/views/a"])
+    assert isinstance(view, View) and isinstance(view.effects, Hash)
+    assert isinstance(mem.objects.get(view.effects), Effects)
+
+
+def test_t002_fork_is_isolated(mem: Repo) -> None:
+    kernel.fork(mem, "parent")
+    kernel.fork(mem, "child", source="parent")
+    kernel.put(mem, "child", "x", b"child only")
+    with pytest.raises(NotFound):
+        kernel.get(mem, "parent", "x")
+    kernel.fork(mem, "sibling", source="parent")
+    with pytest.raises(NotFound):
+        kernel.get(mem, "sibling", "x")
+
+
+def test_t003_commit_is_atomic(mem: Repo) -> None:
+    from reelstore.crashpoints import set_hook
+
+    class Crash(Exception):
+        pass
+
+    def crash(point: str) -> None:
+        if point == "commit:record-written":
+            raise Crash(point)
+
+    kernel.fork(mem, "a")
+    kernel.put(mem, "a", "x", b"1")
+    kernel.effect(mem, "a", "recorder", {"n": 1})
+    head = mem.refs["refs/heads/main"]
+    previous = set_hook(crash)
+    try:
+        with pytest.raises(Crash):
+            kernel.commit(mem, "a")
+    finally:
+        set_hook(previous)
+    assert mem.refs["refs/heads/main"] == head and kh.FIRED == []
+    res = kernel.commit(mem, "a")
+    assert res.record == mem.refs["refs/heads/main"]
+    assert [n for _, n in kh.FIRED] == [1]
+
+
+def test_t004_abort_silences(tmp_path: Path, repo: Repo) -> None:
+    kernel.fork(repo, "a")
+    kernel.effect(repo, "a", "fs", {"action": "write", "path": "out/never.txt", "content": "no"})
+    kernel.abort(repo, "a")
+    assert not (tmp_path / "out" / "never.txt").exists()
+    assert repo.refs.get("refs/drains/main") is None
+
+
+def test_t005_gc_after_drop_makes_effects_unreachable(tmp_path: Path, repo: Repo) -> None:
+    kernel.fork(repo, "a")
+    made = kernel.effect(repo, "a", "fs", {"action": "write", "path": "x", "content": "c"})
+    view_id = repo.refs["refs/views/a"]
+    kernel.abort(repo, "a")
+    gc(repo, "now")
+    for h in (made.id, view_id):
+        with pytest.raises(NotFound):
+            repo.objects.get(h)
+        done = subprocess.run([*_cli(), "cat-file", "-e", h.hex()], cwd=tmp_path, capture_output=True, timeout=60)
+        assert done.returncode == 4
+
+
+def _cli() -> list[str]:
+    return [sys.executable, "-c", "from reelstore.porcelain.cli import main; main()"]
+
+
+def test_t006_ten_thousand_random_commit_abort_iterations_never_fire_an_aborted_effect(mem: Repo) -> None:
+    rng = random.Random(6)
+    made: set[str] = set()
+    live: list[str] = []
+    for i in range(10_000):
+        name = f"v{i}"
+        parent = rng.choice(live) if live and rng.random() < 0.2 else None
+        kernel.fork(mem, name, source=parent)
+        live.append(name)
+        made.add(kernel.effect(mem, name, "recorder", {"n": i}).id.hex())
+        if rng.random() < 0.5 or len(live) > 16:
+            victim = live.pop(rng.randrange(len(live)))
+            if rng.random() < 0.5:
+                for gone in kernel.abort(mem, victim):
+                    if gone in live:
+                        live.remove(gone)
+            else:
+                try:
+                    kernel.commit(mem, victim)
+                except (NotFound, ViewTerminal):
+                    pass
+        for gone in [v for v in live if mem.refs.get(f"refs/views/{v}") is None]:
+            live.remove(gone)
+    fired = [h for h, _ in kh.FIRED]
+    on_trunk = _on_trunk(mem)
+    assert len(fired) == len(set(fired)), "an effect fired twice"
+    assert set(fired) == on_trunk, "a committed effect did not fire, or an uncommitted one did"
+    assert made - on_trunk and not set(fired) & (made - on_trunk)
+
+
+def _on_trunk(repo: Repo) -> set[str]:
+    """Effects trunk records list (never those of aborted views, nor of children merged into them)."""
+    on_trunk: set[str] = set()
+    h = repo.refs["refs/heads/main"]
+    while h is not None:
+        rec = repo.objects.get(h)
+        assert isinstance(rec, Record)
+        if rec.effects is not None:
+            on_trunk.update(x.hex() for x in repo.objects.get(rec.effects).items)
+        h = rec.parent
+    return on_trunk
+
+
+caps_strategy = st.builds(
+    Capability.make,
+    st.sets(st.sampled_from(OPS), min_size=1),
+    st.sampled_from(["", "a", "a/", "a/b", "a/b/c", "a:b", "ab", "b/"]),
+    st.one_of(st.none(), st.integers(1_900_000_000, 1_900_000_003)),
+    st.one_of(st.none(), st.integers(0, 3)),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(parent=st.lists(caps_strategy, min_size=1, max_size=3), child=st.lists(caps_strategy, max_size=3))
+def test_t007_narrowing_rejects_amplification(parent: list[Capability], child: list[Capability]) -> None:
+    mem = Repo.memory()
+    kernel.fork(mem, "p", caps=parent)
+    covered = all(any(p.widening(c) is None for p in parent) for c in child)
+    try:
+        kernel.fork(mem, "c", source="p", caps=child)
+    except CapabilityViolation:
+        assert not covered
+        return
+    assert covered
+    for c in child:
+        for op in c.ops:
+            for name in ("a", "a/b", "a/b/c/d", "a:b", "ab", "b/x", c.prefix):
+                if c.allows(op, name, 0):
+                    assert any(p.allows(op, name, 0) for p in parent)
+                    assert prefix_covers(c.prefix, name)
+
+
+AUDIT = """
+import sys
+def refuse(event, args):
+    if event.startswith("socket.") or event == "urllib.Request":
+        raise RuntimeError("network used: " + event)
+sys.addaudithook(refuse)
+from reelstore.repo import Repo
+from reelstore import kernel
+repo = Repo.init(sys.argv[1])
+kernel.fork(repo, "a")
+kernel.put(repo, "a", "x", b"local")
+kernel.rm(repo, "a", "x")
+kernel.put(repo, "a", "y", b"local")
+assert kernel.get(repo, "a", "y") == b"local"
+kernel.commit(repo, "a")
+print("ok")
+"""
+
+
+def test_t008_class_a_needs_no_network(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", AUDIT, str(tmp_path)], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.strip() == b"ok"
+
+
+def test_t009_stale_class_b_is_e002_and_leaves_the_parent_unchanged(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    kernel.put(mem, "a", "x", b"1")
+    kernel.effect(mem, "a", "versioned", {"key": "doc"})
+    kh.VERSIONS["doc"] = "7"
+    head, view = mem.refs["refs/heads/main"], mem.refs["refs/views/a"]
+    with pytest.raises(Conflict):
+        kernel.commit(mem, "a")
+    assert mem.refs["refs/heads/main"] == head and mem.refs["refs/views/a"] == view and kh.FIRED == []
+    kh.VERSIONS["doc"] = "0"
+    kernel.commit(mem, "a")
+    assert [k for _, k in kh.FIRED] == ["doc"]
+
+
+def test_t010_fire_capability_only_from_commits_drain(mem: Repo) -> None:
+    with pytest.raises(CapabilityViolation):
+        FireToken()
+    kernel.fork(mem, "a")
+    kernel.effect(mem, "a", "recorder", {"n": 1})
+    kernel.fork(mem, "b")
+    kernel.effect(mem, "b", "recorder", {"n": 2})
+    kernel.abort(mem, "b")
+    kernel.commit(mem, "a")
+    assert [n for _, n in kh.FIRED] == [1]
+    (stack,) = kh.STACKS
+    assert "commit" in stack and "drain" in stack and "abort" not in stack
+    callers = [p for p in (ROOT / "reelstore").rglob("*.py") if "_mint(" in p.read_text()]
+    assert [p.name for p in callers] == ["drain.py"]
+
+
+def test_t011_effects_block_decodes_rehashes_and_vanishes_after_abort_and_gc(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    kernel.effect(mem, "a", "recorder", {"n": 1})
+    kernel.effect(mem, "a", "recorder", {"n": 2})
+    h = mem.objects.get(mem.refs["refs/views/a"]).effects
+    raw = mem.objects.get_raw(h)
+    block = decode(raw)
+    assert isinstance(block, Effects) and len(block.items) == 2 and Hash.of(raw) == h
+    kernel.abort(mem, "a")
+    gc(mem, "now")
+    with pytest.raises(NotFound):
+        mem.objects.get(h)
