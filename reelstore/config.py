@@ -22,9 +22,21 @@ def split_key(key: str) -> tuple[str, str | None, str]:
     if not dot or not rest:
         raise BadInput(f"config key {key!r} must look like section.key or section.subsection.key")
     sub, _, name = rest.rpartition(".")
-    if not re.fullmatch(r"[A-Za-z0-9-]+", first) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", name):
+    if not re.fullmatch(r"[A-Za-z0-9-]+", first) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", name) or (
+        sub and any(c in sub for c in "\n\0")
+    ):
         raise BadInput(f"config key {key!r} has an invalid section or name")
     return first.lower(), (sub or None), name.lower()
+
+
+def _header(m: re.Match[str]) -> tuple[str, str | None]:
+    """(section, subsection) of a matched header line, the subsection unescaped."""
+    sub = m.group(2)
+    return m.group(1).lower(), None if sub is None else re.sub(r"\\(.)", r"\1", sub)
+
+
+def _escape_sub(sub: str) -> str:
+    return sub.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _value(raw: str | None) -> str:
@@ -62,7 +74,9 @@ class Config:
         self.path = path
         if path is not None and path.exists():
             text = path.read_text("utf-8")
-        self.lines = text.splitlines()
+        self.lines = text.split("\n")
+        if self.lines and self.lines[-1] == "":
+            self.lines.pop()
 
     def _scan(self) -> list[tuple[int, str, str | None, str, str]]:
         """(line index, section, subsection, key, value) for every entry."""
@@ -73,9 +87,7 @@ class Config:
                 continue
             m = _SECTION.match(line)
             if m:
-                section, sub = m.group(1).lower(), m.group(2)
-                if sub is not None:
-                    sub = re.sub(r"\\(.)", r"\1", sub)
+                section, sub = _header(m)
                 continue
             m = _ENTRY.match(line)
             if m and section is not None:
@@ -116,8 +128,8 @@ class Config:
 
     def set(self, key: str, value: str, *, add: bool = False) -> None:
         """Set `key` (replacing its last value, or adding one more with add=True) and save."""
-        if "\n" in value and len(value) > 1 << 16:
-            raise BadInput("config value too long")
+        if len(value) > 1 << 16 or any(c < " " and c not in "\t\n" for c in value):
+            raise BadInput("a config value must be at most 64 KiB with no control characters but tab and newline")
         sec, sub, name = split_key(key)
         entries = self._scan()
         line = f"\t{name} = {_quote(value)}"
@@ -127,7 +139,7 @@ class Config:
         else:
             at = self._section_end(sec, sub)
             if at is None:
-                header = f'[{sec} "{sub}"]' if sub is not None else f"[{sec}]"
+                header = f'[{sec} "{_escape_sub(sub)}"]' if sub is not None else f"[{sec}]"
                 self.lines += [header, line]
             else:
                 self.lines.insert(at, line)
@@ -147,7 +159,7 @@ class Config:
         for line in self.lines:
             m = _SECTION.match(line)
             if m:
-                skipping = (m.group(1).lower(), m.group(2)) == (section.lower(), sub)
+                skipping = _header(m) == (section.lower(), sub)
                 found = found or skipping
             if not skipping:
                 out.append(line)
@@ -161,7 +173,7 @@ class Config:
         for i, line in enumerate(self.lines):
             m = _SECTION.match(line)
             if m:
-                inside = (m.group(1).lower(), m.group(2)) == (sec, sub)
+                inside = _header(m) == (sec, sub)
                 if inside:
                     end = i + 1
             elif inside and line.strip():

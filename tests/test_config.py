@@ -93,3 +93,23 @@ def test_memory_config_never_writes(tmp_path: Path):
     cfg.set("core.trunk", "u")
     assert cfg.get("core.trunk") == "u"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_odd_subsections_and_values_round_trip(tmp_path: Path):
+    path = tmp_path / "config"
+    cfg = Config(path)
+    cfg.set('remote.a"b\\c.url', "x")
+    cfg.set("service.api.example.com:443.rule", "line one\nline\u2028two")
+    cfg.set("core.trunk", "main")
+    again = Config(path)
+    assert again.get('remote.a"b\\c.url') == "x"
+    assert again.subsections("remote") == ['a"b\\c']
+    assert again.get("service.api.example.com:443.rule") == "line one\nline\u2028two"
+    assert again.get("core.trunk") == "main"
+    assert again.remove_section("remote", 'a"b\\c') is True
+    assert Config(path).get('remote.a"b\\c.url') is None
+    for bad in ("a\rb", "bell\x07"):
+        with pytest.raises(BadInput):
+            cfg.set("core.x", bad)
+    with pytest.raises(BadInput):
+        cfg.set("remote.a\nb.url", "x")
