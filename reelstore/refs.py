@@ -68,6 +68,15 @@ def name_conflict(name: str, taken: Iterable[str]) -> str | None:
     return None
 
 
+def _valid(name: str) -> bool:
+    """A file under refs/ that cannot be a ref (a lock, a temporary or stray file) is not listed."""
+    try:
+        check_ref_name(name)
+    except BadInput:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class ReflogEntry:
     old: Hash | None
@@ -463,9 +472,9 @@ class DiskRefStore(RefStore):
         refs = self.root / "refs"
         for dirpath, _, files in os.walk(refs):
             for f in files:
-                if f.endswith(".lock") or f.startswith(".tmp-"):
-                    continue
-                seen.add(os.path.relpath(os.path.join(dirpath, f), self.root).replace(os.sep, "/"))
+                name = os.path.relpath(os.path.join(dirpath, f), self.root).replace(os.sep, "/")
+                if _valid(name):
+                    seen.add(name)
         return iter(sorted(seen))
 
     def reflog(self, name: str) -> list[ReflogEntry]:

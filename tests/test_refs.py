@@ -260,3 +260,11 @@ def test_any_expected_value(refs: RefStore):
     refs.set("refs/heads/x", A, ANY)
     refs.set("refs/heads/x", B, ANY)
     assert refs["refs/heads/x"] == B
+
+
+def test_stray_files_under_refs_are_not_refs(disk: DiskRefStore, tmp_path: Path):
+    disk.set("refs/heads/main", A)
+    (tmp_path / "refs/heads/.DS_Store").write_bytes(b"junk")
+    (tmp_path / "refs/heads/main.lock").write_bytes(b"")
+    (tmp_path / "refs/heads/has space").write_text(B.hex())
+    assert disk.list() == [("refs/heads/main", A)]
