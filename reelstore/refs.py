@@ -271,10 +271,12 @@ class MemoryRefStore(RefStore):
             busy = [n for n in names if n in self._locked]
             if busy:
                 raise Conflict(f"cannot lock ref {busy[0]}: another update holds it", ref=busy[0])
+            taken = [*self._refs, *self._locked]
             for name in names:
-                other = name_conflict(name, [*self._refs, *self._locked])
+                other = name_conflict(name, taken)
                 if other is not None:
                     raise Conflict(f"cannot lock ref {name}: ref {other} is in the way", ref=name)
+                taken.append(name)
             self._locked.update(names)
 
     def _unlock(self, names: list[str]) -> None:

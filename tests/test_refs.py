@@ -268,3 +268,10 @@ def test_stray_files_under_refs_are_not_refs(disk: DiskRefStore, tmp_path: Path)
     (tmp_path / "refs/heads/main.lock").write_bytes(b"")
     (tmp_path / "refs/heads/has space").write_text(B.hex())
     assert disk.list() == [("refs/heads/main", A)]
+
+
+def test_one_transaction_cannot_create_a_ref_and_its_directory(refs: RefStore):
+    tx = refs.transaction().create("refs/views/p", A).create("refs/views/p/q", B)
+    with pytest.raises(Conflict):
+        tx.commit()
+    assert refs.list() == []
