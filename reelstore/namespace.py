@@ -10,124 +10,32 @@ differences, which lets `diff` skip identical subtrees by id.
 
 from __future__ import annotations
 
-import operator
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from functools import partial
-from typing import NamedTuple
-
-import blake3
-import msgpack
 
 from .errors import BadInput, NotFound, StorageError
+from .namespace_node import (
+    MAX_ENTRIES,
+    TREE_TAG,
+    Change,
+    Chunker,
+    Entry,
+    Node,
+    ReadNode,
+    as_hash,
+    is_boundary,
+    parse_node,
+)
 from .object_store import ObjectStore
-from .objects import HASH_SIZE, Hash, Tree
+from .objects import Hash, Tree
 from .objects.block import v_hash
 from .objects.data import MAX_NAME
 
-BOUNDARY_BITS = 5
-TARGET_FANOUT = 1 << BOUNDARY_BITS
-"""Mean number of entries per node: a name ends a node with probability 1/TARGET_FANOUT."""
-
-MAX_ENTRIES = 512
-"""A node is cut after this many entries even without a boundary name, so no node grows unbounded."""
-
-_BELOW = 1 << (8 - BOUNDARY_BITS)
 _EMPTY = Tree(0, ())
 _INNER_CACHE = 4096
 _LEAF_CACHE = 1024
 _COUNT_CACHE = 1 << 17
-
-_TREE_TAG = b"tree\0"
-_as_hash = partial(bytes.__new__, Hash)
-"""Hash from bytes already checked to be 32 long. Nodes read back keep their ids as plain bytes
-(equal to and hashing like Hash); they become Hash only when they leave this module."""
-_MAX_ENTRIES_READ = 1 << 20
-
-Entry = tuple[str, Hash]
-Change = tuple[str, "Hash | None"]
-
-
-class _Node(NamedTuple):
-    """A node as read back from the store: checked exactly as a decoded `Tree`, built far cheaper."""
-
-    level: int
-    entries: tuple[Entry, ...]
-    id: Hash
-
-
-Node = Tree | _Node
-
-
-def is_boundary(name: str, level: int) -> bool:
-    """True if `name` ends a node at `level`.
-
-    The rule: d = BLAKE3(UTF-8 of name); the name is a boundary at level L when the top BOUNDARY_BITS
-    bits of byte d[L mod 32] are zero (probability 1/TARGET_FANOUT). Each level reads a different
-    byte, so the cuts of one level do not correlate with the cuts of the next.
-    """
-    return blake3.blake3(name.encode("utf-8")).digest()[level % 32] < _BELOW
-
-
-def parse_node(raw: bytes) -> tuple[int, tuple[Entry, ...]]:
-    """(level, entries) of the canonical bytes of a `tree` (ids as plain bytes); E014 for anything else.
-
-    Accepts exactly what `decode` accepts as a Tree (bounded, strictly increasing non-empty names of
-    at most MAX_NAME characters, 32-byte ids, no empty inner node, byte-identical re-encoding), at a
-    tenth of the cost: reading nodes is what every namespace operation spends its time on.
-    """
-    if not raw.startswith(_TREE_TAG):
-        kind = raw.split(b"\0", 1)[0][:16].decode("utf-8", "replace")
-        raise BadInput(f"a {kind!r} object, not a namespace tree")
-    body = raw[len(_TREE_TAG) :]
-    try:
-        doc = msgpack.unpackb(body, raw=False, use_list=False, strict_map_key=True)
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise BadInput(f"tree body is not canonical msgpack: {exc}") from None
-    if type(doc) is not dict or len(doc) != 2:
-        raise BadInput("tree body must be a map of entries and level")
-    level, items = doc.get("level"), doc.get("entries")
-    if type(level) is not int or not 0 <= level <= 64 or type(items) is not tuple or len(items) > _MAX_ENTRIES_READ:
-        raise BadInput("tree body must hold a level in [0, 64] and a list of entries")
-    if not items:
-        if level > 0:
-            raise BadInput("an inner tree node cannot be empty")
-        names, values = (), ()
-    else:
-        if set(map(type, items)) != {tuple} or set(map(len, items)) != {2}:
-            raise BadInput("tree entries must be [name, hash] pairs")
-        names, values = zip(*items)
-        if set(map(type, names)) != {str} or min(map(len, names)) < 1 or max(map(len, names)) > MAX_NAME:
-            raise BadInput(f"tree entry names must be non-empty strings of at most {MAX_NAME} characters")
-        if set(map(type, values)) != {bytes} or set(map(len, values)) != {HASH_SIZE}:
-            raise BadInput("tree entry values must be 32-byte hashes")
-        if not all(map(operator.lt, names, names[1:])):
-            raise BadInput("tree entries must be strictly increasing by name")
-    if msgpack.packb({"entries": items, "level": level}, use_bin_type=True) != body:
-        raise BadInput("tree is not in canonical form")
-    return level, items
-
-
-class _Chunker:
-    """Cuts a stream of sorted entries into the nodes of one level."""
-
-    __slots__ = ("level", "buf", "nodes")
-
-    def __init__(self, level: int) -> None:
-        self.level = level
-        self.buf: list[Entry] = []
-        self.nodes: list[Tree] = []
-
-    def add(self, name: str, value: Hash) -> None:
-        self.buf.append((name, value))
-        if len(self.buf) >= MAX_ENTRIES or is_boundary(name, self.level):
-            self.cut()
-
-    def cut(self) -> None:
-        if self.buf:
-            self.nodes.append(Tree(self.level, tuple(self.buf)))
-            self.buf = []
 
 
 class Namespace:
@@ -156,7 +64,7 @@ class Namespace:
             node = self._child(node, _cover(node, name))
         i = bisect_left(node.entries, name, key=_name)
         if i < len(node.entries) and node.entries[i][0] == name:
-            return _as_hash(node.entries[i][1])
+            return as_hash(node.entries[i][1])
         return None
 
     def items(self, root: Hash, prefix: str = "") -> Iterator[tuple[str, Hash]]:
@@ -172,7 +80,7 @@ class Namespace:
                 if last is not None and name <= last:
                     raise StorageError(f"namespace {root.hex()} is damaged: names out of order at {name!r}")
                 last = name
-                yield name, _as_hash(value)
+                yield name, as_hash(value)
 
     def count(self, root: Hash) -> int:
         return self._count(self._root(root))
@@ -220,20 +128,20 @@ class Namespace:
             elif ka < kb:
                 if la < 0:
                     sa.pop()
-                    yield ka, _as_hash(ha), None
+                    yield ka, as_hash(ha), None
                 else:
                     self._expand(sa)
             elif kb < ka:
                 if lb < 0:
                     sb.pop()
-                    yield kb, None, _as_hash(hb)
+                    yield kb, None, as_hash(hb)
                 else:
                     self._expand(sb)
             elif la < 0 and lb < 0:
                 sa.pop()
                 sb.pop()
                 if ha != hb:
-                    yield ka, _as_hash(ha), _as_hash(hb)
+                    yield ka, as_hash(ha), as_hash(hb)
             elif la > lb:
                 self._expand(sa)
             elif lb > la:
@@ -242,9 +150,9 @@ class Namespace:
                 self._expand(sa)
                 self._expand(sb)
         for name, value in self._drain(sa):
-            yield name, _as_hash(value), None
+            yield name, as_hash(value), None
         for name, value in self._drain(sb):
-            yield name, None, _as_hash(value)
+            yield name, None, as_hash(value)
 
     # Writing
 
@@ -282,7 +190,7 @@ class Namespace:
         out: dict[str, Hash | None] = {}
         i, n = 0, len(changes)
         while i < n:
-            chunker = _Chunker(level)
+            chunker = Chunker(level)
             nodes = self._level_nodes(top, level, changes[i][0])
             node: Node | None = next(nodes)
             while node is not None:
@@ -313,7 +221,7 @@ class Namespace:
             return _EMPTY
         while len(seq) > 1:
             level += 1
-            chunker = _Chunker(level)
+            chunker = Chunker(level)
             for name, value in seq:
                 chunker.add(name, value)
             chunker.cut()
@@ -361,15 +269,15 @@ class Namespace:
         if node is not None:
             return node
         try:
-            h = _as_hash(h)
+            h = as_hash(h)
             raw = self.objects.get_raw(h)
-            node = _Node(*parse_node(raw), h)
+            node = ReadNode(*parse_node(raw), h)
         except NotFound:
             if top:
                 raise
             raise StorageError(f"namespace node {h.hex()} is missing", id=h) from None
         except BadInput as exc:
-            if top and not raw.startswith(_TREE_TAG):
+            if top and not raw.startswith(TREE_TAG):
                 raise
             raise StorageError(f"namespace node {h.hex()} is damaged: {exc.message}", id=h) from None
         self._remember(node)
@@ -467,7 +375,7 @@ def _cover(node: Node, key: str) -> int:
     return max(bisect_right(node.entries, key, key=_name) - 1, 0)
 
 
-def _merge(chunker: _Chunker, entries: tuple[Entry, ...], changes: list[Change]) -> None:
+def _merge(chunker: Chunker, entries: tuple[Entry, ...], changes: list[Change]) -> None:
     """Feed `entries` with sorted `changes` applied to the chunker, in name order."""
     i, n = 0, len(entries)
     for name, value in changes:

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from reelstore.codec import frame, pack_body
 from reelstore.errors import BadInput, NotFound, StorageError
-from reelstore.namespace import MAX_ENTRIES, TARGET_FANOUT, Namespace, is_boundary, parse_node
+from reelstore.namespace import Namespace
+from reelstore.namespace_node import MAX_ENTRIES, TARGET_FANOUT, is_boundary, parse_node
 from reelstore.object_store import MemoryObjectStore
 from reelstore.objects import Blob, Hash, Tree, decode
 
