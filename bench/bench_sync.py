@@ -4,7 +4,8 @@ A store gets N payload blobs under one namespace and a record on `main`. reelsto
 bare repository by path (dulwich in process on both ends) and through a real `git daemon` (git's
 receive-pack and upload-pack), then a fresh store fetches it back. git pushes and fetches a
 repository holding exactly the same blob bytes (each reel object's canonical bytes) in the same
-`objects/ab/cdef…` layout, by path, so its rows include process start-up.
+`objects/ab/cdef…` layout, by path, so its rows include process start-up; dulwich's porcelain push
+and clone (in process on both ends) move that same git repository.
 
 The incremental rows add 100 new blobs on top of remotes holding 2,000 and 20,000 objects: a push
 walks down from the new record and stops at objects the remote holds, and writes trees only for
@@ -17,6 +18,7 @@ its own new objects, so its time should not grow with the store.
 from __future__ import annotations
 
 import argparse
+import io
 import socket
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _util import GIT_ENV, Table, git, git_init, payloads, scratch, timed  # noqa: E402
+from dulwich import porcelain  # noqa: E402
 
 from reelstore import sync  # noqa: E402
 from reelstore.namespace import Namespace  # noqa: E402
@@ -98,14 +101,19 @@ def full(tmp: Path, n: int, daemon: Daemon, table: Table, notes: list[str]) -> N
     sync.add_remote(src, "daemon", f"git://127.0.0.1:{daemon.port}/reel.git")
     t_path, res = timed(lambda: sync.push(src, "path"))
     t_daemon, _ = timed(lambda: sync.push(src, "daemon"))
-    notes.append(f"reel push sent {res.objects:,} objects in one sync commit")
+    for pushed in (by_path, by_daemon):
+        git("--git-dir", str(pushed), "fsck", "--strict", "--no-dangling", cwd=tmp)
+    notes.append(f"reel push sent {res.objects:,} objects in one sync commit; git fsck --strict clean on both remotes")
 
     work = tmp / "git-src"
     git("init", "-q", str(work), cwd=tmp)
     git_import(work, blobs, parent=False)
     git_target = git_init(tmp / "git-target.git")
     t_git_push, _ = timed(lambda: git("push", "-q", str(git_target), "main", cwd=work))
-    table.add(f"push {n:,} blobs (path remote)", t_path, t_git_push)
+    dul_target = git_init(tmp / "dulwich-target.git")
+    t_dul_push, _ = timed(lambda: porcelain.push(str(work), str(dul_target), [b"refs/heads/main"],
+                                                 outstream=io.BytesIO(), errstream=io.BytesIO()))
+    table.add(f"push {n:,} blobs (path remote)", t_path, t_git_push, t_dul_push)
     table.add(f"push {n:,} blobs (reel via git daemon)", t_daemon, t_git_push)
 
     dst = Repo.init(tmp / "dst")
@@ -119,7 +127,9 @@ def full(tmp: Path, n: int, daemon: Daemon, table: Table, notes: list[str]) -> N
     fetch_into = tmp / "git-fetch"
     git("init", "-q", str(fetch_into), cwd=tmp)
     t_git_fetch, _ = timed(lambda: git("fetch", "-q", str(git_target), "main", cwd=fetch_into))
-    table.add(f"fetch {n:,} blobs (path remote)", t_fetch, t_git_fetch)
+    t_dul_fetch, _ = timed(lambda: porcelain.clone(str(git_target), str(tmp / "dulwich-clone"), bare=True,
+                                                   errstream=io.BytesIO()).close())
+    table.add(f"fetch {n:,} blobs (path remote)", t_fetch, t_git_fetch, t_dul_fetch)
     table.add(f"fetch {n:,} blobs (reel via git daemon)", t_fetch_d, t_git_fetch)
 
 
