@@ -36,7 +36,8 @@ class Recorder(Adapter):
     def fire(self, effect: Effect, token: Any, op_id: str) -> Result:
         token.consume(effect.id)
         FIRED.append((effect.id.hex(), effect.op["n"]))
-        STACKS.append([frame.name for frame in traceback.extract_stack()])
+        if effect.op.get("trace"):
+            STACKS.append([frame.name for frame in traceback.extract_stack()])
         return Result("succeeded", {"n": effect.op["n"]})
 
 

@@ -1,0 +1,118 @@
+"""Effect admission (capabilities, budget, expiry, hold), merging children's effects, and the drain call."""
+
+from __future__ import annotations
+
+import kernel_helpers as kh
+import pytest
+
+from reelstore import hold, kernel
+from reelstore.errors import BadInput, BudgetExhausted, CapabilityViolation, Held, NotFound
+from reelstore.objects import Capability
+from reelstore.repo import Repo
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> None:
+    kh.reset()
+
+
+def cap(spec: str) -> Capability:
+    return Capability.parse(spec)
+
+
+def test_effect_needs_fire_capability_on_its_resource(mem: Repo) -> None:
+    kernel.fork(mem, "a", caps=[cap("fire_c=rec:ok/")])
+    kernel.effect(mem, "a", "recorder", {"n": 1, "topic": "ok"})
+    with pytest.raises(CapabilityViolation):
+        kernel.effect(mem, "a", "recorder", {"n": 2, "topic": "ok-not"})
+    kernel.fork(mem, "b", caps=[cap("read,write,fire_b=")])
+    with pytest.raises(CapabilityViolation):
+        kernel.effect(mem, "b", "recorder", {"n": 3})
+    assert len(kernel.status(mem, "a")["effects"]) == 1
+
+
+def test_budget_counts_effects_including_merged_children(mem: Repo) -> None:
+    kernel.fork(mem, "p", caps=[cap("read,write,fire_c=;budget=3")])
+    kernel.effect(mem, "p", "recorder", {"n": 1})
+    kernel.fork(mem, "c", source="p", caps=[cap("fire_c=;budget=2")])
+    kernel.effect(mem, "c", "recorder", {"n": 2})
+    kernel.effect(mem, "c", "recorder", {"n": 3})
+    with pytest.raises(BudgetExhausted):
+        kernel.effect(mem, "c", "recorder", {"n": 4})
+    kernel.fork(mem, "d", source="p", caps=[cap("fire_c=;budget=1")])
+    kernel.effect(mem, "d", "recorder", {"n": 5})
+    kernel.commit(mem, "c")
+    assert [e["op"]["n"] for e in kernel.status(mem, "p")["effects"]] == [1, 2, 3]
+    with pytest.raises(BudgetExhausted):
+        kernel.commit(mem, "d")
+    with pytest.raises(BudgetExhausted):
+        kernel.effect(mem, "p", "recorder", {"n": 6})
+
+
+def test_expired_capability_refuses_with_e013(mem: Repo) -> None:
+    kernel.fork(mem, "a", caps=[cap("read,write,fire_c=;expires=2001-01-01T00:00:00Z")])
+    with pytest.raises(BudgetExhausted):
+        kernel.effect(mem, "a", "recorder", {"n": 1})
+    with pytest.raises(BudgetExhausted):
+        kernel.put(mem, "a", "x", b"")
+
+
+def test_hold_stops_admission_and_commit(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    kernel.effect(mem, "a", "recorder", {"n": 1})
+    hold.hold(mem, "investigating")
+    with pytest.raises(Held):
+        kernel.effect(mem, "a", "recorder", {"n": 2})
+    head = mem.refs["refs/heads/main"]
+    with pytest.raises(Held):
+        kernel.commit(mem, "a")
+    assert mem.refs["refs/heads/main"] == head and kh.FIRED == []
+    hold.release(mem)
+    kernel.commit(mem, "a")
+    assert [n for _, n in kh.FIRED] == [1]
+
+
+def test_effects_fire_in_order_once_and_children_merge_without_firing(mem: Repo) -> None:
+    kernel.fork(mem, "p")
+    kernel.effect(mem, "p", "recorder", {"n": 1})
+    kernel.fork(mem, "c", source="p")
+    kernel.effect(mem, "c", "recorder", {"n": 2})
+    kernel.commit(mem, "c")
+    assert kh.FIRED == []
+    kernel.effect(mem, "p", "recorder", {"n": 3})
+    res = kernel.commit(mem, "p")
+    assert [n for _, n in kh.FIRED] == [1, 2, 3]
+    assert res.drain is not None and res.drain.complete
+
+
+def test_aborting_a_parent_silences_merged_children(mem: Repo) -> None:
+    kernel.fork(mem, "p")
+    kernel.fork(mem, "c", source="p")
+    kernel.effect(mem, "c", "recorder", {"n": 1})
+    kernel.commit(mem, "c")
+    kernel.abort(mem, "p")
+    assert kh.FIRED == []
+
+
+def test_autonomous_child_of_a_view_commits_to_the_trunk(mem: Repo) -> None:
+    kernel.fork(mem, "p")
+    kernel.put(mem, "p", "parent-only", b"p")
+    kernel.fork(mem, "auto", source="p", boundary="autonomous")
+    kernel.effect(mem, "auto", "recorder", {"n": 9})
+    res = kernel.commit(mem, "auto")
+    assert res.record == mem.refs["refs/heads/main"]
+    assert [n for _, n in kh.FIRED] == [9]
+    assert kernel.get(mem, "p", "parent-only") == b"p"
+
+
+def test_bad_effects_are_e014_and_unknown_adapters_e001(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    with pytest.raises(BadInput):
+        kernel.effect(mem, "a", "recorder", {"no-n": 1})
+    with pytest.raises(BadInput):
+        kernel.effect(mem, "a", "recorder", {"n": 1.5})
+    with pytest.raises(NotFound):
+        kernel.effect(mem, "a", "no-such-adapter", {"n": 1})
+    with pytest.raises(BadInput):
+        kernel.effect(mem, "a", "recorder", {"n": 1}, effect_class="B")
+    assert kernel.status(mem, "a")["effects"] == []
