@@ -342,3 +342,36 @@ def test_the_node_reader_refuses_other_kinds_and_damaged_bytes():
     for raw in (Blob(b"x").encode(), good[:-1], good + b"\0", b"tree\0\xc1", b"tree"):
         with pytest.raises(BadInput):
             parse_node(raw)
+
+
+class CountingStore(MemoryObjectStore):
+    """A memory store that counts reads, to check how many nodes an operation touches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def get_raw(self, h: Hash) -> bytes:
+        self.reads += 1
+        return super().get_raw(h)
+
+
+def test_reads_touch_a_logarithmic_number_of_nodes():
+    store = CountingStore()
+    ref = big_map(40_000, seed=6)
+    root = Namespace(store).update(Namespace.empty(), ref)
+    depth = store.get(root).level + 1
+    names = sorted(ref)
+
+    def reads(op) -> int:
+        store.reads = 0
+        op(Namespace(store))
+        return store.reads
+
+    assert reads(lambda ns: ns.get(root, names[12345])) == depth
+    in_dir = [n for n in names if n.startswith("dir17/")]
+    assert reads(lambda ns: list(ns.items(root, "dir17/"))) <= depth + 2 * len(in_dir) // TARGET_FANOUT + 4
+    assert reads(lambda ns: list(ns.items(root, "dir17/file-0123"))) <= depth + 2
+    for k in (1, 10):
+        other = Namespace(store).update(root, {n: VALUES[7] for n in names[:: len(names) // k][:k]})
+        assert reads(lambda ns, other=other: list(ns.diff(root, other))) <= 2 * k * depth + 2
