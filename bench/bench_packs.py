@@ -82,7 +82,7 @@ def versioned_history(files: int, versions: int, seed: int = 7) -> list[tuple[st
     edits = []
     for name, text in texts.items():
         edits.append((name, ("\n".join(text) + "\n").encode()))
-    for v in range(versions - 1):
+    for _version in range(versions - 1):
         for name, text in texts.items():
             for _ in range(rnd.randint(1, 3)):
                 op = rnd.random()
