@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent", "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -71,3 +73,77 @@ class GitDaemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+
+
+class GitHttp:
+    """Smart HTTP: a threaded server on 127.0.0.1 handing every request to `git http-backend` (CGI)."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _cgi_handler(base))
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/{name}"
+
+    def __enter__(self) -> GitHttp:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _cgi_handler(base: Path) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.backend()
+
+        do_POST = do_GET
+
+        def body(self) -> bytes:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                parts = []
+                for _ in range(1 << 20):
+                    size = int(self.rfile.readline().split(b";")[0], 16)
+                    if size == 0:
+                        self.rfile.readline()
+                        return b"".join(parts)
+                    parts.append(self.rfile.read(size))
+                    self.rfile.readline()
+                raise AssertionError("too many chunks")
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+        def backend(self) -> None:
+            path, _, query = self.path.partition("?")
+            env = {**GIT_ENV, "GIT_PROJECT_ROOT": str(base), "GIT_HTTP_EXPORT_ALL": "1",
+                   "REQUEST_METHOD": self.command, "PATH_INFO": path, "QUERY_STRING": query,
+                   "CONTENT_TYPE": self.headers.get("Content-Type", ""), "REMOTE_ADDR": "127.0.0.1",
+                   "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
+                   "GIT_PROTOCOL": self.headers.get("Git-Protocol", "")}
+            data = self.body() if self.command == "POST" else b""
+            env["CONTENT_LENGTH"] = str(len(data))
+            proc = subprocess.run(["git", "http-backend"], input=data, capture_output=True, env=env, timeout=60)
+            head, _, payload = proc.stdout.partition(b"\r\n\r\n")
+            status, headers = 200, []
+            for line in head.decode("latin-1").split("\r\n"):
+                name, _, value = line.partition(":")
+                if name.lower() == "status":
+                    status = int(value.split()[0])
+                elif name:
+                    headers.append((name, value.strip()))
+            self.send_response(status)
+            for name, value in headers:
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+    return Handler

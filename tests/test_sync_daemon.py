@@ -1,4 +1,4 @@
-"""Sync through a real `git daemon` on 127.0.0.1 (git's own receive-pack and upload-pack)."""
+"""Sync through real git servers on 127.0.0.1: `git daemon` and smart HTTP (`git http-backend`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gitserver import GitDaemon, bare, fsck, git
+from gitserver import GitDaemon, GitHttp, bare, fsck, git
 from test_sync import add_view, closure, grow, reread_all
 
 from reelstore import sync
@@ -105,3 +105,24 @@ def test_unreachable_remote_is_e010(tmp_path: Path, daemon: GitDaemon) -> None:
         sync.push(a, "gone")
     with pytest.raises(Unreachable):
         sync.fetch(a, "gone")
+
+
+def test_smart_http_remote(tmp_path: Path) -> None:
+    base = tmp_path / "http"
+    base.mkdir()
+    path = bare(base / "web.git")
+    git("--git-dir", str(path), "config", "http.receivepack", "true")
+    with GitHttp(base) as server:
+        a = Repo.init(tmp_path / "a")
+        sync.add_remote(a, "origin", server.url("web.git"))
+        grow(a, 12, "web")
+        add_view(a, "agent")
+        assert sync.push(a, "origin").objects > 12
+        fsck(path)
+        b, _ = sync.clone(server.url("web.git"), tmp_path / "b")
+        assert b.refs["refs/views/agent"] == a.refs["refs/views/agent"]
+        rec = grow(a, 2, "more")
+        sync.push(a, "origin")
+        assert sync.fetch(b, "origin").objects == 2 + 2
+        assert b.refs["refs/remotes/origin/heads/main"] == rec
+        assert reel_fsck(b).clean
