@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
+from conftest import REEL
 from gitserver import bare, fsck, git
 from test_sync import _plant, grow
 
+from reelstore import sync
 from reelstore.objects import Blob
 from reelstore.repo import Repo
 
@@ -73,3 +77,27 @@ def test_exit_statuses(tmp_path: Path, reel) -> None:
     assert reel("-C", str(a), "remote", "remove", "origin").returncode == 0
     assert reel("-C", str(a), "remote", "list").stdout == b""
     assert git("--git-dir", str(remote), "for-each-ref").count("refs/reel/heads/main") == 1
+
+
+def test_racing_pushes_one_wins(tmp_path: Path, reel) -> None:
+    remote = bare(tmp_path / "r.git")
+    a = Repo.init(tmp_path / "a")
+    sync.add_remote(a, "origin", str(remote))
+    grow(a, 2, "base")
+    sync.push(a, "origin")
+    stores = [tmp_path / "a", sync.clone(str(remote), tmp_path / "b")[0].path.parent]
+    heads = [grow(Repo.open(s), 20, f"racer{i}") for i, s in enumerate(stores)]
+    env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+    procs = [subprocess.Popen([REEL, "push"], cwd=s, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for s in stores]
+    codes = [p.wait(timeout=60) for p in procs]
+    for p in procs:
+        p.stderr.close()
+    assert sorted(codes) == [0, 5]
+    winner = codes.index(0)
+    pushed = Repo.open(stores[winner]).refs["refs/remotes/origin/heads/main"]
+    assert pushed == heads[winner]
+    loser = Repo.open(stores[1 - winner])
+    assert loser.refs["refs/remotes/origin/heads/main"] != heads[1 - winner]
+    fsck(remote)
+    assert sync.fetch(loser, "origin").refs["refs/remotes/origin/heads/main"] == heads[winner]
