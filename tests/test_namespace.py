@@ -375,3 +375,35 @@ def test_reads_touch_a_logarithmic_number_of_nodes():
     for k in (1, 10):
         other = Namespace(store).update(root, {n: VALUES[7] for n in names[:: len(names) // k][:k]})
         assert reads(lambda ns, other=other: list(ns.diff(root, other))) <= 2 * k * depth + 2
+
+
+def test_one_namespace_shared_by_threads():
+    import threading
+
+    ns = Namespace(MemoryObjectStore())
+    base = big_map(5000, seed=8)
+    root = ns.update(ns.empty(), base)
+    results: dict[int, Hash] = {}
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        try:
+            mine = root
+            for i in range(40):
+                mine = ns.update(mine, {f"t{t}/{i}": VALUES[t], sorted(base)[t * 97 + i]: None})
+                assert ns.get(mine, f"t{t}/{i}") == VALUES[t]
+            results[t] = mine
+        except BaseException as exc:  # reported by the main thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    assert not errors and len(results) == 4
+    names = sorted(base)
+    for t, got in results.items():
+        want = {k: v for k, v in base.items() if k not in names[t * 97 : t * 97 + 40]}
+        want.update({f"t{t}/{i}": VALUES[t] for i in range(40)})
+        assert got == Namespace(ns.objects).update(Namespace.empty(), want)
