@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import io
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -36,6 +37,7 @@ from reelstore.objects import Blob, Record  # noqa: E402
 from reelstore.repo import Repo  # noqa: E402
 
 INCREMENT = 100
+REPEAT = 3
 
 
 def grow(repo: Repo, data: list[bytes], tag: str) -> list[bytes]:
@@ -134,24 +136,32 @@ def full(tmp: Path, n: int, daemon: Daemon, table: Table, notes: list[str]) -> N
 
 
 def incremental(tmp: Path, existing: int, table: Table, notes: list[str]) -> None:
+    """Median of three pushes of 100 new blobs each (reel and git alike), on top of `existing` objects."""
     base = tmp / f"inc-{existing}"
     repo = Repo.init(base / "store")
     grow(repo, payloads(existing, seed=existing), "old")
     remote = git_init(base / "remote.git")
     sync.add_remote(repo, "origin", str(remote))
     sync.push(repo, "origin")
-    grow(repo, payloads(INCREMENT, seed=existing + 1), "new")
-    t_reel, res = timed(lambda: sync.push(repo, "origin"))
-
     work = base / "git-src"
     git("init", "-q", str(work), cwd=base)
     git_import(work, [Blob(d).encode() for d in payloads(existing, seed=existing)], parent=False)
     git_remote = git_init(base / "git-remote.git")
     git("push", "-q", str(git_remote), "main", cwd=work)
-    git_import(work, [Blob(d).encode() for d in payloads(INCREMENT, seed=existing + 1)], parent=True)
-    t_git, _ = timed(lambda: git("push", "-q", str(git_remote), "main", cwd=work))
-    table.add(f"push {INCREMENT} new into {existing:,} (path remote)", t_reel, t_git)
-    notes.append(f"incremental push into {existing:,}: {res.objects} objects sent")
+    reel_times, git_times, sent = [], [], set()
+    for round_ in range(REPEAT):
+        fresh = payloads(INCREMENT, seed=existing * 10 + round_ + 1)
+        grow(repo, fresh, f"new{round_}")
+        t_reel, res = timed(lambda: sync.push(repo, "origin"))
+        git_import(work, [Blob(d).encode() for d in fresh], parent=True)
+        t_git, _ = timed(lambda: git("push", "-q", str(git_remote), "main", cwd=work))
+        reel_times.append(t_reel)
+        git_times.append(t_git)
+        sent.add(res.objects)
+    table.add(f"push {INCREMENT} new into {existing:,} (path remote)", statistics.median(reel_times),
+              statistics.median(git_times))
+    notes.append(f"incremental push into {existing:,}: {'/'.join(map(str, sorted(sent)))} objects sent per push "
+                 f"(median of {REPEAT})")
 
 
 def main() -> None:
