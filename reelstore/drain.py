@@ -125,6 +125,8 @@ class DrainReport:
     held: str | None = None
     yielded: bool = False
     """Another drainer owns this record's next operation; this one stepped aside."""
+    deferred: drainlog.Step | None = field(default=None, repr=False)
+    """The last outcome, written together with the next intent (one ref update) or when the drain ends."""
 
     @property
     def complete(self) -> bool:
@@ -194,7 +196,18 @@ def drain(repo: Repo, trunk: str, record: Hash, *, epoch: int | None = None, rec
         report.outcomes.append(outcome)
         if outcome.state == "unknown" and not report.yielded:
             report.halted = outcome
+    _journal(repo, report, None)
     return report
+
+
+def _journal(repo: Repo, report: DrainReport, step: drainlog.Step | None) -> Journal | None:
+    """Write the deferred outcome, if any, and `step` after it, durably and with one ref update."""
+    steps = [s for s in (report.deferred, step) if s is not None]
+    if not steps:
+        return None
+    entries = drainlog.append(repo, report.trunk, report.epoch, *steps)
+    report.deferred = None
+    return entries[-1] if step is not None else None
 
 
 def _state_of(repo: Repo, trunk: str, op: str) -> str:
@@ -221,10 +234,10 @@ def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: 
         return Outcome(index, op, effect_id, "unknown", "halted", blind_reason(latest))
     found = _safe_reconcile(impl, effect, op)
     if found == "succeeded":
-        entry = drainlog.append(repo, report.trunk, report.epoch, record=report.record, index_=index, effect=effect_id,
-                                op=op, state="succeeded", expect=latest.id, receipt={"reconciled": True},
-                                note=f"reconciled with the target ({effect.delivery}): it reports the operation done")
-        return Outcome(index, op, effect_id, entry.state, "reconciled", entry.note)
+        note = f"reconciled with the target ({effect.delivery}): it reports the operation done"
+        _journal(repo, report, drainlog.Step(report.record, index, effect_id, op, "succeeded", latest.id,
+                                             {"reconciled": True}, note))
+        return Outcome(index, op, effect_id, "succeeded", "reconciled", note)
     if found == "absent":
         return _send(repo, report, impl, effect, index, op, latest, "resent")
     return Outcome(index, op, effect_id, "unknown", "halted",
@@ -248,9 +261,10 @@ def _safe_reconcile(impl: Adapter, effect: Effect, op: str) -> str:
 def _send(repo: Repo, report: DrainReport, impl: Adapter, effect: Effect, index: int, op: str,
           latest: Journal | None, action: str) -> Outcome:
     attempt = 1 if latest is None else _attempts(repo, report.trunk, op) + 1
-    intent = drainlog.append(repo, report.trunk, report.epoch, record=report.record, index_=index, effect=effect.id,
-                             op=op, state="unknown", expect=latest.id if latest is not None else None,
-                             note=f"intent: attempt {attempt} under epoch {report.epoch}; the request may have left")
+    note = f"intent: attempt {attempt} under epoch {report.epoch}; the request may have left"
+    intent = _journal(repo, report, drainlog.Step(report.record, index, effect.id, op, "unknown",
+                                                  latest.id if latest is not None else None, None, note))
+    assert intent is not None
     crash_point("drain:before-send")
     token = _mint(repo, effect.id, report.epoch)
     try:
@@ -262,14 +276,13 @@ def _send(repo: Repo, report: DrainReport, impl: Adapter, effect: Effect, index:
     except Exception as exc:  # noqa: BLE001  (an adapter's crash after the intent is an unknown outcome)
         result = Result("unknown" if token.used else "failed", note=f"adapter raised {exc!r}")
     if not token.used and result.state != "failed":
-        result = Result("failed", note="the adapter did not present its fire token, so nothing may have been sent")
+        result = Result("failed", note="the adapter did not present its fire token, so nothing was sent")
     crash_point("drain:after-send")
     state = result.state if result.state in ("succeeded", "failed", "unknown") else "unknown"
-    entry = drainlog.append(repo, report.trunk, report.epoch, record=report.record, index_=index, effect=effect.id,
-                            op=op, state=state, expect=intent.id, receipt=dict(result.receipt) or None,
-                            note=result.note or f"{state} on attempt {attempt}")
-    crash_point("drain:after-outcome")
-    return Outcome(index, op, effect.id, entry.state, action, entry.note)
+    note = result.note or f"{state} on attempt {attempt}"
+    report.deferred = drainlog.Step(report.record, index, effect.id, op, state, intent.id,
+                                    dict(result.receipt) or None, note)
+    return Outcome(index, op, effect.id, state, action, note)
 
 
 def _attempts(repo: Repo, trunk: str, op: str) -> int:

@@ -93,38 +93,42 @@ def index(repo: Repo, trunk: str) -> JournalIndex:
     return cached
 
 
-def forget(repo: Repo) -> None:
-    """Drop this process's cached indexes (after the store changed under it, e.g. a restore)."""
-    _CACHE.pop(repo, None)
+@dataclass(frozen=True)
+class Step:
+    """One journal entry to write: a state of operation `op`, expected to follow its entry `expect`."""
+
+    record: Hash
+    index: int
+    effect: Hash
+    op: str
+    state: str
+    expect: Hash | None
+    receipt: Mapping[str, Any] | None = None
+    note: str = ""
+    finding: Hash | None = None
 
 
-def append(
-    repo: Repo,
-    trunk: str,
-    epoch: int,
-    *,
-    record: Hash,
-    index_: int,
-    effect: Hash,
-    op: str,
-    state: str,
-    expect: Hash | None,
-    receipt: Mapping[str, Any] | None = None,
-    note: str = "",
-    finding: Hash | None = None,
-    principal: str = "reel drain",
-) -> Journal:
-    """Durably journal one state of `op`; E016 if `epoch` is fenced, E002 if the op moved past `expect`."""
+def append(repo: Repo, trunk: str, epoch: int, *steps: Step, principal: str = "reel drain") -> list[Journal]:
+    """Durably journal `steps` in order, with one ref update: E016 if `epoch` is fenced, E002 if an
+    operation moved past what its step expects (nothing is written then)."""
     with epochs.locked(repo):
         epochs.check(repo, epoch)
         idx = index(repo, trunk)
-        latest = idx.latest.get(op)
-        if (latest.id if latest is not None else None) != expect:
-            have = f"{latest.state} ({latest.id.hex()[:12]})" if latest is not None else "nothing"
-            raise Conflict(f"operation {op} moved on under another drainer: its journal shows {have}", op=op)
-        entry = Journal(idx.head, trunk, record, index_, effect, op, state, epoch, clock(), receipt, note, finding)
-        repo.objects.put(entry)
+        latest = {op: e.id for op, e in idx.latest.items() if any(s.op == op for s in steps)}
+        head, entries = idx.head, []
+        for s in steps:
+            if latest.get(s.op) != s.expect:
+                have = idx.latest.get(s.op)
+                shown = f"{have.state} ({have.id.hex()[:12]})" if have is not None else "nothing"
+                raise Conflict(f"operation {s.op} moved on under another drainer: its journal shows {shown}", op=s.op)
+            entry = Journal(head, trunk, s.record, s.index, s.effect, s.op, s.state, epoch, clock(), s.receipt, s.note,
+                            s.finding)
+            entries.append(entry)
+            head = latest[s.op] = entry.id
+        repo.objects.put_many(entries)
         crash_point("journal:object-written")
-        repo.refs.set(ref_name(trunk), entry.id, idx.head, message=f"journal {op} {state}", principal=principal)
-        idx.apply(entry)
-        return entry
+        what = ", ".join(f"{e.op} {e.state}" for e in entries)
+        repo.refs.set(ref_name(trunk), head, idx.head, message=f"journal {what}", principal=principal)
+        for entry in entries:
+            idx.apply(entry)
+        return entries

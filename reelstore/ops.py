@@ -166,10 +166,9 @@ def reconcile(repo: Repo, name: str, outcome: str, evidence: str, observer: str)
         raise Conflict(f"operation {found.op} is already {found.state}; only an unknown outcome is reconciled")
     finding = Finding(found.op, found.latest.id, outcome, evidence, observer, drainlog.clock())
     repo.objects.put(finding)
-    entry = drainlog.append(repo, found.trunk, epochs.current(repo), record=found.record, index_=found.index,
-                            effect=found.effect.id, op=found.op, state=outcome, expect=found.latest.id,
-                            receipt={"finding": finding.id.hex()}, finding=finding.id,
-                            note=f"reconciled by {observer}: {evidence}", principal=observer)
+    step = drainlog.Step(found.record, found.index, found.effect.id, found.op, outcome, found.latest.id,
+                         {"finding": finding.id.hex()}, f"reconciled by {observer}: {evidence}", finding.id)
+    (entry,) = drainlog.append(repo, found.trunk, epochs.current(repo), step, principal=observer)
     found.latest, found.state, found.finding = entry, outcome, finding
     found.history.append(entry)
     return found, finding

@@ -158,11 +158,10 @@ def test_stale_epoch_cannot_journal_and_a_lost_per_op_race_is_a_conflict() -> No
         drain(repo, "main", rec, epoch=0)
     assert not world.acted and repo.refs.get("refs/drains/main") is None
     eff = repo.objects.get(repo.objects.get(repo.objects.get(rec).effects).items[0])
-    first = drainlog.append(repo, "main", 1, record=rec, index_=0, effect=eff.id, op=op_id(rec, 0), state="unknown",
-                            expect=None)
+    step = drainlog.Step(rec, 0, eff.id, op_id(rec, 0), "unknown", None)
+    (first,) = drainlog.append(repo, "main", 1, step)
     with pytest.raises(Conflict):
-        drainlog.append(repo, "main", 1, record=rec, index_=0, effect=eff.id, op=op_id(rec, 0), state="unknown",
-                        expect=None)
+        drainlog.append(repo, "main", 1, step)
     assert drainlog.index(repo, "main").latest[op_id(rec, 0)] == first
 
 
