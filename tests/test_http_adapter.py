@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ def test_classification_comes_from_config(setup) -> None:
     assert http.classify({"method": "DELETE", "url": "http://example.invalid/x"}).delivery == "blind"
     assert http.classify({"method": "GET", "url": "http://example.invalid/x"}).delivery == "keyed"
     b = http.classify({"method": "PUT", "url": f"{target.url}/doc", "body": "x", "etag": '"v1"'})
-    assert b.effect_class == "B" and dict(b.version_ref) == {"etag": '"v1"'}
+    assert b.effect_class == "B" and dict(b.version_ref) == {"kind": "etag", "value": '"v1"'}
     for bad in ({"url": "ftp://h/x"}, {"method": "post", "url": "http://h/x"}, {"method": "POST"},
                 {"method": "POST", "url": "http://h/x", "json": 1, "body": "x"}, {"method": "POST", "url": "http://h",
                                                                                   "headers": {"a": [1]}}):
@@ -102,3 +103,18 @@ def test_class_b_precondition_is_rechecked_at_commit(setup) -> None:
         stale.commit()
     assert store.repo.refs["refs/heads/main"] == moved and target.count("/doc") == 1
     assert target.requests == requests + 1
+
+
+def test_class_b_from_the_command_line(setup, reel) -> None:
+    store, target = setup
+    cwd = store.repo.path.parent
+    op = json.dumps({"method": "PUT", "url": f"{target.url}/doc", "body": "x"})
+    assert reel("fork", "a", cwd=cwd).returncode == 0
+    assert reel("effect", "a", "--adapter", "http", "--op", op, "--class", "B", "--version-ref", 'etag="v9"',
+                cwd=cwd).returncode == 0
+    refused = reel("commit", "a", cwd=cwd)
+    assert refused.returncode == 5 and b"E002" in refused.stderr and target.count("/doc") == 0
+    assert reel("fork", "b", cwd=cwd).returncode == 0
+    assert reel("effect", "b", "--adapter", "http", "--op", op, "--class", "B", "--version-ref", 'etag="v1"',
+                cwd=cwd).returncode == 0
+    assert reel("commit", "b", cwd=cwd).returncode == 0 and target.count("/doc") == 1

@@ -1,7 +1,8 @@
 """The http adapter: any method and URL, a JSON or bytes body, headers; delivered per service rule.
 
 An operation is a map: `{"method": "POST", "url": "http://h/pay", "headers": {...}, "json": VALUE}`
-(or `"body": TEXT`, or raw bytes under `"body"`), optionally `"etag": VALUE` for a Class B request.
+(or `"body": TEXT`, or raw bytes under `"body"`), optionally `"etag": VALUE` for a Class B request
+(the same as `reel effect --version-ref etag=VALUE`).
 Its resource name is `http:METHOD:URL`; `reelstore.services` classes and delivers it by config.
 
 Outcomes are judged conservatively: a 2xx answer is `succeeded`; a 4xx answer (the target refused)
@@ -43,7 +44,7 @@ class HttpAdapter(Adapter):
         if etag is not None and not isinstance(etag, str):
             raise BadInput("http op: etag must be a string")
         klass = "B" if etag is not None else svc.effect_class
-        return Admission(resource, klass, svc.delivery, {"etag": etag} if etag is not None else None)
+        return Admission(resource, klass, svc.delivery, {"kind": "etag", "value": etag} if etag is not None else None)
 
     def service(self, effect: Effect) -> Service:
         method, _ = _method_url(effect.op)
@@ -54,7 +55,7 @@ class HttpAdapter(Adapter):
 
     def check_precondition(self, effect: Effect) -> None:
         """Class B: the resource's current ETag must still be the one the view saw (E002 if not)."""
-        want = (effect.version_ref or {}).get("etag")
+        want = _etag(effect)
         if want is None:
             return
         _, url = _method_url(effect.op)
@@ -73,9 +74,9 @@ class HttpAdapter(Adapter):
             headers["Content-Type"] = ctype
         if svc.key_header and effect.delivery != "blind":
             headers[svc.key_header] = op_id
-        etag = (effect.version_ref or {}).get("etag")
+        etag = _etag(effect)
         if etag is not None:
-            headers["If-Match"] = str(etag)
+            headers["If-Match"] = etag
         if effect.delivery == "two-phase":
             headers["Reel-Phase"] = "prepare"
         token.consume(effect.id)
@@ -163,6 +164,16 @@ def _body(op: Mapping[str, Any]) -> tuple[bytes | None, str]:
     if isinstance(body, bytes):
         return body, "application/octet-stream"
     raise BadInput("http op: body must be text or bytes")
+
+
+def _etag(effect: Effect) -> str | None:
+    """The ETag a Class B effect was admitted against (`--version-ref etag=VALUE`, or `etag` in the op)."""
+    ref = effect.version_ref
+    if not ref:
+        return None
+    if ref.get("kind") != "etag" or not isinstance(ref.get("value"), str):
+        raise BadInput(f"an http Class B effect needs an etag version ref, not {dict(ref)!r}")
+    return ref["value"]
 
 
 def _phase(data: bytes) -> str:
