@@ -268,14 +268,15 @@ class Namespace:
         node = self._inner.get(h) or self._leaves.get(h)
         if node is not None:
             return node
+        h = as_hash(h)
         try:
-            h = as_hash(h)
             raw = self.objects.get_raw(h)
-            node = ReadNode(*parse_node(raw), h)
         except NotFound:
             if top:
                 raise
             raise StorageError(f"namespace node {h.hex()} is missing", id=h) from None
+        try:
+            node = ReadNode(*parse_node(raw), h)
         except BadInput as exc:
             if top and not raw.startswith(TREE_TAG):
                 raise
