@@ -80,7 +80,9 @@ class GitHttp:
 
     def __init__(self, base: Path) -> None:
         self.base = base
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _cgi_handler(base))
+        self.truncate = False
+        """When set, upload-pack answers are cut to half their length: a truncated transfer."""
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _cgi_handler(self))
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -96,7 +98,9 @@ class GitHttp:
         self.server.server_close()
 
 
-def _cgi_handler(base: Path) -> type[BaseHTTPRequestHandler]:
+def _cgi_handler(http: GitHttp) -> type[BaseHTTPRequestHandler]:
+    base = http.base
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -139,6 +143,8 @@ def _cgi_handler(base: Path) -> type[BaseHTTPRequestHandler]:
                     status = int(value.split()[0])
                 elif name:
                     headers.append((name, value.strip()))
+            if http.truncate and path.endswith("/git-upload-pack"):
+                payload = payload[: len(payload) // 2]
             self.send_response(status)
             for name, value in headers:
                 self.send_header(name, value)

@@ -247,3 +247,27 @@ def test_pointing_a_remote_elsewhere_forgets_what_was_known(tmp_path: Path, stor
     result = sync.push(store_a, "origin")
     assert result.objects == len(closure(store_a, store_a.refs["refs/heads/main"]))
     fsck(other)
+
+
+def test_damaged_packs_are_e007() -> None:
+    import io
+
+    from dulwich.object_format import DEFAULT_OBJECT_FORMAT
+    from dulwich.pack import pack_objects_to_data, write_pack_data
+
+    from reelstore.sync.mapping import build_commit, read_pack, unpack
+
+    objs = [Blob(b"pack %d" % i) for i in range(20)]
+    sync_commit = build_commit([(o.id, o.encode()) for o in objs], {"refs/heads/main": objs[0].id}, [])
+    buf = io.BytesIO()
+    count, records = pack_objects_to_data(sync_commit.objects, deltify=False)
+    write_pack_data(buf.write, records, DEFAULT_OBJECT_FORMAT, num_records=count)
+    good = buf.getvalue()
+    got = unpack(read_pack(io.BytesIO(good), len(good)), lambda _h: False)
+    assert set(got.objects) == {o.id for o in objs}
+    assert got.commits == {sync_commit.id: {"refs/heads/main": objs[0].id}}
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0xFF
+    for bad in (good[: len(good) // 2], bytes(flipped), b"PACK" + good[4:12], b"garbage"):
+        with pytest.raises(StorageError):
+            read_pack(io.BytesIO(bad), len(bad))

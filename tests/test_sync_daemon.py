@@ -126,3 +126,23 @@ def test_smart_http_remote(tmp_path: Path) -> None:
         assert sync.fetch(b, "origin").objects == 2 + 2
         assert b.refs["refs/remotes/origin/heads/main"] == rec
         assert reel_fsck(b).clean
+
+
+def test_truncated_http_transfer_is_refused(tmp_path: Path) -> None:
+    base = tmp_path / "http"
+    base.mkdir()
+    git("--git-dir", str(bare(base / "cut.git")), "config", "http.receivepack", "true")
+    with GitHttp(base) as server:
+        a = Repo.init(tmp_path / "a")
+        sync.add_remote(a, "origin", server.url("cut.git"))
+        grow(a, 200, "cut")
+        sync.push(a, "origin")
+        b = Repo.init(tmp_path / "b")
+        sync.add_remote(b, "origin", server.url("cut.git"))
+        before = sorted(b.objects)
+        server.truncate = True
+        with pytest.raises((StorageError, Unreachable)):
+            sync.fetch(b, "origin")
+        assert sorted(b.objects) == before and b.refs.list("refs/remotes/") == []
+        server.truncate = False
+        assert sync.fetch(b, "origin").objects == len(closure(a, a.refs["refs/heads/main"]))

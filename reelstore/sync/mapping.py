@@ -18,12 +18,14 @@ came under and decode with the bounded decoder, and any fault rejects the whole 
 
 from __future__ import annotations
 
+import struct
 import time
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import IO
 
-from dulwich.errors import ChecksumMismatch
+from dulwich.errors import ApplyDeltaError, ChecksumMismatch, FileFormatException
 from dulwich.object_format import DEFAULT_OBJECT_FORMAT
 from dulwich.objects import Blob as GitBlob
 from dulwich.objects import Commit as GitCommit
@@ -42,6 +44,8 @@ BLOB_MODE = 0o100644
 IDENTITY = b"reelstore <sync@reelstore.invalid>"
 REMOTE_PREFIX = "refs/reel/"
 _MAX_RAW = MAX_OBJECT_SIZE + MAX_TAG + 1
+_DAMAGE = (ChecksumMismatch, ApplyDeltaError, FileFormatException, zlib.error, struct.error, KeyError, ValueError,
+           AssertionError, EOFError, OSError)
 
 
 def git_ref(reel_ref: str) -> bytes:
@@ -120,14 +124,16 @@ def read_pack(stream: IO[bytes], size: int) -> dict[bytes, ShaFile]:
     if size == 0:
         return {}
     stream.seek(0)
-    data = PackData.from_file(stream, DEFAULT_OBJECT_FORMAT, size)
+    data = None
     try:
+        data = PackData.from_file(stream, DEFAULT_OBJECT_FORMAT, size)
         data.check()
         return {obj.id: obj for obj in PackInflater.for_pack_data(data)}
-    except (ChecksumMismatch, KeyError, ValueError, AssertionError, OSError) as exc:
+    except _DAMAGE as exc:
         raise StorageError(f"the remote sent a damaged pack: {type(exc).__name__}: {exc}") from None
     finally:
-        data.close()
+        if data is not None:
+            data.close()
 
 
 def unpack(pack: dict[bytes, ShaFile], have: Callable[[Hash], bool]) -> Received:
@@ -137,12 +143,15 @@ def unpack(pack: dict[bytes, ShaFile], have: Callable[[Hash], bool]) -> Received
     (the remote left it out because our haves reach it).
     """
     got = Received()
-    for sha, obj in pack.items():
-        if isinstance(obj, GitCommit):
-            cid = sha.decode()
-            tree = _get(pack, obj.tree, GitTree, f"tree of sync commit {cid}")
-            got.commits[cid] = _read_root(pack, tree, got.objects, have, cid)
-            got.parents[cid] = [p.decode() for p in obj.parents]
+    try:
+        for sha, obj in pack.items():
+            if isinstance(obj, GitCommit):
+                cid = sha.decode()
+                tree = _get(pack, obj.tree, GitTree, f"tree of sync commit {cid}")
+                got.commits[cid] = _read_root(pack, tree, got.objects, have, cid)
+                got.parents[cid] = [p.decode() for p in obj.parents]
+    except _DAMAGE as exc:
+        raise StorageError(f"the remote sent a malformed git object: {type(exc).__name__}: {exc}") from None
     return got
 
 
