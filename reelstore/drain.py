@@ -19,7 +19,8 @@ from . import epoch as epochs
 from . import hold as holds
 from .adapters.base import Adapter, Result, adapter
 from .crashpoints import crash_point
-from .errors import CapabilityViolation, Conflict, Held, OutcomeUnknown, ReelError, StaleEpoch
+from .errors import CapabilityViolation, Conflict, Held, OutcomeUnknown, ReelError, StaleEpoch, StorageError
+from .hooks.runner import run_pre_hook
 from .objects import Effect, Effects, Hash, Journal, Record
 
 if TYPE_CHECKING:
@@ -160,12 +161,12 @@ def unknown_message(outcome: Outcome) -> str:
 def record_effects(repo: Repo, record: Hash) -> tuple[Hash, ...]:
     rec = repo.objects.get(record)
     if not isinstance(rec, Record):
-        raise ReelError(f"{record.hex()} is a {rec.kind}, not a record")
+        raise StorageError(f"{record.hex()} is a {rec.kind}, not a record")
     if rec.effects is None:
         return ()
     block = repo.objects.get(rec.effects)
     if not isinstance(block, Effects):
-        raise ReelError(f"record {record.hex()} names {rec.effects.hex()}, a {block.kind}, as its effects")
+        raise StorageError(f"record {record.hex()} names {rec.effects.hex()}, a {block.kind}, as its effects")
     return block.items
 
 
@@ -173,10 +174,16 @@ def drain(repo: Repo, trunk: str, record: Hash, *, epoch: int | None = None, rec
     """Send `record`'s effects in order. Never raises for an unknown outcome or a hold: see `DrainReport.check`.
 
     `recovering` resumes operations an earlier drainer left unknown, by tier; a plain drain (right
-    after commit) halts on them instead. Raises StaleEpoch (E016) if a recovery fenced this drainer.
+    after commit) halts on them instead. Raises StaleEpoch (E016) if a recovery fenced this drainer,
+    and CapabilityViolation (E009) if the pre-drain hook refuses (nothing is sent; all stays pending).
     """
     report = DrainReport(trunk, record, epochs.current(repo) if epoch is None else epoch)
     items = record_effects(repo, record)
+    idx = drainlog.index(repo, trunk)
+    owed = [i for i in range(len(items)) if getattr(idx.latest.get(op_id(record, i)), "state", None) not in FINAL]
+    if owed:
+        context = {"REEL_TRUNK": trunk, "REEL_RECORD": record.hex(), "REEL_EFFECTS": str(len(owed))}
+        run_pre_hook(repo, "pre-drain", context)
     for index, effect_id in enumerate(items):
         op = op_id(record, index)
         if report.halted is not None or report.held is not None or report.yielded:
@@ -221,7 +228,7 @@ def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: 
         return Outcome(index, op, effect_id, latest.state, "already", latest.note)
     effect = repo.objects.get(effect_id)
     if not isinstance(effect, Effect):
-        raise ReelError(f"effect {index} of record {report.record.hex()} is a {effect.kind}, not an effect")
+        raise StorageError(f"effect {index} of record {report.record.hex()} is a {effect.kind}, not an effect")
     impl = adapter(effect.adapter, repo)
     if latest is None:
         return _send(repo, report, impl, effect, index, op, None, "sent")

@@ -12,7 +12,7 @@ from reelstore.drain import FireToken, _mint, drain, op_id
 from reelstore.errors import CapabilityViolation, Conflict, Held, OutcomeUnknown, StaleEpoch
 from reelstore.objects import Effect, Effects, Hash, Record
 from reelstore.repo import Repo
-from reelstore.sim.world import TIERS, Rates, World, make_repo
+from reelstore.sim.world import TIERS, Rates, World, attach, make_repo
 
 
 def committed(repo: Repo, tiers: list[str]) -> Hash:
@@ -172,3 +172,17 @@ def test_epoch_file_and_lock_on_disk(repo: Repo) -> None:
     (repo.path / "epoch").write_text("garbage")
     with pytest.raises(Exception, match="damaged"):
         epoch.current(repo)
+
+
+def test_a_refusing_pre_drain_hook_sends_nothing_and_leaves_effects_pending(repo: Repo) -> None:
+    world = World(random.Random(2), Rates.calm())
+    attach(repo, world)
+    rec = committed(repo, ["keyed", "blind"])
+    hook = repo.path / "hooks" / "pre-drain"
+    hook.write_text('#!/bin/sh\necho "outside drain hours ($REEL_EFFECTS owed)" >&2\nexit 1\n')
+    hook.chmod(0o755)
+    with pytest.raises(CapabilityViolation, match="outside drain hours .2 owed."):
+        drain(repo, "main", rec)
+    assert not world.acted and repo.refs.get("refs/drains/main") is None
+    hook.unlink()
+    assert recovery.recover(repo).unknown == [] and sum(world.acted.values()) == 2
