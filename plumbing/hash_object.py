@@ -27,6 +27,8 @@ def object_from_content(kind: str, data: bytes) -> Object:
 @pass_ctx
 def hash_object(ctx: Context, kind: str, write: bool, use_stdin: bool, stdin_paths: bool, files: tuple) -> None:
     """Print the id of each FILE's (or stdin's) content as an object of KIND; -w also stores it."""
+    if use_stdin and stdin_paths:
+        raise click.UsageError("--stdin and --stdin-paths both read standard input; give one")
     sources: list[bytes] = []
     if use_stdin:
         sources.append(sys.stdin.buffer.read())

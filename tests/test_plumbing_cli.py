@@ -77,6 +77,8 @@ def test_hash_object_files_and_stdin_paths(run, tmp_path: Path):
     assert out == [Blob(b"file 0").id.hex(), Blob(b"file 1").id.hex()]
     out = run("hash-object", "-w", "--stdin-paths", input="\n".join(map(str, files)) + "\n").stdout.split()
     assert out[2] == Blob(b"file 2").id.hex()
+    assert run("hash-object", "--stdin", "--stdin-paths", input="x\n").exit_code == 2
+    assert run("hash-object").exit_code == 2
 
 
 def test_cat_file_batch_formats(run, tmp_path: Path):
