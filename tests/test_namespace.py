@@ -407,3 +407,15 @@ def test_one_namespace_shared_by_threads():
         want = {k: v for k, v in base.items() if k not in names[t * 97 : t * 97 + 40]}
         want.update({f"t{t}/{i}": VALUES[t] for i in range(40)})
         assert got == Namespace(ns.objects).update(Namespace.empty(), want)
+
+
+def test_diff_across_different_heights():
+    ns = Namespace(MemoryObjectStore())
+    small = {f"dir{i}/file-{i:06d}": VALUES[i % 8] for i in range(0, 40)}
+    large = {**small, **big_map(6000, seed=11)}
+    a, b = ns.update(ns.empty(), small), ns.update(ns.empty(), large)
+    assert ns.objects.get(a).level < ns.objects.get(b).level
+    want = [(k, small.get(k), large[k]) for k in sorted(large) if small.get(k) != large[k]]
+    assert list(Namespace(ns.objects).diff(a, b)) == want
+    assert list(Namespace(ns.objects).diff(b, a)) == [(k, y, x) for k, x, y in want]
+    assert list(ns.diff(ns.empty(), a)) == [(k, None, v) for k, v in sorted(small.items())]
