@@ -8,8 +8,6 @@ import click
 from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.porcelain.sync_progress import tty_progress
 
-from reelstore import sync
-
 
 def _default_dir(url: str) -> str:
     name = url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
@@ -22,6 +20,8 @@ def _default_dir(url: str) -> str:
 @pass_ctx
 def clone(ctx: Context, url: str, directory: str | None) -> None:
     """Clone URL into DIRECTORY (default: the last part of the URL, without .git)."""
+    from reelstore import sync  # on use: it loads dulwich, which most commands never need
+
     base = Path(ctx.directory or ".") / (directory or _default_dir(url))
     repo, res = sync.clone(url, base, tty_progress())
     local = sorted(name for name, _ in repo.refs.list("refs/") if name.startswith(("refs/heads/", "refs/views/")))

@@ -6,15 +6,15 @@ import click
 from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.porcelain.sync_progress import tty_progress
 
-from reelstore import sync
-
 
 @click.command("fetch")
-@click.argument("remote", required=False, default=sync.DEFAULT_REMOTE)
+@click.argument("remote", required=False, default="origin")
 @pass_ctx
 def fetch(ctx: Context, remote: str) -> None:
     """Fetch REMOTE (default: origin). Every object is re-hashed and decoded before it is stored;
     one bad object refuses the whole fetch (E007, exit 3) and stores nothing."""
+    from reelstore import sync  # on use: it loads dulwich, which most commands never need
+
     res = sync.fetch(ctx.repo, remote, tty_progress())
 
     def text() -> str:

@@ -6,11 +6,9 @@ import click
 from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.porcelain.sync_progress import tty_progress
 
-from reelstore import sync
-
 
 @click.command("push")
-@click.argument("remote", required=False, default=sync.DEFAULT_REMOTE)
+@click.argument("remote", required=False, default="origin")
 @click.argument("refs", nargs=-1)
 @pass_ctx
 def push(ctx: Context, remote: str, refs: tuple[str, ...]) -> None:
@@ -19,6 +17,8 @@ def push(ctx: Context, remote: str, refs: tuple[str, ...]) -> None:
     A remote ref moves only if it still holds what this store last saw there; otherwise nothing is
     pushed and the command exits 5 (E015). Refs the remote has moved past are skipped.
     """
+    from reelstore import sync  # on use: it loads dulwich, which most commands never need
+
     res = sync.push(ctx.repo, remote, list(refs) or None, tty_progress())
 
     def text() -> str:

@@ -5,14 +5,13 @@ from __future__ import annotations
 import click
 from reelstore.plumbing.context import Context, pass_ctx
 
-from reelstore import sync
-
 
 @click.group("remote", invoke_without_command=True)
 @click.option("-v", "--verbose", is_flag=True, help="With no subcommand: show URLs too.")
 @click.pass_context
 def remote(click_ctx: click.Context, verbose: bool) -> None:
     """Add, remove or list remotes (with no subcommand: list)."""
+
     if click_ctx.invoked_subcommand is None:
         click_ctx.invoke(list_cmd, verbose=verbose)
 
@@ -23,6 +22,8 @@ def remote(click_ctx: click.Context, verbose: bool) -> None:
 @pass_ctx
 def add(ctx: Context, name: str, url: str) -> None:
     """Record remote NAME at URL (a path, file://, git://, ssh:// or http(s)://)."""
+    from reelstore import sync  # on use: it loads dulwich, which most commands never need
+
     sync.add_remote(ctx.repo, name, url)
     ctx.emit({"name": name, "url": url})
 
@@ -32,6 +33,8 @@ def add(ctx: Context, name: str, url: str) -> None:
 @pass_ctx
 def remove(ctx: Context, name: str) -> None:
     """Forget remote NAME, its remote-tracking refs and what this store knew of it."""
+    from reelstore import sync  # on use: it loads dulwich, which most commands never need
+
     deleted = sync.remove_remote(ctx.repo, name)
     ctx.emit({"name": name, "deleted_refs": deleted})
 
@@ -41,6 +44,8 @@ def remove(ctx: Context, name: str) -> None:
 @pass_ctx
 def list_cmd(ctx: Context, verbose: bool = False) -> None:
     """List remote names (with -v, their URLs)."""
+    from reelstore import sync  # on use: it loads dulwich, which most commands never need
+
     rows = sync.list_remotes(ctx.repo)
     ctx.emit({"remotes": [{"name": n, "url": u} for n, u in rows]},
              "\n".join(f"{n}\t{u}" if verbose else n for n, u in rows))
