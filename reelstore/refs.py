@@ -89,7 +89,8 @@ class ReflogEntry:
         old = self.old.hex() if self.old else ZERO_HEX
         new = self.new.hex() if self.new else ZERO_HEX
         msg = self.message.replace("\n", " ")
-        return f"{old} {new} {self.time_ms} {self.principal}\t{msg}\n"
+        who = " ".join(self.principal.split())
+        return f"{old} {new} {self.time_ms} {who}\t{msg}\n"
 
     @classmethod
     def parse(cls, line: str) -> ReflogEntry:
@@ -484,7 +485,10 @@ class DiskRefStore(RefStore):
             text = self._log_path(check_ref_name(name)).read_text("utf-8")
         except FileNotFoundError:
             return []
-        return [ReflogEntry.parse(line) for line in text.splitlines() if line.strip()]
+        try:
+            return [ReflogEntry.parse(line) for line in text.split("\n") if line.strip()]
+        except BadInput as exc:
+            raise StorageError(f"reflog of {name} is damaged: {exc.message}", ref=name) from None
 
     def pack_refs(self) -> int:
         """Move every loose ref into packed-refs (under every ref's lock); returns how many moved."""

@@ -275,3 +275,14 @@ def test_one_transaction_cannot_create_a_ref_and_its_directory(refs: RefStore):
     with pytest.raises(Conflict):
         tx.commit()
     assert refs.list() == []
+
+
+def test_damaged_reflog_is_e007(disk: DiskRefStore, tmp_path: Path):
+    disk.set("refs/heads/main", A, message="m\u2028still one line")
+    assert disk.reflog("refs/heads/main")[0].message == "m\u2028still one line"
+    disk.set("refs/heads/main", B, principal="tab\tand\nnewline")
+    assert disk.reflog("refs/heads/main")[1].principal == "tab and newline"
+    with open(tmp_path / "logs/refs/heads/main", "a") as f:
+        f.write("torn line\n")
+    with pytest.raises(StorageError):
+        disk.reflog("refs/heads/main")
