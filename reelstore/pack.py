@@ -130,7 +130,7 @@ class PackResult:
 
 
 class _Entry:
-    __slots__ = ("id", "code", "body", "mtime", "offset", "crc", "depth")
+    __slots__ = ("id", "code", "body", "mtime", "offset", "crc", "depth", "zc")
 
     def __init__(self, item: PackItem) -> None:
         self.id = item.id
@@ -139,6 +139,7 @@ class _Entry:
         self.offset = 0
         self.crc = 0
         self.depth = 0
+        self.zc: zstandard.ZstdCompressor | None = None
 
 
 def _train(entries: list[_Entry], level: int) -> bytes:
@@ -177,17 +178,22 @@ class _Compressor:
     def alone(self, body: bytes) -> tuple[int, bytes]:
         best = (STORED, body)
         for method, comp in ((ZSTD, self.plain), (DICT, self.dict)):
-            if comp is not None:
+            if comp is not None and (method != DICT or len(body) <= 8192):
                 data = comp.compress(body)
                 if len(data) < len(best[1]):
                     best = (method, data)
         return best
 
-    def against(self, base: bytes, body: bytes) -> bytes:
-        # A small table per trial keeps a fresh prefix cheap to load; the match, not the level, does the work.
-        params = zstandard.ZstdCompressionParameters.from_level(1, source_size=len(base) + len(body), **_FLAGS)
-        zdict = zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-        return zstandard.ZstdCompressor(dict_data=zdict, compression_params=params).compress(body)
+    def against(self, base: _Entry, body: bytes) -> bytes:
+        """`body` compressed with `base`'s body as prefix; the compressor is kept on the base entry, which
+        serves as a candidate for up to `window` later entries."""
+        if base.zc is None:
+            # Tables sized for the prefix keep it cheap to load; the match, not the level, does the work.
+            size = 2 * len(base.body)
+            params = zstandard.ZstdCompressionParameters.from_level(1, source_size=size, **_FLAGS)
+            zdict = zstandard.ZstdCompressionDict(base.body, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+            base.zc = zstandard.ZstdCompressor(dict_data=zdict, compression_params=params)
+        return base.zc.compress(body)
 
 
 def _order(items: list[_Entry], hints: dict[Hash, str]) -> list[_Entry]:
@@ -230,16 +236,27 @@ def write_pack_stream(
     for n, entry in enumerate(entries):
         key = (entry.code, hints.get(entry.id, ""))
         if key != group:
+            for old in window:
+                old.zc = None
             group, window = key, []
-        method, data = comp.alone(entry.body)
-        base: _Entry | None = None
+        # Named objects (versions of one file) try their neighbours first and skip compressing alone
+        # when a delta is already small; unnamed ones compress alone first and try one neighbour.
+        method, data, base = STORED, entry.body, None
+        if not key[1]:
+            method, data = comp.alone(entry.body)
         if len(entry.body) >= opts.min_delta and (key[1] or method != STORED):
-            for cand in window if key[1] else window[-1:]:
+            for cand in reversed(window) if key[1] else window[-1:]:
                 if cand.depth >= opts.depth or len(cand.body) > 4 * len(entry.body) + 1024:
                     continue
-                delta = comp.against(cand.body, entry.body)
+                delta = comp.against(cand, entry.body)
                 if len(delta) + 4 < len(data):
                     method, data, base = BASE, delta, cand
+                    if len(delta) * 32 < len(entry.body):
+                        break
+        if key[1] and (base is None or len(data) * 8 > len(entry.body)):
+            alone_method, alone_data = comp.alone(entry.body)
+            if base is None or len(alone_data) <= len(data) + 4:
+                method, data, base = alone_method, alone_data, None
         head = bytes((entry.code, method)) + _varint(len(entry.body))
         if base is not None:
             head += _varint(offset - base.offset)
@@ -254,13 +271,13 @@ def write_pack_stream(
         if len(entry.body) >= opts.min_delta:
             window.append(entry)
             if len(window) > opts.window:
-                window.pop(0)
+                window.pop(0).zc = None
         if progress is not None and (n + 1) % 1000 == 0:
             progress(n + 1, len(entries))
     trailer = hasher.digest()
     write(trailer)
     for entry in entries:
-        entry.body = b""
+        entry.body, entry.zc = b"", None
     return entries, trailer, counts
 
 

@@ -11,9 +11,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from .errors import NotFound, StorageError
+from .errors import BadInput, NotFound, StorageError
 from .object_store import ObjectStore
-from .objects import Delta, Hash, Journal, Object, Record, Tree, View
+from .objects import Delta, Hash, Journal, Object, Record, Tree, View, decode
 from .refs import RefStore
 
 
@@ -63,12 +63,15 @@ def walk(
     while stack:
         h, via = stack.pop()
         try:
-            obj = store.get(h)
+            obj = decode(store.get_raw(h))  # get_raw has re-hashed it
         except NotFound:
             result.missing[h] = via
             continue
         except StorageError as err:
             result.damaged[h] = err.message
+            continue
+        except BadInput as err:
+            result.damaged[h] = f"object {h.hex()} is damaged: {err.message}"
             continue
         result.reachable.add(h)
         result.kinds[h] = obj.kind
