@@ -9,7 +9,12 @@ import click
 
 
 def tty_progress() -> Callable[[str], None] | None:
-    """A progress sink for the library, or None when nobody is watching."""
+    """A progress sink for the library, or None when nobody is watching. Text that ends in `\r`
+    (a remote's running counter) is redrawn in place; anything else becomes a line."""
     if not sys.stderr.isatty():
         return None
-    return lambda line: click.echo(line, err=True)
+
+    def show(text: str) -> None:
+        click.echo(text if text.endswith(("\r", "\n")) else text + "\n", err=True, nl=False)
+
+    return show

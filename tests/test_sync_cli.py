@@ -101,3 +101,18 @@ def test_racing_pushes_one_wins(tmp_path: Path, reel) -> None:
     assert loser.refs["refs/remotes/origin/heads/main"] != heads[1 - winner]
     fsck(remote)
     assert sync.fetch(loser, "origin").refs["refs/remotes/origin/heads/main"] == heads[winner]
+
+
+def test_progress_is_shown_on_a_terminal_only(tmp_path: Path, reel) -> None:
+    remote = bare(tmp_path / "r.git")
+    a = Repo.init(tmp_path / "a")
+    sync.add_remote(a, "origin", str(remote))
+    grow(a, 30, "tty")
+    sync.push(a, "origin")
+    piped = reel("clone", str(remote), "piped", check=True)
+    assert piped.stderr == b""
+    env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+    tty = subprocess.run(["script", "-qec", f"{REEL} clone {remote} tty", "/dev/null"], cwd=tmp_path, env=env,
+                         capture_output=True, timeout=60)
+    assert tty.returncode == 0
+    assert b"received 34 objects from origin" in tty.stdout and b"Counting objects" in tty.stdout

@@ -53,7 +53,7 @@ def talking_to(remote: Remote) -> Iterator[None]:
 
 
 def remote_progress(progress: Progress | None) -> Callable[[bytes], None] | None:
-    """Forward the remote's own progress lines, if anyone is listening."""
+    """Forward the remote's own progress text (its `\r`-terminated counters included), if anyone listens."""
     if progress is None:
         return None
-    return lambda data: progress(data.decode("utf-8", "replace").rstrip())
+    return lambda data: progress(data.decode("utf-8", "replace"))
