@@ -271,3 +271,17 @@ def test_damaged_packs_are_e007() -> None:
     for bad in (good[: len(good) // 2], bytes(flipped), b"PACK" + good[4:12], b"garbage"):
         with pytest.raises(StorageError):
             read_pack(io.BytesIO(bad), len(bad))
+
+
+def test_fetch_size_is_bounded(tmp_path: Path, store_a: Repo, remote: Path) -> None:
+    grow(store_a, 50, "bulk")
+    sync.push(store_a, "origin")
+    b = Repo.init(tmp_path / "b")
+    sync.add_remote(b, "origin", str(remote))
+    b.config.set("sync.maxFetchBytes", "1000")
+    before = sorted(b.objects)
+    with pytest.raises(StorageError, match="maxFetchBytes"):
+        sync.fetch(b, "origin")
+    assert sorted(b.objects) == before
+    b.config.set("sync.maxFetchBytes", str(1 << 20))
+    assert sync.fetch(b, "origin").objects == 54

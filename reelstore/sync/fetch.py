@@ -24,6 +24,7 @@ from .state import Seen, SyncState
 from .transport import Progress, Remote, connect, remote_progress, talking_to
 
 _SPOOL = 64 << 20
+_MAX_FETCH = 4 << 30
 
 
 @dataclass
@@ -94,9 +95,24 @@ def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | No
 
     tips = [t.encode() for t in state.tips(conn.name)] if incremental else []
     walker = ObjectStoreGraphWalker(tips, lambda _sha: [])
+    limit = _max_bytes(repo)
     with tempfile.SpooledTemporaryFile(_SPOOL) as spool, talking_to(conn):
-        conn.client.fetch_pack(conn.path, determine_wants, walker, spool.write, progress=remote_progress(progress))
+
+        def write(chunk: bytes) -> int:
+            if spool.tell() + len(chunk) > limit:
+                raise StorageError(f"remote {conn.name} sent more than sync.maxFetchBytes = {limit} bytes")
+            return spool.write(chunk)
+
+        conn.client.fetch_pack(conn.path, determine_wants, walker, write, progress=remote_progress(progress))
         return advertised, unpack(read_pack(spool, spool.tell()), repo.objects.has)
+
+
+def _max_bytes(repo: Repo) -> int:
+    """The most a fetch may receive (`sync.maxFetchBytes`, default 4 GiB): a remote is not trusted with our disk."""
+    value = repo.config.get("sync.maxfetchbytes", str(_MAX_FETCH))
+    if not value.isdigit() or int(value) <= 0:
+        raise BadInput(f"sync.maxFetchBytes = {value!r} is not a positive number of bytes")
+    return int(value)
 
 
 def clone(url: str, directory: Path | str, progress: Progress | None = None) -> tuple[Repo, FetchResult]:
