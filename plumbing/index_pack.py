@@ -11,7 +11,8 @@ import click
 from reelstore.disk_store import DiskObjectStore
 from reelstore.errors import BadInput
 from reelstore.fileio import atomic_write
-from reelstore.pack import index_bytes, scan_pack
+from reelstore.pack import scan_pack
+from reelstore.pack_index import index_bytes
 
 from .context import Context, pass_ctx
 
