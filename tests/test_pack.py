@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reelstore.disk_store import DiskObjectStore
 from reelstore.errors import NotFound, StorageError
@@ -181,3 +184,44 @@ def test_reader_finds_objects_moved_into_a_new_pack(tmp_path: Path) -> None:
         writer.delete(o.id)
     assert all(reader.has(o.id) for o in objs)
     assert reader.get(objs[4].id) == objs[4]
+
+
+@pytest.fixture(scope="module")
+def packed_store(tmp_path_factory):
+    from reelstore.gc import gc
+    from reelstore.repo import Repo
+
+    repo = Repo.init(tmp_path_factory.mktemp("flip"))
+    rec = repo.refs["refs/heads/main"]
+    for b, name in versioned(files=3, versions=4):
+        tree = Tree(0, ((name, b.id),))
+        new = Record(rec, tree.id, message=name)
+        repo.objects.put_many([b, tree, new])
+        repo.refs.set("refs/heads/main", new.id, rec)
+        rec = new.id
+    gc(repo, "now")
+    pack = repo.objects.packs()[0]
+    return repo.path, pack.path, pack.index.path
+
+
+@settings(max_examples=40, deadline=None)
+@given(which=st.sampled_from(["pack", "idx"]), where=st.floats(0, 1, exclude_max=True), bit=st.integers(0, 7))
+def test_any_flipped_bit_is_caught_by_fsck(packed_store, which: str, where: float, bit: int) -> None:
+    from reelstore.fsck import fsck
+    from reelstore.repo import Repo
+
+    root, pack_path, idx_path = packed_store
+    path = pack_path if which == "pack" else idx_path
+    os.chmod(path, 0o644)
+    data = bytearray(path.read_bytes())
+    at = int(where * len(data))
+    data[at] ^= 1 << bit
+    path.write_bytes(bytes(data))
+    try:
+        report = fsck(Repo.open(root))
+        assert not report.clean and report.problems
+        assert any(path.name in p or pack_path.name in p for p in report.problems)
+    finally:
+        data[at] ^= 1 << bit
+        path.write_bytes(bytes(data))
+    assert fsck(Repo.open(root)).clean
