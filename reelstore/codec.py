@@ -138,8 +138,11 @@ def _pairs(pairs: list[tuple[Any, Any]]) -> FrozenMap:
     return m
 
 
-def unpack_body(body: bytes) -> Any:
-    """Decode a body strictly: bounded, no trailing bytes, and byte-identical on re-encode."""
+def unpack_body(body: bytes, *, recheck: bool = True) -> Any:
+    """Decode a body strictly: bounded, no trailing bytes, and byte-identical on re-encode.
+
+    `recheck=False` skips the re-encode for a caller that re-encodes the whole object itself anyway.
+    """
     if len(body) > MAX_OBJECT_SIZE:
         raise BadInput(f"object body of {len(body)} bytes exceeds the {MAX_OBJECT_SIZE}-byte limit")
     try:
@@ -155,6 +158,8 @@ def unpack_body(body: bytes) -> Any:
         raise
     except Exception as exc:  # msgpack raises several unrelated types for malformed input
         raise BadInput(f"malformed object body: {exc.__class__.__name__}: {exc}") from None
+    if not recheck:
+        return value
     try:
         again = pack_body(value)
     except BadInput as exc:

@@ -225,3 +225,13 @@ def test_blob_content_and_id_are_stable():
     assert blob.content() == b"hi\n"
     assert blob.encode() == b"blob\x00\xc4\x03hi\n"
     assert blob.id.hex() == Hash.of(b"blob\x00\xc4\x03hi\n").hex()
+
+
+def test_non_canonical_bodies_of_valid_objects_are_e014():
+    tree = Tree(0, ())
+    unsorted = b"tree\x00\x82\xa5level\x00\xa7entries\x90"
+    long_int = b"tree\x00\x82\xa7entries\x90\xa5level\xcd\x00\x00"
+    assert tree.encode() == b"tree\x00\x82\xa7entries\x90\xa5level\x00"
+    for raw in (unsorted, long_int, b"blob\x00\xd9\x01x", b"blob\x00\xc5\x00\x01x"):
+        with pytest.raises(BadInput):
+            decode(raw)

@@ -99,7 +99,7 @@ def decode(raw: bytes) -> Object:
     cls = KINDS.get(kind)
     if cls is None:
         raise BadInput(f"unknown object kind {kind!r}")
-    obj = cls.from_body(unpack_body(body))
+    obj = cls.from_body(unpack_body(body, recheck=False))
     if obj.encode() != raw:
         raise BadInput(f"{kind} is not in canonical form")
     return obj
