@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 from gitserver import bare, fsck, git
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from reelstore import sync
+from reelstore.codec import FrozenMap
 from reelstore.errors import NotFound, RemoteConflict, StorageError
 from reelstore.fsck import fsck as reel_fsck
 from reelstore.objects import Blob, Hash, Record, Tree, View
@@ -285,3 +288,43 @@ def test_fetch_size_is_bounded(tmp_path: Path, store_a: Repo, remote: Path) -> N
     assert sorted(b.objects) == before
     b.config.set("sync.maxFetchBytes", str(1 << 20))
     assert sync.fetch(b, "origin").objects == 54
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(st.integers(0, 1), st.integers(0, 6), st.sampled_from(["push", "fetch"])),
+                      min_size=1, max_size=6))
+def test_interleaved_pushes_and_fetches_keep_every_closure(tmp_path_factory: pytest.TempPathFactory,
+                                                          steps: list[tuple[int, int, str]]) -> None:
+    """Two stores, each owning one view, push and fetch in any order; a fresh clone then holds the
+    complete closure of every ref, and the remote stays fsck-clean."""
+    tmp = tmp_path_factory.mktemp("interleave")
+    remote = bare(tmp / "r.git")
+    stores = [Repo.init(tmp / "s0"), Repo.init(tmp / "s1")]
+    for i, s in enumerate(stores):
+        sync.add_remote(s, "origin", str(remote))
+        s.refs.set(f"refs/views/v{i}", add_view_object(s, f"start{i}"), None)
+    for n, (who, count, action) in enumerate(steps):
+        s = stores[who]
+        if action == "push":
+            blobs = [Blob(f"{who}-{n}-{k}".encode()) for k in range(count)]
+            s.refs.set(f"refs/views/v{who}", add_view_object(s, f"{who}-{n}", blobs), s.refs[f"refs/views/v{who}"])
+            sync.push(s, "origin", [f"refs/views/v{who}"])
+        else:
+            sync.fetch(s, "origin")
+    fsck(remote)
+    clone, _ = sync.clone(str(remote), tmp / "clone")
+    pushed = {f"refs/views/v{i}": s.refs[f"refs/views/v{i}"] for i, s in enumerate(stores)
+              if s.refs.get(f"refs/remotes/origin/views/v{i}") is not None}
+    assert {name: h for name, h in clone.refs.list("refs/views/")} == pushed
+    for s in stores:
+        sync.fetch(s, "origin")
+        for name, h in pushed.items():
+            assert s.refs[name.replace("refs/", "refs/remotes/origin/")] == h
+            assert closure(s, h) == closure(clone, h)
+
+
+def add_view_object(repo: Repo, tag: str, blobs: list[Blob] = ()) -> Hash:
+    tree = Tree(0, tuple(sorted((f"{tag}-{k}", b.id) for k, b in enumerate(blobs))))
+    view = View("main", repo.refs["refs/heads/main"], tree.id, meta=FrozenMap({"tag": tag}))
+    repo.objects.put_many([*blobs, tree, view])
+    return view.id
