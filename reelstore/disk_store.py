@@ -137,9 +137,10 @@ class DiskObjectStore(ObjectStore):
         return out
 
     def has(self, h: Hash) -> bool:
-        if self._in_packs(h) or os.path.exists(self.loose_path(h)):
-            return True
-        return self.refresh() and self._in_packs(h)
+        # Rescan first (one stat when nothing changed): a pack gc has just deleted must not answer yes
+        # for an object it dropped, or a writer trusting has() would reference a collected object.
+        self.refresh()
+        return self._in_packs(h) or os.path.exists(self.loose_path(h))
 
     def _read_packs(self, h: Hash, first_error: list[StorageError]) -> bytes | None:
         for pack in self.packs():
