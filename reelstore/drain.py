@@ -126,6 +126,7 @@ class DrainReport:
     held: str | None = None
     yielded: bool = False
     """Another drainer owns this record's next operation; this one stepped aside."""
+    adapters: dict[str, Adapter] = field(default_factory=dict, repr=False)
     deferred: drainlog.Step | None = field(default=None, repr=False)
     """The last outcome, written together with the next intent (one ref update) or when the drain ends."""
 
@@ -229,7 +230,8 @@ def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: 
     effect = repo.objects.get(effect_id)
     if not isinstance(effect, Effect):
         raise StorageError(f"effect {index} of record {report.record.hex()} is a {effect.kind}, not an effect")
-    impl = adapter(effect.adapter, repo)
+    impl = report.adapters.get(effect.adapter) or report.adapters.setdefault(effect.adapter,
+                                                                             adapter(effect.adapter, repo))
     if latest is None:
         return _send(repo, report, impl, effect, index, op, None, "sent")
     if not recovering:

@@ -14,6 +14,7 @@ longest matching rule wins. A request no rule matches is Class C, and `blind` if
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -56,8 +57,14 @@ class Service:
         return self
 
 
+_PARSED: weakref.WeakKeyDictionary[Config, tuple[list[str], list[Service]]] = weakref.WeakKeyDictionary()
+
+
 def services(config: Config) -> list[Service]:
-    """Every configured service rule, validated (E014 on a bad rule)."""
+    """Every configured service rule, validated (E014 on a bad rule); re-read only when the config changed."""
+    hit = _PARSED.get(config)
+    if hit is not None and hit[0] == config.lines:
+        return hit[1]
     out = []
     for name in config.subsections("service"):
         def get(key: str, default: str | None = None, _n: str = name) -> str | None:
@@ -72,6 +79,7 @@ def services(config: Config) -> list[Service]:
             status_url=get("status-url"),
             commit_url=get("commit-url"),
         ).validate())
+    _PARSED[config] = (list(config.lines), out)
     return out
 
 

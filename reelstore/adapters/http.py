@@ -26,6 +26,7 @@ from .base import Adapter, Admission, Result, register
 
 if TYPE_CHECKING:
     from ..objects import Effect
+    from ..repo import Repo
 
 RECEIPT_HEADERS = ("etag", "location", "content-type", "idempotency-key", "date", "last-modified")
 METHOD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -34,6 +35,11 @@ METHOD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 @register
 class HttpAdapter(Adapter):
     name = "http"
+
+    def __init__(self, repo: Repo) -> None:
+        super().__init__(repo)
+        self.timeout = _timeout(repo.config.get("http.timeout", "30") or "30")
+        """Seconds to wait for a target (config `http.timeout`, default 30)."""
 
     def classify(self, op: Mapping[str, Any]) -> Admission:
         method, url = _method_url(op)
@@ -124,9 +130,8 @@ class HttpAdapter(Adapter):
     def _request(self, method: str, url: str, headers: dict[str, str],
                  body: bytes | None) -> tuple[int, dict[str, str], bytes]:
         parts = urlsplit(url)
-        timeout = float(self.repo.config.get("http.timeout", "30") or 30)
         conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        conn = conn_cls(parts.hostname or "", parts.port, timeout=timeout)
+        conn = conn_cls(parts.hostname or "", parts.port, timeout=self.timeout)
         try:
             path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
             conn.request(method, path, body=body, headers=headers)
@@ -164,6 +169,16 @@ def _body(op: Mapping[str, Any]) -> tuple[bytes | None, str]:
     if isinstance(body, bytes):
         return body, "application/octet-stream"
     raise BadInput("http op: body must be text or bytes")
+
+
+def _timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 3600:
+        raise BadInput(f"http.timeout must be a number of seconds in (0, 3600], not {text!r}")
+    return value
 
 
 def _etag(effect: Effect) -> str | None:
