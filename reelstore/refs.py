@@ -9,6 +9,7 @@ nothing. A lock that is already there is reported, never broken: it may belong t
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import threading
@@ -34,6 +35,7 @@ ANY = _Any()
 """As an expected old value: no check."""
 
 MAX_REF = 1024
+_PACKED_LINE = re.compile(r"([0-9a-f]{64}) (refs/.+)")
 _BAD = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
 
 
@@ -56,16 +58,33 @@ def check_ref_name(name: str) -> str:
     return name
 
 
-def name_conflict(name: str, taken: Iterable[str]) -> str | None:
-    """The ref in `taken` that `name` cannot coexist with (one is a directory of the other), or None.
+class NameSet:
+    """Ref names, sorted, answering "which name is in the way of this one" in O(depth + log n).
 
     `refs/heads/a` and `refs/heads/a/b` cannot both exist: on disk one would be a file and a directory.
     """
-    under = name + "/"
-    for other in taken:
-        if other.startswith(under) or name.startswith(other + "/"):
-            return other
-    return None
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self._set = set(names)
+        self._sorted = sorted(self._set)
+
+    def add(self, name: str) -> None:
+        if name not in self._set:
+            self._set.add(name)
+            bisect.insort(self._sorted, name)
+
+    def conflict(self, name: str) -> str | None:
+        """A name that is a directory of `name`, or lives under it; None if there is none."""
+        parts = name.split("/")
+        for i in range(2, len(parts)):
+            ancestor = "/".join(parts[:i])
+            if ancestor in self._set:
+                return ancestor
+        under = name + "/"
+        at = bisect.bisect_left(self._sorted, under)
+        if at < len(self._sorted) and self._sorted[at].startswith(under):
+            return self._sorted[at]
+        return None
 
 
 def _valid(name: str) -> bool:
@@ -272,12 +291,12 @@ class MemoryRefStore(RefStore):
             busy = [n for n in names if n in self._locked]
             if busy:
                 raise Conflict(f"cannot lock ref {busy[0]}: another update holds it", ref=busy[0])
-            taken = [*self._refs, *self._locked]
+            taken = NameSet([*self._refs, *self._locked])
             for name in names:
-                other = name_conflict(name, taken)
+                other = taken.conflict(name)
                 if other is not None:
                     raise Conflict(f"cannot lock ref {name}: ref {other} is in the way", ref=name)
-                taken.append(name)
+                taken.add(name)
             self._locked.update(names)
 
     def _unlock(self, names: list[str]) -> None:
@@ -309,6 +328,7 @@ class DiskRefStore(RefStore):
         self.root = Path(root)
         self.fsync = fsync
         self.packed_path = self.root / "packed-refs"
+        self._packed_cache: tuple[tuple[int, int, int], dict[str, Hash]] | None = None
 
     def _path(self, name: str) -> Path:
         return self.root / name
@@ -330,29 +350,40 @@ class DiskRefStore(RefStore):
         return Hash.from_hex(text)
 
     def _packed(self) -> dict[str, Hash]:
+        """packed-refs as a fresh dict; parsed again only when the file was replaced since the last read."""
         try:
-            lines = self.packed_path.read_text("ascii").splitlines()
+            st = os.stat(self.packed_path)
         except FileNotFoundError:
             return {}
-        out = {}
-        for line in lines:
-            if not line or line.startswith("#"):
-                continue
-            hx, _, name = line.partition(" ")
-            if not is_full_hex(hx) or not name:
-                raise StorageError(f"packed-refs is damaged at line {line[:80]!r}")
-            out[name] = Hash.from_hex(hx)
-        return out
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if self._packed_cache is None or self._packed_cache[0] != key:
+            try:
+                text = self.packed_path.read_bytes().decode("utf-8")
+            except FileNotFoundError:
+                return {}
+            except (OSError, UnicodeDecodeError) as exc:
+                raise StorageError(f"cannot read packed-refs: {exc}") from None
+            out = {}
+            for line in text.split("\n"):
+                if not line or line.startswith("#"):
+                    continue
+                m = _PACKED_LINE.fullmatch(line)
+                if m is None:
+                    raise StorageError(f"packed-refs is damaged at line {line[:80]!r}")
+                out[m.group(2)] = Hash(bytes.fromhex(m.group(1)))
+            self._packed_cache = (key, out)
+        return dict(self._packed_cache[1])
 
     def _write_packed(self, packed: dict[str, Hash]) -> None:
         body = "# reel packed-refs v1\n" + "".join(f"{h.hex()} {n}\n" for n, h in sorted(packed.items()))
-        atomic_write(self.packed_path, body.encode("ascii"), fsync=self.fsync)
+        atomic_write(self.packed_path, body.encode("utf-8"), fsync=self.fsync)
 
     def _lock(self, names: list[str]) -> None:
         taken: list[str] = []
+        packed = NameSet(self._packed())
         try:
             for name in names:
-                self._clear_way(name)
+                self._clear_way(name, packed)
                 lock = self._path(name + ".lock")
                 try:
                     self._create_lock(lock)
@@ -387,7 +418,7 @@ class DiskRefStore(RefStore):
                 if attempt == attempts - 1:
                     raise
 
-    def _clear_way(self, name: str) -> None:
+    def _clear_way(self, name: str, packed: NameSet) -> None:
         """Refuse (E002) a name that is a directory of another ref, or under one, packed or loose or being
         written; remove empty directories left where the ref file must go."""
         parts = name.split("/")
@@ -397,7 +428,7 @@ class DiskRefStore(RefStore):
         if path.is_dir():
             for dirpath, _, files in os.walk(path):
                 loose += [os.path.join(dirpath, f) for f in files if not f.startswith(".tmp-")]
-        other = loose[0] if loose else name_conflict(name, self._packed())
+        other = loose[0] if loose else packed.conflict(name)
         if other is not None:
             raise Conflict(f"cannot lock ref {name}: {other} is in the way", ref=name)
         if path.is_dir():

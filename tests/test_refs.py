@@ -286,3 +286,23 @@ def test_damaged_reflog_is_e007(disk: DiskRefStore, tmp_path: Path):
         f.write("torn line\n")
     with pytest.raises(StorageError):
         disk.reflog("refs/heads/main")
+
+
+def test_non_ascii_names_survive_packing(disk: DiskRefStore):
+    disk.set("refs/views/café\u00a0au-lait", A)
+    disk.pack_refs()
+    assert DiskRefStore(disk.root).list() == [("refs/views/café\u00a0au-lait", A)]
+    disk.set("refs/views/café\u00a0au-lait", B, A)
+    assert disk["refs/views/café\u00a0au-lait"] == B
+
+
+def test_packed_refs_rewritten_by_another_process_is_reread(disk: DiskRefStore, tmp_path: Path):
+    disk.set("refs/heads/main", A)
+    disk.pack_refs()
+    assert disk.get("refs/heads/main") == A
+    other = DiskRefStore(tmp_path, fsync=False)
+    other.set("refs/heads/main", B, A)
+    other.pack_refs()
+    assert disk.get("refs/heads/main") == B
+    other.delete("refs/heads/main", B)
+    assert disk.get("refs/heads/main") is None
