@@ -14,7 +14,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -341,7 +341,7 @@ class DiskRefStore(RefStore):
         try:
             text = path.read_text("ascii")
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return self._packed().get(name)
+            return self._packed_view().get(name)
         except (OSError, UnicodeDecodeError) as exc:
             raise StorageError(f"cannot read ref {name}: {exc}", ref=name) from None
         text = text.strip()
@@ -350,7 +350,11 @@ class DiskRefStore(RefStore):
         return Hash.from_hex(text)
 
     def _packed(self) -> dict[str, Hash]:
-        """packed-refs as a fresh dict; parsed again only when the file was replaced since the last read."""
+        """packed-refs as a fresh dict the caller may change."""
+        return dict(self._packed_view())
+
+    def _packed_view(self) -> Mapping[str, Hash]:
+        """packed-refs, read-only; parsed again only when the file was replaced since the last read."""
         try:
             st = os.stat(self.packed_path)
         except FileNotFoundError:
@@ -372,7 +376,7 @@ class DiskRefStore(RefStore):
                     raise StorageError(f"packed-refs is damaged at line {line[:80]!r}")
                 out[m.group(2)] = Hash(bytes.fromhex(m.group(1)))
             self._packed_cache = (key, out)
-        return dict(self._packed_cache[1])
+        return self._packed_cache[1]
 
     def _write_packed(self, packed: dict[str, Hash]) -> None:
         body = "# reel packed-refs v1\n" + "".join(f"{h.hex()} {n}\n" for n, h in sorted(packed.items()))
@@ -380,7 +384,7 @@ class DiskRefStore(RefStore):
 
     def _lock(self, names: list[str]) -> None:
         taken: list[str] = []
-        packed = NameSet(self._packed())
+        packed = NameSet(self._packed_view())
         try:
             for name in names:
                 self._clear_way(name, packed)
@@ -467,7 +471,7 @@ class DiskRefStore(RefStore):
             if self.fsync:
                 fsync_dir(lock.parent)
         if deletes:
-            if any(u.name in self._packed() for u in deletes):
+            if any(u.name in self._packed_view() for u in deletes):
                 with self._packed_locked():
                     packed = self._packed()
                     for u in deletes:
@@ -502,7 +506,7 @@ class DiskRefStore(RefStore):
             os.close(fd)
 
     def names(self) -> Iterator[str]:
-        seen = set(self._packed())
+        seen = set(self._packed_view())
         refs = self.root / "refs"
         for dirpath, _, files in os.walk(refs):
             for f in files:
