@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import Hash
@@ -306,3 +308,51 @@ def test_packed_refs_rewritten_by_another_process_is_reread(disk: DiskRefStore, 
     assert disk.get("refs/heads/main") == B
     other.delete("refs/heads/main", B)
     assert disk.get("refs/heads/main") is None
+
+
+NAMES = ["refs/heads/a", "refs/heads/a/b", "refs/views/x", "refs/views/x/y/z", "refs/views/y"]
+VALUES = [None, A, B, C]
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["set", "delete", "tx", "pack"]),
+        st.lists(st.tuples(st.sampled_from(NAMES), st.sampled_from(VALUES[1:]), st.sampled_from([*VALUES, ANY])),
+                 min_size=1, max_size=3),
+    ),
+    max_size=12,
+)
+
+
+def _apply(store: RefStore, kind: str, items: list) -> str:
+    """Run one scripted step; the error code it raised, or "ok"."""
+    try:
+        if kind == "pack":
+            if isinstance(store, DiskRefStore):
+                store.pack_refs()
+        elif kind == "set":
+            name, new, old = items[0]
+            store.set(name, new, old)
+        elif kind == "delete":
+            name, _, old = items[0]
+            store.delete(name, old if old is not None else ANY)
+        else:
+            tx = store.transaction()
+            for name, new, old in items:
+                if name not in tx.updates:
+                    tx.update(name, new, old)
+            tx.commit()
+    except (Conflict, NotFound, BadInput) as exc:
+        return exc.code
+    return "ok"
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops)
+def test_disk_and_memory_stores_agree(tmp_path_factory, script):
+    disk = DiskRefStore(tmp_path_factory.mktemp("refs"), fsync=False)
+    mem = MemoryRefStore()
+    for kind, items in script:
+        results = [_apply(store, kind, items) for store in (disk, mem)]
+        assert results[0] == results[1], (kind, items, results)
+        assert disk.list() == mem.list()
+    for name, _ in disk.list():
+        assert len(disk.reflog(name)) == len(mem.reflog(name))
