@@ -161,7 +161,7 @@ class Namespace:
 
         Removing an absent name is a no-op. An unchanged map returns `root` itself.
         """
-        pending: list[Change] = sorted(_checked(name, value) for name, value in changes.items())
+        pending = _checked_changes(changes)
         top = self._root(root)
         if not pending:
             return root
@@ -222,8 +222,8 @@ class Namespace:
         while len(seq) > 1:
             level += 1
             chunker = Chunker(level)
-            for name, value in seq:
-                chunker.add(name, value)
+            for entry in seq:
+                chunker.add(entry)
             chunker.cut()
             for made in chunker.nodes:
                 fresh[made.id] = made
@@ -379,17 +379,33 @@ def _cover(node: Node, key: str) -> int:
 def _merge(chunker: Chunker, entries: tuple[Entry, ...], changes: list[Change]) -> None:
     """Feed `entries` with sorted `changes` applied to the chunker, in name order."""
     i, n = 0, len(entries)
-    for name, value in changes:
+    for change in changes:
+        name = change[0]
         while i < n and entries[i][0] < name:
-            chunker.add(*entries[i])
+            chunker.add(entries[i])
             i += 1
         if i < n and entries[i][0] == name:
             i += 1
-        if value is not None:
-            chunker.add(name, value)
+        if change[1] is not None:
+            chunker.add(change)
     while i < n:
-        chunker.add(*entries[i])
+        chunker.add(entries[i])
         i += 1
+
+
+def _checked_changes(changes: Mapping[str, Hash | None]) -> list[Change]:
+    """The changes as a list sorted by name, every name and id checked (E014 on a bad one)."""
+    items = list(changes.items())
+    for k, (name, value) in enumerate(items):
+        if (
+            type(name) is not str
+            or not 0 < len(name) <= MAX_NAME
+            or not name.isascii()
+            or not (value is None or type(value) is Hash)
+        ):
+            items[k] = _checked(name, value)
+    items.sort()
+    return items
 
 
 def _checked(name: object, value: object) -> Change:

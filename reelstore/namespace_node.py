@@ -104,9 +104,9 @@ class Chunker:
         self.buf: list[Entry] = []
         self.nodes: list[Tree] = []
 
-    def add(self, name: str, value: Hash) -> None:
-        self.buf.append((name, value))
-        if len(self.buf) >= MAX_ENTRIES or is_boundary(name, self.level):
+    def add(self, entry: Entry) -> None:
+        self.buf.append(entry)
+        if len(self.buf) >= MAX_ENTRIES or is_boundary(entry[0], self.level):
             self.cut()
 
     def cut(self) -> None:
