@@ -237,6 +237,9 @@ def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: 
     if not recovering:
         return Outcome(index, op, effect_id, "unknown", "halted",
                        f"an earlier attempt's outcome is unknown ({latest.note}); `reel recover` decides by tier")
+    if latest.epoch >= report.epoch:
+        raise Conflict(f"operation {op} was journaled under the current epoch {latest.epoch} by a drainer that may "
+                       "still be running; it is left to that drainer (a later `reel recover` takes it over)", op=op)
     if effect.delivery == "keyed":
         return _send(repo, report, impl, effect, index, op, latest, "resent")
     if effect.delivery == "blind":

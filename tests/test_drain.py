@@ -186,3 +186,26 @@ def test_a_refusing_pre_drain_hook_sends_nothing_and_leaves_effects_pending(repo
     assert not world.acted and repo.refs.get("refs/drains/main") is None
     hook.unlink()
     assert recovery.recover(repo).unknown == [] and sum(world.acted.values()) == 2
+
+
+def test_recovery_leaves_an_operation_of_a_live_drainer_of_its_own_epoch_alone() -> None:
+    """A commit that read the epoch after a recovery's bump drains under the same epoch; the recovery
+    must not take over the intent that drainer just wrote (it may be on the wire)."""
+    repo, world = sim_repo()
+    rec = committed(repo, ["queryable", "keyed"])
+    now = epoch.bump(repo)
+    seen: list[list[str]] = []
+
+    def hook(point: str) -> None:
+        if point == "drain:before-send" and not seen:
+            crashpoints.set_hook(None)
+            rival = drain(repo, "main", rec, epoch=now, recovering=True)
+            seen.append([o.action for o in rival.outcomes])
+
+    previous = crashpoints.set_hook(hook)
+    try:
+        report = drain(repo, "main", rec, epoch=now)
+    finally:
+        crashpoints.set_hook(previous)
+    assert seen == [["yielded", "not-reached"]] and report.complete
+    assert world.acted[op_id(rec, 0)] == 1 and world.acted[op_id(rec, 1)] == 1
