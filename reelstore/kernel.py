@@ -24,7 +24,7 @@ from .crashpoints import crash_point
 from .drain import DrainReport, drain
 from .errors import BadInput, Conflict, ForkDepthExceeded, NotFound, ViewTerminal
 from .hooks.runner import run_hook, run_pre_hook
-from .merge import changes_of, record_change, replay
+from .merge import changes_of, replay
 from .namespace import Namespace
 from .objects import Blob, Capability, Delta, Effect, Effects, Hash, Record, View
 from .objects.view import BOUNDARIES, MAX_DEPTH
@@ -35,6 +35,7 @@ from .views import (
     Live,
     descendants,
     find_record,
+    fork_id,
     load,
     load_live,
     log_verb,
@@ -144,13 +145,30 @@ def _update(repo: Repo, name: str, change: Callable[[Live], tuple[View, list[Any
 
 
 def current_delta(repo: Repo, live: Live) -> Delta:
+    """What the view changed since its base. An open view stores none (`delta` nil): it is the diff
+    of the base's namespace and the view's, O(changes · log n). A committed view object carries it."""
     if live.view.delta is not None:
         delta = load(repo, live.view.delta)
         if isinstance(delta, Delta):
             return delta
         raise BadInput(f"view {live.name} names a {delta.kind} as its delta")
     base = load(repo, live.view.base) if live.view.base is not None else None
-    return Delta(getattr(base, "namespace", Namespace.empty()), ())
+    base_ns = getattr(base, "namespace", Namespace.empty())
+    ops = tuple(("put", name, new) if new is not None else ("remove", name)
+                for name, _, new in namespace(repo).diff(base_ns, live.view.namespace))
+    return Delta(base_ns, ops)
+
+
+def _materialize(repo: Repo, live: Live) -> tuple[Live, Delta]:
+    """The view object a commit names: the live one with its delta written in, so the committed view
+    says what it changed. Only objects are written; the view's ref is left alone until the commit
+    point (both objects share the view's fork id, which is what marks the view committed)."""
+    delta = current_delta(repo, live)
+    if live.view.delta is not None or not delta.ops:
+        return live, delta
+    view = replace(live.view, delta=delta.id)
+    save(repo, [delta, view])
+    return Live(live.name, view), delta
 
 
 def _check_name(path: str) -> str:
@@ -182,9 +200,8 @@ def _write(repo: Repo, name: str, path: str, value: Hash | None) -> None:
         admission.require(caps, "write" if value is not None else "delete", path)
         if value is None and ns.get(live.view.namespace, path) is None:
             raise NotFound(f"{path!r} is not in view {live.name}", name=path)
-        delta = record_change(ns, current_delta(repo, live), path, value)
         root = ns.update(live.view.namespace, {path: value})
-        return replace(live.view, namespace=root, delta=delta.id), [delta]
+        return replace(live.view, namespace=root, delta=None), []
 
     _update(repo, name, change, f"{'put' if value is not None else 'rm'} {path}")
 
@@ -224,6 +241,7 @@ def effect(
 ) -> Effect:
     """Admit an effect into view `name`'s buffer: classified by its adapter, checked against the
     view's fire capabilities, budget, expiry and the store's hold. Nothing is sent."""
+    load_live(repo, name, settle=False)
     hold.check(repo)
     impl = adapter(adapter_name, repo)
     decided = impl.classify(op)
@@ -311,20 +329,18 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None) 
     for e in effects:
         if e.effect_class == "B":
             adapter(e.adapter, repo).check_precondition(e)
+    live, delta = _materialize(repo, live)
     crash_point("commit:checked")
     if into_parent:
-        parent = _merge_into_parent(repo, live, effects)
+        parent = _merge_into_parent(repo, live, delta, effects)
         result = CommitResult(name, target, parent_view=parent)
     else:
-        record = _advance_trunk(repo, live, message, author or principal())
+        record = _advance_trunk(repo, live, delta, message, author or principal())
         result = CommitResult(name, target, record=record)
     crash_point("commit:advanced")
     log_verb(repo, "commit", name, live.id, (result.record or result.parent_view or live.id).hex())
     crash_point("commit:logged")
-    try:
-        repo.refs.delete(live.ref, live.id, message=f"commit {name}", principal=principal())
-    except (Conflict, NotFound):
-        pass
+    _retire_after_commit(repo, live)
     crash_point("commit:retired")
     if result.record is not None:
         result.drain = drain(repo, live.trunk, result.record)
@@ -334,11 +350,25 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None) 
     return result
 
 
-def _advance_trunk(repo: Repo, live: Live, message: str, author: str) -> Hash:
+def _retire_after_commit(repo: Repo, live: Live) -> None:
+    """Delete the committed view's ref. The commit wins over a write that raced it (that newer object
+    of the same view is discarded); if the ref cannot be deleted now, the next verb that loads the
+    view recognises it as committed (`views.find_record` matches the view's fork id) and retires it."""
+    for attempt in range(CAS_ATTEMPTS):
+        current = repo.refs.get(live.ref)
+        if current is None:
+            return
+        try:
+            repo.refs.delete(live.ref, current, message=f"commit {live.name}", principal=principal())
+            return
+        except (Conflict, NotFound):
+            _backoff(attempt)
+
+
+def _advance_trunk(repo: Repo, live: Live, delta: Delta, message: str, author: str) -> Hash:
     """Write a record of the view and CAS the trunk to it: the commit point."""
     ns = namespace(repo)
     ref = trunk_ref(live.trunk)
-    delta = current_delta(repo, live)
     changes = changes_of(delta)
     checked: Hash | None = None
     for attempt in range(CAS_ATTEMPTS):
@@ -365,23 +395,19 @@ def _advance_trunk(repo: Repo, live: Live, message: str, author: str) -> Hash:
     raise Conflict(f"trunk {live.trunk} kept moving; gave up after {CAS_ATTEMPTS} attempts", trunk=live.trunk)
 
 
-def _merge_into_parent(repo: Repo, live: Live, effects: list[Effect]) -> Hash:
+def _merge_into_parent(repo: Repo, live: Live, delta: Delta, effects: list[Effect]) -> Hash:
     """Fold an isolated child into its parent view: delta replayed, effects appended, nothing fired."""
     ns = namespace(repo)
     parent_name = live.view.parent[len(VIEW_PREFIX) :]
-    delta = current_delta(repo, live)
     changes = changes_of(delta)
 
     def change(parent: Live) -> tuple[View, list[Any]]:
         merged = tuple(parent.view.meta.get("merged", ()))
-        if live.id.hex() in merged:
+        if fork_id(live.view) in merged:
             raise ViewTerminal(f"view {live.name!r} is terminal: another process committed it", view=live.name)
         pview = parent.view
         root = replay(ns, delta.base, pview.namespace, changes, f"view {parent.name} and view {live.name}")
-        pdelta = current_delta(repo, parent)
-        for path, value in changes.items():
-            pdelta = record_change(ns, pdelta, path, value)
-        objects: list[Any] = [pdelta]
+        objects: list[Any] = []
         block_id = pview.effects
         if effects:
             mine = pending_effects(repo, pview)
@@ -390,8 +416,8 @@ def _merge_into_parent(repo: Repo, live: Live, effects: list[Effect]) -> Hash:
             objects.append(block)
             block_id = block.id
         meta = dict(pview.meta)
-        meta["merged"] = (*merged, live.id.hex())
-        new = replace(pview, namespace=root, delta=pdelta.id if pdelta.ops else None, effects=block_id,
+        meta["merged"] = (*merged, fork_id(live.view))
+        new = replace(pview, namespace=root, delta=None, effects=block_id,
                       meta=FrozenMap(freeze(meta)))
         return new, objects
 

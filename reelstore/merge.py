@@ -8,7 +8,6 @@ only the changed names, never the whole namespace.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping
 
 from .errors import Conflict
@@ -23,18 +22,6 @@ def changes_of(delta: Delta | None) -> dict[str, Hash | None]:
     if delta is None:
         return {}
     return {op[1]: (op[2] if op[0] == "put" else None) for op in delta.ops}
-
-
-def record_change(ns: Namespace, delta: Delta, name: str, new: Hash | None) -> Delta:
-    """`delta` with `name` now mapping to `new`; an op that restores the base value disappears."""
-    ops = list(delta.ops)
-    names = [op[1] for op in ops]
-    i = bisect.bisect_left(names, name)
-    if i < len(ops) and names[i] == name:
-        del ops[i]
-    if ns.get(delta.base, name) != new:
-        ops.insert(i, ("put", name, new) if new is not None else ("remove", name))
-    return Delta(delta.base, tuple(ops))
 
 
 def conflicts(ns: Namespace, base: Hash, onto: Hash, changes: Changes) -> list[str]:

@@ -208,7 +208,7 @@ def committed_in(repo: Repo, view: View) -> Hash | None:
     """The record (or parent view object) that already holds `view`, if its commit landed."""
     if view.boundary == "isolated" and view.parent.startswith(VIEW_PREFIX):
         parent = repo.refs.get(view.parent)
-        if parent is not None and view.id.hex() in read_view(repo, parent).meta.get("merged", ()):
+        if parent is not None and fork_id(view) in read_view(repo, parent).meta.get("merged", ()):
             return parent
         return None
     trunk = str(view.meta.get("trunk", ""))
@@ -216,16 +216,23 @@ def committed_in(repo: Repo, view: View) -> Hash | None:
     return None if head is None else find_record(repo, view, head, stop=None)
 
 
+def fork_id(view: View) -> str:
+    """The identity every object of one view shares (a fresh random id per fork): a later object of a
+    view whose earlier object was committed is recognised as committed too."""
+    return str(view.meta.get("fork", "")) or view.id.hex()
+
+
 def find_record(repo: Repo, view: View, head: Hash, stop: Hash | None) -> Hash | None:
     """Walk the trunk from `head` back to `stop`, the view's trunk base, or the root; the record
-    naming `view`, if any. Costs one read per record committed since the view forked."""
+    committing this view (any object of it), if any. Costs one read per record since the fork."""
     base = trunk_base(repo, view)
+    fork = fork_id(view)
     h: Hash | None = head
     while h is not None and h != stop:
         rec = load(repo, h)
         if not isinstance(rec, Record):
             raise StorageError(f"trunk object {h.hex()} is a {rec.kind}, not a record")
-        if rec.view == view.id:
+        if rec.view == view.id or (rec.view is not None and fork_id(read_view(repo, rec.view)) == fork):
             return h
         if h == base:
             return None

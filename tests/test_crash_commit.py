@@ -36,12 +36,14 @@ def reel(cwd: Path, *args: str, crash: str | None = None) -> subprocess.Complete
 
 
 def records_naming(repo: Repo, view_id: bytes) -> list[bytes]:
+    """Records that committed any object of the view (they share its fork id)."""
+    fork = repo.objects.get(view_id).meta["fork"]
     out = []
     h = repo.refs["refs/heads/main"]
     while h is not None:
         rec = repo.objects.get(h)
         assert isinstance(rec, Record)
-        if rec.view == view_id:
+        if rec.view is not None and repo.objects.get(rec.view).meta["fork"] == fork:
             out.append(h)
         h = rec.parent
     return out
