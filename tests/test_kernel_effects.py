@@ -116,3 +116,28 @@ def test_bad_effects_are_e014_and_unknown_adapters_e001(mem: Repo) -> None:
     with pytest.raises(BadInput):
         kernel.effect(mem, "a", "recorder", {"n": 1}, effect_class="B")
     assert kernel.status(mem, "a")["effects"] == []
+
+
+def test_commit_wins_over_a_racing_write_and_never_fires_twice(mem: Repo) -> None:
+    from reelstore.crashpoints import set_hook
+
+    kernel.fork(mem, "a")
+    kernel.put(mem, "a", "x", b"1")
+    kernel.effect(mem, "a", "recorder", {"n": 1})
+
+    def racing_writer(point: str) -> None:
+        if point == "commit:checked":
+            kernel.effect(mem, "a", "recorder", {"n": 2})
+
+    previous = set_hook(racing_writer)
+    try:
+        res = kernel.commit(mem, "a")
+    finally:
+        set_hook(previous)
+    assert mem.refs.get("refs/views/a") is None
+    assert [n for _, n in kh.FIRED] == [1]
+    committed = mem.objects.get(mem.objects.get(res.record).view)
+    assert mem.objects.get(committed.delta).ops[0][1] == "x"
+    with pytest.raises(kernel.ViewTerminal):
+        kernel.commit(mem, "a")
+    assert [n for _, n in kh.FIRED] == [1]
