@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reelstore.gc import gc
-from reelstore.repo import Repo
 
 
 def js(result) -> dict:
@@ -34,7 +32,7 @@ def test_done_when_sequence_with_the_real_binary(tmp_path: Path, reel) -> None:
     eid_b = reel("effect", "b", "--adapter", "fs", "--op", op_b, check=True).stdout.decode().strip()
     reel("abort", "b", check=True)
     assert reel("cat-file", "-e", eid_b).returncode == 0
-    gc(Repo.open(tmp_path), "now")
+    reel("gc", "--prune=now", check=True)
     assert reel("cat-file", "-e", eid_b).returncode == 4
     assert reel("cat-file", "-e", eid).returncode == 0
     assert not (tmp_path / "out/b.txt").exists()
