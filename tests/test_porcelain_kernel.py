@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 
-
 def js(result) -> dict:
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
