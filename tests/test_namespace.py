@@ -419,3 +419,15 @@ def test_diff_across_different_heights():
     assert list(Namespace(ns.objects).diff(a, b)) == want
     assert list(Namespace(ns.objects).diff(b, a)) == [(k, y, x) for k, x, y in want]
     assert list(ns.diff(ns.empty(), a)) == [(k, None, v) for k, v in sorted(small.items())]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 64), st.lists(st.text(min_size=1, max_size=40), max_size=40), st.data())
+def test_tree_bytes_equal_the_generic_codec(level, names, data):
+    names = sorted(set(names))
+    entries = tuple((n, data.draw(st.sampled_from(VALUES))) for n in names)
+    if level > 0 and not entries:
+        return
+    tree = Tree(level, entries)
+    assert tree.encode() == frame("tree", pack_body(tree.body()))
+    assert decode(tree.encode()) == tree and tree.id == Hash.of(tree.encode())
