@@ -61,7 +61,8 @@ class DiskObjectStore(ObjectStore):
         changed = False
         for stem in list(self._packs):
             if stem not in found:
-                self._packs.pop(stem).close()
+                # Dropped, not closed: a caller may still hold it; its map goes with the last reference.
+                del self._packs[stem]
                 changed = True
         for stem, path in sorted(found.items()):
             if stem in self._packs:
