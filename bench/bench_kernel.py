@@ -5,7 +5,7 @@ git and dulwich do the nearest equivalent on the same generated data: a branch i
 (`git branch`, dulwich `refs[...] =`), a put is a blob write, a commit of 1,000 changed files is
 `git add` + `git commit` (dulwich: build the tree and the commit object).
 
-    python3 bench/bench_kernel.py [--big 1000000] [--puts 2000] [--changed 1000]
+    python3 bench/bench_kernel.py [--big 1000000] [--puts 1000] [--changed 1000]
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ def bench_commit(changed: int, table: Table) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--big", type=int, default=1_000_000)
-    ap.add_argument("--puts", type=int, default=2000)
+    ap.add_argument("--puts", type=int, default=1000)
     ap.add_argument("--changed", type=int, default=1000)
     args = ap.parse_args()
     table = Table("kernel")

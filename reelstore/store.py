@@ -22,7 +22,7 @@ from . import kernel
 from .history import LogEntry, log
 from .objects import Capability, Effect, Hash
 from .repo import DEFAULT_TRUNK, Repo
-from .views import live_views
+from .views import live_views, view_ref
 
 
 def _caps(caps: Iterable[Capability | str] | None) -> list[Capability] | None:
@@ -43,6 +43,11 @@ class ViewHandle:
     @property
     def repo(self) -> Repo:
         return self.store.repo
+
+    @property
+    def live(self) -> bool:
+        """False once the view was committed or aborted (by this handle or anyone else)."""
+        return self.repo.refs.get(view_ref(self.name)) is not None
 
     def put(self, path: str, data: bytes | str) -> Hash:
         """Write `data` (str is UTF-8 encoded) under `path`; returns the blob id."""
@@ -139,9 +144,11 @@ class Store:
         try:
             yield handle
         except BaseException:
-            handle.abort()
+            if handle.live:
+                handle.abort()
             raise
-        handle.result = handle.commit(message)
+        if handle.live:
+            handle.result = handle.commit(message)
 
     def views(self) -> list[dict[str, Any]]:
         """Every live view: name, id, parent, boundary, counts of changes and effects."""

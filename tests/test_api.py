@@ -61,3 +61,15 @@ def test_handles_forks_and_errors() -> None:
     assert store.status("p")["changes"][0]["name"] == "c.txt"
     assert parent.diff()[0]["status"] == "added"
     assert parent.abort() == ["p"]
+
+
+def test_view_block_may_end_the_view_itself() -> None:
+    store = Store.memory()
+    with store.view("done-early") as v:
+        v.put("x", b"1")
+        v.commit("explicit")
+    assert v.result is None and not v.live
+    assert store.log()[0].message == "explicit"
+    with store.view("dropped") as w:
+        w.abort()
+    assert not w.live and [e.view for e in store.log()] == ["done-early", None]
