@@ -431,3 +431,24 @@ def test_tree_bytes_equal_the_generic_codec(level, names, data):
     tree = Tree(level, entries)
     assert tree.encode() == frame("tree", pack_body(tree.body()))
     assert decode(tree.encode()) == tree and tree.id == Hash.of(tree.encode())
+
+
+def test_tree_entries_are_checked_and_normalised_on_every_path():
+    h = VALUES[0]
+    for bad in (
+        (("", h),),
+        (("a" * 4097, h),),
+        (("b", h), ("a", h)),
+        (("a", h), ("a", h)),
+        (("a", h, h),),
+        (("a", b"x" * 31),),
+        ((b"a", h),),
+        [("a", h), ("a", h)],
+    ):
+        with pytest.raises(BadInput):
+            Tree(0, bad)
+    converted = Tree(1, [["a", bytes(h)], ("b", h)])
+    assert converted.entries == (("a", h), ("b", h))
+    assert all(type(e) is tuple and type(e[1]) is Hash for e in converted.entries)
+    assert converted == Tree(1, (("a", h), ("b", h)))
+    assert converted.id == Tree(1, (("a", h), ("b", h))).id

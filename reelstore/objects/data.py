@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
@@ -52,6 +53,25 @@ def _entry(value: Any, where: str) -> tuple[str, Hash]:
     return v_str(MAX_NAME, empty=False)(value[0], where), v_hash(value[1], where)
 
 
+_each_entry = v_tuple(_entry)
+
+
+def _entries(value: Any, where: str) -> tuple[tuple[str, Hash], ...]:
+    """Entries already in their final form ((str, Hash) tuples, as the namespace builds them) are
+    checked in bulk; anything else goes through the per-entry path, which converts and names the bad one."""
+    if type(value) is tuple and value and len(value) <= 1 << 20:
+        if set(map(type, value)) == {tuple} and set(map(len, value)) == {2}:
+            names, ids = zip(*value)
+            if (
+                set(map(type, names)) == {str}
+                and set(map(type, ids)) == {Hash}
+                and min(map(len, names)) > 0
+                and max(map(len, names)) <= MAX_NAME
+            ):
+                return value
+    return _each_entry(value, where)
+
+
 @register
 @dataclass(frozen=True)
 class Tree(Object):
@@ -61,11 +81,11 @@ class Tree(Object):
     kind: ClassVar[str] = "tree"
     level: int
     entries: tuple[tuple[str, Hash], ...]
-    SPEC: ClassVar = {"entries": ("entries", v_tuple(_entry)), "level": ("level", v_int(0, 64))}
+    SPEC: ClassVar = {"entries": ("entries", _entries), "level": ("level", v_int(0, 64))}
 
     def validate(self) -> None:
         names = [name for name, _ in self.entries]
-        if any(a >= b for a, b in zip(names, names[1:])):
+        if not all(map(operator.lt, names, names[1:])):
             raise BadInput("tree entries must be strictly increasing by name")
         if self.level > 0 and not self.entries:
             raise BadInput("an inner tree node cannot be empty")
