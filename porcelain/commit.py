@@ -22,10 +22,17 @@ def _text(res: CommitResult) -> str:
 @click.command("commit")
 @click.argument("view")
 @click.option("-m", "--message", default="", help="Record message.")
+@click.option("--remote", metavar="REMOTE",
+              help="First advance the trunk on REMOTE by compare-and-swap; drain only if that wins (else E015).")
 @pass_ctx
-def commit(ctx: Context, view: str, message: str) -> None:
+def commit(ctx: Context, view: str, message: str, remote: str | None) -> None:
     """Commit VIEW: checks, then the target's compare-and-swap, then (into a trunk) the drain."""
-    res = Store(ctx.repo).commit(view, message)
+    fence = None
+    if remote:
+        from reelstore import sync  # on use: it loads dulwich, which most commands never need
+
+        fence = sync.remote_fence(ctx.repo, remote)
+    res = Store(ctx.repo).commit(view, message, fence=fence)
     ctx.emit(res.to_json(), lambda: _text(res))
     if res.drain is not None:
         res.drain.check()

@@ -315,10 +315,13 @@ class CommitResult:
         }
 
 
-def commit(repo: Repo, name: str, message: str = "", author: str | None = None) -> CommitResult:
+def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
+           fence: Callable[[str, Hash, Hash], None] | None = None) -> CommitResult:
     """Commit view `name`: into its parent view (isolated child of a view; fires nothing) or into its
     trunk (a record, then the drain). E002 with nothing changed if the target moved in a conflicting
-    way or a Class B precondition no longer holds."""
+    way or a Class B precondition no longer holds. `fence(trunk, head, record)`, if given, runs after
+    the record is written and before the trunk moves (`commit --remote` wins the remote trunk there);
+    if it raises, the trunk, the view and the drain are untouched."""
     live = load_live(repo, name)
     view = live.view
     into_parent = view.boundary == "isolated" and view.parent.startswith(VIEW_PREFIX)
@@ -335,7 +338,7 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None) 
         parent = _merge_into_parent(repo, live, delta, effects)
         result = CommitResult(name, target, parent_view=parent)
     else:
-        record = _advance_trunk(repo, live, delta, message, author or principal())
+        record = _advance_trunk(repo, live, delta, message, author or principal(), fence)
         result = CommitResult(name, target, record=record)
     crash_point("commit:advanced")
     log_verb(repo, "commit", name, live.id, (result.record or result.parent_view or live.id).hex())
@@ -365,7 +368,8 @@ def _retire_after_commit(repo: Repo, live: Live) -> None:
             _backoff(attempt)
 
 
-def _advance_trunk(repo: Repo, live: Live, delta: Delta, message: str, author: str) -> Hash:
+def _advance_trunk(repo: Repo, live: Live, delta: Delta, message: str, author: str,
+                   fence: Callable[[str, Hash, Hash], None] | None = None) -> Hash:
     """Write a record of the view and CAS the trunk to it: the commit point."""
     ns = namespace(repo)
     ref = trunk_ref(live.trunk)
@@ -387,6 +391,8 @@ def _advance_trunk(repo: Repo, live: Live, delta: Delta, message: str, author: s
                         message=message or f"commit view {live.name}", time=now_ms())
         save(repo, [record])
         crash_point("commit:record-written")
+        if fence is not None:
+            fence(live.trunk, head, record.id)
         try:
             repo.refs.set(ref, record.id, head, message=f"commit {live.name}", principal=author)
             return record.id

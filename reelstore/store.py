@@ -13,7 +13,7 @@ Every method is a thin wrapper over `reelstore.kernel`; the command line calls t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -161,8 +161,9 @@ class Store:
                         "depth": v.depth, "changes": len(delta.ops), "effects": len(effects)})
         return out
 
-    def commit(self, name: str, message: str = "") -> kernel.CommitResult:
-        return kernel.commit(self.repo, name, message)
+    def commit(self, name: str, message: str = "",
+               fence: Callable[[str, Hash, Hash], None] | None = None) -> kernel.CommitResult:
+        return kernel.commit(self.repo, name, message, fence=fence)
 
     def abort(self, name: str) -> list[str]:
         return kernel.abort(self.repo, name)
