@@ -452,3 +452,12 @@ def test_tree_entries_are_checked_and_normalised_on_every_path():
     assert all(type(e) is tuple and type(e[1]) is Hash for e in converted.entries)
     assert converted == Tree(1, (("a", h), ("b", h)))
     assert converted.id == Tree(1, (("a", h), ("b", h))).id
+
+
+def test_tree_converts_plain_byte_ids_on_the_bulk_path():
+    h = VALUES[1]
+    tree = Tree(0, (("a", bytes(h)), ("b", h)))
+    assert all(type(v) is Hash for _, v in tree.entries)
+    assert tree.id == Tree(0, (("a", h), ("b", h))).id
+    with pytest.raises(BadInput):
+        Tree(0, (("a", bytes(h)), ("b", bytes(31))))

@@ -12,7 +12,7 @@ import msgpack
 from ..codec import frame
 from ..errors import BadInput
 from .block import Object, register, v_bytes, v_hash, v_int, v_str, v_tuple
-from .hash import Hash
+from .hash import HASH_SIZE, Hash
 
 MAX_NAME = 4096
 
@@ -57,18 +57,17 @@ _each_entry = v_tuple(_entry)
 
 
 def _entries(value: Any, where: str) -> tuple[tuple[str, Hash], ...]:
-    """Entries already in their final form ((str, Hash) tuples, as the namespace builds them) are
-    checked in bulk; anything else goes through the per-entry path, which converts and names the bad one."""
+    """Entries given as (str, 32-byte id) tuples, as the namespace builds them, are checked in bulk;
+    anything else goes through the per-entry path, which converts and names the bad entry."""
     if type(value) is tuple and value and len(value) <= 1 << 20:
         if set(map(type, value)) == {tuple} and set(map(len, value)) == {2}:
             names, ids = zip(*value)
-            if (
-                set(map(type, names)) == {str}
-                and set(map(type, ids)) == {Hash}
-                and min(map(len, names)) > 0
-                and max(map(len, names)) <= MAX_NAME
-            ):
-                return value
+            if set(map(type, names)) == {str} and min(map(len, names)) > 0 and max(map(len, names)) <= MAX_NAME:
+                kinds = set(map(type, ids))
+                if kinds == {Hash}:
+                    return value
+                if kinds <= {Hash, bytes} and set(map(len, ids)) == {HASH_SIZE}:
+                    return tuple(zip(names, map(Hash, ids)))
     return _each_entry(value, where)
 
 
