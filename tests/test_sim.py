@@ -15,7 +15,8 @@ def test_two_thousand_seeds_hold_every_invariant() -> None:
     assert not summary.failures, f"{summary.counts['failed-seeds']} seeds failed, e.g. {shown}"
     assert summary.seeds == SEEDS
     for fault in ("crash", "zombie", "fenced", "race-commit", "race-abort", "lost-request", "lost-response",
-                  "object-write-torn", "ref-write-lost", "operator-finding"):
+                  "object-write-torn", "ref-write-lost", "operator-finding", "zombie-keyed", "zombie-queryable",
+                  "zombie-two-phase", "zombie-blind"):
         assert summary.counts[fault] > 0, f"no seed exercised {fault}"
 
 

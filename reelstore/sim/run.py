@@ -91,6 +91,7 @@ class Run:
         self.plan = None
         if plan.kind == "zombie":
             self.result.counts["zombie"] += 1
+            self.result.counts[f"zombie-{self.tier_in_flight()}"] += 1
             self.process(f"rescue of a paused drainer at {point}", lambda: recovery.recover(self.repo))
         elif plan.kind == "race-commit":
             self.result.counts["race-commit"] += 1
@@ -99,6 +100,13 @@ class Run:
         elif plan.kind == "race-abort":
             self.result.counts["race-abort"] += 1
             self.abort(self.current, f"racing abort at {point}")
+
+    def tier_in_flight(self) -> str:
+        """The tier of the effect a drainer is sending: the newest journal entry is its intent."""
+        head = self.repo.refs.get(drainlog.ref_name(self.repo.trunk))
+        entry = self.repo.objects.get(head) if head is not None else None
+        effect = self.repo.objects.get(entry.effect) if isinstance(entry, Journal) else None
+        return effect.delivery if isinstance(effect, Effect) else "?"
 
     def event(self, text: str) -> None:
         self.result.events.append(text)
