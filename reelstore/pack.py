@@ -32,6 +32,8 @@ PACK_MAGIC = b"RPAK"
 PACK_HEADER = struct.Struct(">4sIII")
 MAX_DICT = 1 << 20
 MAX_CHAIN = 64
+MAX_WINDOW = 1 << 27
+"""Largest zstd window a reader accepts (bytes); the writer's levels stay far below it."""
 
 KIND_CODES = {
     "blob": 1,
@@ -379,7 +381,7 @@ class Pack:
         self.data_start = PACK_HEADER.size + dict_len
         self.data_end = size - TRAILER
         self._dict_bytes = bytes(self.map[PACK_HEADER.size : self.data_start])
-        self._plain = zstandard.ZstdDecompressor(format=_FORMAT)
+        self._plain = zstandard.ZstdDecompressor(format=_FORMAT, max_window_size=MAX_WINDOW)
         self._dict: zstandard.ZstdDecompressor | None = None
         self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._cached = 0
@@ -417,6 +419,10 @@ class Pack:
 
     def _inflate(self, p: _Parsed, base_body: bytes | None) -> bytes:
         data = self.map[p.start : p.end]
+        if p.method != STORED and (not data or data[0] & 0xE0):
+            # A frame that declares its content size would make the decoder allocate that size up
+            # front, whatever the entry says; our writer never emits one, so it is damage.
+            raise ValueError("zstd frame declares a content size (or is empty)")
         if p.method == STORED:
             body = data
         elif p.method == ZSTD:
@@ -426,11 +432,11 @@ class Pack:
                 raise ValueError("entry uses the pack dictionary but the pack has none")
             if self._dict is None:
                 zdict = zstandard.ZstdCompressionDict(self._dict_bytes, dict_type=zstandard.DICT_TYPE_FULLDICT)
-                self._dict = zstandard.ZstdDecompressor(dict_data=zdict, format=_FORMAT)
+                self._dict = zstandard.ZstdDecompressor(dict_data=zdict, format=_FORMAT, max_window_size=MAX_WINDOW)
             body = self._dict.decompress(data, max_output_size=p.size, allow_extra_data=False)
         else:
             zdict = zstandard.ZstdCompressionDict(base_body or b"", dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-            dec = zstandard.ZstdDecompressor(dict_data=zdict, format=_FORMAT)
+            dec = zstandard.ZstdDecompressor(dict_data=zdict, format=_FORMAT, max_window_size=MAX_WINDOW)
             body = dec.decompress(data, max_output_size=p.size, allow_extra_data=False)
         if len(body) != p.size:
             raise ValueError(f"entry inflates to {len(body)} bytes, not the declared {p.size}")
@@ -582,7 +588,7 @@ class _Scanner(Pack):
         self.data_start = PACK_HEADER.size + dict_len
         self.data_end = size - TRAILER
         self._dict_bytes = bytes(data[PACK_HEADER.size : self.data_start])
-        self._plain = zstandard.ZstdDecompressor(format=_FORMAT)
+        self._plain = zstandard.ZstdDecompressor(format=_FORMAT, max_window_size=MAX_WINDOW)
         self._dict = None
         self._cache = OrderedDict()
         self._cached = 0

@@ -225,3 +225,27 @@ def test_any_flipped_bit_is_caught_by_fsck(packed_store, which: str, where: floa
         data[at] ^= 1 << bit
         path.write_bytes(bytes(data))
     assert fsck(Repo.open(root)).clean
+
+
+def test_frame_declaring_a_huge_size_is_refused_before_allocation(tmp_path: Path) -> None:
+    import zlib
+
+    import blake3
+    import zstandard
+
+    from reelstore.pack import PACK_HEADER, PACK_MAGIC, ZSTD, _varint
+    from reelstore.pack_index import VERSION, index_bytes
+
+    blob = Blob(b"z" * 100)
+    params = zstandard.ZstdCompressionParameters.from_level(
+        3, format=zstandard.FORMAT_ZSTD1_MAGICLESS, write_content_size=True)
+    payload = zstandard.ZstdCompressor(compression_params=params).compress(blob.encode()[5:])
+    head = bytes((1, ZSTD)) + _varint(len(blob.encode()) - 5) + _varint(len(payload))
+    data = PACK_HEADER.pack(PACK_MAGIC, VERSION, 1, 0) + head + payload
+    trailer = blake3.blake3(data).digest()
+    pack = tmp_path / "pack-x.pack"
+    pack.write_bytes(data + trailer)
+    crc = zlib.crc32(head + payload)
+    pack.with_suffix(".idx").write_bytes(index_bytes([(blob.id, PACK_HEADER.size, crc, 0)], trailer))
+    with pytest.raises(StorageError, match="declares a content size"):
+        Pack(pack).get_raw(blob.id)
