@@ -134,6 +134,8 @@ class GcReport:
     pack: str | None = None
     packs_removed: int = 0
     loose_removed: int = 0
+    temp_removed: int = 0
+    """Temporary files left by a killed writer (older than an hour)."""
     dry_run: bool = False
     pruned_ids: list[Hash] = field(default_factory=list)
 
@@ -182,6 +184,29 @@ def _remove_loose_if_unchanged(store: DiskObjectStore, h: Hash, listed: float, o
     except FileNotFoundError:
         return False
     return True
+
+
+TEMP_AGE = 3600
+"""A temporary file older than this (seconds) is left over from a crash: no writer holds one that long."""
+
+
+def _sweep_temp(store: DiskObjectStore, now: float) -> int:
+    """Delete `.tmp-*` files a killed writer left in objects/XX/ or objects/pack/; returns how many."""
+    removed = 0
+    dirs = [store.pack_dir] + [Path(e.path) for e in os.scandir(store.root) if len(e.name) == 2 and e.is_dir()]
+    for d in dirs:
+        try:
+            entries = list(os.scandir(d))
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            try:
+                if entry.name.startswith(".tmp-") and entry.stat().st_mtime < now - TEMP_AGE:
+                    os.unlink(entry.path)
+                    removed += 1
+            except FileNotFoundError:
+                continue
+    return removed
 
 
 def _remove_pack(path: Path) -> None:
@@ -260,6 +285,7 @@ def gc(
         for h, listed in loose.items():
             if _remove_loose_if_unchanged(store, h, listed, None if h in keep else cutoff):
                 report.loose_removed += 1
+        report.temp_removed = _sweep_temp(store, now)
         store.refresh(force=True)
         return report
 

@@ -202,3 +202,19 @@ def test_tree_hint_names_reach_the_pack(tmp_path: Path) -> None:
     gc(repo, "now")
     infos, problems = repo.objects.packs()[0].verify()
     assert problems == [] and any(i.method == "base" and i.kind == "blob" for i in infos)
+
+
+def test_gc_sweeps_temp_files_left_by_a_killed_writer(repo: Repo) -> None:
+    pack_dir = repo.path / "objects" / "pack"
+    old = pack_dir / ".tmp-pack.pack-123-abcd"
+    young = pack_dir / ".tmp-pack.pack-456-ef01"
+    shard = repo.path / "objects" / "ab"
+    shard.mkdir(exist_ok=True)
+    old_loose = shard / (".tmp-" + "c" * 62 + "-123-abcd")
+    for p in (old, young, old_loose):
+        p.write_bytes(b"partial")
+    long_ago = time.time() - 7200
+    os.utime(old, (long_ago, long_ago))
+    os.utime(old_loose, (long_ago, long_ago))
+    assert gc(repo, "now").temp_removed == 2
+    assert not old.exists() and not old_loose.exists() and young.exists()
