@@ -89,3 +89,38 @@ def test_gc_beside_a_live_writer_loses_nothing_reachable(tmp_path: Path) -> None
     assert not final.objects.has(Blob(b"garbage 0").id)
     assert final.objects.has(Blob(b"bulk 999").id)
     assert fsck(Repo.open(repo.path)).clean
+
+
+def test_gc_killed_at_any_point_loses_nothing_reachable(tmp_path: Path) -> None:
+    import os
+    import shutil
+    import signal
+
+    from reelstore.objects import Record, Tree
+
+    repo = Repo.init(tmp_path)
+    repo.config.set("core.fsync", "false")
+    repo.config.save()
+    reel = shutil.which("reel") or str(Path(sys.executable).with_name("reel"))
+    env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+    for round_, delay in enumerate((0.3, 0.6, 0.9, 1.2, 1.6)):
+        live = Repo.open(repo.path)
+        live.objects.loose.fsync = False
+        blobs = [Blob(b"round %d blob %d" % (round_, i)) for i in range(600)]
+        tree = Tree(0, tuple((f"r{round_}/{i:04}", b.id) for i, b in enumerate(blobs[:300])))
+        rec = Record(live.refs["refs/heads/main"], tree.id, message=f"round {round_}")
+        live.objects.loose.put_many([*blobs, tree, rec])
+        live.refs.set("refs/heads/main", rec.id)
+        proc = subprocess.Popen([reel, "-C", str(tmp_path), "gc", "--prune=now"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        after = Repo.open(repo.path)
+        w = walk(after.objects, ref_roots(after.refs, 0))
+        assert w.complete, (round_, list(w.missing.items())[:3], list(w.damaged.items())[:3])
+    final = Repo.open(repo.path)
+    gc(final, "now")
+    report = fsck(Repo.open(repo.path))
+    assert report.clean and report.unreachable == []
+    assert not (repo.path / "gc.lock").exists()
