@@ -41,6 +41,8 @@ from .views import (
     log_verb,
     now_ms,
     principal,
+    read_view,
+    retire,
     save,
     terminal_error,
     trunk_ref,
@@ -128,16 +130,26 @@ def _fork_source(repo: Repo, source: str) -> tuple[str, Hash, Hash, tuple[Capabi
 # Class A: namespace writes and reads
 
 
-def _update(repo: Repo, name: str, change: Callable[[Live], tuple[View, list[Any]]], what: str) -> View:
-    """Apply `change` to the newest view object and CAS the ref, retrying while others write."""
+def _update(
+    repo: Repo,
+    name: str,
+    change: Callable[[Live], tuple[View, list[Any]]],
+    what: str,
+    verify: Callable[[], tuple[str, Hash]] | None = None,
+) -> View:
+    """Apply `change` to the newest view object and CAS the ref, retrying while others write.
+    `verify` names another ref that must hold a given value in the same atomic step."""
     settle = True
     for attempt in range(CAS_ATTEMPTS):
         live = load_live(repo, name, settle=settle)
         settle = False
         view, objects = change(live)
         save(repo, [*objects, view])
+        tx = repo.refs.transaction(what, principal()).update(live.ref, view.id, live.id)
+        if verify is not None:
+            tx.verify(*verify())
         try:
-            repo.refs.set(live.ref, view.id, live.id, message=what, principal=principal())
+            tx.commit()
             return view
         except Conflict:
             _backoff(attempt)
@@ -332,13 +344,14 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
     for e in effects:
         if e.effect_class == "B":
             adapter(e.adapter, repo).check_precondition(e)
+    at = live.id
     live, delta = _materialize(repo, live)
     crash_point("commit:checked")
     if into_parent:
-        parent = _merge_into_parent(repo, live, delta, effects)
+        parent = _merge_into_parent(repo, live, at, delta, effects)
         result = CommitResult(name, target, parent_view=parent)
     else:
-        record = _advance_trunk(repo, live, delta, message, author or principal(), fence)
+        record = _advance_trunk(repo, live, at, delta, message, author or principal(), fence)
         result = CommitResult(name, target, record=record)
     crash_point("commit:advanced")
     log_verb(repo, "commit", name, live.id, (result.record or result.parent_view or live.id).hex())
@@ -368,9 +381,11 @@ def _retire_after_commit(repo: Repo, live: Live) -> None:
             _backoff(attempt)
 
 
-def _advance_trunk(repo: Repo, live: Live, delta: Delta, message: str, author: str,
+def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str, author: str,
                    fence: Callable[[str, Hash, Hash], None] | None = None) -> Hash:
-    """Write a record of the view and CAS the trunk to it: the commit point."""
+    """Write a record of the view and CAS the trunk to it: the commit point. The same atomic step
+    checks that the view's ref still holds `at`, so an abort (or a write) racing the commit either
+    lands first and the commit fails, or finds the commit landed."""
     ns = namespace(repo)
     ref = trunk_ref(live.trunk)
     changes = changes_of(delta)
@@ -393,21 +408,34 @@ def _advance_trunk(repo: Repo, live: Live, delta: Delta, message: str, author: s
         crash_point("commit:record-written")
         if fence is not None:
             fence(live.trunk, head, record.id)
+        tx = repo.refs.transaction(f"commit {live.name}", author).update(ref, record.id, head).verify(live.ref, at)
         try:
-            repo.refs.set(ref, record.id, head, message=f"commit {live.name}", principal=author)
+            tx.commit()
             return record.id
         except Conflict:
+            _view_unchanged(repo, live, at)
             _backoff(attempt)
     raise Conflict(f"trunk {live.trunk} kept moving; gave up after {CAS_ATTEMPTS} attempts", trunk=live.trunk)
 
 
-def _merge_into_parent(repo: Repo, live: Live, delta: Delta, effects: list[Effect]) -> Hash:
+def _view_unchanged(repo: Repo, live: Live, at: Hash) -> None:
+    """After a lost commit step: E008 if the view was aborted meanwhile, E002 if it was written."""
+    current = repo.refs.get(live.ref)
+    if current is None:
+        raise terminal_error(repo, live.name)
+    if current != at:
+        raise Conflict(f"view {live.name!r} changed while it was being committed; nothing was committed, "
+                       "commit it again", view=live.name)
+
+
+def _merge_into_parent(repo: Repo, live: Live, at: Hash, delta: Delta, effects: list[Effect]) -> Hash:
     """Fold an isolated child into its parent view: delta replayed, effects appended, nothing fired."""
     ns = namespace(repo)
     parent_name = live.view.parent[len(VIEW_PREFIX) :]
     changes = changes_of(delta)
 
     def change(parent: Live) -> tuple[View, list[Any]]:
+        _view_unchanged(repo, live, at)
         merged = tuple(parent.view.meta.get("merged", ()))
         if fork_id(live.view) in merged:
             raise ViewTerminal(f"view {live.name!r} is terminal: another process committed it", view=live.name)
@@ -428,7 +456,7 @@ def _merge_into_parent(repo: Repo, live: Live, delta: Delta, effects: list[Effec
         return new, objects
 
     try:
-        view = _update(repo, parent_name, change, f"merge {live.name}")
+        view = _update(repo, parent_name, change, f"merge {live.name}", verify=lambda: (live.ref, at))
     except (NotFound, ViewTerminal) as exc:
         if exc.details.get("view") != parent_name:
             raise
@@ -455,13 +483,43 @@ def abort(repo: Repo, name: str) -> list[str]:
 
 
 def _abort_one(repo: Repo, live: Live) -> bool:
-    log_verb(repo, "abort", live.name, live.id)
-    try:
-        repo.refs.delete(live.ref, live.id, message=f"abort {live.name}", principal=principal())
-    except (Conflict, NotFound):
-        return False
-    run_hook(repo, "post-abort", {"REEL_VIEW": live.name})
-    return True
+    """Delete the view's ref in one atomic step with a check that its commit target still holds a
+    value that does not include the view: an abort and a racing commit can never both succeed."""
+    for attempt in range(CAS_ATTEMPTS):
+        current = repo.refs.get(live.ref)
+        if current is None:
+            return False
+        view = read_view(repo, current)
+        target, value = _target_of(repo, view)
+        if value is not None and _landed_in(repo, view, value):
+            retire(repo, Live(live.name, view), value)
+            return False
+        tx = repo.refs.transaction(f"abort {live.name}", principal()).delete(live.ref, current).verify(target, value)
+        try:
+            tx.commit()
+        except (Conflict, NotFound):
+            _backoff(attempt)
+            continue
+        log_verb(repo, "abort", live.name, current)
+        run_hook(repo, "post-abort", {"REEL_VIEW": live.name})
+        return True
+    raise Conflict(f"view {live.name!r} kept changing; abort gave up after {CAS_ATTEMPTS} attempts", view=live.name)
+
+
+def _target_of(repo: Repo, view: View) -> tuple[str, Hash | None]:
+    """The ref a view's commit would move, and its current value."""
+    if view.boundary == "isolated" and view.parent.startswith(VIEW_PREFIX):
+        return view.parent, repo.refs.get(view.parent)
+    ref = trunk_ref(str(view.meta.get("trunk", "")))
+    return ref, repo.refs.get(ref)
+
+
+def _landed_in(repo: Repo, view: View, value: Hash) -> bool:
+    """Has a commit of `view` landed in its target, as of the target's `value`?"""
+    target = load(repo, value)
+    if isinstance(target, View):
+        return fork_id(view) in target.meta.get("merged", ())
+    return find_record(repo, view, value, stop=None) is not None
 
 
 # Inspection

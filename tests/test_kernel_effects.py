@@ -6,7 +6,7 @@ import kernel_helpers as kh
 import pytest
 
 from reelstore import hold, kernel
-from reelstore.errors import BadInput, BudgetExhausted, CapabilityViolation, Held, NotFound
+from reelstore.errors import BadInput, BudgetExhausted, CapabilityViolation, Conflict, Held, NotFound
 from reelstore.objects import Capability
 from reelstore.repo import Repo
 
@@ -118,26 +118,67 @@ def test_bad_effects_are_e014_and_unknown_adapters_e001(mem: Repo) -> None:
     assert kernel.status(mem, "a")["effects"] == []
 
 
-def test_commit_wins_over_a_racing_write_and_never_fires_twice(mem: Repo) -> None:
+def test_a_write_racing_the_commit_makes_it_fail_cleanly(mem: Repo) -> None:
     from reelstore.crashpoints import set_hook
 
     kernel.fork(mem, "a")
     kernel.put(mem, "a", "x", b"1")
     kernel.effect(mem, "a", "recorder", {"n": 1})
+    head = mem.refs["refs/heads/main"]
 
     def racing_writer(point: str) -> None:
-        if point == "commit:checked":
+        if point == "commit:record-written":
             kernel.effect(mem, "a", "recorder", {"n": 2})
 
     previous = set_hook(racing_writer)
     try:
-        res = kernel.commit(mem, "a")
+        with pytest.raises(Conflict):
+            kernel.commit(mem, "a")
     finally:
         set_hook(previous)
-    assert mem.refs.get("refs/views/a") is None
-    assert [n for _, n in kh.FIRED] == [1]
+    assert mem.refs["refs/heads/main"] == head and kh.FIRED == []
+    res = kernel.commit(mem, "a")
+    assert [n for _, n in kh.FIRED] == [1, 2]
     committed = mem.objects.get(mem.objects.get(res.record).view)
     assert mem.objects.get(committed.delta).ops[0][1] == "x"
-    with pytest.raises(kernel.ViewTerminal):
+
+
+def test_an_abort_racing_the_commit_wins_and_nothing_fires(mem: Repo) -> None:
+    from reelstore.crashpoints import set_hook
+
+    kernel.fork(mem, "a")
+    kernel.effect(mem, "a", "recorder", {"n": 1})
+    head = mem.refs["refs/heads/main"]
+
+    def racing_abort(point: str) -> None:
+        if point == "commit:record-written":
+            assert kernel.abort(mem, "a") == ["a"]
+
+    previous = set_hook(racing_abort)
+    try:
+        with pytest.raises(kernel.ViewTerminal):
+            kernel.commit(mem, "a")
+    finally:
+        set_hook(previous)
+    assert mem.refs["refs/heads/main"] == head and kh.FIRED == []
+
+
+def test_an_abort_after_the_commit_point_is_refused(mem: Repo) -> None:
+    from reelstore.crashpoints import set_hook
+
+    kernel.fork(mem, "a")
+    kernel.effect(mem, "a", "recorder", {"n": 1})
+    refused = []
+
+    def late_abort(point: str) -> None:
+        if point == "commit:advanced":
+            with pytest.raises(kernel.ViewTerminal):
+                kernel.abort(mem, "a")
+            refused.append(point)
+
+    previous = set_hook(late_abort)
+    try:
         kernel.commit(mem, "a")
-    assert [n for _, n in kh.FIRED] == [1]
+    finally:
+        set_hook(previous)
+    assert refused and [n for _, n in kh.FIRED] == [1]
