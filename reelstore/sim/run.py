@@ -152,6 +152,7 @@ class Run:
         finally:
             crashpoints.set_hook(previous)
             drainlog.clock = clock
+            self.result.counts.update(self.world.counts)
         return self.result
 
     def setup(self) -> None:
