@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reelstore.objects as objects
+import reelstore.refs as refs
 from reelstore import kernel
 from reelstore.drain import FireToken
 from reelstore.errors import CapabilityViolation, Conflict, NotFound, ViewTerminal
@@ -33,6 +34,7 @@ def _clean() -> None:
 def test_t001_types_public_immutable_and_hashed(mem: Repo) -> None:
     for name in ("Hash", "Blob", "Delta", "Capability", "View", "Effects", "Record"):
         assert hasattr(objects, name)
+    assert callable(refs.RefStore.set) and callable(refs.RefStore.transaction)
     blob = Blob(b"x")
     with pytest.raises(dataclasses.FrozenInstanceError):
         blob.data = b"y"  # type: ignore[misc]

@@ -118,3 +118,25 @@ def test_two_processes_commit_concurrently_one_record_per_view(tmp_path: Path) -
     top = repo.objects.get(repo.refs["refs/heads/main"])
     ns = kernel.namespace(repo)
     assert {n for n, _ in ns.items(top.namespace)} == {f"{who}/{i}" for who in ("p", "q") for i in range(count)}
+
+
+@pytest.mark.parametrize("point", ["commit:checked", "commit:advanced", "commit:logged"])
+def test_killed_merge_into_parent_lands_exactly_once(tmp_path: Path, point: str) -> None:
+    repo = Repo.init(tmp_path)
+    kernel.fork(repo, "p")
+    kernel.fork(repo, "c", source="p")
+    kernel.put(repo, "c", "child.txt", b"c")
+    kernel.effect(repo, "c", "fs", {"action": "write", "path": "out/c.txt", "content": "merged"})
+
+    killed = reel(tmp_path, "commit", "c", crash=point)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
+    retry = reel(tmp_path, "commit", "c")
+    assert retry.returncode == (0 if point == "commit:checked" else 8), retry.stderr.decode()
+
+    repo = Repo.open(tmp_path)
+    assert repo.refs.get("refs/views/c") is None
+    status = kernel.status(repo, "p")
+    assert [c["name"] for c in status["changes"]] == ["child.txt"]
+    assert [e["resource"] for e in status["effects"]] == ["fs:out/c.txt"]
+    assert len(status["merged"]) == 1
+    assert not (tmp_path / "out").exists()
