@@ -33,9 +33,11 @@ from .views import (
     HEAD_PREFIX,
     VIEW_PREFIX,
     Live,
+    commit_target,
     descendants,
     find_record,
     fork_id,
+    landed_in,
     load,
     load_live,
     log_verb,
@@ -490,8 +492,8 @@ def _abort_one(repo: Repo, live: Live) -> bool:
         if current is None:
             return False
         view = read_view(repo, current)
-        target, value = _target_of(repo, view)
-        if value is not None and _landed_in(repo, view, value):
+        target, value = commit_target(repo, view)
+        if value is not None and landed_in(repo, view, value):
             retire(repo, Live(live.name, view), value)
             return False
         tx = repo.refs.transaction(f"abort {live.name}", principal()).delete(live.ref, current).verify(target, value)
@@ -504,22 +506,6 @@ def _abort_one(repo: Repo, live: Live) -> bool:
         run_hook(repo, "post-abort", {"REEL_VIEW": live.name})
         return True
     raise Conflict(f"view {live.name!r} kept changing; abort gave up after {CAS_ATTEMPTS} attempts", view=live.name)
-
-
-def _target_of(repo: Repo, view: View) -> tuple[str, Hash | None]:
-    """The ref a view's commit would move, and its current value."""
-    if view.boundary == "isolated" and view.parent.startswith(VIEW_PREFIX):
-        return view.parent, repo.refs.get(view.parent)
-    ref = trunk_ref(str(view.meta.get("trunk", "")))
-    return ref, repo.refs.get(ref)
-
-
-def _landed_in(repo: Repo, view: View, value: Hash) -> bool:
-    """Has a commit of `view` landed in its target, as of the target's `value`?"""
-    target = load(repo, value)
-    if isinstance(target, View):
-        return fork_id(view) in target.meta.get("merged", ())
-    return find_record(repo, view, value, stop=None) is not None
 
 
 # Inspection

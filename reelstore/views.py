@@ -204,16 +204,27 @@ def load_live(repo: Repo, name: str, *, settle: bool = True) -> Live:
     return live
 
 
+def commit_target(repo: Repo, view: View) -> tuple[str, Hash | None]:
+    """The ref a commit of `view` moves (its parent view's, for an isolated child of a view; its
+    trunk's otherwise), and that ref's current value."""
+    if view.boundary == "isolated" and view.parent.startswith(VIEW_PREFIX):
+        return view.parent, repo.refs.get(view.parent)
+    ref = trunk_ref(str(view.meta.get("trunk", "")))
+    return ref, repo.refs.get(ref)
+
+
+def landed_in(repo: Repo, view: View, value: Hash) -> bool:
+    """Does the target's `value` (a parent view object or a trunk record) already hold `view`?"""
+    target = load(repo, value)
+    if isinstance(target, View):
+        return fork_id(view) in target.meta.get("merged", ())
+    return find_record(repo, view, value, stop=None) is not None
+
+
 def committed_in(repo: Repo, view: View) -> Hash | None:
     """The record (or parent view object) that already holds `view`, if its commit landed."""
-    if view.boundary == "isolated" and view.parent.startswith(VIEW_PREFIX):
-        parent = repo.refs.get(view.parent)
-        if parent is not None and fork_id(view) in read_view(repo, parent).meta.get("merged", ()):
-            return parent
-        return None
-    trunk = str(view.meta.get("trunk", ""))
-    head = repo.refs.get(trunk_ref(trunk)) if trunk else None
-    return None if head is None else find_record(repo, view, head, stop=None)
+    _, value = commit_target(repo, view)
+    return value if value is not None and landed_in(repo, view, value) else None
 
 
 def fork_id(view: View) -> str:
