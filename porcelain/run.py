@@ -1,0 +1,124 @@
+"""`reel run`: the dry-run loop. Fork a view, run a command with its effects intercepted, show what
+it would do, then commit or abort the whole of it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from typing import Any
+
+import click
+from reelstore.plumbing.context import Context, pass_ctx
+
+from reelstore.intercept.loop import DryRun, default_backends
+from reelstore.store import Store
+
+NO_TTY_EXIT = 1
+"""Neither --commit nor --abort and no terminal to ask: aborted, and the caller is told by the status."""
+
+
+def _summary_text(doc: dict[str, Any]) -> str:
+    lines = [f"view {doc['view']}: ran {_short(shlex.join(doc['command']))} -> exit {doc['status']}"]
+    lines.append("changes (Class A):" if doc["changes"] else "changes (Class A): none")
+    lines += [f"  {c['status']:<9} {c['name']}" for c in doc["changes"]]
+    lines.append("pending effects:" if doc["effects"] else "pending effects: none")
+    for e in doc["effects"]:
+        what = f"{e['method']} {e['url']}" if e["method"] else e["resource"]
+        lines.append(f"  {e['index']}  {what}  class {e['class']}  {e['delivery']}  {e['id'][:12]}")
+    if doc["passed"]:
+        lines.append("passed through (safe requests):")
+        lines += [f"  {p['method']} {p['url']} -> {p['status']}" for p in doc["passed"]]
+    if doc["refused"]:
+        lines.append("refused (not in the view):")
+        lines += [f"  {r['what']}: {r['code']}: {r['message']}" for r in doc["refused"]]
+    if doc["notes"]:
+        lines.append("notes:")
+        lines += [f"  {n}" for n in doc["notes"]]
+    return "\n".join(lines)
+
+
+def _short(text: str, limit: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _commit_text(doc: dict[str, Any] | None) -> str:
+    if not doc:
+        return ""
+    if doc["record"] is None:
+        return f"merged view {doc['view']} into {doc['target']}"
+    lines = [f"committed view {doc['view']} to {doc['target']} as record {doc['record']}"]
+    for o in (doc["drain"] or {}).get("outcomes", []):
+        lines.append(f"  effect {o['index']} {o['op']}: {o['state']} ({o['action']})"
+                     f"{' - ' + o['note'] if o['note'] else ''}")
+    return "\n".join(lines)
+
+
+def _cmd_exit(status: int) -> int:
+    """The command's own status; killed by signal N: 128 + N, as a shell reports it."""
+    return 128 - status if status < 0 else status
+
+
+@click.command("run", context_settings={"ignore_unknown_options": True})
+@click.option("--view", "view", metavar="NAME", help="Name of the view to fork (default: run-<time>-<hex>).")
+@click.option("--from", "source", metavar="SOURCE", help="Trunk or view to fork (default: the store's trunk).")
+@click.option("--cap", "caps", multiple=True, metavar="SPEC",
+              help="Capability OPS=PREFIX[;expires=ISO-8601][;budget=N] for the view; repeatable.")
+@click.option("--commit", "do_commit", is_flag=True, help="Commit a clean run without asking.")
+@click.option("--abort", "do_abort", is_flag=True, help="Abort the view after showing what it holds.")
+@click.option("--dir", "prefix", default="", metavar="PREFIX",
+              help="Scratch directory holds, and takes back, only names under PREFIX.")
+@click.option("-m", "--message", default="", help="Record message (default: reel run: CMD).")
+@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+@pass_ctx
+def run(ctx: Context, view: str | None, source: str | None, caps: tuple[str, ...], do_commit: bool, do_abort: bool,
+        prefix: str, message: str, cmd: tuple[str, ...]) -> None:
+    """Run CMD in a fresh view: http requests through a capturing proxy, files in a scratch directory."""
+    if do_commit and do_abort:
+        raise click.UsageError("--commit and --abort exclude each other")
+    loop = DryRun(Store(ctx.repo), cmd, view, source, list(caps) or None, default_backends(prefix))
+    status = loop.execute(stdout=2 if ctx.json else None)
+    interactive = not (do_commit or do_abort) and status == 0 and sys.stdin.isatty()
+    if interactive:
+        click.echo(_summary_text(loop.summary()), err=ctx.json)
+        commit_it = click.confirm(f"commit view {loop.name}?", default=False, err=True)
+    else:
+        commit_it = do_commit and loop.clean
+    exit_status = 0
+    if status != 0:
+        reason = f"the command exited {status}; a failing command is never committed"
+        exit_status = _cmd_exit(status)
+    elif commit_it:
+        reason = "confirmed" if interactive else "--commit"
+    elif interactive:
+        reason = "not confirmed"
+    elif do_abort:
+        reason = "--abort"
+    elif do_commit:
+        first = loop.refused[0]
+        reason = f"{len(loop.refused)} refused; --commit lands only a run where nothing was refused"
+        exit_status = first.exit_status
+    else:
+        reason = "no terminal to ask and neither --commit nor --abort given"
+        exit_status = NO_TTY_EXIT
+    if commit_it:
+        loop.commit(message)
+    else:
+        loop.abort()
+    doc = loop.summary()
+    doc["reason"] = reason
+    decided = f"decision: {loop.decision} ({reason})"
+    if ctx.json:
+        click.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+    else:
+        parts = [decided] if interactive else [_summary_text(doc), decided]
+        text = _commit_text(doc["commit"])
+        click.echo("\n".join(parts + ([text] if text else [])))
+    if loop.result is not None and loop.result.drain is not None:
+        loop.result.drain.check()
+    if exit_status:
+        click.get_current_context().exit(exit_status)
+
+
+COMMANDS = [run]

@@ -1,0 +1,130 @@
+"""The dry-run loop behind `reel run`: fork a view, run a command with its effects intercepted, then
+commit or abort the view as a whole.
+
+    loop = DryRun(store, cmd)            # forks the view
+    loop.execute()                       # runs the command under the backends; nothing leaves the machine
+    loop.summary()                       # what the view would land: changes, pending effects, refusals
+    loop.commit() or loop.abort()
+
+The backends are replaceable: anything with the `Backend` shape can be passed instead of the default
+HTTP proxy and scratch directory. If anything goes wrong before a decision is taken (an exception, an
+interrupt), the view is aborted, so a half-run command can never be committed by accident.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from typing import IO, Any
+
+from .. import kernel
+from ..objects import Capability
+from ..repo import Repo
+from ..store import Store
+from .base import Backend, Launch, Refusal
+from .http_proxy import HttpProxy
+from .scratch import Scratch
+
+
+def run_name() -> str:
+    """A fresh view name: `run-<UTC time>-<4 hex>`."""
+    return f"run-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
+
+
+def default_backends(prefix: str = "") -> list[Callable[[Repo, str], Backend]]:
+    """The HTTP proxy and a scratch directory (limited to names under `prefix`)."""
+    return [HttpProxy, lambda repo, view: Scratch(repo, view, prefix)]
+
+
+class DryRun:
+    def __init__(
+        self,
+        store: Store,
+        cmd: Sequence[str],
+        view: str | None = None,
+        source: str | None = None,
+        caps: Sequence[Capability | str] | None = None,
+        backends: Sequence[Callable[[Repo, str], Backend]] | None = None,
+    ) -> None:
+        self.store = store
+        self.cmd = list(cmd)
+        self.view = store.fork(view or run_name(), source, caps)
+        self.backends = [make(store.repo, self.view.name) for make in (backends or default_backends())]
+        self.status: int | None = None
+        """The command's exit status (negative: killed by that signal), once it ran."""
+        self.decision: str | None = None
+        self.changes: list[dict[str, Any]] = []
+        self.effects: list[dict[str, Any]] = []
+        self.result: kernel.CommitResult | None = None
+
+    @property
+    def name(self) -> str:
+        return self.view.name
+
+    def execute(self, stdout: IO[Any] | int | None = None) -> int:
+        """Run the command under every backend and write what it did into the view. A failure on the
+        way aborts the view before the error propagates."""
+        try:
+            launch = Launch()
+            for b in self.backends:
+                b.start(launch)
+            env = dict(os.environ)
+            for k, v in launch.env.items():
+                if v is None:
+                    env.pop(k, None)
+                else:
+                    env[k] = v
+            proc = subprocess.Popen(self.cmd, cwd=launch.cwd, env=env, stdout=stdout)
+            try:
+                self.status = proc.wait()
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+            for b in self.backends:
+                b.finish()
+            self.changes = [{"status": d["status"], "name": d["name"]} for d in self.view.diff()]
+            self.effects = [_effect_line(e) for e in self.view.status()["effects"]]
+        except BaseException:
+            self.abort()
+            raise
+        finally:
+            for b in self.backends:
+                b.close()
+        return self.status
+
+    @property
+    def refused(self) -> list[Refusal]:
+        return [r for b in self.backends for r in b.refused]
+
+    @property
+    def clean(self) -> bool:
+        """The command exited 0 and nothing it tried was refused: the only run `--commit` lands."""
+        return self.status == 0 and not self.refused
+
+    def summary(self) -> dict[str, Any]:
+        """What the view holds (as of the command's exit), what was refused, and the decision."""
+        return {"view": self.name, "command": self.cmd, "status": self.status, "clean": self.clean,
+                "changes": self.changes, "effects": self.effects, "refused": [r.to_json() for r in self.refused],
+                "passed": [p for b in self.backends for p in getattr(b, "passed", ())],
+                "notes": [n for b in self.backends for n in b.notes], "decision": self.decision,
+                "commit": self.result.to_json() if self.result else None}
+
+    def commit(self, message: str = "") -> kernel.CommitResult:
+        self.decision = "commit"
+        self.result = self.view.commit(message or f"reel run: {' '.join(self.cmd)}"[:200])
+        return self.result
+
+    def abort(self) -> None:
+        self.decision = "abort"
+        if self.view.live:
+            self.view.abort()
+
+
+def _effect_line(e: dict[str, Any]) -> dict[str, Any]:
+    op = e["op"] if isinstance(e["op"], dict) else {}
+    return {"index": e["index"], "id": e["id"], "adapter": e["adapter"], "method": op.get("method"),
+            "url": op.get("url"), "resource": e["resource"], "class": e["class"], "delivery": e["delivery"]}

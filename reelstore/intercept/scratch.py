@@ -1,0 +1,98 @@
+"""A scratch directory: the command works on real files, and what it changed becomes Class A writes.
+
+Before the command runs, the view's names (those its capabilities let it read; with a prefix, only
+names under it) are written out as files under a temporary directory, one file per name, the name
+being the relative path. After the command exits the directory is compared with what was written:
+a new or modified regular file is a `put`, a missing one an `rm`, each through the kernel (so
+`write` / `delete` capabilities apply). Names that cannot be files (an absolute path, `.` or `..`
+segments, a name that is also another name's directory) are left out and reported; symbolic links
+and other special files the command leaves are ignored and reported, as are files outside the prefix.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from .. import kernel
+from ..errors import ReelError
+from ..objects import Blob, Hash
+from ..repo import Repo
+from .base import Backend, Launch, Refusal
+
+SCRATCH_VAR = "REEL_SCRATCH"
+
+
+def _representable(name: str) -> bool:
+    parts = name.split("/")
+    return not name.startswith("/") and all(p not in ("", ".", "..") for p in parts) and "\0" not in name
+
+
+class Scratch(Backend):
+    name = "scratch"
+
+    def __init__(self, repo: Repo, view: str, prefix: str = "") -> None:
+        super().__init__(repo, view)
+        self.prefix = prefix
+        self.root: Path | None = None
+        self.written: dict[str, Hash] = {}
+        """Name → blob id of every file put in the directory before the command ran."""
+        self.changes: list[tuple[str, str]] = []
+        """(added | modified | removed, name) the view took, in the order written."""
+
+    def start(self, launch: Launch) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="reel-run-"))
+        for name, h in kernel.ls(self.repo, self.view, self.prefix):
+            if not _representable(name):
+                self.notes.append(f"left out {name!r}: not a relative file path")
+                continue
+            path = self.root / name
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with open(path, "xb") as f:
+                    f.write(kernel.get(self.repo, self.view, name))
+            except (FileExistsError, NotADirectoryError, IsADirectoryError):
+                self.notes.append(f"left out {name!r}: it is also another name's directory")
+                continue
+            self.written[name] = h
+        launch.cwd = str(self.root)
+        launch.env[SCRATCH_VAR] = str(self.root)
+
+    def finish(self) -> None:
+        assert self.root is not None, "the scratch directory is not started"
+        seen: dict[str, bytes] = {}
+        for top, dirs, files in os.walk(self.root):
+            dirs.sort()
+            for fname in sorted(files):
+                path = Path(top) / fname
+                name = path.relative_to(self.root).as_posix()
+                if path.is_symlink() or not path.is_file():
+                    self.notes.append(f"ignored {name!r}: not a regular file")
+                elif not name.startswith(self.prefix):
+                    self.notes.append(f"ignored {name!r}: outside --dir {self.prefix!r}")
+                else:
+                    seen[name] = path.read_bytes()
+        for name in sorted(set(self.written) - set(seen)):
+            self._apply("removed", name, None)
+        for name, data in seen.items():
+            old = self.written.get(name)
+            if old is None or Blob(data).id != old:
+                self._apply("modified" if old is not None else "added", name, data)
+
+    def _apply(self, how: str, name: str, data: bytes | None) -> None:
+        try:
+            if data is None:
+                kernel.rm(self.repo, self.view, name)
+            else:
+                kernel.put(self.repo, self.view, name, data)
+        except ReelError as err:
+            self.refused.append(Refusal.of(self.name, f"{'delete' if data is None else 'write'} {name}", err))
+            return
+        self.changes.append((how, name))
+
+    def close(self) -> None:
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+            self.root = None

@@ -1,0 +1,157 @@
+"""`reel run`, the dry-run loop, end to end: the real `reel` runs a real command (a Python subprocess)
+whose HTTP requests go through the capturing proxy to a real target on 127.0.0.1, and whose file
+changes in the scratch directory become the view's writes."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from target import Target
+
+from reelstore import Store
+
+CLIENT = textwrap.dedent("""
+    import json, os, sys, urllib.error, urllib.request
+    base, ledger = sys.argv[1], sys.argv[2]
+    got = urllib.request.urlopen(base + "/hello", timeout=20)
+    print("GET", got.status, got.read().decode())
+    req = urllib.request.Request(base + "/keyed/pay", data=b'{"amount": 5}', method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        resp = urllib.request.urlopen(req, timeout=20)
+        doc = json.loads(resp.read())
+        print("POST", resp.status, resp.headers["Reel-Effect"], doc["effect"])
+    except urllib.error.HTTPError as err:
+        print("POST", err.code, json.loads(err.read())["error"]["code"])
+    # the captured POST must not have reached the target while the command runs
+    print("LEDGER", len(open(ledger).read().splitlines()))
+""")
+
+FILES = textwrap.dedent("""
+    import os
+    open("docs/new.txt", "w").write("written by the command")
+    os.remove("docs/old.txt")
+    print("FILES", sorted(os.listdir("docs")), os.environ["REEL_SCRATCH"] == os.getcwd())
+""")
+
+
+@pytest.fixture
+def target(tmp_path: Path):
+    with Target(tmp_path / "ledger.jsonl") as t:
+        yield t
+
+
+@pytest.fixture
+def store(tmp_path: Path, target: Target):
+    """A store whose trunk holds docs/old.txt and docs/keep.txt, with a keyed service rule for /keyed.
+    Set up through the Python API (the same kernel `reel` runs) to keep the test fast."""
+    s = Store.init(tmp_path)
+    s.repo.config.set("service.keyed.match", f"http:POST:{target.url}/keyed")
+    s.repo.config.set("service.keyed.delivery", "keyed")
+    s.repo.config.save()
+    with s.view("setup") as v:
+        v.put("docs/old.txt", b"old")
+        v.put("docs/keep.txt", b"keep")
+    (tmp_path / "client.py").write_text(CLIENT)
+    (tmp_path / "files.py").write_text(FILES)
+    return tmp_path
+
+
+def client(store: Path, target: Target) -> list[str]:
+    return [sys.executable, str(store / "client.py"), target.url, str(target.ledger_path)]
+
+
+def trunk_names(reel) -> dict[str, str]:
+    out = reel("ls-tree", "-r", "main", check=True).stdout.decode().split("\n")
+    return dict(line.split(" ", 1) for line in out if line)
+
+
+def test_get_passes_through_post_is_captured_and_fires_once_on_commit(store, reel, target):
+    proc = reel("run", "--view", "agent", "--commit", "--", *client(store, target), check=True)
+    out = proc.stdout.decode()
+    assert "GET 200 ok" in out, out
+    line = next(x for x in out.splitlines() if x.startswith("POST "))
+    _, status, header, body_id = line.split()
+    assert status == "202" and header == body_id
+    assert "LEDGER 0" in out
+    assert f"POST {target.url}/keyed/pay  class C  keyed" in out
+    assert "decision: commit (--commit)" in out
+    assert target.count("/keyed/pay") == 1
+    entry = target.ledger()[0]
+    assert entry["body"] == '{"amount": 5}' and entry["key"].startswith("op_")
+    top = Store.open(store).log()[0]
+    assert top.view == "agent" and len(top.effects) == 1
+
+
+def test_abort_sends_nothing_and_gc_collects_the_effect(store, reel, target):
+    proc = reel("--json", "run", "--abort", "--", *client(store, target), check=True)
+    doc = json.loads(proc.stdout)
+    assert doc["decision"] == "abort" and doc["reason"] == "--abort"
+    assert "GET 200 ok" in proc.stderr.decode()
+    [effect] = doc["effects"]
+    assert (effect["method"], effect["url"], effect["delivery"]) == ("POST", f"{target.url}/keyed/pay", "keyed")
+    assert doc["passed"] == [{"method": "GET", "url": f"{target.url}/hello", "status": 200}]
+    assert target.ledger() == []
+    assert reel("cat-file", "-e", effect["id"]).returncode == 0
+    reel("gc", "--prune=now", check=True)
+    assert reel("cat-file", "-e", effect["id"]).returncode == 4
+    assert target.ledger() == []
+
+
+def test_scratch_changes_land_on_commit(store, reel):
+    proc = reel("run", "--commit", "--dir", "docs/", "--", sys.executable, str(store / "files.py"), check=True)
+    out = proc.stdout.decode()
+    assert "FILES ['keep.txt', 'new.txt'] True" in out
+    assert "removed   docs/old.txt" in out and "added     docs/new.txt" in out
+    assert sorted(trunk_names(reel)) == ["docs/keep.txt", "docs/new.txt"]
+    check = Store.open(store).fork("check")
+    assert check.get("docs/new.txt") == b"written by the command"
+
+
+def test_scratch_changes_vanish_on_abort(store, reel):
+    before = Store.open(store).log()[0].record
+    proc = reel("run", "--abort", "--", sys.executable, str(store / "files.py"), check=True)
+    assert "decision: abort (--abort)" in proc.stdout.decode()
+    assert Store.open(store).log()[0].record == before
+    assert Store.open(store).views() == []
+
+
+def test_no_terminal_and_no_flag_aborts(store, reel, target):
+    proc = reel("run", "--view", "unasked", "--", *client(store, target))
+    assert proc.returncode == 1, proc.stderr
+    assert "no terminal to ask and neither --commit nor --abort given" in proc.stdout.decode()
+    assert target.ledger() == []
+    assert Store.open(store).views() == []
+
+
+def test_capability_refusal_answers_403_and_queues_nothing(store, reel, target):
+    caps = ["--cap", "read,write,delete=", "--cap", f"fire_c=http:POST:{target.url}/other"]
+    proc = reel("--json", "run", *caps, "--commit", "--", *client(store, target))
+    assert proc.returncode == 6, proc.stderr
+    assert "POST 403 E009" in proc.stderr.decode()
+    doc = json.loads(proc.stdout)
+    assert doc["effects"] == [] and doc["decision"] == "abort"
+    [refusal] = doc["refused"]
+    assert refusal["code"] == "E009" and refusal["what"] == f"POST {target.url}/keyed/pay"
+    assert target.ledger() == []
+
+
+def test_failing_command_never_commits(store, reel, target):
+    fail = [sys.executable, "-c", f"import subprocess, sys; subprocess.run({client(store, target)!r}); sys.exit(3)"]
+    proc = reel("run", "--commit", "--", *fail)
+    assert proc.returncode == 3
+    assert "a failing command is never committed" in proc.stdout.decode()
+    assert target.ledger() == []
+
+
+def test_https_is_refused_not_bypassed(store, reel):
+    code = ("import urllib.request, urllib.error\n"
+            "try:\n    urllib.request.urlopen('https://127.0.0.1:9/x', data=b'a', timeout=20)\n"
+            "except urllib.error.URLError as e:\n    print('REFUSED', e.reason)\n")
+    proc = reel("--json", "run", "--commit", "--", sys.executable, "-c", code, check=True)
+    assert "REFUSED Tunnel connection failed: 502" in proc.stderr.decode()
+    assert json.loads(proc.stdout)["effects"] == []
