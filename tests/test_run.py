@@ -5,11 +5,14 @@ changes in the scratch directory become the view's writes."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import REEL
 from target import Target
 
 from reelstore import Store
@@ -155,3 +158,28 @@ def test_https_is_refused_not_bypassed(store, reel):
     proc = reel("--json", "run", "--commit", "--", sys.executable, "-c", code, check=True)
     assert "REFUSED Tunnel connection failed: 502" in proc.stderr.decode()
     assert json.loads(proc.stdout)["effects"] == []
+
+
+def test_terminal_prompt_commits_on_yes(store, target):
+    """On a terminal with neither flag, the summary is shown and the answer decides."""
+    master, slave = os.openpty()
+    try:
+        os.write(master, b"y\n")
+        env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+        proc = subprocess.run([REEL, "run", "--", *client(store, target)], stdin=slave, capture_output=True,
+                              cwd=store, env=env, timeout=120)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert proc.returncode == 0, proc.stderr
+    assert "commit view run-" in proc.stderr.decode()
+    out = proc.stdout.decode()
+    assert out.index("pending effects:") < out.index("decision: commit (confirmed)")
+    assert target.count("/keyed/pay") == 1
+
+
+def test_missing_command_exits_127_and_aborts(store, reel):
+    proc = reel("run", "--view", "nothing", "--commit", "--", str(store / "no-such-command"))
+    assert proc.returncode == 127
+    assert "cannot run" in proc.stdout.decode()
+    assert Store.open(store).views() == []

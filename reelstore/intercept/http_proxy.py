@@ -42,6 +42,7 @@ class HttpProxy(Backend):
         self.captured: list[dict[str, Any]] = []
         self.passed: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        self._over = False
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -60,6 +61,12 @@ class HttpProxy(Backend):
         for var in BYPASS_VARS:
             launch.env[var] = None
 
+    def finish(self) -> None:
+        """Admit nothing more: a straggler the command left running cannot add to a view already shown."""
+        with self._lock:
+            self._over = True
+        self.close()
+
     def close(self) -> None:
         if self._server is not None:
             self._server.shutdown()
@@ -76,6 +83,8 @@ class HttpProxy(Backend):
                 op["body"] = body
         what = f"{method} {url}"
         with self._lock:
+            if self._over:
+                return 503, {"reel": "error", "message": "the run is over; nothing was captured or sent"}
             try:
                 made = kernel.effect(self.repo, self.view, "http", op)
             except ReelError as err:

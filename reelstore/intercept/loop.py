@@ -21,12 +21,17 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from .. import kernel
-from ..objects import Capability
+from ..errors import Conflict
+from ..objects import Capability, Hash
 from ..repo import Repo
 from ..store import Store
+from ..views import view_ref
 from .base import Backend, Launch, Refusal
 from .http_proxy import HttpProxy
 from .scratch import Scratch
+
+VIEW_VAR = "REEL_VIEW"
+"""The command is told its view's name, so it can also use `reel` verbs on it directly."""
 
 
 def run_name() -> str:
@@ -56,6 +61,9 @@ class DryRun:
         self.status: int | None = None
         """The command's exit status (negative: killed by that signal), once it ran."""
         self.decision: str | None = None
+        self.notes: list[str] = []
+        self.shown: Hash | None = None
+        """The view object the summary describes; a commit of anything else is refused."""
         self.changes: list[dict[str, Any]] = []
         self.effects: list[dict[str, Any]] = []
         self.result: kernel.CommitResult | None = None
@@ -77,17 +85,15 @@ class DryRun:
                     env.pop(k, None)
                 else:
                     env[k] = v
-            proc = subprocess.Popen(self.cmd, cwd=launch.cwd, env=env, stdout=stdout)
-            try:
-                self.status = proc.wait()
-            except BaseException:
-                proc.kill()
-                proc.wait()
-                raise
+            env[VIEW_VAR] = self.name
+            self.status = self._spawn(launch.cwd, env, stdout)
             for b in self.backends:
                 b.finish()
+            ref = view_ref(self.name)
+            before = self.store.repo.refs.get(ref)
             self.changes = [{"status": d["status"], "name": d["name"]} for d in self.view.diff()]
             self.effects = [_effect_line(e) for e in self.view.status()["effects"]]
+            self.shown = before if self.store.repo.refs.get(ref) == before else None
         except BaseException:
             self.abort()
             raise
@@ -95,6 +101,20 @@ class DryRun:
             for b in self.backends:
                 b.close()
         return self.status
+
+    def _spawn(self, cwd: str | None, env: dict[str, str], stdout: IO[Any] | int | None) -> int:
+        """The command's exit status; 127 / 126 (as a shell says) if it cannot be found / started."""
+        try:
+            proc = subprocess.Popen(self.cmd, cwd=cwd, env=env, stdout=stdout)
+        except OSError as exc:
+            self.notes.append(f"cannot run {self.cmd[0]!r}: {exc.strerror or exc}")
+            return 127 if isinstance(exc, FileNotFoundError) else 126
+        try:
+            return proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
 
     @property
     def refused(self) -> list[Refusal]:
@@ -110,10 +130,14 @@ class DryRun:
         return {"view": self.name, "command": self.cmd, "status": self.status, "clean": self.clean,
                 "changes": self.changes, "effects": self.effects, "refused": [r.to_json() for r in self.refused],
                 "passed": [p for b in self.backends for p in getattr(b, "passed", ())],
-                "notes": [n for b in self.backends for n in b.notes], "decision": self.decision,
+                "notes": self.notes + [n for b in self.backends for n in b.notes], "decision": self.decision,
                 "commit": self.result.to_json() if self.result else None}
 
     def commit(self, message: str = "") -> kernel.CommitResult:
+        """Commit the view as summarized: E002, nothing committed, if anyone wrote to it since."""
+        if self.store.repo.refs.get(view_ref(self.name)) != self.shown:
+            raise Conflict(f"view {self.name!r} changed after its summary was taken; nothing was committed. "
+                           f"Inspect it with `reel status {self.name}`, then commit or abort it", view=self.name)
         self.decision = "commit"
         self.result = self.view.commit(message or f"reel run: {' '.join(self.cmd)}"[:200])
         return self.result

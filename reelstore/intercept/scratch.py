@@ -64,6 +64,8 @@ class Scratch(Backend):
         assert self.root is not None, "the scratch directory is not started"
         seen: dict[str, bytes] = {}
         for top, dirs, files in os.walk(self.root):
+            for d in [d for d in dirs if (Path(top) / d).is_symlink()]:
+                self.notes.append(f"ignored {(Path(top) / d).relative_to(self.root).as_posix()!r}: a symbolic link")
             dirs.sort()
             for fname in sorted(files):
                 path = Path(top) / fname
