@@ -34,6 +34,8 @@ def gc(ctx: Context, prune: str | None, no_prune: bool, dry_run: bool, wait_s: f
            f"packed {report.packed} into {report.pack or 'no pack'}, removed {report.packs_removed} packs and "
            f"{report.loose_removed} loose files")
     )
+    if report.damaged_skipped:
+        lines.append(f"left {len(report.damaged_skipped)} damaged unreachable objects unpacked; see reel fsck")
     ctx.emit(report.to_json(), "\n".join(lines))
 
 

@@ -138,10 +138,13 @@ class GcReport:
     """Temporary files left by a killed writer (older than an hour)."""
     dry_run: bool = False
     pruned_ids: list[Hash] = field(default_factory=list)
+    damaged_skipped: list[Hash] = field(default_factory=list)
+    """Unreachable young objects that could not be read, so not packed (fsck names them)."""
 
     def to_json(self) -> dict:
-        doc = {k: v for k, v in self.__dict__.items() if k != "pruned_ids"}
+        doc = {k: v for k, v in self.__dict__.items() if k not in ("pruned_ids", "damaged_skipped")}
         doc["pruned_ids"] = [h.hex() for h in self.pruned_ids]
+        doc["damaged_skipped"] = [h.hex() for h in self.damaged_skipped]
         return doc
 
 
@@ -266,14 +269,20 @@ def gc(
         report.packed = len(keep)
         if dry_run:
             return report
+        for h in [h for h in keep if h not in raws]:
+            try:
+                raws[h] = store.get_raw(h)
+            except StorageError:
+                # Unreachable, young and unreadable: nothing can be packed; a loose copy stays for fsck.
+                keep.discard(h)
+                report.damaged_skipped.append(h)
+        report.packed = len(keep)
         current = packs[0].name if len(packs) == 1 and not loose and set(packs[0].ids()) == keep else None
         if current is None and keep:
 
             def items() -> Iterator[PackItem]:
-                for h in [h for h in raws if h in keep] + [h for h in keep if h not in raws]:
-                    raw = raws.get(h)
-                    yield PackItem(h, raw if raw is not None else store.get_raw(h), int(mtime(h)),
-                                   w.hints.get(h, ""))
+                for h in [h for h in raws if h in keep]:
+                    yield PackItem(h, raws[h], int(mtime(h)), w.hints.get(h, ""))
 
             tick = (lambda n, total: progress("packing", n, total)) if progress else None
             current = store.add_pack(items(), _pack_options(repo), progress=tick).name

@@ -218,3 +218,17 @@ def test_gc_sweeps_temp_files_left_by_a_killed_writer(repo: Repo) -> None:
     os.utime(old_loose, (long_ago, long_ago))
     assert gc(repo, "now").temp_removed == 2
     assert not old.exists() and not old_loose.exists() and young.exists()
+
+
+def test_damaged_unreachable_young_object_does_not_block_gc(repo: Repo) -> None:
+    junk, other = Blob(b"young junk, soon damaged"), Blob(b"young junk, sound")
+    repo.objects.put_many([junk, other])
+    path = repo.objects.loose.path(junk.id)
+    os.chmod(path, 0o644)
+    data = bytearray(path.read_bytes())
+    data[-2] ^= 0x10
+    path.write_bytes(bytes(data))
+    report = gc(repo)
+    assert report.damaged_skipped == [junk.id] and path.exists()
+    assert repo.objects.get(other.id) == other
+    assert not fsck(repo).clean
