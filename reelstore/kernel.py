@@ -37,6 +37,7 @@ from .views import (
     descendants,
     find_record,
     fork_id,
+    is_child_of,
     landed_in,
     load,
     load_live,
@@ -438,6 +439,10 @@ def _merge_into_parent(repo: Repo, live: Live, at: Hash, delta: Delta, effects: 
 
     def change(parent: Live) -> tuple[View, list[Any]]:
         _view_unchanged(repo, live, at)
+        if not is_child_of(repo, live.view, parent.view):
+            raise ViewTerminal(f"cannot commit view {live.name!r}: the view it was forked from is no longer live "
+                               f"(a newer view is called {parent.name!r}); abort {live.name!r} instead",
+                               view=live.name)
         merged = tuple(parent.view.meta.get("merged", ()))
         if fork_id(live.view) in merged:
             raise ViewTerminal(f"view {live.name!r} is terminal: another process committed it", view=live.name)
@@ -475,7 +480,7 @@ def abort(repo: Repo, name: str) -> list[str]:
     fire capability is minted, and gc later collects what only they reached. Returns the names."""
     live = load_live(repo, name)
     done = []
-    for child in descendants(repo, name):
+    for child in descendants(repo, live):
         if _abort_one(repo, child):
             done.append(child.name)
     if not _abort_one(repo, live):

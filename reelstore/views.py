@@ -213,6 +213,13 @@ def commit_target(repo: Repo, view: View) -> tuple[str, Hash | None]:
     return ref, repo.refs.get(ref)
 
 
+def is_child_of(repo: Repo, view: View, parent: View) -> bool:
+    """Was `view` forked from this very parent view (not an earlier view that had the same name)?"""
+    if view.parent != VIEW_PREFIX + str(parent.meta.get("name", "")) or view.base is None:
+        return False
+    return fork_id(read_view(repo, view.base)) == fork_id(parent)
+
+
 def landed_in(repo: Repo, view: View, value: Hash) -> bool:
     """Does the target's `value` (a parent view object or a trunk record) already hold `view`?"""
     target = load(repo, value)
@@ -277,20 +284,20 @@ def live_views(repo: Repo) -> list[Live]:
     return out
 
 
-def descendants(repo: Repo, name: str) -> list[Live]:
-    """Live views forked (directly or not) from view `name`, deepest first."""
-    views = live_views(repo)
+def descendants(repo: Repo, live: Live) -> list[Live]:
+    """Live views forked (directly or not) from the live view `live`, deepest first."""
     children: dict[str, list[Live]] = {}
-    for v in views:
+    for v in live_views(repo):
         children.setdefault(v.view.parent, []).append(v)
     out: list[Live] = []
 
-    def walk(ref: str, depth: int) -> None:
+    def walk(parent: Live, depth: int) -> None:
         if depth > 64:
             return
-        for child in children.get(ref, ()):
-            walk(child.ref, depth + 1)
-            out.append(child)
+        for child in children.get(parent.ref, ()):
+            if is_child_of(repo, child.view, parent.view):
+                walk(child, depth + 1)
+                out.append(child)
 
-    walk(VIEW_PREFIX + name, 0)
+    walk(live, 0)
     return out

@@ -204,3 +204,16 @@ def test_disk_store_round_trip(repo: Repo) -> None:
     kernel.abort(again, "b")
     verbs = (repo.path / "logs" / "VERBS").read_text().split("\n")
     assert [line.split()[1] for line in verbs if line] == ["fork", "commit", "fork", "abort"]
+
+
+def test_children_of_a_committed_parent_never_merge_into_a_namesake(mem: Repo) -> None:
+    kernel.fork(mem, "p")
+    kernel.fork(mem, "c", source="p")
+    kernel.put(mem, "c", "orphan", b"o")
+    kernel.commit(mem, "p")
+    kernel.fork(mem, "p")
+    with pytest.raises(ViewTerminal):
+        kernel.commit(mem, "c")
+    assert kernel.abort(mem, "p") == ["p"]
+    assert kernel.abort(mem, "c") == ["c"]
+    assert trunk_names(mem) == {}
