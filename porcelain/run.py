@@ -60,7 +60,7 @@ def _cmd_exit(status: int) -> int:
     return 128 - status if status < 0 else status
 
 
-@click.command("run", context_settings={"ignore_unknown_options": True})
+@click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--view", "view", metavar="NAME", help="Name of the view to fork (default: run-<time>-<hex>).")
 @click.option("--from", "source", metavar="SOURCE", help="Trunk or view to fork (default: the store's trunk).")
 @click.option("--cap", "caps", multiple=True, metavar="SPEC",

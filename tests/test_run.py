@@ -16,6 +16,10 @@ from conftest import REEL
 from target import Target
 
 from reelstore import Store
+from reelstore.errors import Conflict
+from reelstore.intercept.base import Launch
+from reelstore.intercept.http_proxy import HttpProxy
+from reelstore.intercept.loop import DryRun
 
 CLIENT = textwrap.dedent("""
     import json, os, sys, urllib.error, urllib.request
@@ -183,3 +187,45 @@ def test_missing_command_exits_127_and_aborts(store, reel):
     assert proc.returncode == 127
     assert "cannot run" in proc.stdout.decode()
     assert Store.open(store).views() == []
+
+
+def test_options_after_the_command_belong_to_it(store, reel):
+    proc = reel("run", "--abort", sys.executable, "-m", "json.tool", "--help", check=True)
+    assert "json.tool" in proc.stdout.decode() and "decision: abort (--abort)" in proc.stdout.decode()
+
+
+def test_scratch_write_the_view_may_not_make_is_refused(tmp_path):
+    store = Store.init(tmp_path)
+    loop = DryRun(store, [sys.executable, "-c", "import os; os.mkdir('docs'); open('docs/x', 'w').write('x'); "
+                                "open('y', 'w').write('y')"],
+                  caps=["read,write=docs/"])
+    assert loop.execute() == 0
+    assert [r.what for r in loop.refused] == ["write y"] and loop.refused[0].code == "E009"
+    assert not loop.clean
+    assert loop.changes == [{"status": "added", "name": "docs/x"}]
+    loop.abort()
+
+
+def test_commit_refuses_a_view_written_after_its_summary(tmp_path):
+    store = Store.init(tmp_path)
+    loop = DryRun(store, [sys.executable, "-c", "pass"], view="late")
+    assert loop.execute() == 0 and loop.clean
+    store.handle("late").put("sneaked", b"in")
+    with pytest.raises(Conflict):
+        loop.commit()
+    assert store.handle("late").live and store.log()[0].view is None
+
+
+def test_proxy_admits_nothing_once_the_command_exited(tmp_path):
+    store = Store.init(tmp_path)
+    store.fork("v")
+    proxy = HttpProxy(store.repo, "v")
+    launch = Launch()
+    proxy.start(launch)
+    assert launch.env["HTTP_PROXY"] == proxy.url and launch.env["NO_PROXY"] is None
+    status, doc = proxy.capture("POST", "http://127.0.0.1:9/x", {}, b"a")
+    assert status == 202
+    proxy.finish()
+    status, doc = proxy.capture("POST", "http://127.0.0.1:9/y", {}, b"b")
+    assert status == 503
+    assert len(store.status("v")["effects"]) == 1

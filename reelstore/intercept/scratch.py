@@ -44,6 +44,8 @@ class Scratch(Backend):
 
     def start(self, launch: Launch) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="reel-run-"))
+        if "/" in self.prefix and _representable(self.prefix.rpartition("/")[0]):
+            (self.root / self.prefix.rpartition("/")[0]).mkdir(parents=True, exist_ok=True)
         for name, h in kernel.ls(self.repo, self.view, self.prefix):
             if not _representable(name):
                 self.notes.append(f"left out {name!r}: not a relative file path")
