@@ -21,7 +21,7 @@ from . import admission, hold
 from .adapters.base import adapter
 from .codec import FrozenMap, freeze
 from .crashpoints import crash_point
-from .drain import DrainReport, drain
+from .drain import DrainReport, commit_message, drain
 from .errors import BadInput, Conflict, ForkDepthExceeded, NotFound, ViewTerminal
 from .hooks.runner import run_hook, run_pre_hook
 from .merge import changes_of, replay
@@ -411,7 +411,7 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
         crash_point("commit:record-written")
         if fence is not None:
             fence(live.trunk, head, record.id)
-        tx = repo.refs.transaction(f"commit {live.name}", author).update(ref, record.id, head).verify(live.ref, at)
+        tx = repo.refs.transaction(commit_message(live.name), author).update(ref, record.id, head).verify(live.ref, at)
         try:
             tx.commit()
             return record.id

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from . import drainlog
 from . import epoch as epochs
 from .codec import thaw
-from .drain import blind_reason, op_id, record_effects
+from .drain import blind_reason, committed_here, op_id, record_effects
 from .errors import BadInput, Conflict, NotFound, StorageError
 from .objects import Effect, Finding, Hash, Journal, Record
 
@@ -114,11 +114,17 @@ def trunk_records(repo: Repo, trunk: str) -> Iterator[tuple[Hash, Record]]:
         head = rec.parent
 
 
+def own_records(repo: Repo, trunk: str) -> list[tuple[Hash, Record]]:
+    """The trunk's records with effects that were committed here (whose drains are ours), newest first."""
+    mine = committed_here(repo, trunk)
+    return [(h, r) for h, r in trunk_records(repo, trunk) if r.effects is not None and h in mine]
+
+
 def operations(repo: Repo, trunk: str | None = None) -> Iterator[Operation]:
-    """Every operation of every record with effects, oldest record first."""
+    """Every operation this store owes or owed, oldest record first."""
     for name in [trunk] if trunk else trunks(repo):
         idx = drainlog.index(repo, name)
-        records = [(h, r) for h, r in trunk_records(repo, name) if r.effects is not None]
+        records = own_records(repo, name)
         for rid, _ in reversed(records):
             for i, eid in enumerate(record_effects(repo, rid)):
                 op = op_id(rid, i)

@@ -17,7 +17,7 @@ from . import hold as holds
 from .drain import DrainReport, drain, op_id, record_effects
 from .errors import OutcomeUnknown
 from .objects import Hash
-from .ops import trunk_records, trunks
+from .ops import own_records, trunks
 
 if TYPE_CHECKING:
     from .repo import Repo
@@ -48,14 +48,12 @@ class RecoveryReport:
 
 
 def unfinished(repo: Repo) -> list[tuple[str, Hash]]:
-    """(trunk, record) for every record with an effect not yet settled, oldest first per trunk."""
+    """(trunk, record) for every record committed here with an effect not yet settled, oldest first."""
     out = []
     for trunk in trunks(repo):
         idx = drainlog.index(repo, trunk)
         todo = []
-        for rid, rec in trunk_records(repo, trunk):
-            if rec.effects is None:
-                continue
+        for rid, _ in own_records(repo, trunk):
             items = record_effects(repo, rid)
             states = [idx.latest.get(op_id(rid, i)) for i in range(len(items))]
             if any(s is None or s.state not in drainlog.FINAL for s in states):

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from reelstore import crashpoints, drainlog, epoch, hold, recovery
-from reelstore.drain import FireToken, _mint, drain, op_id
+from reelstore.drain import FireToken, _mint, commit_message, drain, op_id
 from reelstore.errors import CapabilityViolation, Conflict, Held, OutcomeUnknown, StaleEpoch
 from reelstore.objects import Effect, Effects, Hash, Record
 from reelstore.repo import Repo
@@ -23,7 +23,7 @@ def committed(repo: Repo, tiers: list[str]) -> Hash:
     block = Effects(tuple(e.id for e in effects))
     rec = Record(head, repo.objects.get(head).namespace, block.id, author="tester", message="pay")
     repo.objects.put_many([*effects, block, rec])
-    repo.refs.set("refs/heads/main", rec.id, head)
+    repo.refs.set("refs/heads/main", rec.id, head, message=commit_message("pay"))
     return rec.id
 
 

@@ -50,3 +50,35 @@ def test_concurrent_commit_remote_drains_once(tmp_path: Path) -> None:
         assert remote_record == won.refs["refs/heads/main"]
         fsck(remote)
         assert git("--git-dir", str(remote), "rev-list", "--count", "refs/reel/heads/main").strip() == "2"
+
+        lost.refs.set("refs/heads/main", remote_record, before[loser], message="catch up with origin")
+        proc = subprocess.run([REEL, "recover"], cwd=loser, env=env, capture_output=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert target.count("/blind") == 1  # the loser caught up, and still fired nothing
+
+
+def test_a_record_from_a_remote_is_never_drained_again_here(tmp_path: Path) -> None:
+    """The store that committed a record drains it; a store that receives it by clone or fetch does
+    not, even through `reel recover` (otherwise a blind effect would fire once per machine)."""
+    remote = bare(tmp_path / "shared.git")
+    with Target(tmp_path / "ledger.jsonl") as target:
+        a = Store.init(tmp_path / "a")
+        configure(a.repo.config, target.url)
+        sync.add_remote(a.repo, "origin", str(remote))
+        a.fork("pay").effect("http", pay_op(target.url, "blind"))
+        a.commit("pay")
+        assert target.count("/blind") == 1
+        sync.push(a.repo, "origin")
+
+        b, _ = sync.clone(str(remote), tmp_path / "b")
+        configure(b.config, target.url)
+        env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+        for args in (["recover"], ["--json", "ops"]):
+            proc = subprocess.run([REEL, *args], cwd=tmp_path / "b", env=env, capture_output=True, timeout=60)
+            assert proc.returncode == 0, proc.stderr.decode()
+        assert '"op"' not in proc.stdout.decode()  # nothing is B's to drain
+        assert target.count("/blind") == 1
+
+        proc = subprocess.run([REEL, "recover"], cwd=tmp_path / "a", env=env, capture_output=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert target.count("/blind") == 1
