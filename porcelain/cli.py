@@ -15,7 +15,26 @@ from reelstore.errors import ReelError, StorageError
 
 
 class ReelGroup(click.Group):
-    """Finds commands in every plumbing and porcelain module; maps ReelError to the design's exits."""
+    """Loads a command's module only when that command runs (`cat-file` lives in `cat_file.py`), so a
+    command does not pay for importing every other one; maps ReelError to the design's exit statuses."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_all_commands())
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        stem = name.replace("-", "_")
+        for package in (plumbing, porcelain) if stem.isidentifier() else ():
+            module_name = f"{package.__name__}.{stem}"
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as exc:
+                if exc.name != module_name:
+                    raise
+                continue
+            for command in getattr(module, "COMMANDS", ()):
+                if command.name == name:
+                    return command
+        return _all_commands().get(name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -46,15 +65,15 @@ def cli(ctx: click.Context, directory: str | None, as_json: bool) -> None:
     ctx.obj = Context(directory, as_json)
 
 
-def _load() -> None:
+def _all_commands() -> dict[str, click.Command]:
+    """Every command of every plumbing and porcelain module (imports them all: for help and odd names)."""
+    found: dict[str, click.Command] = {}
     for package in (plumbing, porcelain):
         for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
             module = importlib.import_module(f"{package.__name__}.{info.name}")
             for command in getattr(module, "COMMANDS", ()):
-                cli.add_command(command)
-
-
-_load()
+                found[command.name] = command
+    return found
 
 
 def main(argv: list[str] | None = None) -> None:
