@@ -114,7 +114,7 @@ def append(repo: Repo, trunk: str, epoch: int, *steps: Step, principal: str = "r
     with epochs.locked(repo):
         epochs.check(repo, epoch)
         idx = index(repo, trunk)
-        latest = {op: e.id for op, e in idx.latest.items() if any(s.op == op for s in steps)}
+        latest = {s.op: idx.latest[s.op].id for s in steps if s.op in idx.latest}
         head, entries = idx.head, []
         for s in steps:
             if latest.get(s.op) != s.expect:
