@@ -32,13 +32,7 @@ def trunk_caps(repo: Repo, trunk: str) -> tuple[Capability, ...]:
 
 
 def view_caps(repo: Repo, view: View) -> tuple[Capability, ...]:
-    out = []
-    for h in view.caps:
-        cap = load(repo, h)
-        if not isinstance(cap, Capability):
-            raise CapabilityViolation(f"view capability {h.hex()} is a {cap.kind}, not a capability")
-        out.append(cap)
-    return tuple(out)
+    return tuple(load(repo, h, Capability) for h in view.caps)
 
 
 def narrow(parent: Sequence[Capability], requested: Iterable[Capability]) -> tuple[Capability, ...]:

@@ -19,7 +19,7 @@ from . import epoch as epochs
 from . import hold as holds
 from .adapters.base import Adapter, Result, adapter
 from .crashpoints import crash_point
-from .errors import CapabilityViolation, Conflict, Held, OutcomeUnknown, ReelError, StaleEpoch, StorageError
+from .errors import CapabilityViolation, Conflict, Held, OutcomeUnknown, ReelError, StaleEpoch
 from .hooks.runner import run_pre_hook
 from .objects import Effect, Effects, Hash, Journal, Record
 
@@ -176,15 +176,8 @@ def unknown_message(outcome: Outcome) -> str:
 
 
 def record_effects(repo: Repo, record: Hash) -> tuple[Hash, ...]:
-    rec = repo.objects.get(record)
-    if not isinstance(rec, Record):
-        raise StorageError(f"{record.hex()} is a {rec.kind}, not a record")
-    if rec.effects is None:
-        return ()
-    block = repo.objects.get(rec.effects)
-    if not isinstance(block, Effects):
-        raise StorageError(f"record {record.hex()} names {rec.effects.hex()}, a {block.kind}, as its effects")
-    return block.items
+    rec = repo.objects.get_as(record, Record)
+    return () if rec.effects is None else repo.objects.get_as(rec.effects, Effects).items
 
 
 def drain(repo: Repo, trunk: str, record: Hash, *, epoch: int | None = None, recovering: bool = False) -> DrainReport:
@@ -243,9 +236,7 @@ def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: 
     latest = drainlog.index(repo, report.trunk).latest.get(op)
     if latest is not None and latest.state in FINAL:
         return Outcome(index, op, effect_id, latest.state, "already", latest.note)
-    effect = repo.objects.get(effect_id)
-    if not isinstance(effect, Effect):
-        raise StorageError(f"effect {index} of record {report.record.hex()} is a {effect.kind}, not an effect")
+    effect = repo.objects.get_as(effect_id, Effect)
     impl = report.adapters.get(effect.adapter) or report.adapters.setdefault(effect.adapter,
                                                                              adapter(effect.adapter, repo))
     if latest is None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from . import epoch as epochs
 from .crashpoints import crash_point
 from .errors import Conflict, NotFound, StorageError
+from .object_store import expect_kind
 from .objects import Hash, Journal
 
 if TYPE_CHECKING:
@@ -63,9 +64,7 @@ def walk(repo: Repo, head: Hash | None, stop: Hash | None = None) -> Iterator[Jo
             entry = repo.objects.get(head)
         except NotFound:
             raise StorageError(f"the journal chain is broken: entry {head.hex()} is missing") from None
-        if not isinstance(entry, Journal):
-            raise StorageError(f"journal chain reaches {head.hex()}, a {entry.kind}, not a journal entry")
-        yield entry
+        yield expect_kind(entry, Journal)
         head = entry.prev
         seen += 1
         if seen > 1 << 40:

@@ -12,7 +12,6 @@ from typing import Any
 
 from . import drainlog
 from .drain import op_id
-from .errors import StorageError
 from .objects import Effect, Effects, Hash, Record, View
 from .repo import Repo
 from .views import trunk_ref
@@ -56,9 +55,7 @@ def log(repo: Repo, trunk: str, limit: int | None = None) -> list[LogEntry]:
     out: list[LogEntry] = []
     h: Hash | None = repo.refs[trunk_ref(trunk)]
     while h is not None and (limit is None or len(out) < limit):
-        rec = repo.objects.get(h)
-        if not isinstance(rec, Record):
-            raise StorageError(f"trunk {trunk} reaches {h.hex()}, a {rec.kind}, not a record")
+        rec = repo.objects.get_as(h, Record)
         view_name = None
         if rec.view is not None and repo.objects.has(rec.view):
             view = repo.objects.get(rec.view)

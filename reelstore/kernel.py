@@ -124,9 +124,7 @@ def _fork_source(repo: Repo, source: str) -> tuple[str, Hash, Hash, tuple[Capabi
     head = repo.refs.get(trunk_ref(source))
     if head is None:
         raise terminal_error(repo, source)
-    rec = load(repo, head)
-    if not isinstance(rec, Record):
-        raise BadInput(f"trunk {source} points at a {rec.kind}, not a record")
+    rec = load(repo, head, Record)
     return HEAD_PREFIX + source, head, rec.namespace, admission.trunk_caps(repo, source), 0, source
 
 
@@ -228,10 +226,7 @@ def get(repo: Repo, name: str, path: str) -> bytes:
     h = namespace(repo).get(live.view.namespace, path)
     if h is None:
         raise NotFound(f"{path!r} is not in view {name}", name=path)
-    blob = repo.objects.get(h)
-    if not isinstance(blob, Blob):
-        raise BadInput(f"{path!r} names a {blob.kind}, not a blob")
-    return blob.data
+    return repo.objects.get_as(h, Blob).data
 
 
 def ls(repo: Repo, name: str, prefix: str = "") -> list[tuple[str, Hash]]:
@@ -295,16 +290,7 @@ def pending_effects(repo: Repo, view: View) -> list[Effect]:
     """The view's buffered effects, in submission order."""
     if view.effects is None:
         return []
-    block = load(repo, view.effects)
-    if not isinstance(block, Effects):
-        raise BadInput(f"view names a {block.kind} as its effects block")
-    out = []
-    for h in block.items:
-        e = load(repo, h)
-        if not isinstance(e, Effect):
-            raise BadInput(f"effects block lists a {e.kind}, not an effect")
-        out.append(e)
-    return out
+    return [load(repo, h, Effect) for h in load(repo, view.effects, Effects).items]
 
 
 # commit
@@ -398,9 +384,7 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
         if find_record(repo, live.view, head, stop=checked) is not None:
             raise ViewTerminal(f"view {live.name!r} is terminal: another process committed it", view=live.name)
         checked = head
-        top = load(repo, head)
-        if not isinstance(top, Record):
-            raise BadInput(f"trunk {live.trunk} points at a {top.kind}, not a record")
+        top = load(repo, head, Record)
         if top.namespace == delta.base:
             root = live.view.namespace
         else:

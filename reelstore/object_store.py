@@ -10,6 +10,7 @@ import os
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import zstandard
 
@@ -21,6 +22,14 @@ from .objects import Hash, Object, decode
 from .objects.hash import is_prefix
 
 MAX_RAW = MAX_OBJECT_SIZE + MAX_TAG + 1
+T = TypeVar("T", bound=Object)
+
+
+def expect_kind(obj: Object, cls: type[T]) -> T:
+    """`obj` if it is a `cls`; E007 otherwise, since only a damaged store points at the wrong kind."""
+    if not isinstance(obj, cls):
+        raise StorageError(f"object {obj.id.hex()} is a {obj.kind} where a {cls.kind} was expected", id=obj.id)
+    return obj
 
 
 class ObjectStore:
@@ -55,6 +64,11 @@ class ObjectStore:
             raise StorageError(f"object {h.hex()} is damaged: {exc.message}", id=h) from None
         obj.__dict__["id"] = h
         return obj
+
+    def get_as(self, h: Hash, cls: type[T]) -> T:
+        """`get` for an id that a ref or another object names as a `cls`: any other kind there means
+        the store is damaged (E007)."""
+        return expect_kind(self.get(h), cls)
 
     def put(self, obj: Object) -> Hash:
         return self.put_many([obj])[0]

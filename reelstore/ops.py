@@ -16,7 +16,7 @@ from . import drainlog
 from . import epoch as epochs
 from .codec import thaw
 from .drain import blind_reason, committed_here, op_id, record_effects
-from .errors import BadInput, Conflict, NotFound, StorageError
+from .errors import BadInput, Conflict, NotFound
 from .objects import Effect, Finding, Hash, Journal, Record
 
 if TYPE_CHECKING:
@@ -107,9 +107,7 @@ def trunk_records(repo: Repo, trunk: str) -> Iterator[tuple[Hash, Record]]:
     for _ in range(MAX_RECORDS):
         if head is None:
             return
-        rec = repo.objects.get(head)
-        if not isinstance(rec, Record):
-            raise StorageError(f"trunk {trunk} reaches {head.hex()}, a {rec.kind}, not a record")
+        rec = repo.objects.get_as(head, Record)
         yield head, rec
         head = rec.parent
 
@@ -129,9 +127,7 @@ def operations(repo: Repo, trunk: str | None = None) -> Iterator[Operation]:
             for i, eid in enumerate(record_effects(repo, rid)):
                 op = op_id(rid, i)
                 latest = idx.latest.get(op)
-                effect = repo.objects.get(eid)
-                if not isinstance(effect, Effect):
-                    raise StorageError(f"record {rid.hex()} lists {eid.hex()}, a {effect.kind}, as an effect")
+                effect = repo.objects.get_as(eid, Effect)
                 finding = None
                 if latest is not None and latest.finding is not None:
                     found = repo.objects.get(latest.finding)

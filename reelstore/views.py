@@ -17,8 +17,10 @@ import time
 import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .errors import BadInput, Conflict, NotFound, StorageError, ViewTerminal
+from .object_store import expect_kind
 from .objects import Hash, Object, Record, View
 from .refs import check_ref_name
 from .repo import Repo
@@ -140,9 +142,12 @@ _CACHE_SIZE = 4096
 _CACHES: weakref.WeakKeyDictionary[Repo, dict[Hash, Object]] = weakref.WeakKeyDictionary()
 
 
-def load(repo: Repo, h: Hash) -> Object:
-    """`repo.objects.get(h)`, remembered: objects are immutable, so a decoded one never goes stale.
-    The kernel rereads the same views, records and capabilities on every verb."""
+T = TypeVar("T", bound=Object)
+
+
+def load(repo: Repo, h: Hash, cls: type[T] = Object) -> T:  # type: ignore[assignment]
+    """`repo.objects.get_as(h, cls)`, remembered: objects are immutable, so a decoded one never goes
+    stale. The kernel rereads the same views, records and capabilities on every verb."""
     cache = _CACHES.get(repo)
     if cache is None:
         cache = _CACHES[repo] = {}
@@ -152,7 +157,7 @@ def load(repo: Repo, h: Hash) -> Object:
         if len(cache) >= _CACHE_SIZE:
             cache.clear()
         cache[h] = obj
-    return obj
+    return expect_kind(obj, cls)
 
 
 def save(repo: Repo, objects: Iterable[Object]) -> None:
@@ -170,10 +175,7 @@ def save(repo: Repo, objects: Iterable[Object]) -> None:
 
 
 def read_view(repo: Repo, h: Hash) -> View:
-    obj = load(repo, h)
-    if not isinstance(obj, View):
-        raise StorageError(f"object {h.hex()} is a {obj.kind}, not a view")
-    return obj
+    return load(repo, h, View)
 
 
 def terminal_error(repo: Repo, name: str) -> ViewTerminal | NotFound:
@@ -247,9 +249,7 @@ def find_record(repo: Repo, view: View, head: Hash, stop: Hash | None) -> Hash |
     fork = fork_id(view)
     h: Hash | None = head
     while h is not None and h != stop:
-        rec = load(repo, h)
-        if not isinstance(rec, Record):
-            raise StorageError(f"trunk object {h.hex()} is a {rec.kind}, not a record")
+        rec = load(repo, h, Record)
         if rec.view == view.id or (rec.view is not None and fork_id(read_view(repo, rec.view)) == fork):
             return h
         if h == base:
