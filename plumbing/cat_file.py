@@ -9,7 +9,7 @@ import click
 
 from reelstore.errors import BadInput, NotFound
 from reelstore.objects import Blob, Hash, Object
-from reelstore.objects.hash import is_full_hex
+from reelstore.objects.hash import is_full_hex, is_prefix
 from reelstore.repo import Repo
 
 from .context import Context, pass_ctx, write_bytes
@@ -30,8 +30,8 @@ def _lookup(repo: Repo, name: str) -> tuple[Hash | None, str]:
         return repo.resolve(name), ""
     except NotFound:
         return None, "missing"
-    except BadInput as err:
-        return None, "ambiguous" if "ambiguous" in err.message else "missing"
+    except BadInput:
+        return None, "ambiguous" if is_prefix(name) else "missing"
 
 
 def _batch(ctx: Context, names: list[str] | None, with_content: bool, buffered: bool) -> None:

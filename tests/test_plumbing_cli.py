@@ -95,6 +95,12 @@ def test_cat_file_batch_formats(run, tmp_path: Path):
     every = run("cat-file", "--batch-check", "--batch-all-objects").stdout.splitlines()
     assert len(every) == len(set(Repo.open(tmp_path).objects)) >= 4
     assert every == sorted(every)
+    blobs = [Blob(b"%d" % i) for i in range(999)]
+    Repo.open(tmp_path).objects.put_many(blobs)
+    prefixes = [b.id.hex()[:4] for b in blobs]
+    shared = next(p for i, p in enumerate(prefixes) if p in prefixes[:i])
+    odd = run("cat-file", "--batch-check", input=f"{shared}\nrefs/heads/a..b\n").stdout
+    assert odd == f"{shared} ambiguous\nrefs/heads/a..b missing\n"
     docs = json.loads(run("--json", "cat-file", "--batch", input=f"{a}\nnope\n").stdout)
     assert docs[0]["size"] == 5 and docs[1] == {"name": "nope", "missing": True}
 
