@@ -186,11 +186,19 @@ class DiskObjectStore(ObjectStore):
             raise StorageError(f"no object {prefix}, and some packs are unusable ({bad})") from None
 
     def _store(self, items: list[tuple[Hash, bytes]]) -> None:
+        """Small batches go loose. A large batch becomes one pack, except objects already loose, which
+        only have their mtime refreshed; objects already packed are packed again with a fresh mtime,
+        which is what keeps them inside the gc grace period."""
         if len(items) < self.pack_batch:
             self.loose._store(items)
             return
-        now = int(time.time())
-        self.add_pack(PackItem(h, raw, now) for h, raw in items)
+        loose, packable = [], []
+        for item in items:
+            (loose if self.loose.has(item[0]) else packable).append(item)
+        self.loose._store(loose)
+        if packable:
+            now = int(time.time())
+            self.add_pack(PackItem(h, raw, now) for h, raw in packable)
 
     def add_pack(
         self,

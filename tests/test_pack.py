@@ -249,3 +249,19 @@ def test_frame_declaring_a_huge_size_is_refused_before_allocation(tmp_path: Path
     pack.with_suffix(".idx").write_bytes(index_bytes([(blob.id, PACK_HEADER.size, crc, 0)], trailer))
     with pytest.raises(StorageError, match="declares a content size"):
         Pack(pack).get_raw(blob.id)
+
+
+def test_a_large_put_packs_only_what_is_not_already_loose(tmp_path) -> None:
+    from reelstore.objects import Blob
+    from reelstore.repo import Repo
+
+    repo = Repo.init(tmp_path)
+    store = repo.objects
+    old = [Blob(b"old %d" % i) for i in range(5)]
+    store.put_many(old)
+    assert all(store.loose.has(o.id) for o in old)
+    new = [Blob(b"new %d" % i) for i in range(store.pack_batch)]
+    store.put_many(old + new)
+    packed = {h for pack in store.packs() for h in pack.ids()}
+    assert packed == {o.id for o in new}
+    assert all(store.loose.has(o.id) for o in old)
