@@ -7,8 +7,9 @@ import sys
 
 import click
 
-from reelstore.errors import BadInput, NotFound
+from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.objects import Blob, Hash, Object
+from reelstore.objects.block import peek
 from reelstore.objects.hash import is_full_hex, is_prefix
 from reelstore.repo import Repo
 
@@ -34,7 +35,34 @@ def _lookup(repo: Repo, name: str) -> tuple[Hash | None, str]:
         return None, "ambiguous" if is_prefix(name) else "missing"
 
 
+def _entry(repo: Repo, name: str, with_content: bool, as_json: bool) -> bytes | dict:
+    """One batch answer: git's `<id> <kind> <size>` line (and content), or its JSON form."""
+    h, problem = _lookup(repo, name)
+    raw = None
+    if h is not None:
+        try:
+            raw = repo.objects.get_raw(h)
+        except NotFound:
+            problem = "missing"
+    if h is None or raw is None:
+        if as_json:
+            return {"name": name, "missing" if problem == "missing" else "error": True}
+        return f"{name} {problem}\n".encode()
+    try:
+        kind, content = peek(raw)
+    except BadInput as err:
+        raise StorageError(f"object {h.hex()} is damaged: {err.message}", id=h) from None
+    if as_json:
+        doc: dict = {"id": h.hex(), "kind": kind, "size": len(content)}
+        if with_content:
+            doc["object"] = repo.objects.get(h).to_json()
+        return doc
+    head = f"{h.hex()} {kind} {len(content)}\n".encode()
+    return head + content + b"\n" if with_content else head
+
+
 def _batch(ctx: Context, names: list[str] | None, with_content: bool, buffered: bool) -> None:
+    """Objects are read as re-hashed bytes, not decoded: the batch prints kind, size and raw content."""
     repo = ctx.repo
     out = sys.stdout.buffer
     docs = []
@@ -42,30 +70,12 @@ def _batch(ctx: Context, names: list[str] | None, with_content: bool, buffered: 
     for name in source:
         if not name:
             continue
-        h, problem = _lookup(repo, name)
-        obj = None
-        if h is not None:
-            try:
-                obj = repo.objects.get(h)
-            except NotFound:
-                problem = "missing"
-        if obj is None:
-            if ctx.json:
-                docs.append({"name": name, "missing" if problem == "missing" else "error": True})
-            else:
-                out.write(f"{name} {problem}\n".encode())
-        else:
-            content = obj.content()
-            if ctx.json:
-                doc = {"id": obj.id.hex(), "kind": obj.kind, "size": len(content)}
-                if with_content:
-                    doc["object"] = obj.to_json()
-                docs.append(doc)
-            else:
-                out.write(f"{obj.id.hex()} {obj.kind} {len(content)}\n".encode())
-                if with_content:
-                    out.write(content + b"\n")
-        if not buffered and not ctx.json:
+        answer = _entry(repo, name, with_content, ctx.json)
+        if isinstance(answer, dict):
+            docs.append(answer)
+            continue
+        out.write(answer)
+        if not buffered:
             out.flush()
     if ctx.json:
         ctx.emit(docs)

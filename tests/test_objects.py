@@ -235,3 +235,21 @@ def test_non_canonical_bodies_of_valid_objects_are_e014():
     for raw in (unsorted, long_int, b"blob\x00\xd9\x01x", b"blob\x00\xc5\x00\x01x"):
         with pytest.raises(BadInput):
             decode(raw)
+
+
+def test_peek_gives_what_a_full_decode_gives() -> None:
+    from reelstore.objects import Blob, Record, Tree
+    from reelstore.objects.block import peek
+
+    for obj in (Blob(b""), Blob(b"x" * 300), Blob(b"y" * 70000), Tree(0, ()), Record(None, Tree(0, ()).id)):
+        assert peek(obj.encode()) == (obj.kind, obj.content())
+
+
+def test_peek_refuses_a_blob_whose_length_lies() -> None:
+    import pytest
+
+    from reelstore.errors import BadInput
+    from reelstore.objects.block import peek
+
+    with pytest.raises(BadInput):
+        peek(b"blob\x00\xc4\x05abc")
