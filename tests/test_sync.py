@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from gitserver import bare, fsck, git
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from reelstore import sync
@@ -293,6 +293,7 @@ def test_fetch_size_is_bounded(tmp_path: Path, store_a: Repo, remote: Path) -> N
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.tuples(st.integers(0, 1), st.integers(0, 6), st.sampled_from(["push", "fetch"])),
                       min_size=1, max_size=6))
+@example(steps=[(0, 0, "push"), (1, 0, "push"), (0, 0, "fetch"), (0, 0, "push")])  # a fan-out tree our haves reach
 def test_interleaved_pushes_and_fetches_keep_every_closure(tmp_path_factory: pytest.TempPathFactory,
                                                           steps: list[tuple[int, int, str]]) -> None:
     """Two stores, each owning one view, push and fetch in any order; a fresh clone then holds the
@@ -328,3 +329,22 @@ def add_view_object(repo: Repo, tag: str, blobs: list[Blob] = ()) -> Hash:
     view = View("main", repo.refs["refs/heads/main"], tree.id, meta=FrozenMap({"tag": tag}))
     repo.objects.put_many([*blobs, tree, view])
     return view.id
+
+
+def test_a_refs_file_our_haves_reach_makes_the_fetch_start_over(tmp_path: Path, remote: Path) -> None:
+    """A ref moved back to an earlier value yields a refs file identical to one we already have; git
+    then leaves it out of the pack, and the fetch must redo itself without haves to read it."""
+    a, b = Repo.init(tmp_path / "a"), Repo.init(tmp_path / "b")
+    for s in (a, b):
+        sync.add_remote(s, "origin", str(remote))
+    first = add_view_object(a, "x", [Blob(b"one")])
+    a.refs.set("refs/views/v", first, None)
+    sync.push(a, "origin", ["refs/views/v"])
+    sync.fetch(b, "origin")
+    second = add_view_object(a, "y", [Blob(b"two")])
+    a.refs.set("refs/views/v", second, first)
+    sync.push(a, "origin", ["refs/views/v"])
+    a.refs.set("refs/views/v", first, second)
+    sync.push(a, "origin", ["refs/views/v"])
+    assert sync.fetch(b, "origin").refs["refs/remotes/origin/views/v"] == first
+    assert closure(b, second) == closure(a, second)

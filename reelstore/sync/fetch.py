@@ -18,7 +18,7 @@ from ..errors import BadInput, ReelError, StorageError
 from ..objects import Hash
 from ..refs import ANY, check_ref_name
 from ..repo import DEFAULT_TRUNK, REEL_DIR, Repo
-from .mapping import Received, read_pack, reel_ref, tracking_ref, unpack
+from .mapping import Omitted, Received, read_pack, reel_ref, tracking_ref, unpack
 from .remote import DEFAULT_REMOTE, add_remote, remote_url
 from .state import Seen, SyncState
 from .transport import Progress, Remote, connect, remote_progress, talking_to
@@ -53,9 +53,13 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
     state = SyncState(repo)
     try:
         state.bind(remote, conn.url)
-        advertised, got = _receive(repo, conn, state, progress, incremental=True)
-        targets = _targets(state, remote, advertised, got)
-        if _first_missing(repo, got, list(targets.values())) is not None:
+        try:
+            advertised, got = _receive(repo, conn, state, progress, incremental=True)
+            targets = _targets(state, remote, advertised, got)
+            complete = _first_missing(repo, got, list(targets.values())) is None
+        except Omitted:
+            complete = False
+        if not complete:
             advertised, got = _receive(repo, conn, state, progress, incremental=False)
             targets = _targets(state, remote, advertised, got)
             lacking = _first_missing(repo, got, list(targets.values()))

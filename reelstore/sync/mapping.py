@@ -162,20 +162,35 @@ def _get(pack: dict[bytes, ShaFile], sha: bytes, kind: type, what: str) -> ShaFi
     return obj
 
 
+class Omitted(Exception):
+    """The remote left out a sync commit's refs file because our haves reach an identical one; the
+    fetch is then redone without haves, since the refs cannot be read from anything else."""
+
+
+def _subtree(pack: dict[bytes, ShaFile], sha: bytes, what: str) -> ShaFile | None:
+    """A fan-out tree, or None when the remote left it out: git omits a tree that our haves reach, so
+    every object under it was already sent to us (the fetch's closure check confirms it)."""
+    return None if sha not in pack else _get(pack, sha, GitTree, what)
+
+
 def _read_root(pack: dict[bytes, ShaFile], tree: ShaFile, objects: dict[Hash, Object],
                have: Callable[[Hash], bool], cid: str) -> dict[str, Hash]:
     entries = {e.path: e for e in tree.iteritems()}
     if set(entries) - {b"objects", b"refs"} or b"refs" not in entries or entries[b"refs"].mode != BLOB_MODE:
         raise StorageError(f"sync commit {cid} does not have the tree of a sync commit")
+    if entries[b"refs"].sha not in pack:
+        raise Omitted(cid)
     refs = parse_refs(_get(pack, entries[b"refs"].sha, GitBlob, "refs file").as_raw_string())
     fanout = entries.get(b"objects")
     if fanout is not None:
         if fanout.mode != TREE_MODE:
             raise StorageError(f"sync commit {cid}: objects is not a tree")
-        for shard in _get(pack, fanout.sha, GitTree, "objects tree").iteritems():
+        shards = _subtree(pack, fanout.sha, "objects tree")
+        for shard in shards.iteritems() if shards is not None else ():
             if shard.mode != TREE_MODE or len(shard.path) != 2 or not is_hex(shard.path.decode("latin-1")):
                 raise StorageError(f"sync commit {cid}: bad fan-out entry {shard.path!r}")
-            for entry in _get(pack, shard.sha, GitTree, "fan-out tree").iteritems():
+            leaves = _subtree(pack, shard.sha, "fan-out tree")
+            for entry in leaves.iteritems() if leaves is not None else ():
                 _read_object(pack, shard.path + entry.path, entry, objects, have, cid)
     return refs
 
