@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from conftest import REEL
+
 from reelstore.fsck import fsck
 from reelstore.gc import gc
 from reelstore.objects import Blob
@@ -93,7 +95,6 @@ def test_gc_beside_a_live_writer_loses_nothing_reachable(tmp_path: Path) -> None
 
 def test_gc_killed_at_any_point_loses_nothing_reachable(tmp_path: Path) -> None:
     import os
-    import shutil
     import signal
 
     from reelstore.objects import Record, Tree
@@ -101,7 +102,7 @@ def test_gc_killed_at_any_point_loses_nothing_reachable(tmp_path: Path) -> None:
     repo = Repo.init(tmp_path)
     repo.config.set("core.fsync", "false")
     repo.config.save()
-    reel = shutil.which("reel") or str(Path(sys.executable).with_name("reel"))
+    reel = REEL
     env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
     for round_, delay in enumerate((0.3, 0.6, 0.9, 1.2, 1.6)):
         live = Repo.open(repo.path)

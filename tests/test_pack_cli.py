@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+from conftest import REEL
+
 from reelstore.objects import Blob, Hash, Record, Tree
 from reelstore.repo import Repo
 
@@ -170,11 +172,9 @@ def test_flipped_index_byte_and_lost_index(tmp_path: Path, reel) -> None:
 def test_progress_only_on_a_terminal(tmp_path: Path, reel) -> None:
     import pty
     import select
-    import shutil
     import subprocess
-    import sys
 
-    exe = shutil.which("reel") or str(Path(sys.executable).with_name("reel"))
+    exe = REEL
     repo = Repo.init(tmp_path)
     blobs = [Blob(b"progress %d" % i) for i in range(1100)]
     tree = Tree(0, tuple((f"b{i:05}", b.id) for i, b in enumerate(blobs)))
