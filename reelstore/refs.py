@@ -35,6 +35,13 @@ ANY = _Any()
 """As an expected old value: no check."""
 
 MAX_REF = 1024
+LOGGED = ("refs/heads/", "refs/views/", "refs/remotes/")
+
+
+def keeps_reflog(name: str) -> bool:
+    """Trunks, views and remote-tracking refs keep a reflog, as git logs only its branch-like refs by
+    default. A drain ref does not: its journal entries chain to each other and are their own log."""
+    return name.startswith(LOGGED)
 _PACKED_LINE = re.compile(r"([0-9a-f]{64}) (refs/.+)")
 _BAD = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
 
@@ -311,7 +318,8 @@ class MemoryRefStore(RefStore):
                 self._refs.pop(u.name, None)
                 self._logs.pop(u.name, None)
             else:
-                self._logs.setdefault(u.name, []).append(ReflogEntry(old, u.new, now, principal, message))
+                if keeps_reflog(u.name):
+                    self._logs.setdefault(u.name, []).append(ReflogEntry(old, u.new, now, principal, message))
                 self._refs[u.name] = u.new
 
     def names(self) -> Iterator[str]:
@@ -454,7 +462,7 @@ class DiskRefStore(RefStore):
             if u.new is None:
                 continue
             lock = self._path(u.name + ".lock")
-            entry = ReflogEntry(self._read(u.name), u.new, now, principal, message)
+            old = self._read(u.name)
             fd = os.open(lock, os.O_WRONLY | os.O_TRUNC)
             try:
                 os.write(fd, (u.new.hex() + "\n").encode("ascii"))
@@ -463,7 +471,8 @@ class DiskRefStore(RefStore):
             finally:
                 os.close(fd)
             crash_point("refs:lock-written")
-            self._append_log(u.name, entry)
+            if keeps_reflog(u.name):
+                self._append_log(u.name, ReflogEntry(old, u.new, now, principal, message))
             crash_point("refs:logged")
             os.replace(lock, self._path(u.name))
             held.discard(u.name)
