@@ -6,14 +6,12 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from reelstore.errors import ReelError
 from reelstore.repo import Repo
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Context:

@@ -125,21 +125,3 @@ class StaleEpoch(ReelError):
 
     code, exit_status = "E016", 6
 
-
-ALL_ERRORS: tuple[type[ReelError], ...] = (
-    NotFound,
-    Conflict,
-    EffectAfterAbort,
-    ForkDepthExceeded,
-    DrainTimeout,
-    StorageError,
-    ViewTerminal,
-    CapabilityViolation,
-    Unreachable,
-    OutcomeUnknown,
-    Held,
-    BudgetExhausted,
-    BadInput,
-    RemoteConflict,
-    StaleEpoch,
-)

@@ -18,9 +18,6 @@ if TYPE_CHECKING:
     from ..objects import Effect
     from ..repo import Repo
 
-STATES = ("succeeded", "failed", "unknown")
-RECONCILED = ("succeeded", "absent", "unknown")
-
 
 @dataclass(frozen=True)
 class Admission:
