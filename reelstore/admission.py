@@ -86,6 +86,7 @@ def spent(cap: Capability, pending: Sequence[Effect]) -> int:
 
 
 def check_budgets(caps: Sequence[Capability], effects: Sequence[Effect]) -> None:
-    """Every effect of a buffer fits within the view's budgets (E013): the merge-time check."""
+    """Every effect of a buffer is still authorised, unexpired and within budget (E009 / E013): checked
+    when a child merges and again at commit, so an effect never fires on authority that has lapsed."""
     for i in range(len(effects)):
         admit_effect(caps, effects[:i], effects[i])

@@ -330,6 +330,7 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
     effects = pending_effects(repo, view)
     run_pre_hook(repo, "pre-commit", {"REEL_VIEW": name, "REEL_TARGET": target, "REEL_EFFECTS": str(len(effects))})
     hold.check(repo)
+    admission.check_budgets(admission.view_caps(repo, view), effects)
     for e in effects:
         if e.effect_class == "B":
             adapter(e.adapter, repo).check_precondition(e)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import kernel_helpers as kh
 import pytest
 
-from reelstore import hold, kernel
+from reelstore import admission, hold, kernel
 from reelstore.errors import BadInput, BudgetExhausted, CapabilityViolation, Conflict, Held, NotFound
 from reelstore.objects import Capability
 from reelstore.repo import Repo
@@ -55,6 +57,21 @@ def test_expired_capability_refuses_with_e013(mem: Repo) -> None:
         kernel.effect(mem, "a", "recorder", {"n": 1})
     with pytest.raises(BudgetExhausted):
         kernel.put(mem, "a", "x", b"")
+
+
+def test_a_capability_that_lapses_before_commit_fires_nothing(mem: Repo) -> None:
+    deadline = admission.now_s() + 2
+    kernel.fork(mem, "a", caps=[Capability.make(["fire_c"], "", expires_at=deadline)])
+    kernel.effect(mem, "a", "recorder", {"n": 1})
+    for _ in range(40):  # at most 4 s: the expiry has second resolution
+        if admission.now_s() >= deadline:
+            break
+        time.sleep(0.1)
+    head = mem.refs["refs/heads/main"]
+    with pytest.raises(BudgetExhausted, match="expired"):
+        kernel.commit(mem, "a")
+    assert mem.refs["refs/heads/main"] == head and kh.FIRED == []
+    kernel.abort(mem, "a")
 
 
 def test_hold_stops_admission_and_commit(mem: Repo) -> None:
