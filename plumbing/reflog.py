@@ -24,7 +24,7 @@ def reflog(ctx: Context, limit: int | None, args: tuple[str, ...]) -> None:
     given = args[0] if args else repo.trunk
     name = full_ref(repo, given) if args else f"refs/heads/{repo.trunk}"
     entries = repo.refs.reflog(name)
-    if not entries and repo.refs.get(name) is None:
+    if not entries:
         raise NotFound(f"no reflog for {name}", ref=name)
     newest = list(reversed(entries))[:limit]
     docs = [

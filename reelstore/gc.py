@@ -136,8 +136,6 @@ class GcReport:
     loose_removed: int = 0
     temp_removed: int = 0
     """Temporary files left by a killed writer (older than an hour)."""
-    reflog_expired: int = 0
-    """Reflog entries older than `gc.reflogExpire`, dropped."""
     dry_run: bool = False
     pruned_ids: list[Hash] = field(default_factory=list)
     damaged_skipped: list[Hash] = field(default_factory=list)
@@ -297,7 +295,6 @@ def gc(
             if _remove_loose_if_unchanged(store, h, listed, None if h in keep else cutoff):
                 report.loose_removed += 1
         report.temp_removed = _sweep_temp(store, now)
-        report.reflog_expired = _expire_reflogs(repo, now)
         store.refresh(force=True)
         return report
 
@@ -316,14 +313,7 @@ def _gc_memory(repo: Repo, cutoff: float | None, dry_run: bool, now: float) -> G
     if not dry_run:
         for h in drop:
             store.delete(h)
-        report.reflog_expired = _expire_reflogs(repo, now)
     return report
-
-
-def _expire_reflogs(repo: Repo, now: float) -> int:
-    """Reflog entries older than `gc.reflogExpire` are no gc roots any more; drop them, as git does."""
-    since = config_cutoff(repo, "gc.reflogExpire", DEFAULT_REFLOG_EXPIRE, now)
-    return 0 if since is None else repo.refs.expire_reflogs(int(since * 1000))
 
 
 def _pack_options(repo: Repo) -> PackOptions:

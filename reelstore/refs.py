@@ -249,32 +249,6 @@ class RefStore:
     def reflog(self, name: str) -> list[ReflogEntry]:
         raise NotImplementedError
 
-    def _write_reflog(self, name: str, entries: list[ReflogEntry]) -> None:
-        """Replace `name`'s reflog whole; called under the ref's lock."""
-        raise NotImplementedError
-
-    def expire_reflogs(self, before_ms: int) -> int:
-        """Drop reflog entries older than `before_ms` (gc's reflog expiry); returns how many went.
-
-        Each log is rewritten under its ref's lock, the lock every update appends under, so no line is
-        lost to a concurrent update; a ref whose lock is busy right now is left for the next gc."""
-        dropped = 0
-        for name in [n for n in self.names() if keeps_reflog(n)]:
-            if all(e.time_ms >= before_ms for e in self.reflog(name)):
-                continue
-            try:
-                self._lock([name])
-            except Conflict:
-                continue
-            try:
-                entries = self.reflog(name)
-                kept = [e for e in entries if e.time_ms >= before_ms]
-                self._write_reflog(name, kept)
-                dropped += len(entries) - len(kept)
-            finally:
-                self._unlock([name])
-        return dropped
-
     def get(self, name: str) -> Hash | None:
         return self._read(check_ref_name(name))
 
@@ -353,9 +327,6 @@ class MemoryRefStore(RefStore):
 
     def reflog(self, name: str) -> list[ReflogEntry]:
         return list(self._logs.get(check_ref_name(name), ()))
-
-    def _write_reflog(self, name: str, entries: list[ReflogEntry]) -> None:
-        self._logs[name] = list(entries)
 
 
 class DiskRefStore(RefStore):
@@ -562,9 +533,6 @@ class DiskRefStore(RefStore):
             return [ReflogEntry.parse(line) for line in text.split("\n") if line.strip()]
         except BadInput as exc:
             raise StorageError(f"reflog of {name} is damaged: {exc.message}", ref=name) from None
-
-    def _write_reflog(self, name: str, entries: list[ReflogEntry]) -> None:
-        atomic_write(self._log_path(name), "".join(e.line() for e in entries).encode("utf-8"), fsync=self.fsync)
 
     def pack_refs(self) -> int:
         """Move every loose ref into packed-refs (under every ref's lock); returns how many moved."""
