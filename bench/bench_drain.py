@@ -98,11 +98,8 @@ def drain_overhead(base: Path, url: str, n: int, fsync: bool) -> tuple[list[floa
 
     NETWORK.clear()
     FSYNCS[0] = 0
-    previous = crashpoints.set_hook(mark)
-    try:
+    with crashpoints.hooked(mark):
         report = drain(repo, "main", rec.id)
-    finally:
-        crashpoints.set_hook(previous)
     assert report.complete, report.to_json()
     totals = [b - a for a, b in zip(marks, marks[1:])]
     return totals, [t - net for t, net in zip(totals, NETWORK)], FSYNCS[0] / n

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 ENV = "REEL_TEST_CRASH_AT"
 
@@ -31,3 +32,13 @@ def set_hook(hook: Callable[[str], None] | None) -> Callable[[str], None] | None
     global _hook
     previous, _hook = _hook, hook
     return previous
+
+
+@contextmanager
+def hooked(hook: Callable[[str], None]) -> Iterator[None]:
+    """Run the block with `hook` installed, then put back whatever was installed before."""
+    previous = set_hook(hook)
+    try:
+        yield
+    finally:
+        set_hook(previous)

@@ -58,7 +58,7 @@ def test_t002_fork_is_isolated(mem: Repo) -> None:
 
 
 def test_t003_commit_is_atomic(mem: Repo) -> None:
-    from reelstore.crashpoints import set_hook
+    from reelstore.crashpoints import hooked
 
     class Crash(Exception):
         pass
@@ -71,12 +71,9 @@ def test_t003_commit_is_atomic(mem: Repo) -> None:
     kernel.put(mem, "a", "x", b"1")
     kernel.effect(mem, "a", "recorder", {"n": 1})
     head = mem.refs["refs/heads/main"]
-    previous = set_hook(crash)
-    try:
+    with hooked(crash):
         with pytest.raises(Crash):
             kernel.commit(mem, "a")
-    finally:
-        set_hook(previous)
     assert mem.refs["refs/heads/main"] == head and kh.FIRED == []
     res = kernel.commit(mem, "a")
     assert res.record == mem.refs["refs/heads/main"]

@@ -69,11 +69,8 @@ def test_every_send_is_journaled_unknown_first() -> None:
 
     rec = committed(repo, ["keyed"])
     op = op_id(rec, 0)
-    previous = crashpoints.set_hook(hook)
-    try:
+    with crashpoints.hooked(hook):
         report = drain(repo, "main", rec)
-    finally:
-        crashpoints.set_hook(previous)
     assert seen == ["unknown"] and world.acted[op] == 1
     assert report.complete and [o.state for o in report.outcomes] == ["succeeded"]
     chain = list(drainlog.walk(repo, repo.refs["refs/drains/main"]))
@@ -137,12 +134,9 @@ def test_a_zombie_drainer_is_fenced(tier: str, pause: str) -> None:
             crashpoints.set_hook(None)
             rescued.append(recovery.recover(repo).epoch)
 
-    previous = crashpoints.set_hook(hook)
-    try:
+    with crashpoints.hooked(hook):
         with pytest.raises(StaleEpoch):
             drain(repo, "main", rec)
-    finally:
-        crashpoints.set_hook(previous)
     assert rescued == [epoch.current(repo)] == [1]
     epochs = [e.epoch for e in drainlog.walk(repo, repo.refs["refs/drains/main"])]
     assert epochs == sorted(epochs, reverse=True)
@@ -202,10 +196,7 @@ def test_recovery_leaves_an_operation_of_a_live_drainer_of_its_own_epoch_alone()
             rival = drain(repo, "main", rec, epoch=now, recovering=True)
             seen.append([o.action for o in rival.outcomes])
 
-    previous = crashpoints.set_hook(hook)
-    try:
+    with crashpoints.hooked(hook):
         report = drain(repo, "main", rec, epoch=now)
-    finally:
-        crashpoints.set_hook(previous)
     assert seen == [["yielded", "not-reached"]] and report.complete
     assert world.acted[op_id(rec, 0)] == 1 and world.acted[op_id(rec, 1)] == 1

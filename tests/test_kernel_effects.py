@@ -136,7 +136,7 @@ def test_bad_effects_are_e014_and_unknown_adapters_e001(mem: Repo) -> None:
 
 
 def test_a_write_racing_the_commit_makes_it_fail_cleanly(mem: Repo) -> None:
-    from reelstore.crashpoints import set_hook
+    from reelstore.crashpoints import hooked
 
     kernel.fork(mem, "a")
     kernel.put(mem, "a", "x", b"1")
@@ -147,12 +147,9 @@ def test_a_write_racing_the_commit_makes_it_fail_cleanly(mem: Repo) -> None:
         if point == "commit:record-written":
             kernel.effect(mem, "a", "recorder", {"n": 2})
 
-    previous = set_hook(racing_writer)
-    try:
+    with hooked(racing_writer):
         with pytest.raises(Conflict):
             kernel.commit(mem, "a")
-    finally:
-        set_hook(previous)
     assert mem.refs["refs/heads/main"] == head and kh.FIRED == []
     res = kernel.commit(mem, "a")
     assert [n for _, n in kh.FIRED] == [1, 2]
@@ -161,7 +158,7 @@ def test_a_write_racing_the_commit_makes_it_fail_cleanly(mem: Repo) -> None:
 
 
 def test_an_abort_racing_the_commit_wins_and_nothing_fires(mem: Repo) -> None:
-    from reelstore.crashpoints import set_hook
+    from reelstore.crashpoints import hooked
 
     kernel.fork(mem, "a")
     kernel.effect(mem, "a", "recorder", {"n": 1})
@@ -171,17 +168,14 @@ def test_an_abort_racing_the_commit_wins_and_nothing_fires(mem: Repo) -> None:
         if point == "commit:record-written":
             assert kernel.abort(mem, "a") == ["a"]
 
-    previous = set_hook(racing_abort)
-    try:
+    with hooked(racing_abort):
         with pytest.raises(kernel.ViewTerminal):
             kernel.commit(mem, "a")
-    finally:
-        set_hook(previous)
     assert mem.refs["refs/heads/main"] == head and kh.FIRED == []
 
 
 def test_an_abort_after_the_commit_point_is_refused(mem: Repo) -> None:
-    from reelstore.crashpoints import set_hook
+    from reelstore.crashpoints import hooked
 
     kernel.fork(mem, "a")
     kernel.effect(mem, "a", "recorder", {"n": 1})
@@ -193,9 +187,6 @@ def test_an_abort_after_the_commit_point_is_refused(mem: Repo) -> None:
                 kernel.abort(mem, "a")
             refused.append(point)
 
-    previous = set_hook(late_abort)
-    try:
+    with hooked(late_abort):
         kernel.commit(mem, "a")
-    finally:
-        set_hook(previous)
     assert refused and [n for _, n in kh.FIRED] == [1]

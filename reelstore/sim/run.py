@@ -140,17 +140,16 @@ class Run:
     # the scenario
 
     def run(self) -> SeedResult:
-        previous = crashpoints.set_hook(self.hook)
         clock, drainlog.clock = drainlog.clock, _Ticker()
         try:
-            self.setup()
-            self.storm()
-            self.calm()
-            self.check()
+            with crashpoints.hooked(self.hook):
+                self.setup()
+                self.storm()
+                self.calm()
+                self.check()
         except SimCrash as crash:
             self.result.violations.append(f"a crash escaped the scenario at {crash.point}")
         finally:
-            crashpoints.set_hook(previous)
             drainlog.clock = clock
             self.result.counts.update(self.world.counts)
         return self.result
