@@ -8,11 +8,13 @@ yet is `pending` (committed, not yet drained).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from . import drainlog
 from .drain import op_id
-from .objects import Effect, Effects, Hash, Record, View
+from .objects import Effect, Effects, Hash, View
+from .ops import trunk_records
 from .repo import Repo
 from .views import trunk_ref
 
@@ -51,11 +53,10 @@ class LogEntry:
 
 def log(repo: Repo, trunk: str, limit: int | None = None) -> list[LogEntry]:
     """Records of `trunk` from its head back to its root (or `limit` of them)."""
+    repo.refs[trunk_ref(trunk)]  # E001 for a trunk that does not exist
     journal = drainlog.index(repo, trunk).latest
     out: list[LogEntry] = []
-    h: Hash | None = repo.refs[trunk_ref(trunk)]
-    while h is not None and (limit is None or len(out) < limit):
-        rec = repo.objects.get_as(h, Record)
+    for h, rec in islice(trunk_records(repo, trunk), limit):
         view_name = None
         if rec.view is not None and repo.objects.has(rec.view):
             view = repo.objects.get(rec.view)
@@ -73,5 +74,4 @@ def log(repo: Repo, trunk: str, limit: int | None = None) -> list[LogEntry]:
                     entry.effects.append(EffectOutcome(i, op, eid, adapter, resource,
                                                        latest.state if latest is not None else "pending"))
         out.append(entry)
-        h = rec.parent
     return out
