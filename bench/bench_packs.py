@@ -25,7 +25,7 @@ from pathlib import Path
 from _util import Table, fast_import_blobs, git, git_init, payloads, reel, scratch, timed
 
 from reelstore.objects import Blob, Record, Tree
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 
 def reel_store(path: Path) -> Repo:

@@ -11,9 +11,8 @@ from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.objects import Blob, Hash, Object
 from reelstore.objects.block import peek
 from reelstore.objects.hash import is_full_hex, is_prefix
-from reelstore.repo import Repo
-
-from .context import Context, pass_ctx, write_bytes
+from reelstore.plumbing.context import Context, pass_ctx, write_bytes
+from reelstore.storage.repo import Repo
 
 
 def pretty(obj: Object) -> bytes:

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from reelstore.errors import ReelError
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 
 class Context:

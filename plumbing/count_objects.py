@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import click
 
-from reelstore.disk_store import DiskObjectStore
-from reelstore.disk_store import count_objects as do_count
 from reelstore.errors import BadInput
-
-from .context import Context, pass_ctx
+from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.storage.disk_store import DiskObjectStore
+from reelstore.storage.disk_store import count_objects as do_count
 
 
 @click.command("count-objects")

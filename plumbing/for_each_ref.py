@@ -10,9 +10,8 @@ import click
 
 from reelstore.errors import BadInput
 from reelstore.objects import Hash
-from reelstore.repo import Repo
-
-from .context import Context, pass_ctx
+from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.storage.repo import Repo
 
 DEFAULT_FORMAT = "%(objectname) %(objecttype)\t%(refname)"
 _SHORT_PREFIXES = ("refs/heads/", "refs/views/", "refs/remotes/", "refs/drains/", "refs/")

@@ -5,10 +5,9 @@ from __future__ import annotations
 import click
 
 from reelstore.errors import StorageError
-from reelstore.fsck import fsck as do_fsck
-
-from .context import Context, pass_ctx
-from .repack import end_progress, tty_progress
+from reelstore.maintenance.fsck import fsck as do_fsck
+from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.plumbing.repack import end_progress, tty_progress
 
 
 @click.command("fsck")

@@ -8,8 +8,7 @@ import click
 
 from reelstore.codec import frame
 from reelstore.objects import KINDS, Blob, Object, decode
-
-from .context import Context, pass_ctx
+from reelstore.plumbing.context import Context, pass_ctx
 
 
 def object_from_content(kind: str, data: bytes) -> Object:

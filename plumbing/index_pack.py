@@ -8,13 +8,12 @@ from pathlib import Path
 
 import click
 
-from reelstore.disk_store import DiskObjectStore
 from reelstore.errors import BadInput
-from reelstore.fileio import atomic_write
-from reelstore.pack import scan_pack
-from reelstore.pack_index import index_bytes
-
-from .context import Context, pass_ctx
+from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.storage.disk_store import DiskObjectStore
+from reelstore.storage.fileio import atomic_write
+from reelstore.storage.pack import scan_pack
+from reelstore.storage.pack_index import index_bytes
 
 
 @click.command("index-pack")

@@ -6,9 +6,8 @@ import click
 
 from reelstore.errors import BadInput
 from reelstore.objects import Hash, Record, Tree, View
-from reelstore.repo import Repo
-
-from .context import Context, pass_ctx
+from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.storage.repo import Repo
 
 
 def namespace_root(repo: Repo, name: str) -> Tree:

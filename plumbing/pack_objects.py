@@ -7,14 +7,13 @@ import time
 
 import click
 
-from reelstore.disk_store import DiskObjectStore
 from reelstore.errors import BadInput, NotFound, StorageError
+from reelstore.maintenance.reach import ref_roots, walk
 from reelstore.objects import Hash
-from reelstore.pack import PackItem, write_pack_stream
-from reelstore.reach import ref_roots, walk
-from reelstore.repo import Repo
-
-from .context import Context, pass_ctx
+from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.storage.disk_store import DiskObjectStore
+from reelstore.storage.pack import PackItem, write_pack_stream
+from reelstore.storage.repo import Repo
 
 
 def _selected(repo: Repo, all_refs: bool, revs: bool, names: tuple[str, ...]) -> dict[Hash, str]:

@@ -8,8 +8,8 @@ import os
 from reelstore.errors import BadInput
 from reelstore.objects import ZERO_HEX, Hash
 from reelstore.objects.hash import is_full_hex
-from reelstore.refs import check_ref_name
-from reelstore.repo import Repo
+from reelstore.storage.refs import check_ref_name
+from reelstore.storage.repo import Repo
 
 
 def full_ref(repo: Repo, name: str) -> str:

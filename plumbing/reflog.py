@@ -5,9 +5,8 @@ from __future__ import annotations
 import click
 
 from reelstore.errors import NotFound
-
-from .context import Context, pass_ctx
-from .refargs import full_ref
+from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.plumbing.refargs import full_ref
 
 
 @click.command("reflog")

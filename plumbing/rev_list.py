@@ -5,10 +5,9 @@ from __future__ import annotations
 import click
 
 from reelstore.errors import NotFound, StorageError
+from reelstore.maintenance.reach import history, ref_roots, walk
 from reelstore.objects import Object
-from reelstore.reach import history, ref_roots, walk
-
-from .context import Context, pass_ctx
+from reelstore.plumbing.context import Context, pass_ctx
 
 
 @click.command("rev-list")

@@ -6,8 +6,7 @@ import click
 
 from reelstore.errors import NotFound
 from reelstore.objects import Hash
-
-from .context import Context, pass_ctx
+from reelstore.plumbing.context import Context, pass_ctx
 
 
 def tail_matches(pattern: str, name: str) -> bool:

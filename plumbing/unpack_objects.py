@@ -6,11 +6,10 @@ import sys
 
 import click
 
-from reelstore.disk_store import DiskObjectStore
 from reelstore.objects import decode
-from reelstore.pack import scan_pack
-
-from .context import Context, pass_ctx
+from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.storage.disk_store import DiskObjectStore
+from reelstore.storage.pack import scan_pack
 
 
 @click.command("unpack-objects")

@@ -10,11 +10,10 @@ import click
 
 from reelstore.errors import BadInput
 from reelstore.objects import Hash
-from reelstore.refs import ANY, RefTransaction
-from reelstore.repo import Repo
-
-from .context import Context, pass_ctx
-from .refargs import full_ref, new_value, old_value, principal
+from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.plumbing.refargs import full_ref, new_value, old_value, principal
+from reelstore.storage.refs import ANY, RefTransaction
+from reelstore.storage.repo import Repo
 
 
 def _hex(h: Hash | None) -> str | None:

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import click
 
-from reelstore.disk_store import DiskObjectStore
 from reelstore.errors import StorageError
-from reelstore.pack import Pack
-
-from .context import Context, pass_ctx
+from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.storage.disk_store import DiskObjectStore
+from reelstore.storage.pack import Pack
 
 
 def _packs(ctx: Context, paths: tuple[str, ...]) -> tuple[list[Pack], list[str]]:

@@ -8,10 +8,10 @@ import sys
 from typing import Any
 
 import click
-from reelstore.plumbing.context import Context, report
 
 from reelstore import plumbing, porcelain
 from reelstore.errors import ReelError, StorageError
+from reelstore.plumbing.context import Context, report
 
 
 class ReelGroup(click.Group):

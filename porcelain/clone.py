@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+
 from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.porcelain.sync_progress import tty_progress
 

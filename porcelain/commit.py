@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import click
-from reelstore.plumbing.context import Context, pass_ctx
 
-from reelstore.kernel import CommitResult
-from reelstore.store import Store
+from reelstore.api import Store
+from reelstore.kernel.verbs import CommitResult
+from reelstore.plumbing.context import Context, pass_ctx
 
 
 def _text(res: CommitResult) -> str:

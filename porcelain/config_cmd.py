@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import click
-from reelstore.plumbing.context import Context, pass_ctx
 
 from reelstore.errors import BadInput, NotFound
+from reelstore.plumbing.context import Context, pass_ctx
 
 
 @click.command("config")

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import click
+
 from reelstore.plumbing.context import Context, pass_ctx
 
 
@@ -34,8 +35,8 @@ def _say(text: str) -> None:
 
 
 def _effect_ids(store: Path, view: str) -> list[str]:
-    from reelstore.repo import Repo
-    from reelstore.store import Store
+    from reelstore.api import Store
+    from reelstore.storage.repo import Repo
 
     return [e["id"] for e in Store(Repo.open(store)).status(view)["effects"]]
 

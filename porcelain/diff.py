@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import click
-from reelstore.plumbing.context import Context, pass_ctx
 
-from reelstore.store import Store
+from reelstore.api import Store
+from reelstore.plumbing.context import Context, pass_ctx
 
 _MARK = {"added": "A", "modified": "M", "removed": "D"}
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import click
-from reelstore.plumbing.context import Context, pass_ctx
 
+from reelstore.api import Store
 from reelstore.errors import BadInput
-from reelstore.store import Store
+from reelstore.plumbing.context import Context, pass_ctx
 
 
 def _version_ref(text: str | None) -> dict[str, str] | None:

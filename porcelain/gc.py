@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import click
+
+from reelstore.maintenance.gc import gc as do_gc
 from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.plumbing.repack import end_progress, tty_progress
-
-from reelstore.gc import gc as do_gc
 
 
 @click.command("gc")

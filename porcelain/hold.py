@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import click
+
+from reelstore.drain.hold import hold as put_on_hold
+from reelstore.kernel.views import principal
 from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.porcelain.ops import json_flag
-
-from reelstore.hold import hold as put_on_hold
-from reelstore.views import principal
 
 
 @click.command("hold")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from reelstore.plumbing.context import Context, pass_ctx
 
-from reelstore.repo import DEFAULT_TRUNK, Repo
+from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.storage.repo import DEFAULT_TRUNK, Repo
 
 
 @click.command("init")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 
 import click
-from reelstore.plumbing.context import Context, pass_ctx
 
-from reelstore.history import LogEntry
-from reelstore.store import Store
+from reelstore.api import Store
+from reelstore.kernel.history import LogEntry
+from reelstore.plumbing.context import Context, pass_ctx
 
 
 def _text(entries: list[LogEntry]) -> str:

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-from reelstore.plumbing.context import Context, pass_ctx
 
-from reelstore.ops import Operation, find, list_ops
+from reelstore.drain.ops import Operation, find, list_ops
+from reelstore.plumbing.context import Context, pass_ctx
 
 
 def json_flag(f: Callable[..., Any]) -> Callable[..., Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+
 from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.porcelain.sync_progress import tty_progress
 

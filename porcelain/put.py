@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 
 import click
-from reelstore.plumbing.context import Context, pass_ctx
 
-from reelstore.store import Store
+from reelstore.api import Store
+from reelstore.plumbing.context import Context, pass_ctx
 
 
 @click.command("put")

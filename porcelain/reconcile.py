@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import click
+
+from reelstore.drain.ops import reconcile as settle
 from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.porcelain.ops import json_flag
-
-from reelstore.ops import reconcile as settle
 
 
 @click.command("reconcile")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import click
+
+from reelstore.drain.recovery import RecoveryReport
+from reelstore.drain.recovery import recover as resume
 from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.porcelain.ops import json_flag
-
-from reelstore.recovery import RecoveryReport
-from reelstore.recovery import recover as resume
 
 
 def _text(rep: RecoveryReport) -> str:

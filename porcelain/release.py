@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import click
+
+from reelstore.drain.hold import release as lift
 from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.porcelain.ops import json_flag
-
-from reelstore.hold import release as lift
 
 
 @click.command("release")

@@ -9,10 +9,10 @@ import sys
 from typing import Any
 
 import click
-from reelstore.plumbing.context import Context, pass_ctx
 
+from reelstore.api import Store
 from reelstore.intercept.loop import DryRun, default_backends
-from reelstore.store import Store
+from reelstore.plumbing.context import Context, pass_ctx
 
 NO_TTY_EXIT = 1
 """Neither --commit nor --abort and no terminal to ask: aborted, and the caller is told by the status."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import click
-from reelstore.plumbing.context import Context, pass_ctx
 
 from reelstore.codec import thaw
+from reelstore.plumbing.context import Context, pass_ctx
 
 
 @click.command("show")

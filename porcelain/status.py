@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from reelstore.plumbing.context import Context, pass_ctx
 
-from reelstore.store import Store
+from reelstore.api import Store
+from reelstore.plumbing.context import Context, pass_ctx
 
 
 def _text(info: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ __all__ = ["Store"]
 def __getattr__(name: str) -> Any:
     # Lazy, so `import reelstore.codec` does not load the whole kernel.
     if name == "Store":
-        from .store import Store
+        from reelstore.api import Store
 
         return Store
     raise AttributeError(f"module 'reelstore' has no attribute {name!r}")

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgpack
 
-from .errors import BadInput
+from reelstore.errors import BadInput
 
 MAX_OBJECT_SIZE = 64 * 1024 * 1024
 """Largest canonical object accepted anywhere: in a store, a pack, a remote."""

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from hypothesis import settings
-from reelstore.porcelain.cli import cli
 
-from reelstore.repo import Repo
+from reelstore.porcelain.cli import cli
+from reelstore.storage.repo import Repo
 
 _BESIDE = Path(sys.executable).with_name("reel")
 REEL = str(_BESIDE) if _BESIDE.exists() else (shutil.which("reel") or "reel")

@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 from reelstore.objects import Blob
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 WORKER = r"""
 import random, sys, time
 from reelstore.errors import Conflict
 from reelstore.objects import Blob
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 repo = Repo.open(sys.argv[1])
 name, increments = sys.argv[2], int(sys.argv[3])

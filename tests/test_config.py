@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from reelstore.config import Config, split_key
 from reelstore.errors import BadInput
+from reelstore.storage.config import Config, split_key
 
 
 def test_split_key():

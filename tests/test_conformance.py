@@ -15,13 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reelstore.objects as objects
-import reelstore.refs as refs
-from reelstore import kernel
-from reelstore.drain import FireToken
+import reelstore.storage.refs as refs
+from reelstore.drain.drainer import FireToken
 from reelstore.errors import CapabilityViolation, Conflict, NotFound, ViewTerminal
-from reelstore.gc import gc
+from reelstore.kernel import verbs as kernel
+from reelstore.maintenance.gc import gc
 from reelstore.objects import OPS, Blob, Capability, Effects, Hash, Record, View, decode, prefix_covers
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -191,8 +191,8 @@ def refuse(event, args):
     if event.startswith("socket.") or event == "urllib.Request":
         raise RuntimeError("network used: " + event)
 sys.addaudithook(refuse)
-from reelstore.repo import Repo
-from reelstore import kernel
+from reelstore.storage.repo import Repo
+from reelstore.kernel import verbs as kernel
 repo = Repo.init(sys.argv[1])
 kernel.fork(repo, "a")
 kernel.put(repo, "a", "x", b"local")
@@ -237,7 +237,7 @@ def test_t010_fire_capability_only_from_commits_drain(mem: Repo) -> None:
     (stack,) = kh.STACKS
     assert "commit" in stack and "drain" in stack and "abort" not in stack
     callers = [p for p in (ROOT / "reelstore").rglob("*.py") if "_mint(" in p.read_text()]
-    assert [p.name for p in callers] == ["drain.py"]
+    assert [p.relative_to(ROOT).as_posix() for p in callers] == ["reelstore/drain/drainer.py"]
 
 
 def test_t011_effects_block_decodes_rehashes_and_vanishes_after_abort_and_gc(mem: Repo) -> None:

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from reelstore import drainlog, kernel
-from reelstore.drain import op_id
+from reelstore.drain import log as drainlog
+from reelstore.drain.drainer import op_id
+from reelstore.kernel import verbs as kernel
 from reelstore.objects import Record
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 REEL = [sys.executable, "-c", "from reelstore.porcelain.cli import main; main()"]
 BEFORE_COMMIT_POINT = ("commit:checked", "commit:record-written")

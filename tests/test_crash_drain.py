@@ -18,7 +18,7 @@ import pytest
 from conftest import REEL
 from target import TIERS, Target, configure, pay_op
 
-from reelstore.store import Store
+from reelstore.api import Store
 
 POINTS = ("before-send", "target-kills", "after-send")
 

@@ -19,13 +19,13 @@ from conftest import REEL
 
 from reelstore.errors import Conflict
 from reelstore.objects import Blob
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 WRITER = r"""
 import random, sys
 from reelstore.errors import Conflict
 from reelstore.objects import Blob, Tree
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 repo = Repo.open(sys.argv[1])
 rnd = random.Random(int(sys.argv[2]))

@@ -7,12 +7,14 @@ import random
 
 import pytest
 
-from reelstore import crashpoints, drainlog, epoch, hold, recovery
-from reelstore.drain import FireToken, _mint, commit_message, drain, op_id
+from reelstore import crashpoints
+from reelstore.drain import epoch, hold, recovery
+from reelstore.drain import log as drainlog
+from reelstore.drain.drainer import FireToken, _mint, commit_message, drain, op_id
 from reelstore.errors import CapabilityViolation, Conflict, Held, OutcomeUnknown, StaleEpoch
 from reelstore.objects import Effect, Effects, Hash, Record
-from reelstore.repo import Repo
 from reelstore.sim.world import TIERS, Rates, World, attach, make_repo
+from reelstore.storage.repo import Repo
 
 
 def committed(repo: Repo, tiers: list[str]) -> Hash:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from reelstore.fsck import fsck
+from reelstore.maintenance.fsck import fsck
 from reelstore.objects import Blob, Effect, Journal, Record, Tree
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 
 def test_clean_store_and_unreachable_listing(tmp_path: Path, run) -> None:

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reelstore.errors import BadInput, Conflict, StorageError
-from reelstore.fsck import fsck
-from reelstore.gc import gc, gc_lock, parse_age, prune, repack
+from reelstore.maintenance.fsck import fsck
+from reelstore.maintenance.gc import gc, gc_lock, parse_age, prune, repack
 from reelstore.objects import Blob, Effect, Effects, Hash, Record, Tree, View
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 
 def view_objects(tag: str, base: Hash, also: Hash) -> tuple[View, list]:

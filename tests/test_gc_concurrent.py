@@ -10,16 +10,16 @@ from pathlib import Path
 
 from conftest import REEL
 
-from reelstore.fsck import fsck
-from reelstore.gc import gc
+from reelstore.maintenance.fsck import fsck
+from reelstore.maintenance.gc import gc
+from reelstore.maintenance.reach import ref_roots, walk
 from reelstore.objects import Blob
-from reelstore.reach import ref_roots, walk
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 WRITER = r'''
 import sys, time
 from reelstore.objects import Blob, Record, Tree, View
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 repo = Repo.open(sys.argv[1])
 deadline = time.monotonic() + float(sys.argv[2])

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from reelstore import kernel
 from reelstore.errors import CapabilityViolation
-from reelstore.repo import Repo
+from reelstore.kernel import verbs as kernel
+from reelstore.storage.repo import Repo
 
 
 def install(repo: Repo, name: str, body: str, executable: bool = True) -> Path:

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from target import Target, configure, pay_op
 
-from reelstore import drainlog
 from reelstore.adapters.base import adapter
+from reelstore.api import Store
 from reelstore.codec import thaw
+from reelstore.drain import log as drainlog
 from reelstore.errors import BadInput, Conflict
-from reelstore.store import Store
 
 
 @pytest.fixture

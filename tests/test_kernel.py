@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from reelstore import kernel
 from reelstore.errors import (
     BadInput,
     CapabilityViolation,
@@ -13,8 +12,9 @@ from reelstore.errors import (
     NotFound,
     ViewTerminal,
 )
+from reelstore.kernel import verbs as kernel
 from reelstore.objects import Capability, Record
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 
 def head_record(repo: Repo) -> Record:

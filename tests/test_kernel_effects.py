@@ -7,10 +7,12 @@ import time
 import kernel_helpers as kh
 import pytest
 
-from reelstore import admission, hold, kernel
+from reelstore.drain import hold
 from reelstore.errors import BadInput, BudgetExhausted, CapabilityViolation, Conflict, Held, NotFound
+from reelstore.kernel import admission
+from reelstore.kernel import verbs as kernel
 from reelstore.objects import Capability
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 
 @pytest.fixture(autouse=True)

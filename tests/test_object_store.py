@@ -10,8 +10,8 @@ import pytest
 import zstandard
 
 from reelstore.errors import BadInput, NotFound, StorageError
-from reelstore.object_store import LooseObjectStore, MemoryObjectStore, ObjectStore
 from reelstore.objects import Blob, Hash, Record, Tree
+from reelstore.storage.object_store import LooseObjectStore, MemoryObjectStore, ObjectStore
 
 
 @pytest.fixture(params=["memory", "loose"])

@@ -8,7 +8,7 @@ from pathlib import Path
 from target import Target, configure, pay_op
 from test_crash_drain import crashed_commit, reel
 
-from reelstore.store import Store
+from reelstore.api import Store
 
 FIELDS = ("op", "state", "trunk", "record", "effect", "index", "adapter", "resource", "delivery", "principal",
           "evidence", "evidence_time", "why_unknown", "next_action")

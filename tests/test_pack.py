@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reelstore.disk_store import DiskObjectStore
 from reelstore.errors import NotFound, StorageError
 from reelstore.objects import Blob, Record, Tree
-from reelstore.pack import Pack, PackItem, PackOptions, scan_pack, write_pack
+from reelstore.storage.disk_store import DiskObjectStore
+from reelstore.storage.pack import Pack, PackItem, PackOptions, scan_pack, write_pack
 
 
 def versioned(files: int = 6, versions: int = 8, seed: int = 1) -> list[tuple[Blob, str]]:
@@ -188,8 +188,8 @@ def test_reader_finds_objects_moved_into_a_new_pack(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def packed_store(tmp_path_factory):
-    from reelstore.gc import gc
-    from reelstore.repo import Repo
+    from reelstore.maintenance.gc import gc
+    from reelstore.storage.repo import Repo
 
     repo = Repo.init(tmp_path_factory.mktemp("flip"))
     rec = repo.refs["refs/heads/main"]
@@ -207,8 +207,8 @@ def packed_store(tmp_path_factory):
 @settings(max_examples=40, deadline=None)
 @given(which=st.sampled_from(["pack", "idx"]), where=st.floats(0, 1, exclude_max=True), bit=st.integers(0, 7))
 def test_any_flipped_bit_is_caught_by_fsck(packed_store, which: str, where: float, bit: int) -> None:
-    from reelstore.fsck import fsck
-    from reelstore.repo import Repo
+    from reelstore.maintenance.fsck import fsck
+    from reelstore.storage.repo import Repo
 
     root, pack_path, idx_path = packed_store
     path = pack_path if which == "pack" else idx_path
@@ -233,8 +233,8 @@ def test_frame_declaring_a_huge_size_is_refused_before_allocation(tmp_path: Path
     import blake3
     import zstandard
 
-    from reelstore.pack import PACK_HEADER, PACK_MAGIC, ZSTD, _varint
-    from reelstore.pack_index import VERSION, index_bytes
+    from reelstore.storage.pack import PACK_HEADER, PACK_MAGIC, ZSTD, _varint
+    from reelstore.storage.pack_index import VERSION, index_bytes
 
     blob = Blob(b"z" * 100)
     params = zstandard.ZstdCompressionParameters.from_level(
@@ -253,7 +253,7 @@ def test_frame_declaring_a_huge_size_is_refused_before_allocation(tmp_path: Path
 
 def test_a_large_put_packs_only_what_is_not_already_loose(tmp_path) -> None:
     from reelstore.objects import Blob
-    from reelstore.repo import Repo
+    from reelstore.storage.repo import Repo
 
     repo = Repo.init(tmp_path)
     store = repo.objects

@@ -10,7 +10,7 @@ from pathlib import Path
 from conftest import REEL
 
 from reelstore.objects import Blob, Hash, Record, Tree
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 
 def populate(repo: Repo, versions: int = 4) -> list[Hash]:

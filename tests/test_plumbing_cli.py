@@ -11,7 +11,7 @@ from pathlib import Path
 from conftest import REEL
 
 from reelstore.objects import ZERO_HEX, Blob, Tree
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 HEX = re.compile(r"[0-9a-f]{64}")
 

@@ -11,9 +11,9 @@ from conftest import REEL
 from target import Target, configure, pay_op
 from test_crash_drain import _env, crashed_commit, op_state, reel
 
-from reelstore import drainlog
-from reelstore.repo import Repo
-from reelstore.store import Store
+from reelstore.api import Store
+from reelstore.drain import log as drainlog
+from reelstore.storage.repo import Repo
 
 
 def test_a_killed_recovery_is_recovered_again(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import Hash
-from reelstore.refs import ANY, DiskRefStore, MemoryRefStore, ReflogEntry, RefStore, check_ref_name
+from reelstore.storage.refs import ANY, DiskRefStore, MemoryRefStore, ReflogEntry, RefStore, check_ref_name
 
 A, B, C = (Hash(bytes([i]) * 32) for i in (1, 2, 3))
 

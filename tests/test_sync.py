@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from reelstore import sync
 from reelstore.codec import FrozenMap
 from reelstore.errors import NotFound, RemoteConflict, StorageError
-from reelstore.fsck import fsck as reel_fsck
+from reelstore.maintenance.fsck import fsck as reel_fsck
 from reelstore.objects import Blob, Hash, Record, Tree, View
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 
 def grow(repo: Repo, n: int, tag: str, trunk: str = "main") -> Hash:

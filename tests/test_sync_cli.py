@@ -13,7 +13,7 @@ from test_sync import _plant, grow
 
 from reelstore import sync
 from reelstore.objects import Blob
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 
 def test_remote_push_clone_fetch_round_trip(tmp_path: Path, reel) -> None:

@@ -12,8 +12,8 @@ from gitserver import bare, fsck, git
 from target import Target, configure, pay_op
 
 from reelstore import sync
-from reelstore.repo import Repo
-from reelstore.store import Store
+from reelstore.api import Store
+from reelstore.storage.repo import Repo
 
 
 def test_concurrent_commit_remote_drains_once(tmp_path: Path) -> None:

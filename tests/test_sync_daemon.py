@@ -11,9 +11,9 @@ from test_sync import add_view, closure, grow, reread_all
 
 from reelstore import sync
 from reelstore.errors import RemoteConflict, StorageError, Unreachable
-from reelstore.fsck import fsck as reel_fsck
+from reelstore.maintenance.fsck import fsck as reel_fsck
 from reelstore.objects import Blob
-from reelstore.repo import Repo
+from reelstore.storage.repo import Repo
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import NotFound
+from reelstore.errors import NotFound
 
 if TYPE_CHECKING:
-    from ..objects import Effect
-    from ..repo import Repo
+    from reelstore.objects import Effect
+    from reelstore.storage.repo import Repo
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def register(cls: type[Adapter]) -> type[Adapter]:
 def adapter(name: str, repo: Repo) -> Adapter:
     """An adapter instance by name (E001 if no adapter has that name)."""
     if name not in REGISTRY:
-        from . import fs, http  # noqa: F401  (importing registers the shipped adapters)
+        from reelstore.adapters import fs, http  # noqa: F401  (importing registers the shipped adapters)
     try:
         return REGISTRY[name](repo)
     except KeyError:

@@ -20,10 +20,10 @@ from typing import Any
 
 import blake3
 
-from ..errors import BadInput
-from ..fileio import atomic_write
-from ..objects import Effect
-from .base import Adapter, Admission, Result, register
+from reelstore.adapters.base import Adapter, Admission, Result, register
+from reelstore.errors import BadInput
+from reelstore.objects import Effect
+from reelstore.storage.fileio import atomic_write
 
 ACTIONS = ("write", "delete")
 MAX_CONTENT = 16 * 1024 * 1024

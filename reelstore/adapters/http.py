@@ -3,7 +3,7 @@
 An operation is a map: `{"method": "POST", "url": "http://h/pay", "headers": {...}, "json": VALUE}`
 (or `"body": TEXT`, or raw bytes under `"body"`), optionally `"etag": VALUE` for a Class B request
 (the same as `reel effect --version-ref etag=VALUE`).
-Its resource name is `http:METHOD:URL`; `reelstore.services` classes and delivers it by config.
+Its resource name is `http:METHOD:URL`; `reelstore.drain.services` classes and delivers it by config.
 
 Outcomes are judged conservatively: a 2xx answer is `succeeded`; a 4xx answer (the target refused)
 is `failed`; a refused connection is `failed` (nothing left the machine); anything that may have
@@ -18,15 +18,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..codec import thaw
-from ..errors import BadInput, Conflict
-from ..objects.hash import Hash
-from ..services import SAFE_METHODS, Service, classify
-from .base import Adapter, Admission, Result, register
+from reelstore.adapters.base import Adapter, Admission, Result, register
+from reelstore.codec import thaw
+from reelstore.drain.services import SAFE_METHODS, Service, classify
+from reelstore.errors import BadInput, Conflict
+from reelstore.objects.hash import Hash
 
 if TYPE_CHECKING:
-    from ..objects import Effect
-    from ..repo import Repo
+    from reelstore.objects import Effect
+    from reelstore.storage.repo import Repo
 
 RECEIPT_HEADERS = ("etag", "location", "content-type", "idempotency-key", "date", "last-modified")
 METHOD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")

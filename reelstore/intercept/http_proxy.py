@@ -19,11 +19,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from .. import kernel
-from ..errors import BadInput, ReelError
-from ..repo import Repo
-from ..services import SAFE_METHODS
-from .base import Backend, Launch, Refusal
+from reelstore.drain.services import SAFE_METHODS
+from reelstore.errors import BadInput, ReelError
+from reelstore.intercept.base import Backend, Launch, Refusal
+from reelstore.kernel import verbs as kernel
+from reelstore.storage.repo import Repo
 
 HOP_BY_HOP = frozenset(("connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
                         "te", "trailer", "trailers", "transfer-encoding", "upgrade", "host", "content-length"))

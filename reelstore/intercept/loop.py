@@ -20,15 +20,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
-from .. import kernel
-from ..errors import Conflict
-from ..objects import Capability, Hash
-from ..repo import Repo
-from ..store import Store
-from ..views import view_ref
-from .base import Backend, Launch, Refusal
-from .http_proxy import HttpProxy
-from .scratch import Scratch
+from reelstore.api import Store
+from reelstore.errors import Conflict
+from reelstore.intercept.base import Backend, Launch, Refusal
+from reelstore.intercept.http_proxy import HttpProxy
+from reelstore.intercept.scratch import Scratch
+from reelstore.kernel import verbs as kernel
+from reelstore.kernel.views import view_ref
+from reelstore.objects import Capability, Hash
+from reelstore.storage.repo import Repo
 
 VIEW_VAR = "REEL_VIEW"
 """The command is told its view's name, so it can also use `reel` verbs on it directly."""

@@ -16,11 +16,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .. import kernel
-from ..errors import ReelError
-from ..objects import Blob, Hash
-from ..repo import Repo
-from .base import Backend, Launch, Refusal
+from reelstore.errors import ReelError
+from reelstore.intercept.base import Backend, Launch, Refusal
+from reelstore.kernel import verbs as kernel
+from reelstore.objects import Blob, Hash
+from reelstore.storage.repo import Repo
 
 SCRATCH_VAR = "REEL_SCRATCH"
 

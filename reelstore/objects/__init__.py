@@ -1,14 +1,14 @@
 """The object model: the reel protocol's content-addressed kinds and their one codec."""
 
-from .block import KINDS, Object, decode, decode_verified
-from .capability import OPS, Capability, prefix_covers
-from .data import Blob, Tree
-from .delta import Delta
-from .effect import Effect, Effects
-from .hash import HASH_SIZE, HEX_SIZE, ZERO_HEX, Hash
-from .journal import Finding, Journal
-from .record import Record
-from .view import View
+from reelstore.objects.block import KINDS, Object, decode, decode_verified
+from reelstore.objects.capability import OPS, Capability, prefix_covers
+from reelstore.objects.data import Blob, Tree
+from reelstore.objects.delta import Delta
+from reelstore.objects.effect import Effect, Effects
+from reelstore.objects.hash import HASH_SIZE, HEX_SIZE, ZERO_HEX, Hash
+from reelstore.objects.journal import Finding, Journal
+from reelstore.objects.record import Record
+from reelstore.objects.view import View
 
 __all__ = [
     "HASH_SIZE",

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar, TypeVar
 
-from ..codec import FrozenMap, frame, pack_body, split_frame, thaw, unpack_body
-from ..errors import BadInput
-from .hash import Hash
+from reelstore.codec import FrozenMap, frame, pack_body, split_frame, thaw, unpack_body
+from reelstore.errors import BadInput
+from reelstore.objects.hash import Hash
 
 Validator = Callable[[Any, str], Any]
 KINDS: dict[str, type[Object]] = {}
@@ -180,7 +180,7 @@ def v_bytes(value: Any, where: str) -> bytes:
 
 
 def v_map(value: Any, where: str) -> FrozenMap:
-    from ..codec import freeze
+    from reelstore.codec import freeze
 
     if not isinstance(value, Mapping):
         raise BadInput(f"{where} must be a map")

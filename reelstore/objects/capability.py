@@ -11,8 +11,8 @@ import datetime as _dt
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..errors import BadInput
-from .block import Object, register, v_int, v_opt, v_str, v_tuple
+from reelstore.errors import BadInput
+from reelstore.objects.block import Object, register, v_int, v_opt, v_str, v_tuple
 
 OPS = ("read", "write", "delete", "fire_b", "fire_c")
 SEPARATORS = "/:"

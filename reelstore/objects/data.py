@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 
 import msgpack
 
-from ..codec import frame
-from ..errors import BadInput
-from .block import Object, register, v_bytes, v_hash, v_int, v_str, v_tuple
-from .hash import HASH_SIZE, Hash
+from reelstore.codec import frame
+from reelstore.errors import BadInput
+from reelstore.objects.block import Object, register, v_bytes, v_hash, v_int, v_str, v_tuple
+from reelstore.objects.hash import HASH_SIZE, Hash
 
 MAX_NAME = 4096
 

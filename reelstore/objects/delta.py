@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import BadInput
-from .block import Object, register, v_hash, v_opt, v_str, v_tuple
-from .data import MAX_NAME
-from .hash import Hash
+from reelstore.errors import BadInput
+from reelstore.objects.block import Object, register, v_hash, v_opt, v_str, v_tuple
+from reelstore.objects.data import MAX_NAME
+from reelstore.objects.hash import Hash
 
 
 def _op(value: Any, where: str) -> tuple:

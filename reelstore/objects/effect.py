@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..codec import FrozenMap
-from .block import Object, register, v_enum, v_hash, v_map, v_opt, v_str, v_tuple
-from .hash import Hash
+from reelstore.codec import FrozenMap
+from reelstore.objects.block import Object, register, v_enum, v_hash, v_map, v_opt, v_str, v_tuple
+from reelstore.objects.hash import Hash
 
 CLASSES = ("B", "C")
 DELIVERIES = ("keyed", "two-phase", "queryable", "blind")

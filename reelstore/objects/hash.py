@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import blake3
 
-from ..errors import BadInput
+from reelstore.errors import BadInput
 
 HASH_SIZE = 32
 HEX_SIZE = 2 * HASH_SIZE

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..codec import FrozenMap
-from .block import Object, register, v_enum, v_hash, v_int, v_map, v_opt, v_str
-from .hash import Hash
+from reelstore.codec import FrozenMap
+from reelstore.objects.block import Object, register, v_enum, v_hash, v_int, v_map, v_opt, v_str
+from reelstore.objects.hash import Hash
 
 STATES = ("unknown", "succeeded", "failed", "absent")
 OUTCOMES = ("succeeded", "absent")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .block import Object, register, v_hash, v_int, v_opt, v_str
-from .hash import Hash
+from reelstore.objects.block import Object, register, v_hash, v_int, v_opt, v_str
+from reelstore.objects.hash import Hash
 
 
 @register

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..codec import FrozenMap
-from .block import Object, register, v_enum, v_hash, v_int, v_map, v_opt, v_str, v_tuple
-from .hash import Hash
+from reelstore.codec import FrozenMap
+from reelstore.objects.block import Object, register, v_enum, v_hash, v_int, v_map, v_opt, v_str, v_tuple
+from reelstore.objects.hash import Hash
 
 BOUNDARIES = ("isolated", "autonomous")
 MAX_DEPTH = 64

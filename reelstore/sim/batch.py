@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .run import SeedResult, run_seed
+from reelstore.sim.run import SeedResult, run_seed
 
 
 @dataclass

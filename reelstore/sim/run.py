@@ -17,11 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import crashpoints, drainlog, kernel, ops, recovery
-from ..errors import ReelError, StaleEpoch
-from ..objects import Effect, Effects, Journal, Record
-from ..repo import Repo
-from .world import TIERS, Rates, World, make_repo
+from reelstore import crashpoints
+from reelstore.drain import log as drainlog
+from reelstore.drain import ops, recovery
+from reelstore.errors import ReelError, StaleEpoch
+from reelstore.kernel import verbs as kernel
+from reelstore.objects import Effect, Effects, Journal, Record
+from reelstore.sim.world import TIERS, Rates, World, make_repo
+from reelstore.storage.repo import Repo
 
 LOCKED_POINTS = frozenset({"journal:object-written"})
 """Points reached while holding the drain lock: a crash may land there, a concurrent actor may not."""
@@ -293,7 +296,7 @@ class _Ticker:
 
 
 def _epoch(repo: Repo) -> int:
-    from .. import epoch
+    from reelstore.drain import epoch
 
     return epoch.current(repo)
 

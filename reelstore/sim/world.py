@@ -15,15 +15,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..adapters.base import Adapter, Admission, Result, register
-from ..errors import BadInput, StorageError
-from ..object_store import MemoryObjectStore
-from ..objects import Hash, Object
-from ..refs import MemoryRefStore, RefUpdate
-from ..repo import Repo
+from reelstore.adapters.base import Adapter, Admission, Result, register
+from reelstore.errors import BadInput, StorageError
+from reelstore.objects import Hash, Object
+from reelstore.storage.object_store import MemoryObjectStore
+from reelstore.storage.refs import MemoryRefStore, RefUpdate
+from reelstore.storage.repo import Repo
 
 if TYPE_CHECKING:
-    from ..objects import Effect
+    from reelstore.objects import Effect
 
 TIERS = ("keyed", "queryable", "two-phase", "blind")
 

@@ -5,9 +5,9 @@ as `refs/reel/…`; a push moves each remote ref by compare-and-swap; a fetch st
 not re-hashed and decoded.
 """
 
-from .fetch import FetchResult, clone, fetch
-from .push import PushResult, RefPush, advance_remote_trunk, push, remote_fence
-from .remote import DEFAULT_REMOTE, add_remote, list_remotes, remote_url, remove_remote
+from reelstore.sync.fetch import FetchResult, clone, fetch
+from reelstore.sync.push import PushResult, RefPush, advance_remote_trunk, push, remote_fence
+from reelstore.sync.remote import DEFAULT_REMOTE, add_remote, list_remotes, remote_url, remove_remote
 
 __all__ = [
     "DEFAULT_REMOTE",

@@ -14,14 +14,14 @@ from pathlib import Path
 
 from dulwich.object_store import ObjectStoreGraphWalker
 
-from ..errors import BadInput, ReelError, StorageError
-from ..objects import Hash
-from ..refs import ANY, check_ref_name
-from ..repo import DEFAULT_TRUNK, REEL_DIR, Repo
-from .mapping import Omitted, Received, read_pack, reel_ref, tracking_ref, unpack
-from .remote import DEFAULT_REMOTE, add_remote, remote_url
-from .state import Seen, SyncState
-from .transport import Progress, Remote, connect, remote_progress, talking_to
+from reelstore.errors import BadInput, ReelError, StorageError
+from reelstore.objects import Hash
+from reelstore.storage.refs import ANY, check_ref_name
+from reelstore.storage.repo import DEFAULT_TRUNK, REEL_DIR, Repo
+from reelstore.sync.mapping import Omitted, Received, read_pack, reel_ref, tracking_ref, unpack
+from reelstore.sync.remote import DEFAULT_REMOTE, add_remote, remote_url
+from reelstore.sync.state import Seen, SyncState
+from reelstore.sync.transport import Progress, Remote, connect, remote_progress, talking_to
 
 _SPOOL = 64 << 20
 _MAX_FETCH = 4 << 30

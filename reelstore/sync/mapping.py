@@ -33,11 +33,11 @@ from dulwich.objects import ShaFile
 from dulwich.objects import Tree as GitTree
 from dulwich.pack import PackData, PackInflater
 
-from ..codec import MAX_OBJECT_SIZE, MAX_TAG
-from ..errors import BadInput, StorageError
-from ..objects import Hash, Object, decode_verified
-from ..objects.hash import is_hex
-from .state import format_refs, parse_refs
+from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG
+from reelstore.errors import BadInput, StorageError
+from reelstore.objects import Hash, Object, decode_verified
+from reelstore.objects.hash import is_hex
+from reelstore.sync.state import format_refs, parse_refs
 
 TREE_MODE = 0o040000
 BLOB_MODE = 0o100644

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 
 from dulwich.pack import pack_objects_to_data
 
-from ..errors import BadInput, NotFound, ReelError, RemoteConflict, StorageError
-from ..objects import Blob, Hash, Record, decode
-from ..refs import check_ref_name
-from ..repo import Repo
-from .mapping import REMOTE_PREFIX, build_commit, git_ref, tracking_ref
-from .remote import remote_url
-from .state import Seen, SyncState
-from .transport import Progress, Remote, connect, remote_progress, talking_to
+from reelstore.errors import BadInput, NotFound, ReelError, RemoteConflict, StorageError
+from reelstore.objects import Blob, Hash, Record, decode
+from reelstore.storage.refs import check_ref_name
+from reelstore.storage.repo import Repo
+from reelstore.sync.mapping import REMOTE_PREFIX, build_commit, git_ref, tracking_ref
+from reelstore.sync.remote import remote_url
+from reelstore.sync.state import Seen, SyncState
+from reelstore.sync.transport import Progress, Remote, connect, remote_progress, talking_to
 
 SYNCED = ("refs/heads/", "refs/views/")
 _MAX_WALK = 1_000_000

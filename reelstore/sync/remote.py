@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from ..errors import BadInput, NotFound
-from ..repo import Repo
-from .state import SyncState
+from reelstore.errors import BadInput, NotFound
+from reelstore.storage.repo import Repo
+from reelstore.sync.state import SyncState
 
 DEFAULT_REMOTE = "origin"
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,63}")

@@ -15,10 +15,10 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..errors import BadInput, StorageError
-from ..objects import Hash
-from ..refs import check_ref_name
-from ..repo import Repo
+from reelstore.errors import BadInput, StorageError
+from reelstore.objects import Hash
+from reelstore.storage.refs import check_ref_name
+from reelstore.storage.repo import Repo
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS known (remote TEXT NOT NULL, id BLOB NOT NULL, PRIMARY KEY (remote, id)) WITHOUT ROWID;

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from dulwich.client import GitClient, InvalidWants, LocalGitClient, SubprocessGitClient, get_transport_and_path
 from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
 
-from ..errors import ReelError, Unreachable
+from reelstore.errors import ReelError, Unreachable
 
 Progress = Callable[[str], None]
 

@@ -1,0 +1,182 @@
+"""The Python API: a `Store` and its views, the same verbs the `reel` command line runs.
+
+    from reelstore import Store
+
+    store = Store.open(".")
+    with store.view("attempt-1", caps=["read,write=docs/", "fire_c=fs:out/"]) as v:
+        v.put("docs/plan.md", b"...")
+        v.effect("fs", {"action": "write", "path": "out/plan.md", "content": "..."})
+    # clean exit: committed (and drained); an exception inside the block: aborted, nothing fires.
+
+Every method is a thin wrapper over `reelstore.kernel.verbs`; the command line calls these same methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from reelstore.kernel import verbs as kernel
+from reelstore.kernel.history import LogEntry, log
+from reelstore.kernel.views import live_views, view_ref
+from reelstore.objects import Capability, Effect, Hash
+from reelstore.storage.repo import DEFAULT_TRUNK, Repo
+
+
+def _caps(caps: Iterable[Capability | str] | None) -> list[Capability] | None:
+    if caps is None:
+        return None
+    return [c if isinstance(c, Capability) else Capability.parse(c) for c in caps]
+
+
+class ViewHandle:
+    """A live view by name. Each call re-reads the view's ref, so handles never go stale."""
+
+    def __init__(self, store: Store, name: str) -> None:
+        self.store = store
+        self.name = name
+        self.result: kernel.CommitResult | None = None
+        """Set when `Store.view`'s block exits cleanly and commits."""
+
+    @property
+    def repo(self) -> Repo:
+        return self.store.repo
+
+    @property
+    def live(self) -> bool:
+        """False once the view was committed or aborted (by this handle or anyone else)."""
+        return self.repo.refs.get(view_ref(self.name)) is not None
+
+    def put(self, path: str, data: bytes | str) -> Hash:
+        """Write `data` (str is UTF-8 encoded) under `path`; returns the blob id."""
+        return kernel.put(self.repo, self.name, path, data.encode("utf-8") if isinstance(data, str) else data)
+
+    def get(self, path: str) -> bytes:
+        return kernel.get(self.repo, self.name, path)
+
+    def rm(self, path: str) -> None:
+        kernel.rm(self.repo, self.name, path)
+
+    def ls(self, prefix: str = "") -> list[tuple[str, Hash]]:
+        return kernel.ls(self.repo, self.name, prefix)
+
+    def effect(
+        self,
+        adapter: str,
+        op: Mapping[str, Any],
+        effect_class: str | None = None,
+        version_ref: Mapping[str, Any] | None = None,
+    ) -> Effect:
+        """Queue a Class B or C effect; it fires only if this view's changes reach a trunk."""
+        return kernel.effect(self.repo, self.name, adapter, op, effect_class, version_ref)
+
+    def status(self) -> dict[str, Any]:
+        return kernel.status(self.repo, self.name)
+
+    def diff(self) -> list[dict[str, Any]]:
+        return kernel.diff(self.repo, self.name)
+
+    def fork(
+        self, name: str, caps: Iterable[Capability | str] | None = None, boundary: str | None = None
+    ) -> ViewHandle:
+        """A child of this view (isolated by default: its commit merges into this view)."""
+        return self.store.fork(name, source=f"refs/views/{self.name}", caps=caps, boundary=boundary)
+
+    def commit(self, message: str = "") -> kernel.CommitResult:
+        return kernel.commit(self.repo, self.name, message)
+
+    def abort(self) -> list[str]:
+        return kernel.abort(self.repo, self.name)
+
+    def __repr__(self) -> str:
+        return f"ViewHandle({self.name!r})"
+
+
+class Store:
+    """A reel store on disk (or in memory). Open one with `Store.open`, create one with `Store.init`."""
+
+    def __init__(self, repo: Repo) -> None:
+        self.repo = repo
+
+    @classmethod
+    def open(cls, path: Path | str | None = None) -> Store:
+        """The store at or above `path` (default: REEL_DIR, then the working directory upwards)."""
+        return cls(Repo.discover(Path(path) if path is not None else None))
+
+    @classmethod
+    def init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK) -> Store:
+        return cls(Repo.init(path, trunk))
+
+    @classmethod
+    def memory(cls, trunk: str = DEFAULT_TRUNK) -> Store:
+        """A store that lives only in this process (for tests and embedding)."""
+        return cls(Repo.memory(trunk))
+
+    def fork(
+        self,
+        name: str,
+        source: str | None = None,
+        caps: Iterable[Capability | str] | None = None,
+        boundary: str | None = None,
+    ) -> ViewHandle:
+        """Fork view `name` from a trunk (default: the store's) or a view."""
+        kernel.fork(self.repo, name, source, _caps(caps), boundary)
+        return ViewHandle(self, name)
+
+    def open_view(self, name: str) -> ViewHandle:
+        """A handle on an existing live view (E001 / E008 if there is none)."""
+        kernel.load_live(self.repo, name, settle=False)
+        return ViewHandle(self, name)
+
+    @contextmanager
+    def view(
+        self,
+        name: str,
+        source: str | None = None,
+        caps: Iterable[Capability | str] | None = None,
+        boundary: str | None = None,
+        message: str = "",
+    ) -> Iterator[ViewHandle]:
+        """Fork a view for the block: commit on clean exit, abort if the block raises."""
+        handle = self.fork(name, source, caps, boundary)
+        try:
+            yield handle
+        except BaseException:
+            if handle.live:
+                handle.abort()
+            raise
+        if handle.live:
+            handle.result = handle.commit(message)
+
+    def views(self) -> list[dict[str, Any]]:
+        """Every live view: name, id, parent, boundary, counts of changes and effects."""
+        out = []
+        for live in live_views(self.repo):
+            v = live.view
+            delta = kernel.current_delta(self.repo, live)
+            effects = kernel.pending_effects(self.repo, v)
+            out.append({"name": live.name, "id": live.id.hex(), "parent": v.parent, "boundary": v.boundary,
+                        "depth": v.depth, "changes": len(delta.ops), "effects": len(effects)})
+        return out
+
+    def commit(self, name: str, message: str = "",
+               fence: Callable[[str, Hash, Hash], None] | None = None) -> kernel.CommitResult:
+        return kernel.commit(self.repo, name, message, fence=fence)
+
+    def abort(self, name: str) -> list[str]:
+        return kernel.abort(self.repo, name)
+
+    def status(self, name: str) -> dict[str, Any]:
+        return kernel.status(self.repo, name)
+
+    def log(self, trunk: str | None = None, limit: int | None = None) -> list[LogEntry]:
+        """The trunk's records, newest first, each with its effects' drain outcomes."""
+        return log(self.repo, trunk or self.repo.trunk, limit)
+
+    def handle(self, name: str) -> ViewHandle:
+        return ViewHandle(self, name)
+
+
+__all__: Sequence[str] = ("Store", "ViewHandle")

@@ -1,0 +1,313 @@
+"""The drain: a committed record's effects, sent in order, each one journaled before it leaves.
+
+For every effect: a journal entry `unknown` is made durable first (the intent), then a single-use
+fire token is minted for that effect and this epoch, the adapter sends, and the outcome is journaled.
+A crash at any point leaves the journal showing exactly which sends may have happened. The drain halts
+at the first effect whose outcome is unknown (later effects may depend on it); `reel recover`
+resumes according to the effect's delivery tier, and never resends a blind effect.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from reelstore.adapters.base import Adapter, Result, adapter
+from reelstore.crashpoints import crash_point
+from reelstore.drain import epoch as epochs
+from reelstore.drain import hold as holds
+from reelstore.drain import log as drainlog
+from reelstore.errors import CapabilityViolation, Conflict, Held, OutcomeUnknown, ReelError, StaleEpoch
+from reelstore.hooks.runner import run_pre_hook
+from reelstore.objects import Effect, Effects, Hash, Journal, Record
+
+if TYPE_CHECKING:
+    from reelstore.storage.repo import Repo
+
+FINAL = drainlog.FINAL
+
+
+def op_id(record: Hash, index: int) -> str:
+    """The operation id of effect `index` of `record`: stable across attempts, sent as the idempotency key."""
+    return "op_" + Hash.of(b"reel-op\0" + bytes(record) + index.to_bytes(8, "big")).hex()[:40]
+
+
+COMMIT_MESSAGE = "commit "
+
+
+def commit_message(view: str) -> str:
+    """The trunk reflog message of a commit made here; it marks the record as this store's to drain."""
+    return COMMIT_MESSAGE + view
+
+
+def committed_here(repo: Repo, trunk: str) -> set[Hash]:
+    """Records that this store's own commits put on `trunk`. Only these are this store's to drain: a
+    record that arrived from a remote was drained by the store that committed it, and draining it here
+    again would send its effects twice. Reflogs are local and never travel with a push or a fetch."""
+    log = repo.refs.reflog(f"refs/heads/{trunk}")
+    return {e.new for e in log if e.new is not None and e.message.startswith(COMMIT_MESSAGE)}
+
+
+class FireToken:
+    """The capability to send one effect, once, under one epoch. Only the drain can mint one.
+
+    An adapter must call `consume(effect.id)` before any outside action: it fails if the token is
+    forged, spent, bound to another effect, or if its epoch has been fenced by a recovery.
+    """
+
+    __slots__ = ("_effect", "_epoch", "_repo", "_used", "__weakref__")
+
+    def __init__(self, *_: Any, **__: Any) -> None:
+        raise CapabilityViolation("a fire token is minted only inside the drain of a committed record")
+
+    def __reduce__(self) -> Any:
+        raise CapabilityViolation("a fire token cannot be copied or serialised")
+
+    def __copy__(self) -> FireToken:
+        raise CapabilityViolation("a fire token cannot be copied")
+
+    def __deepcopy__(self, memo: Any) -> FireToken:
+        raise CapabilityViolation("a fire token cannot be copied")
+
+    @property
+    def used(self) -> bool:
+        return bool(getattr(self, "_used", False))
+
+    @property
+    def effect(self) -> Hash:
+        return self._effect
+
+    def consume(self, effect_id: Hash) -> None:
+        if not _genuine(self):
+            raise CapabilityViolation("this fire token was not minted by the drain")
+        if self._used:
+            raise CapabilityViolation("this fire token was already used: an effect is sent at most once per token")
+        if effect_id != self._effect:
+            raise CapabilityViolation("this fire token is bound to another effect")
+        repo = self._repo()
+        if repo is None:
+            raise CapabilityViolation("this fire token outlived its store")
+        with epochs.locked(repo):
+            epochs.check(repo, self._epoch)
+            self._used = True
+
+
+def _minting() -> tuple[Callable[[Repo, Hash, int], FireToken], Callable[[FireToken], bool]]:
+    minted: weakref.WeakSet[FireToken] = weakref.WeakSet()
+
+    def mint(repo: Repo, effect: Hash, epoch: int) -> FireToken:
+        token = object.__new__(FireToken)
+        token._effect, token._epoch, token._repo, token._used = effect, epoch, weakref.ref(repo), False
+        minted.add(token)
+        return token
+
+    def genuine(token: FireToken) -> bool:
+        return token in minted
+
+    return mint, genuine
+
+
+_mint, _genuine = _minting()
+del _minting
+
+
+@dataclass
+class Outcome:
+    """What the drain did with one effect."""
+
+    index: int
+    op: str
+    effect: Hash
+    state: str
+    """pending | unknown | succeeded | failed | absent."""
+    action: str
+    """sent | resent | reconciled | already | halted | held | not-reached | yielded."""
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "op": self.op, "effect": self.effect.hex(), "state": self.state,
+                "action": self.action, "note": self.note}
+
+
+@dataclass
+class DrainReport:
+    trunk: str
+    record: Hash
+    epoch: int
+    outcomes: list[Outcome] = field(default_factory=list)
+    halted: Outcome | None = None
+    """The first effect whose outcome is unknown; nothing after it was sent."""
+    held: str | None = None
+    yielded: bool = False
+    """Another drainer owns this record's next operation; this one stepped aside."""
+    adapters: dict[str, Adapter] = field(default_factory=dict, repr=False)
+    deferred: drainlog.Step | None = field(default=None, repr=False)
+    """The last outcome, written together with the next intent (one ref update) or when the drain ends."""
+
+    @property
+    def complete(self) -> bool:
+        return all(o.state in FINAL for o in self.outcomes)
+
+    @property
+    def sent(self) -> int:
+        return sum(o.action in ("sent", "resent") for o in self.outcomes)
+
+    def check(self) -> None:
+        """Raise what the command should exit with: E012 if held, E011 if an outcome is unknown."""
+        if self.held is not None:
+            raise Held(f"draining stopped: the store is on hold ({self.held}); record {self.record.hex()} has "
+                       "effects still pending; `reel release` then `reel recover` resumes them")
+        if self.halted is not None:
+            raise OutcomeUnknown(unknown_message(self.halted), op=self.halted.op)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"trunk": self.trunk, "record": self.record.hex(), "epoch": self.epoch, "complete": self.complete,
+                "halted": self.halted.op if self.halted else None, "held": self.held, "yielded": self.yielded,
+                "outcomes": [o.to_json() for o in self.outcomes]}
+
+
+def unknown_message(outcome: Outcome) -> str:
+    return (f"the outcome of operation {outcome.op} (effect {outcome.index} of the record) is unknown: "
+            f"{outcome.note}. Nothing after it was sent. Inspect it with `reel ops show {outcome.op}`, then "
+            f"record what you establish with `reel reconcile {outcome.op} --outcome succeeded|absent "
+            "--evidence TEXT --observer NAME` and run `reel recover` to continue")
+
+
+def record_effects(repo: Repo, record: Hash) -> tuple[Hash, ...]:
+    rec = repo.objects.get_as(record, Record)
+    return () if rec.effects is None else repo.objects.get_as(rec.effects, Effects).items
+
+
+def drain(repo: Repo, trunk: str, record: Hash, *, epoch: int | None = None, recovering: bool = False) -> DrainReport:
+    """Send `record`'s effects in order. Never raises for an unknown outcome or a hold: see `DrainReport.check`.
+
+    `recovering` resumes operations an earlier drainer left unknown, by tier; a plain drain (right
+    after commit) halts on them instead. Raises StaleEpoch (E016) if a recovery fenced this drainer,
+    and CapabilityViolation (E009) if the pre-drain hook refuses (nothing is sent; all stays pending).
+    """
+    report = DrainReport(trunk, record, epochs.current(repo) if epoch is None else epoch)
+    items = record_effects(repo, record)
+    idx = drainlog.index(repo, trunk)
+    owed = [i for i in range(len(items)) if getattr(idx.latest.get(op_id(record, i)), "state", None) not in FINAL]
+    if owed:
+        context = {"REEL_TRUNK": trunk, "REEL_RECORD": record.hex(), "REEL_EFFECTS": str(len(owed))}
+        run_pre_hook(repo, "pre-drain", context)
+    for index, effect_id in enumerate(items):
+        op = op_id(record, index)
+        if report.halted is not None or report.held is not None or report.yielded:
+            report.outcomes.append(Outcome(index, op, effect_id, _state_of(repo, trunk, op), "not-reached"))
+            continue
+        try:
+            holds.check(repo)
+        except Held as exc:
+            report.held = str(exc.details.get("why", exc.message))
+            report.outcomes.append(Outcome(index, op, effect_id, _state_of(repo, trunk, op), "held"))
+            continue
+        try:
+            outcome = _drain_one(repo, report, index, op, effect_id, recovering)
+        except Conflict as exc:
+            outcome = Outcome(index, op, effect_id, _state_of(repo, trunk, op), "yielded", exc.message)
+            report.yielded = True
+        report.outcomes.append(outcome)
+        if outcome.state == "unknown" and not report.yielded:
+            report.halted = outcome
+    _journal(repo, report, None)
+    return report
+
+
+def _journal(repo: Repo, report: DrainReport, step: drainlog.Step | None) -> Journal | None:
+    """Write the deferred outcome, if any, and `step` after it, durably and with one ref update."""
+    steps = [s for s in (report.deferred, step) if s is not None]
+    if not steps:
+        return None
+    entries = drainlog.append(repo, report.trunk, report.epoch, *steps)
+    report.deferred = None
+    return entries[-1] if step is not None else None
+
+
+def _state_of(repo: Repo, trunk: str, op: str) -> str:
+    latest = drainlog.index(repo, trunk).latest.get(op)
+    return latest.state if latest is not None else "pending"
+
+
+def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: Hash, recovering: bool) -> Outcome:
+    latest = drainlog.index(repo, report.trunk).latest.get(op)
+    if latest is not None and latest.state in FINAL:
+        return Outcome(index, op, effect_id, latest.state, "already", latest.note)
+    effect = repo.objects.get_as(effect_id, Effect)
+    impl = report.adapters.get(effect.adapter) or report.adapters.setdefault(effect.adapter,
+                                                                             adapter(effect.adapter, repo))
+    if latest is None:
+        return _send(repo, report, impl, effect, index, op, None, "sent")
+    if not recovering:
+        return Outcome(index, op, effect_id, "unknown", "halted",
+                       f"an earlier attempt's outcome is unknown ({latest.note}); `reel recover` decides by tier")
+    if latest.epoch >= report.epoch:
+        raise Conflict(f"operation {op} was journaled under the current epoch {latest.epoch} by a drainer that may "
+                       "still be running; it is left to that drainer (a later `reel recover` takes it over)", op=op)
+    if effect.delivery == "keyed":
+        return _send(repo, report, impl, effect, index, op, latest, "resent")
+    if effect.delivery == "blind":
+        return Outcome(index, op, effect_id, "unknown", "halted", blind_reason(latest))
+    found = _safe_reconcile(impl, effect, op)
+    if found == "succeeded":
+        note = f"reconciled with the target ({effect.delivery}): it reports the operation done"
+        _journal(repo, report, drainlog.Step(report.record, index, effect_id, op, "succeeded", latest.id,
+                                             {"reconciled": True}, note))
+        return Outcome(index, op, effect_id, "succeeded", "reconciled", note)
+    if found == "absent":
+        return _send(repo, report, impl, effect, index, op, latest, "resent")
+    return Outcome(index, op, effect_id, "unknown", "halted",
+                   f"the target could not confirm whether operation {op} happened ({effect.delivery} reconcile "
+                   "answered unknown); nothing was resent")
+
+
+def blind_reason(latest: Journal) -> str:
+    return ("blind delivery: the target takes no idempotency key and cannot be asked, and the last journal entry "
+            f"({latest.note or 'intent'}) shows the request may have left; it is never resent automatically")
+
+
+def _safe_reconcile(impl: Adapter, effect: Effect, op: str) -> str:
+    try:
+        found = impl.reconcile(effect, op)
+    except (OSError, ReelError):
+        return "unknown"
+    return found if found in ("succeeded", "absent") else "unknown"
+
+
+def _send(repo: Repo, report: DrainReport, impl: Adapter, effect: Effect, index: int, op: str,
+          latest: Journal | None, action: str) -> Outcome:
+    attempt = 1 if latest is None else _attempts(repo, report.trunk, op) + 1
+    note = f"intent: attempt {attempt} under epoch {report.epoch}; the request may have left"
+    intent = _journal(repo, report, drainlog.Step(report.record, index, effect.id, op, "unknown",
+                                                  latest.id if latest is not None else None, None, note))
+    assert intent is not None
+    crash_point("drain:before-send")
+    token = _mint(repo, effect.id, report.epoch)
+    try:
+        result = impl.fire(effect, token, op)
+    except StaleEpoch:
+        raise
+    except CapabilityViolation as exc:
+        result = Result("failed" if not token.used else "unknown", note=f"adapter refused: {exc.message}")
+    except Exception as exc:  # noqa: BLE001  (an adapter's crash after the intent is an unknown outcome)
+        result = Result("unknown" if token.used else "failed", note=f"adapter raised {exc!r}")
+    if not token.used and result.state != "failed":
+        result = Result("failed", note="the adapter did not present its fire token, so nothing was sent")
+    crash_point("drain:after-send")
+    state = result.state if result.state in ("succeeded", "failed", "unknown") else "unknown"
+    note = result.note or f"{state} on attempt {attempt}"
+    report.deferred = drainlog.Step(report.record, index, effect.id, op, state, intent.id,
+                                    dict(result.receipt) or None, note)
+    return Outcome(index, op, effect.id, state, action, note)
+
+
+def _attempts(repo: Repo, trunk: str, op: str) -> int:
+    """How many intents this op has: walks its own entries only, newest first, via the trunk's chain."""
+    count = 0
+    for entry in drainlog.walk(repo, drainlog.index(repo, trunk).head):
+        if entry.op == op and entry.note.startswith("intent:"):
+            count += 1
+    return count

@@ -1,0 +1,133 @@
+"""The drain journal of a trunk: a hash chain of `journal` entries under `refs/drains/<trunk>`.
+
+Appending is the one durable step of the drain, so it carries every guard: under the store's drain
+lock it checks the drainer's epoch (a fenced drainer cannot journal) and compares the operation's
+newest entry with the one the drainer last saw (a per-operation compare-and-swap: two drainers can
+never both record an intent for the same send). The object is written before the ref moves, so a
+crash between the two leaves an unreferenced object and the old head, never a dangling ref.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from reelstore.crashpoints import crash_point
+from reelstore.drain import epoch as epochs
+from reelstore.errors import Conflict, NotFound, StorageError
+from reelstore.objects import Hash, Journal
+from reelstore.storage.object_store import expect_kind
+
+if TYPE_CHECKING:
+    from reelstore.storage.repo import Repo
+
+FINAL = ("succeeded", "failed", "absent")
+
+
+def ref_name(trunk: str) -> str:
+    return f"refs/drains/{trunk}"
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+clock: Callable[[], int] = _wall_ms
+"""Milliseconds for journal entries; the simulator replaces it with its own deterministic clock."""
+
+
+@dataclass
+class JournalIndex:
+    """The newest entry of every operation of one trunk, as of `head`."""
+
+    head: Hash | None = None
+    latest: dict[str, Journal] = field(default_factory=dict)
+    count: int = 0
+
+    def apply(self, entry: Journal) -> None:
+        self.latest[entry.op] = entry
+        self.head = entry.id
+        self.count += 1
+
+
+_CACHE: weakref.WeakKeyDictionary[Repo, dict[str, JournalIndex]] = weakref.WeakKeyDictionary()
+
+
+def walk(repo: Repo, head: Hash | None, stop: Hash | None = None) -> Iterator[Journal]:
+    """Entries from `head` back to (not including) `stop`, newest first. E007 if the chain is broken."""
+    seen = 0
+    while head is not None and head != stop:
+        try:
+            entry = repo.objects.get(head)
+        except NotFound:
+            raise StorageError(f"the journal chain is broken: entry {head.hex()} is missing") from None
+        yield expect_kind(entry, Journal)
+        head = entry.prev
+        seen += 1
+        if seen > 1 << 40:
+            raise StorageError("journal chain does not end")
+
+
+def index(repo: Repo, trunk: str) -> JournalIndex:
+    """The trunk's journal index, brought up to date incrementally from the last one this process built."""
+    head = repo.refs.get(ref_name(trunk))
+    per_repo = _CACHE.setdefault(repo, {})
+    cached = per_repo.get(trunk)
+    if cached is not None and cached.head == head:
+        return cached
+    stop = cached.head if cached is not None else None
+    new: list[Journal] = []
+    for entry in walk(repo, head):
+        if entry.id == stop:
+            break
+        new.append(entry)
+    else:
+        cached = JournalIndex()
+    for entry in reversed(new):
+        cached.apply(entry)
+    per_repo[trunk] = cached
+    return cached
+
+
+@dataclass(frozen=True)
+class Step:
+    """One journal entry to write: a state of operation `op`, expected to follow its entry `expect`."""
+
+    record: Hash
+    index: int
+    effect: Hash
+    op: str
+    state: str
+    expect: Hash | None
+    receipt: Mapping[str, Any] | None = None
+    note: str = ""
+    finding: Hash | None = None
+
+
+def append(repo: Repo, trunk: str, epoch: int, *steps: Step, principal: str = "reel drain") -> list[Journal]:
+    """Durably journal `steps` in order, with one ref update: E016 if `epoch` is fenced, E002 if an
+    operation moved past what its step expects (nothing is written then)."""
+    with epochs.locked(repo):
+        epochs.check(repo, epoch)
+        idx = index(repo, trunk)
+        latest = {s.op: idx.latest[s.op].id for s in steps if s.op in idx.latest}
+        head, entries = idx.head, []
+        for s in steps:
+            if latest.get(s.op) != s.expect:
+                have = idx.latest.get(s.op)
+                shown = f"{have.state} ({have.id.hex()[:12]})" if have is not None else "nothing"
+                raise Conflict(f"operation {s.op} moved on under another drainer: its journal shows {shown}", op=s.op)
+            entry = Journal(head, trunk, s.record, s.index, s.effect, s.op, s.state, epoch, clock(), s.receipt, s.note,
+                            s.finding)
+            entries.append(entry)
+            head = latest[s.op] = entry.id
+        repo.objects.put_many(entries)
+        crash_point("journal:object-written")
+        what = ", ".join(f"{e.op} {e.state}" for e in entries)
+        repo.refs.set(ref_name(trunk), head, idx.head, message=f"journal {what}", principal=principal)
+        for entry in entries:
+            idx.apply(entry)
+        return entries

@@ -1,0 +1,176 @@
+"""The operator surface: every operation a committed record owes, its state, evidence and next step.
+
+An operation is one effect of one record (`op_id(record, index)`). Its state is its newest journal
+entry's (`pending` if it has none yet). For an unknown operation this module says why the outcome is
+unknown and what the operator can do; `reconcile` records the operator's attributed evidence as a
+`finding` and settles the operation with a journal entry that cites it. Nothing here sends anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from reelstore.codec import thaw
+from reelstore.drain import epoch as epochs
+from reelstore.drain import log as drainlog
+from reelstore.drain.drainer import blind_reason, committed_here, op_id, record_effects
+from reelstore.errors import BadInput, Conflict, NotFound
+from reelstore.objects import Effect, Finding, Hash, Journal, Record
+
+if TYPE_CHECKING:
+    from reelstore.storage.repo import Repo
+
+UNRESOLVED = ("pending", "unknown")
+MAX_RECORDS = 1 << 32
+
+
+@dataclass
+class Operation:
+    op: str
+    trunk: str
+    record: Hash
+    index: int
+    effect: Effect
+    state: str
+    latest: Journal | None
+    finding: Finding | None = None
+    history: list[Journal] = field(default_factory=list)
+
+    @property
+    def evidence(self) -> str:
+        if self.finding is not None:
+            return f"{self.finding.observer}: {self.finding.evidence}"
+        if self.latest is None:
+            return "no journal entry yet: the record was committed but its drain never reached this effect"
+        status = (self.latest.receipt or {}).get("status")
+        return self.latest.note + (f" (HTTP {status})" if status is not None and "HTTP" not in self.latest.note else "")
+
+    @property
+    def evidence_time(self) -> int | None:
+        if self.finding is not None:
+            return self.finding.time
+        return self.latest.time if self.latest is not None else None
+
+    @property
+    def why_unknown(self) -> str:
+        if self.state != "unknown" or self.latest is None:
+            return ""
+        if self.effect.delivery == "blind":
+            return blind_reason(self.latest)
+        return (f"the drainer journaled the intent but no outcome ({self.latest.note}); {self.effect.delivery} "
+                "delivery lets recovery establish it")
+
+    @property
+    def next_action(self) -> str:
+        if self.state == "pending":
+            return "`reel recover` drains it (nothing was sent: no intent was journaled)"
+        if self.state != "unknown":
+            return "none"
+        return {
+            "keyed": "`reel recover` resends it with the same idempotency key; the target dedups",
+            "queryable": "`reel recover` asks the target's status URL and resends only on a definite 404",
+            "two-phase": "`reel recover` asks the target about the prepared request and confirms it",
+        }.get(self.effect.delivery,
+              f"inspect the target, then `reel reconcile {self.op} --outcome succeeded|absent --evidence TEXT "
+              "--observer NAME`; there is no automatic retry. Sending it again is a new effect in a new view")
+
+    def to_json(self) -> dict[str, Any]:
+        doc = {
+            "op": self.op, "state": self.state, "trunk": self.trunk, "record": self.record.hex(),
+            "effect": self.effect.id.hex(), "index": self.index, "adapter": self.effect.adapter,
+            "resource": self.effect.resource, "class": self.effect.effect_class, "delivery": self.effect.delivery,
+            "principal": self.effect.principal, "evidence": self.evidence, "evidence_time": self.evidence_time,
+            "why_unknown": self.why_unknown, "next_action": self.next_action,
+            "journal": self.latest.id.hex() if self.latest is not None else None,
+            "finding": self.finding.id.hex() if self.finding is not None else None,
+        }
+        if self.history:
+            doc["history"] = [_entry_json(e) for e in self.history]
+        return doc
+
+
+def _entry_json(entry: Journal) -> dict[str, Any]:
+    return {"id": entry.id.hex(), "state": entry.state, "epoch": entry.epoch, "time": entry.time,
+            "note": entry.note, "receipt": thaw(entry.receipt) if entry.receipt is not None else None,
+            "finding": entry.finding.hex() if entry.finding is not None else None}
+
+
+def trunks(repo: Repo) -> list[str]:
+    return [name[len("refs/heads/"):] for name, _ in repo.refs.list("refs/heads/")]
+
+
+def trunk_records(repo: Repo, trunk: str) -> Iterator[tuple[Hash, Record]]:
+    """The trunk's records, newest first."""
+    head = repo.refs.get(f"refs/heads/{trunk}")
+    for _ in range(MAX_RECORDS):
+        if head is None:
+            return
+        rec = repo.objects.get_as(head, Record)
+        yield head, rec
+        head = rec.parent
+
+
+def own_records(repo: Repo, trunk: str) -> list[tuple[Hash, Record]]:
+    """The trunk's records with effects that were committed here (whose drains are ours), newest first."""
+    mine = committed_here(repo, trunk)
+    return [(h, r) for h, r in trunk_records(repo, trunk) if r.effects is not None and h in mine]
+
+
+def operations(repo: Repo, trunk: str | None = None) -> Iterator[Operation]:
+    """Every operation this store owes or owed, oldest record first."""
+    for name in [trunk] if trunk else trunks(repo):
+        idx = drainlog.index(repo, name)
+        records = own_records(repo, name)
+        for rid, _ in reversed(records):
+            for i, eid in enumerate(record_effects(repo, rid)):
+                op = op_id(rid, i)
+                latest = idx.latest.get(op)
+                effect = repo.objects.get_as(eid, Effect)
+                finding = None
+                if latest is not None and latest.finding is not None:
+                    found = repo.objects.get(latest.finding)
+                    finding = found if isinstance(found, Finding) else None
+                yield Operation(op, name, rid, i, effect, latest.state if latest else "pending", latest, finding)
+
+
+def list_ops(repo: Repo, unresolved: bool = False) -> list[Operation]:
+    return [o for o in operations(repo) if not unresolved or o.state in UNRESOLVED]
+
+
+def find(repo: Repo, name: str) -> Operation:
+    """An operation by id or unique prefix (with or without `op_`), with its journal history."""
+    want = name if name.startswith("op_") else "op_" + name
+    if len(want) < 7:
+        raise BadInput(f"operation id {name!r} is too short: give at least 4 hex digits")
+    hits = [o for o in operations(repo) if o.op.startswith(want)]
+    if not hits:
+        raise NotFound(f"no operation {name}")
+    if len(hits) > 1:
+        raise BadInput(f"operation prefix {name} is ambiguous: {', '.join(o.op for o in hits[:5])}")
+    found = hits[0]
+    entries = [e for e in drainlog.walk(repo, drainlog.index(repo, found.trunk).head) if e.op == found.op]
+    found.history = list(reversed(entries))
+    return found
+
+
+def reconcile(repo: Repo, name: str, outcome: str, evidence: str, observer: str) -> tuple[Operation, Finding]:
+    """Store the operator's finding about an unknown operation and settle it (never sends anything)."""
+    if outcome not in ("succeeded", "absent"):
+        raise BadInput(f"--outcome must be succeeded or absent, not {outcome!r}")
+    if not evidence.strip() or not observer.strip():
+        raise BadInput("a finding needs --evidence and --observer")
+    found = find(repo, name)
+    if found.state != "unknown" or found.latest is None:
+        if found.state == "pending":
+            raise BadInput(f"operation {found.op} is pending, not unknown: nothing was sent; `reel recover` drains it")
+        raise Conflict(f"operation {found.op} is already {found.state}; only an unknown outcome is reconciled")
+    finding = Finding(found.op, found.latest.id, outcome, evidence, observer, drainlog.clock())
+    repo.objects.put(finding)
+    step = drainlog.Step(found.record, found.index, found.effect.id, found.op, outcome, found.latest.id,
+                         {"finding": finding.id.hex()}, f"reconciled by {observer}: {evidence}", finding.id)
+    (entry,) = drainlog.append(repo, found.trunk, epochs.current(repo), step, principal=observer)
+    found.latest, found.state, found.finding = entry, outcome, finding
+    found.history.append(entry)
+    return found, finding

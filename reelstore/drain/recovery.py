@@ -1,0 +1,71 @@
+"""`reel recover`: start a new epoch, then resume every drain that did not finish.
+
+The new epoch fences every drainer still alive from before (it can neither journal nor fire). Each
+record whose effects are not all settled is drained again in trunk order with `recovering=True`:
+keyed effects are resent with the same key, queryable and two-phase ones are reconciled first, blind
+ones stay unknown. A record committed whose drain never journaled anything is drained from the start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from reelstore.drain import epoch as epochs
+from reelstore.drain import hold as holds
+from reelstore.drain import log as drainlog
+from reelstore.drain.drainer import DrainReport, drain, op_id, record_effects
+from reelstore.drain.ops import own_records, trunks
+from reelstore.errors import OutcomeUnknown
+from reelstore.objects import Hash
+
+if TYPE_CHECKING:
+    from reelstore.storage.repo import Repo
+
+
+@dataclass
+class RecoveryReport:
+    epoch: int
+    drains: list[DrainReport] = field(default_factory=list)
+
+    @property
+    def unknown(self) -> list[str]:
+        return [d.halted.op for d in self.drains if d.halted is not None]
+
+    def check(self) -> None:
+        """E011 if any operation is still unknown (the command exits 7), E012 if a hold stopped it."""
+        for d in self.drains:
+            if d.held is not None:
+                d.check()
+        if self.unknown:
+            raise OutcomeUnknown(f"{len(self.unknown)} operation(s) still unknown: {', '.join(self.unknown)}. "
+                                 "Nothing after them was sent. Inspect with `reel ops --unresolved`, record what you "
+                                 "establish with `reel reconcile OP --outcome succeeded|absent --evidence TEXT "
+                                 "--observer NAME`, then run `reel recover` again", ops=self.unknown)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "unknown": self.unknown, "drains": [d.to_json() for d in self.drains]}
+
+
+def unfinished(repo: Repo) -> list[tuple[str, Hash]]:
+    """(trunk, record) for every record committed here with an effect not yet settled, oldest first."""
+    out = []
+    for trunk in trunks(repo):
+        idx = drainlog.index(repo, trunk)
+        todo = []
+        for rid, _ in own_records(repo, trunk):
+            items = record_effects(repo, rid)
+            states = [idx.latest.get(op_id(rid, i)) for i in range(len(items))]
+            if any(s is None or s.state not in drainlog.FINAL for s in states):
+                todo.append((trunk, rid))
+        out.extend(reversed(todo))
+    return out
+
+
+def recover(repo: Repo) -> RecoveryReport:
+    """Fence older drainers with a new epoch and resume every unfinished drain (E012 if held)."""
+    holds.check(repo)
+    report = RecoveryReport(epochs.bump(repo))
+    for trunk, record in unfinished(repo):
+        report.drains.append(drain(repo, trunk, record, epoch=report.epoch, recovering=True))
+    return report

@@ -1,0 +1,61 @@
+"""Running `.reel/hooks/*` as git runs its hooks: only executable files, context in the environment.
+
+A pre-hook (`pre-commit`, `pre-drain`) that exits non-zero refuses the verb with E009 and its stderr
+in the message; a post-hook's status is ignored. A hook that does not finish within
+`hooks.timeout` seconds (default 60) is killed and counts as a refusal.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reelstore.errors import CapabilityViolation
+from reelstore.hooks import HOOK_NAMES
+
+if TYPE_CHECKING:
+    from reelstore.storage.repo import Repo
+
+DEFAULT_TIMEOUT = 60
+
+
+def hook_path(repo: Repo, name: str) -> Path | None:
+    """The hook's file if it exists and is executable; an in-memory store has no hooks."""
+    if name not in HOOK_NAMES:
+        raise ValueError(f"unknown hook {name!r}")
+    if repo.path is None:
+        return None
+    path = repo.path / "hooks" / name
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def run_hook(repo: Repo, name: str, env: Mapping[str, str]) -> tuple[int, str] | None:
+    """Run hook `name` if enabled; (exit status, stderr) or None when there is no such hook."""
+    path = hook_path(repo, name)
+    if path is None:
+        return None
+    full = dict(os.environ)
+    full.update(env)
+    full["REEL_DIR"] = str(repo.path)
+    full["REEL_HOOK"] = name
+    timeout = int(repo.config.get("hooks.timeout", str(DEFAULT_TIMEOUT)) or DEFAULT_TIMEOUT)
+    try:
+        proc = subprocess.run([str(path)], cwd=str(repo.path.parent), env=full, stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return 124, f"hook {name} did not finish within {timeout}s"
+    except OSError as exc:
+        return 126, f"hook {name} could not run: {exc}"
+    return proc.returncode, proc.stderr.decode("utf-8", "replace").strip()
+
+
+def run_pre_hook(repo: Repo, name: str, env: Mapping[str, str]) -> None:
+    """Run a pre-hook; a non-zero exit refuses the verb (E009, exit 6)."""
+    outcome = run_hook(repo, name, env)
+    if outcome is not None and outcome[0] != 0:
+        status, err = outcome
+        said = f": {err}" if err else ""
+        raise CapabilityViolation(f"the {name} hook refused (exit {status}){said}", hook=name, status=status)

@@ -1,0 +1,92 @@
+"""Authority: a trunk's capabilities, narrowing at fork, and the checks every verb passes.
+
+Three rules. A capability is checked on segment boundaries of the name it guards (`prefix_covers`).
+A child's capability must be covered, on every axis, by one of its parent's (I-003 narrowing). A
+capability's budget counts the effects in the view's buffer it covers, its own and those merged from
+isolated children, so merging a child can never take a view past its parent's budget.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+
+from reelstore.errors import BudgetExhausted, CapabilityViolation
+from reelstore.kernel.views import load
+from reelstore.objects import OPS, Capability, Effect, View
+from reelstore.storage.repo import Repo
+
+AXES = ("ops", "prefix", "expiry", "budget")
+
+
+def now_s() -> int:
+    return int(time.time())
+
+
+def trunk_caps(repo: Repo, trunk: str) -> tuple[Capability, ...]:
+    """The trunk's authority, from config `trunk.NAME.cap` (multi-valued); unset means everything."""
+    specs = repo.config.get_all(f"trunk.{trunk}.cap")
+    if not specs:
+        return (Capability.make(OPS, ""),)
+    return tuple(Capability.parse(spec) for spec in specs)
+
+
+def view_caps(repo: Repo, view: View) -> tuple[Capability, ...]:
+    return tuple(load(repo, h, Capability) for h in view.caps)
+
+
+def narrow(parent: Sequence[Capability], requested: Iterable[Capability]) -> tuple[Capability, ...]:
+    """`requested` if each is covered by some parent capability, else E009 naming the axis."""
+    out = []
+    for child in requested:
+        axes = [cap.widening(child) for cap in parent]
+        if None not in axes:
+            axis = max(axes, key=AXES.index) if axes else "ops"
+            raise CapabilityViolation(
+                f"capability {child.spec()!r} widens the parent's authority on the {axis} axis",
+                axis=axis,
+                capability=child.spec(),
+            )
+        out.append(child)
+    return tuple(out)
+
+
+def require(caps: Sequence[Capability], op: str, name: str) -> Capability:
+    """The capability that lets this view `op` on `name` now: E009 if none covers it, E013 if only
+    expired ones do."""
+    now = now_s()
+    expired = None
+    for cap in caps:
+        if cap.allows(op, name, now):
+            return cap
+        if cap.allows(op, name):
+            expired = cap
+    if expired is not None:
+        raise BudgetExhausted(f"capability {expired.spec()!r} for {op} on {name!r} has expired", op=op, name=name)
+    raise CapabilityViolation(f"the view has no {op} capability on {name!r}", op=op, name=name)
+
+
+def admit_effect(caps: Sequence[Capability], pending: Sequence[Effect], effect: Effect) -> Capability:
+    """The capability an effect is admitted under: fire_b / fire_c on its resource, not expired, with
+    budget left (E009 / E013)."""
+    op = "fire_b" if effect.effect_class == "B" else "fire_c"
+    require(caps, op, effect.resource)
+    now = now_s()
+    for cap in caps:
+        if not cap.allows(op, effect.resource, now):
+            continue
+        if cap.budget is None or spent(cap, pending) < cap.budget:
+            return cap
+    raise BudgetExhausted(f"every capability for {op} on {effect.resource!r} has spent its budget", op=op)
+
+
+def spent(cap: Capability, pending: Sequence[Effect]) -> int:
+    """How many of the view's effects this capability's budget has paid for."""
+    return sum(1 for e in pending if cap.allows("fire_b" if e.effect_class == "B" else "fire_c", e.resource))
+
+
+def check_budgets(caps: Sequence[Capability], effects: Sequence[Effect]) -> None:
+    """Every effect of a buffer is still authorised, unexpired and within budget (E009 / E013): checked
+    when a child merges and again at commit, so an effect never fires on authority that has lapsed."""
+    for i in range(len(effects)):
+        admit_effect(caps, effects[:i], effects[i])

@@ -1,0 +1,546 @@
+"""The reel protocol's verbs over a store: fork, Class A writes, effect admission, commit and abort.
+
+Every change is a new immutable view object and a compare-and-swap of the view's ref, so concurrent
+writers never lose an update and a reader always sees a whole view. A commit has exactly one commit
+point, the CAS of its target: the trunk ref (the record names the view object it commits) or the
+parent view's ref (its `merged` list names the child). Every step before that point writes only
+unreferenced objects; every step after it is idempotent, and `views.load_live` completes it after a
+crash. So a killed commit is committed exactly once or not at all.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from reelstore.adapters.base import adapter
+from reelstore.codec import FrozenMap, freeze
+from reelstore.crashpoints import crash_point
+from reelstore.drain import hold
+from reelstore.drain.drainer import DrainReport, commit_message, drain
+from reelstore.errors import BadInput, Conflict, ForkDepthExceeded, NotFound, ViewTerminal
+from reelstore.hooks.runner import run_hook, run_pre_hook
+from reelstore.kernel import admission
+from reelstore.kernel.merge import changes_of, replay
+from reelstore.kernel.views import (
+    HEAD_PREFIX,
+    VIEW_PREFIX,
+    Live,
+    commit_target,
+    descendants,
+    find_record,
+    fork_id,
+    is_child_of,
+    landed_in,
+    load,
+    load_live,
+    log_verb,
+    now_ms,
+    principal,
+    read_view,
+    retire,
+    save,
+    terminal_error,
+    trunk_ref,
+    view_ref,
+)
+from reelstore.namespace.tree import Namespace
+from reelstore.objects import Blob, Capability, Delta, Effect, Effects, Hash, Record, View
+from reelstore.objects.view import BOUNDARIES, MAX_DEPTH
+from reelstore.storage.repo import Repo
+
+CAS_ATTEMPTS = 64
+"""Bound on compare-and-swap retries when other writers keep moving a ref."""
+
+_NAMESPACES: weakref.WeakKeyDictionary[Repo, Namespace] = weakref.WeakKeyDictionary()
+
+
+def namespace(repo: Repo) -> Namespace:
+    """The store's namespace map (one per store, so its node cache is shared)."""
+    ns = _NAMESPACES.get(repo)
+    if ns is None:
+        ns = _NAMESPACES[repo] = Namespace(repo.objects)
+    return ns
+
+
+def _backoff(attempt: int) -> None:
+    time.sleep(min(0.05, 0.0005 * (1 << min(attempt, 7))) * (0.5 + secrets.randbelow(100) / 100))
+
+
+# fork
+
+
+def fork(
+    repo: Repo,
+    name: str,
+    source: str | None = None,
+    caps: Sequence[Capability] | None = None,
+    boundary: str | None = None,
+) -> Live:
+    """A new view `name` over a trunk or a live view: one view object and one ref, whatever the
+    namespace's size. Caps default to the source's; a wider one is E009, depth past 64 is E005."""
+    ref = view_ref(name)
+    source = source or repo.trunk
+    if boundary is not None and boundary not in BOUNDARIES:
+        raise BadInput(f"boundary must be one of {', '.join(BOUNDARIES)}, not {boundary!r}")
+    parent_ref, base, ns_root, parent_caps, depth, trunk = _fork_source(repo, source)
+    if depth + 1 > MAX_DEPTH:
+        raise ForkDepthExceeded(f"forking {source!r} would make a view {depth + 1} deep; the limit is {MAX_DEPTH}")
+    chosen = parent_caps if caps is None else admission.narrow(parent_caps, caps)
+    meta = {"name": name, "fork": secrets.token_hex(16), "trunk": trunk, "created": now_ms(), "principal": principal()}
+    view = View(
+        parent=parent_ref,
+        base=base,
+        namespace=ns_root,
+        delta=None,
+        caps=tuple(c.id for c in chosen),
+        effects=None,
+        boundary=boundary or ("autonomous" if parent_ref.startswith(HEAD_PREFIX) else "isolated"),
+        depth=depth + 1,
+        meta=freeze(meta),
+    )
+    save(repo, [*chosen, view])
+    try:
+        repo.refs.set(ref, view.id, None, message=f"fork {name} from {source}", principal=principal())
+    except Conflict:
+        raise Conflict(f"a view named {name!r} already exists", view=name) from None
+    log_verb(repo, "fork", name, view.id, parent_ref)
+    return Live(name, view)
+
+
+def _fork_source(repo: Repo, source: str) -> tuple[str, Hash, Hash, tuple[Capability, ...], int, str]:
+    """(parent ref, base object, namespace, caps, depth, trunk) of a fork's source."""
+    if source.startswith(VIEW_PREFIX):
+        source = source[len(VIEW_PREFIX) :]
+    if source.startswith(HEAD_PREFIX):
+        source = source[len(HEAD_PREFIX) :]
+    if repo.refs.get(view_ref(source)) is not None:
+        live = load_live(repo, source)
+        caps = admission.view_caps(repo, live.view)
+        return live.ref, live.id, live.view.namespace, caps, live.view.depth, live.trunk
+    head = repo.refs.get(trunk_ref(source))
+    if head is None:
+        raise terminal_error(repo, source)
+    rec = load(repo, head, Record)
+    return HEAD_PREFIX + source, head, rec.namespace, admission.trunk_caps(repo, source), 0, source
+
+
+# Class A: namespace writes and reads
+
+
+def _update(
+    repo: Repo,
+    name: str,
+    change: Callable[[Live], tuple[View, list[Any]]],
+    what: str,
+    verify: Callable[[], tuple[str, Hash]] | None = None,
+) -> View:
+    """Apply `change` to the newest view object and CAS the ref, retrying while others write.
+    `verify` names another ref that must hold a given value in the same atomic step."""
+    settle = True
+    for attempt in range(CAS_ATTEMPTS):
+        live = load_live(repo, name, settle=settle)
+        settle = False
+        view, objects = change(live)
+        save(repo, [*objects, view])
+        tx = repo.refs.transaction(what, principal()).update(live.ref, view.id, live.id)
+        if verify is not None:
+            tx.verify(*verify())
+        try:
+            tx.commit()
+            return view
+        except Conflict:
+            _backoff(attempt)
+    raise Conflict(f"view {name!r} kept changing under {what}; gave up after {CAS_ATTEMPTS} attempts", view=name)
+
+
+def current_delta(repo: Repo, live: Live) -> Delta:
+    """What the view changed since its base. An open view stores none (`delta` nil): it is the diff
+    of the base's namespace and the view's, O(changes · log n). A committed view object carries it."""
+    if live.view.delta is not None:
+        delta = load(repo, live.view.delta)
+        if isinstance(delta, Delta):
+            return delta
+        raise BadInput(f"view {live.name} names a {delta.kind} as its delta")
+    base = load(repo, live.view.base) if live.view.base is not None else None
+    base_ns = getattr(base, "namespace", Namespace.empty())
+    ops = tuple(("put", name, new) if new is not None else ("remove", name)
+                for name, _, new in namespace(repo).diff(base_ns, live.view.namespace))
+    return Delta(base_ns, ops)
+
+
+def _materialize(repo: Repo, live: Live) -> tuple[Live, Delta]:
+    """The view object a commit names: the live one with its delta written in, so the committed view
+    says what it changed. Only objects are written; the view's ref is left alone until the commit
+    point (both objects share the view's fork id, which is what marks the view committed)."""
+    delta = current_delta(repo, live)
+    if live.view.delta is not None or not delta.ops:
+        return live, delta
+    view = replace(live.view, delta=delta.id)
+    save(repo, [delta, view])
+    return Live(live.name, view), delta
+
+
+def _check_name(path: str) -> str:
+    if not path or len(path) > 4096 or "\0" in path:
+        raise BadInput(f"invalid name {path!r}: a name is 1 to 4096 characters without NUL")
+    return path
+
+
+def put(repo: Repo, name: str, path: str, data: bytes) -> Hash:
+    """Write `data` under `path` in view `name` (needs write on `path`); returns the blob id."""
+    _check_name(path)
+    blob = Blob(data)
+    repo.objects.put(blob)
+    _write(repo, name, path, blob.id)
+    return blob.id
+
+
+def rm(repo: Repo, name: str, path: str) -> None:
+    """Remove `path` from view `name` (needs delete on `path`; E001 if it is not there)."""
+    _check_name(path)
+    _write(repo, name, path, None)
+
+
+def _write(repo: Repo, name: str, path: str, value: Hash | None) -> None:
+    ns = namespace(repo)
+
+    def change(live: Live) -> tuple[View, list[Any]]:
+        caps = admission.view_caps(repo, live.view)
+        admission.require(caps, "write" if value is not None else "delete", path)
+        if value is None and ns.get(live.view.namespace, path) is None:
+            raise NotFound(f"{path!r} is not in view {live.name}", name=path)
+        root = ns.update(live.view.namespace, {path: value})
+        return replace(live.view, namespace=root, delta=None), []
+
+    _update(repo, name, change, f"{'put' if value is not None else 'rm'} {path}")
+
+
+def get(repo: Repo, name: str, path: str) -> bytes:
+    """The bytes under `path` in view `name` (needs read; E001 if absent)."""
+    live = load_live(repo, name, settle=False)
+    admission.require(admission.view_caps(repo, live.view), "read", path)
+    h = namespace(repo).get(live.view.namespace, path)
+    if h is None:
+        raise NotFound(f"{path!r} is not in view {name}", name=path)
+    return repo.objects.get_as(h, Blob).data
+
+
+def ls(repo: Repo, name: str, prefix: str = "") -> list[tuple[str, Hash]]:
+    """The names under `prefix` in view `name` that its capabilities let it read, in name order."""
+    live = load_live(repo, name, settle=False)
+    caps = admission.view_caps(repo, live.view)
+    now = admission.now_s()
+    return [(n, h) for n, h in namespace(repo).items(live.view.namespace, prefix)
+            if any(c.allows("read", n, now) for c in caps)]
+
+
+# Class B and C: admission
+
+
+def effect(
+    repo: Repo,
+    name: str,
+    adapter_name: str,
+    op: Mapping[str, Any],
+    effect_class: str | None = None,
+    version_ref: Mapping[str, Any] | None = None,
+) -> Effect:
+    """Admit an effect into view `name`'s buffer: classified by its adapter, checked against the
+    view's fire capabilities, budget, expiry and the store's hold. Nothing is sent."""
+    load_live(repo, name, settle=False)
+    hold.check(repo)
+    impl = adapter(adapter_name, repo)
+    decided = impl.classify(op)
+    klass = effect_class or decided.effect_class
+    if klass not in ("B", "C"):
+        raise BadInput(f"effect class must be B or C, not {klass!r}")
+    ref = version_ref if version_ref is not None else decided.version_ref
+    if klass == "B" and not ref:
+        raise BadInput("a Class B effect needs a version ref (--version-ref KIND=VALUE)")
+
+    made: list[Effect] = []
+
+    def change(live: Live) -> tuple[View, list[Any]]:
+        made.clear()
+        pending = pending_effects(repo, live.view)
+        item = Effect(
+            adapter=adapter_name,
+            effect_class=klass,
+            resource=decided.resource,
+            op=freeze(dict(op)),
+            delivery=decided.delivery,
+            version_ref=freeze(dict(ref)) if ref else None,
+            principal=str(live.view.meta.get("principal", principal())),
+            meta=freeze({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": len(pending)}),
+        )
+        admission.admit_effect(admission.view_caps(repo, live.view), pending, item)
+        block = Effects(tuple(e.id for e in pending) + (item.id,))
+        made.append(item)
+        return replace(live.view, effects=block.id), [item, block]
+
+    _update(repo, name, change, f"effect {adapter_name} {decided.resource}")
+    return made[0]
+
+
+def pending_effects(repo: Repo, view: View) -> list[Effect]:
+    """The view's buffered effects, in submission order."""
+    if view.effects is None:
+        return []
+    return [load(repo, h, Effect) for h in load(repo, view.effects, Effects).items]
+
+
+# commit
+
+
+@dataclass
+class CommitResult:
+    """What a commit did: the record it wrote into a trunk (and its drain), or the parent it merged into."""
+
+    view: str
+    target: str
+    record: Hash | None = None
+    parent_view: Hash | None = None
+    drain: DrainReport | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "view": self.view,
+            "target": self.target,
+            "record": self.record.hex() if self.record else None,
+            "parent_view": self.parent_view.hex() if self.parent_view else None,
+            "drain": self.drain.to_json() if self.drain else None,
+        }
+
+
+def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
+           fence: Callable[[str, Hash, Hash], None] | None = None) -> CommitResult:
+    """Commit view `name`: into its parent view (isolated child of a view; fires nothing) or into its
+    trunk (a record, then the drain). E002 with nothing changed if the target moved in a conflicting
+    way or a Class B precondition no longer holds. `fence(trunk, head, record)`, if given, runs after
+    the record is written and before the trunk moves (`commit --remote` wins the remote trunk there);
+    if it raises, the trunk, the view and the drain are untouched."""
+    live = load_live(repo, name)
+    view = live.view
+    into_parent = view.boundary == "isolated" and view.parent.startswith(VIEW_PREFIX)
+    target = view.parent if into_parent else trunk_ref(live.trunk)
+    effects = pending_effects(repo, view)
+    run_pre_hook(repo, "pre-commit", {"REEL_VIEW": name, "REEL_TARGET": target, "REEL_EFFECTS": str(len(effects))})
+    hold.check(repo)
+    admission.check_budgets(admission.view_caps(repo, view), effects)
+    for e in effects:
+        if e.effect_class == "B":
+            adapter(e.adapter, repo).check_precondition(e)
+    at = live.id
+    live, delta = _materialize(repo, live)
+    crash_point("commit:checked")
+    if into_parent:
+        parent = _merge_into_parent(repo, live, at, delta, effects)
+        result = CommitResult(name, target, parent_view=parent)
+    else:
+        record = _advance_trunk(repo, live, at, delta, message, author or principal(), fence)
+        result = CommitResult(name, target, record=record)
+    crash_point("commit:advanced")
+    log_verb(repo, "commit", name, live.id, (result.record or result.parent_view or live.id).hex())
+    crash_point("commit:logged")
+    _retire_after_commit(repo, live)
+    crash_point("commit:retired")
+    if result.record is not None:
+        result.drain = drain(repo, live.trunk, result.record)
+        crash_point("commit:drained")
+    run_hook(repo, "post-commit", {"REEL_VIEW": name, "REEL_TARGET": target,
+                                   "REEL_RECORD": (result.record or result.parent_view or live.id).hex()})
+    return result
+
+
+def _retire_after_commit(repo: Repo, live: Live) -> None:
+    """Delete the committed view's ref. The commit wins over a write that raced it (that newer object
+    of the same view is discarded); if the ref cannot be deleted now, the next verb that loads the
+    view recognises it as committed (`views.find_record` matches the view's fork id) and retires it."""
+    for attempt in range(CAS_ATTEMPTS):
+        current = repo.refs.get(live.ref)
+        if current is None:
+            return
+        try:
+            repo.refs.delete(live.ref, current, message=f"commit {live.name}", principal=principal())
+            return
+        except (Conflict, NotFound):
+            _backoff(attempt)
+
+
+def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str, author: str,
+                   fence: Callable[[str, Hash, Hash], None] | None = None) -> Hash:
+    """Write a record of the view and CAS the trunk to it: the commit point. The same atomic step
+    checks that the view's ref still holds `at`, so an abort (or a write) racing the commit either
+    lands first and the commit fails, or finds the commit landed."""
+    ns = namespace(repo)
+    ref = trunk_ref(live.trunk)
+    changes = changes_of(delta)
+    checked: Hash | None = None
+    for attempt in range(CAS_ATTEMPTS):
+        head = repo.refs[ref]
+        if find_record(repo, live.view, head, stop=checked) is not None:
+            raise ViewTerminal(f"view {live.name!r} is terminal: another process committed it", view=live.name)
+        checked = head
+        top = load(repo, head, Record)
+        if top.namespace == delta.base:
+            root = live.view.namespace
+        else:
+            root = replay(ns, delta.base, top.namespace, changes, f"trunk {live.trunk} and view {live.name}")
+        record = Record(parent=head, namespace=root, effects=live.view.effects, view=live.id, author=author,
+                        message=message or f"commit view {live.name}", time=now_ms())
+        save(repo, [record])
+        crash_point("commit:record-written")
+        if fence is not None:
+            fence(live.trunk, head, record.id)
+        tx = repo.refs.transaction(commit_message(live.name), author).update(ref, record.id, head).verify(live.ref, at)
+        try:
+            tx.commit()
+            return record.id
+        except Conflict:
+            _view_unchanged(repo, live, at)
+            _backoff(attempt)
+    raise Conflict(f"trunk {live.trunk} kept moving; gave up after {CAS_ATTEMPTS} attempts", trunk=live.trunk)
+
+
+def _view_unchanged(repo: Repo, live: Live, at: Hash) -> None:
+    """After a lost commit step: E008 if the view was aborted meanwhile, E002 if it was written."""
+    current = repo.refs.get(live.ref)
+    if current is None:
+        raise terminal_error(repo, live.name)
+    if current != at:
+        raise Conflict(f"view {live.name!r} changed while it was being committed; nothing was committed, "
+                       "commit it again", view=live.name)
+
+
+def _merge_into_parent(repo: Repo, live: Live, at: Hash, delta: Delta, effects: list[Effect]) -> Hash:
+    """Fold an isolated child into its parent view: delta replayed, effects appended, nothing fired."""
+    ns = namespace(repo)
+    parent_name = live.view.parent[len(VIEW_PREFIX) :]
+    changes = changes_of(delta)
+
+    def change(parent: Live) -> tuple[View, list[Any]]:
+        _view_unchanged(repo, live, at)
+        if not is_child_of(repo, live.view, parent.view):
+            raise ViewTerminal(f"cannot commit view {live.name!r}: the view it was forked from is no longer live "
+                               f"(a newer view is called {parent.name!r}); abort {live.name!r} instead",
+                               view=live.name)
+        merged = tuple(parent.view.meta.get("merged", ()))
+        if fork_id(live.view) in merged:
+            raise ViewTerminal(f"view {live.name!r} is terminal: another process committed it", view=live.name)
+        pview = parent.view
+        root = replay(ns, delta.base, pview.namespace, changes, f"view {parent.name} and view {live.name}")
+        objects: list[Any] = []
+        block_id = pview.effects
+        if effects:
+            mine = pending_effects(repo, pview)
+            admission.check_budgets(admission.view_caps(repo, pview), mine + effects)
+            block = Effects(tuple(e.id for e in mine + effects))
+            objects.append(block)
+            block_id = block.id
+        meta = dict(pview.meta)
+        meta["merged"] = (*merged, fork_id(live.view))
+        new = replace(pview, namespace=root, delta=None, effects=block_id,
+                      meta=FrozenMap(freeze(meta)))
+        return new, objects
+
+    try:
+        view = _update(repo, parent_name, change, f"merge {live.name}", verify=lambda: (live.ref, at))
+    except (NotFound, ViewTerminal) as exc:
+        if exc.details.get("view") != parent_name:
+            raise
+        raise ViewTerminal(f"cannot commit view {live.name!r}: its parent view {parent_name!r} is no longer live "
+                           f"({exc.message}); abort {live.name!r} instead", view=live.name) from None
+    return view.id
+
+
+# abort
+
+
+def abort(repo: Repo, name: str) -> list[str]:
+    """Abort view `name` and its live descendants (deepest first): their refs are deleted by CAS, no
+    fire capability is minted, and gc later collects what only they reached. Returns the names."""
+    live = load_live(repo, name)
+    done = []
+    for child in descendants(repo, live):
+        if _abort_one(repo, child):
+            done.append(child.name)
+    if not _abort_one(repo, live):
+        raise terminal_error(repo, name)
+    done.append(name)
+    return done
+
+
+def _abort_one(repo: Repo, live: Live) -> bool:
+    """Delete the view's ref in one atomic step with a check that its commit target still holds a
+    value that does not include the view: an abort and a racing commit can never both succeed."""
+    for attempt in range(CAS_ATTEMPTS):
+        current = repo.refs.get(live.ref)
+        if current is None:
+            return False
+        view = read_view(repo, current)
+        target, value = commit_target(repo, view)
+        if value is not None and landed_in(repo, view, value):
+            retire(repo, Live(live.name, view), value)
+            return False
+        tx = repo.refs.transaction(f"abort {live.name}", principal()).delete(live.ref, current).verify(target, value)
+        try:
+            tx.commit()
+        except (Conflict, NotFound):
+            _backoff(attempt)
+            continue
+        log_verb(repo, "abort", live.name, current)
+        run_hook(repo, "post-abort", {"REEL_VIEW": live.name})
+        return True
+    raise Conflict(f"view {live.name!r} kept changing; abort gave up after {CAS_ATTEMPTS} attempts", view=live.name)
+
+
+# Inspection
+
+
+def status(repo: Repo, name: str) -> dict[str, Any]:
+    """A live view's base, changed names, pending effects in order and capabilities."""
+    live = load_live(repo, name)
+    view = live.view
+    delta = current_delta(repo, live)
+    return {
+        "view": name,
+        "id": live.id.hex(),
+        "parent": view.parent,
+        "base": view.base.hex() if view.base else None,
+        "boundary": view.boundary,
+        "depth": view.depth,
+        "trunk": live.trunk,
+        "changes": [_op_json(op) for op in delta.ops],
+        "effects": [_effect_json(e, i) for i, e in enumerate(pending_effects(repo, view))],
+        "caps": [c.spec() for c in admission.view_caps(repo, view)],
+        "merged": list(view.meta.get("merged", ())),
+    }
+
+
+def diff(repo: Repo, name: str) -> list[dict[str, Any]]:
+    """What view `name` changed relative to its base: one entry per name, in name order."""
+    live = load_live(repo, name, settle=False)
+    delta = current_delta(repo, live)
+    ns = namespace(repo)
+    out = []
+    for op in delta.ops:
+        old = ns.get(delta.base, op[1])
+        entry = _op_json(op)
+        entry["old"] = old.hex() if old else None
+        entry["status"] = "removed" if op[0] == "remove" else ("added" if old is None else "modified")
+        out.append(entry)
+    return out
+
+
+def _op_json(op: tuple) -> dict[str, Any]:
+    return {"op": op[0], "name": op[1], "id": op[2].hex() if op[0] == "put" else None}
+
+
+def _effect_json(e: Effect, index: int) -> dict[str, Any]:
+    return {"index": index, "id": e.id.hex(), "adapter": e.adapter, "class": e.effect_class,
+            "resource": e.resource, "delivery": e.delivery, "op": e.to_json()["op"]}

@@ -1,0 +1,1 @@
+"""Keeping a store whole: reachability, gc and fsck."""

@@ -1,0 +1,131 @@
+"""fsck: re-hash every object, check every pack, walk from every ref and reflog, verify the hash chains.
+
+Damage is named (which file, which object, what is wrong); the caller decides how to exit. Reflog
+entries older than `gc.reflogExpire` are not walked: gc may legitimately have collected what they named.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from reelstore.errors import BadInput, NotFound, StorageError
+from reelstore.maintenance.gc import DEFAULT_REFLOG_EXPIRE, config_cutoff
+from reelstore.maintenance.reach import ref_roots, walk
+from reelstore.objects import Hash, Journal, Object, Record, View, decode_verified
+from reelstore.storage.disk_store import DiskObjectStore
+from reelstore.storage.repo import Repo
+
+
+@dataclass
+class FsckReport:
+    objects: int = 0
+    loose: int = 0
+    packs: int = 0
+    packed: int = 0
+    reachable: int = 0
+    problems: list[str] = field(default_factory=list)
+    missing: dict[Hash, str] = field(default_factory=dict)
+    unreachable: list[Hash] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.problems and not self.missing
+
+    def to_json(self) -> dict:
+        return {
+            "objects": self.objects, "loose": self.loose, "packs": self.packs, "packed": self.packed,
+            "reachable": self.reachable, "problems": self.problems,
+            "missing": {h.hex(): via for h, via in self.missing.items()},
+            "unreachable": [h.hex() for h in self.unreachable], "clean": self.clean,
+        }
+
+
+def _chain_links(obj: Object) -> list[tuple[str, Hash, tuple[str, ...]]]:
+    """(field, target, kinds the target may be) for the links that form hash chains."""
+    if isinstance(obj, Record):
+        links = [("parent", obj.parent, ("record",)), ("namespace", obj.namespace, ("tree",))]
+        if obj.effects is not None:
+            links.append(("effects", obj.effects, ("effects",)))
+        return [(f, h, k) for f, h, k in links if h is not None]
+    if isinstance(obj, Journal):
+        links = [("record", obj.record, ("record",)), ("effect", obj.effect, ("effect",))]
+        if obj.prev is not None:
+            links.append(("prev", obj.prev, ("journal",)))
+        return links
+    if isinstance(obj, View) and obj.base is not None:
+        return [("base", obj.base, ("record", "view"))]
+    return []
+
+
+def fsck(repo: Repo, *, full: bool = True, progress: Callable[[str, int], None] | None = None) -> FsckReport:
+    report = FsckReport()
+    store = repo.objects
+    disk = store if isinstance(store, DiskObjectStore) else None
+    every: set[Hash] = set()
+    if disk is not None:
+        disk.refresh(force=True)
+        for name, why in sorted(disk.problems().items()):
+            report.problems.append(f"{name}: {why}")
+        for pack in disk.packs():
+            report.packs += 1
+            if full:
+                _, problems = pack.verify()
+                report.problems.extend(problems)
+            every.update(pack.ids())
+            report.packed += pack.count
+        for h in disk.loose:
+            report.loose += 1
+            every.add(h)
+            try:
+                _check_loose(disk, h)
+            except StorageError as err:
+                report.problems.append(f"loose {h.hex()}: {err.message}")
+            if progress is not None and report.loose % 1000 == 0:
+                progress("checking loose objects", report.loose)
+    else:
+        for h in store:
+            every.add(h)
+            try:
+                store.get(h)
+            except StorageError as err:
+                report.problems.append(f"object {h.hex()}: {err.message}")
+    report.objects = len(every)
+    now = time.time()
+    since = config_cutoff(repo, "gc.reflogExpire", DEFAULT_REFLOG_EXPIRE, now)
+    roots = ref_roots(repo.refs, 0 if since is None else int(since * 1000))
+    links: list[tuple[Hash, str, Hash, tuple[str, ...]]] = []
+
+    def seen(obj: Object) -> None:
+        for name, target, kinds in _chain_links(obj):
+            links.append((obj.id, name, target, kinds))
+
+    tick = (lambda n: progress("walking", n)) if progress else None
+    w = walk(store, roots, progress=tick, on_object=seen)
+    report.reachable = len(w.reachable)
+    report.missing = dict(w.missing)
+    for h, via in sorted(w.missing.items()):
+        report.problems.append(f"missing {h.hex()} (referenced by {via})")
+    for h, msg in sorted(w.damaged.items()):
+        line = f"damaged {h.hex()}: {msg}"
+        if not any(h.hex() in p for p in report.problems):
+            report.problems.append(line)
+    for src, name, target, kinds in links:
+        kind = w.kinds.get(target)
+        if kind is not None and kind not in kinds:
+            report.problems.append(f"broken chain: {src.hex()}.{name} is a {kind}, not a {' or '.join(kinds)}")
+    report.unreachable = sorted(every - w.reachable - set(w.damaged))
+    return report
+
+
+def _check_loose(disk: DiskObjectStore, h: Hash) -> None:
+    """A loose object must read soundly from its own file, whatever copies the packs hold."""
+    try:
+        raw = disk.loose.get_raw(h)
+    except NotFound:
+        return
+    try:
+        decode_verified(raw, h)
+    except BadInput as exc:
+        raise StorageError(f"object {h.hex()} is damaged: {exc.message}", id=h) from None

@@ -1,0 +1,1 @@
+"""The namespace: a history-independent prolly tree from names to hashes."""

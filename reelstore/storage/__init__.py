@@ -1,0 +1,1 @@
+"""Where bytes live: object stores (loose and packed), packs, refs and reflogs, config, the repo."""

@@ -1,0 +1,185 @@
+"""`.reel/config`: INI in git-config style, edited in place so comments and order survive.
+
+Keys are `section.key` or `section.subsection.key`; section and key names are case-insensitive
+(stored lowercase), subsections are case-sensitive, as in git. A key may hold several values.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from reelstore.errors import BadInput
+from reelstore.storage.fileio import atomic_write
+
+_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]\s*(?:[;#].*)?$')
+_ENTRY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*?))?\s*$")
+
+
+def split_key(key: str) -> tuple[str, str | None, str]:
+    """`a.b.c` → ('a', 'b', 'c'); `a.c` → ('a', None, 'c'). E014 if malformed."""
+    first, dot, rest = key.partition(".")
+    if not dot or not rest:
+        raise BadInput(f"config key {key!r} must look like section.key or section.subsection.key")
+    sub, _, name = rest.rpartition(".")
+    if not re.fullmatch(r"[A-Za-z0-9-]+", first) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", name) or (
+        sub and any(c in sub for c in "\n\0")
+    ):
+        raise BadInput(f"config key {key!r} has an invalid section or name")
+    return first.lower(), (sub or None), name.lower()
+
+
+def _header(m: re.Match[str]) -> tuple[str, str | None]:
+    """(section, subsection) of a matched header line, the subsection unescaped."""
+    sub = m.group(2)
+    return m.group(1).lower(), None if sub is None else re.sub(r"\\(.)", r"\1", sub)
+
+
+def _escape_sub(sub: str) -> str:
+    return sub.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _value(raw: str | None) -> str:
+    if raw is None:
+        return "true"
+    out, quoted, i = [], False, 0
+    kept = 0  # length of `out` up to its last character that was quoted, escaped or not whitespace
+    while i < len(raw):
+        ch = raw[i]
+        if ch == '"':
+            quoted = not quoted
+            kept = len(out)
+        elif ch == "\\" and i + 1 < len(raw):
+            i += 1
+            out.append({"n": "\n", "t": "\t"}.get(raw[i], raw[i]))
+            kept = len(out)
+        elif ch in ";#" and not quoted and (i == 0 or raw[i - 1].isspace()):
+            break
+        else:
+            out.append(ch)
+            if quoted or not ch.isspace():
+                kept = len(out)
+        i += 1
+    return "".join(out[:kept])
+
+
+def _quote(value: str) -> str:
+    text = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    needs = text != text.strip() or any(c in text for c in ";#") or not text
+    return f'"{text}"' if needs else text
+
+
+class Config:
+    def __init__(self, path: Path | None = None, text: str = "") -> None:
+        self.path = path
+        if path is not None and path.exists():
+            text = path.read_text("utf-8")
+        self.lines = text.split("\n")
+        if self.lines and self.lines[-1] == "":
+            self.lines.pop()
+
+    def _scan(self) -> list[tuple[int, str, str | None, str, str]]:
+        """(line index, section, subsection, key, value) for every entry."""
+        out, section, sub = [], None, None
+        for i, line in enumerate(self.lines):
+            stripped = line.strip()
+            if not stripped or stripped[0] in ";#":
+                continue
+            m = _SECTION.match(line)
+            if m:
+                section, sub = _header(m)
+                continue
+            m = _ENTRY.match(line)
+            if m and section is not None:
+                out.append((i, section, sub, m.group(1).lower(), _value(m.group(2))))
+            else:
+                where = f"{self.path}:{i + 1}" if self.path else f"line {i + 1}"
+                raise BadInput(f"bad config line at {where}: {line!r}")
+        return out
+
+    def get_all(self, key: str) -> list[str]:
+        sec, sub, name = split_key(key)
+        return [v for _, s, ss, k, v in self._scan() if (s, ss, k) == (sec, sub, name)]
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        values = self.get_all(key)
+        return values[-1] if values else default
+
+    def get_bool(self, key: str, default: bool = False) -> bool:
+        value = self.get(key)
+        if value is None:
+            return default
+        if value.lower() in ("true", "yes", "on", "1"):
+            return True
+        if value.lower() in ("false", "no", "off", "0"):
+            return False
+        raise BadInput(f"config {key} = {value!r} is not a boolean")
+
+    def items(self) -> list[tuple[str, str]]:
+        return [(".".join(p for p in (s, ss, k) if p is not None), v) for _, s, ss, k, v in self._scan()]
+
+    def subsections(self, section: str) -> list[str]:
+        """The subsection names of `section`, in order of first appearance."""
+        seen: dict[str, None] = {}
+        for _, s, ss, _, _ in self._scan():
+            if s == section.lower() and ss is not None:
+                seen.setdefault(ss, None)
+        return list(seen)
+
+    def set(self, key: str, value: str, *, add: bool = False) -> None:
+        """Set `key` (replacing its last value, or adding one more with add=True) and save."""
+        if len(value) > 1 << 16 or any(c < " " and c not in "\t\n" for c in value):
+            raise BadInput("a config value must be at most 64 KiB with no control characters but tab and newline")
+        sec, sub, name = split_key(key)
+        entries = self._scan()
+        line = f"\t{name} = {_quote(value)}"
+        same = [i for i, s, ss, k, _ in entries if (s, ss, k) == (sec, sub, name)]
+        if same and not add:
+            self.lines[same[-1]] = line
+        else:
+            at = self._section_end(sec, sub)
+            if at is None:
+                header = f'[{sec} "{_escape_sub(sub)}"]' if sub is not None else f"[{sec}]"
+                self.lines += [header, line]
+            else:
+                self.lines.insert(at, line)
+        self.save()
+
+    def unset(self, key: str) -> int:
+        """Remove every value of `key`; returns how many were removed."""
+        sec, sub, name = split_key(key)
+        doomed = {i for i, s, ss, k, _ in self._scan() if (s, ss, k) == (sec, sub, name)}
+        self.lines = [line for i, line in enumerate(self.lines) if i not in doomed]
+        if doomed:
+            self.save()
+        return len(doomed)
+
+    def remove_section(self, section: str, sub: str | None = None) -> bool:
+        out, skipping, found = [], False, False
+        for line in self.lines:
+            m = _SECTION.match(line)
+            if m:
+                skipping = _header(m) == (section.lower(), sub)
+                found = found or skipping
+            if not skipping:
+                out.append(line)
+        self.lines = out
+        if found:
+            self.save()
+        return found
+
+    def _section_end(self, sec: str, sub: str | None) -> int | None:
+        end, inside = None, False
+        for i, line in enumerate(self.lines):
+            m = _SECTION.match(line)
+            if m:
+                inside = _header(m) == (sec, sub)
+                if inside:
+                    end = i + 1
+            elif inside and line.strip():
+                end = i + 1
+        return end
+
+    def save(self) -> None:
+        if self.path is not None:
+            atomic_write(self.path, ("\n".join(self.lines) + "\n").encode("utf-8"))

@@ -1,0 +1,306 @@
+"""The on-disk object store: loose objects plus any number of packs, behind the one ObjectStore interface.
+
+Packs come and go under a running reader (gc writes a new pack, then deletes the old packs and the loose
+copies), so a miss is never trusted at once: the pack directory is rescanned when it changed and the
+lookup retried. A pack whose index is missing, or whose trailer does not match its index, is never used;
+it is listed in `problems()` and named in the error when an object cannot be found.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from reelstore.errors import NotFound, StorageError
+from reelstore.objects import Hash
+from reelstore.storage.object_store import LooseObjectStore, ObjectStore
+from reelstore.storage.pack import Pack, PackItem, PackOptions, PackResult, write_pack
+
+PACK_BATCH = 1000
+"""A put_many of at least this many new objects is written as one pack instead of loose files."""
+
+
+class DiskObjectStore(ObjectStore):
+    def __init__(self, root: Path, *, fsync: bool = True, pack_batch: int = PACK_BATCH) -> None:
+        self.root = Path(root)
+        self._root = str(self.root)
+        self.fsync = fsync
+        self.pack_batch = pack_batch
+        self.loose = LooseObjectStore(self.root, fsync=fsync)
+        self.pack_dir = self.root / "pack"
+        self._packs: dict[str, Pack] = {}
+        self._problems: dict[str, str] = {}
+        self._scanned: int | None = None
+
+    # Pack bookkeeping
+
+    def _dir_stamp(self) -> int:
+        try:
+            return self.pack_dir.stat().st_mtime_ns
+        except FileNotFoundError:
+            return 0
+
+    def refresh(self, force: bool = False) -> bool:
+        """Rescan the pack directory if it changed; True if the set of packs changed."""
+        stamp = self._dir_stamp()
+        if not force and stamp == self._scanned:
+            return False
+        self._scanned = stamp
+        names = _listing(self.pack_dir)
+        found: dict[str, Path] = {}
+        problems: dict[str, str] = {}
+        for stem, exts in names.items():
+            if ".pack" in exts and ".idx" in exts:
+                found[stem] = self.pack_dir / f"{stem}.pack"
+            elif ".pack" in exts:
+                problems[f"{stem}.pack"] = "pack has no index"
+            else:
+                problems[f"{stem}.idx"] = "index has no pack"
+        changed = False
+        for stem in list(self._packs):
+            if stem not in found:
+                # Dropped, not closed: a caller may still hold it; its map goes with the last reference.
+                del self._packs[stem]
+                changed = True
+        for stem, path in sorted(found.items()):
+            if stem in self._packs:
+                continue
+            try:
+                self._packs[stem] = Pack(path)
+                changed = True
+            except StorageError as err:
+                problems[f"{stem}.pack"] = err.message.split(": ", 1)[-1]
+            except OSError as exc:
+                problems[f"{stem}.pack"] = str(exc)
+        self._problems = problems
+        return changed
+
+    def packs(self) -> list[Pack]:
+        if self._scanned is None:
+            self.refresh()
+        return list(self._packs.values())
+
+    def problems(self) -> dict[str, str]:
+        """Pack files that cannot be used, by file name, with the reason."""
+        if self._scanned is None:
+            self.refresh()
+        return dict(self._problems)
+
+    def close(self) -> None:
+        for pack in self._packs.values():
+            pack.close()
+        self._packs.clear()
+        self._scanned = None
+
+    # The interface
+
+    def _in_packs(self, h: Hash) -> bool:
+        return any(h in p for p in self.packs())
+
+    def loose_path(self, h: Hash) -> str:
+        hx = h.hex()
+        return f"{self._root}/{hx[:2]}/{hx[2:]}"
+
+    def _read_loose(self, h: Hash) -> bytes | None:
+        """The loose copy of `h`, verified, or None if there is none (string paths: this is the hot path)."""
+        try:
+            with open(self.loose_path(h), "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot read object {h.hex()}: {exc}", id=h) from None
+        raw = self.loose.inflate(data, h)
+        if Hash.of(raw) != h:
+            raise StorageError(f"object {h.hex()} is damaged: content does not hash to its id", id=h)
+        return raw
+
+    def loose_files(self) -> dict[Hash, tuple[str, float]]:
+        """Every loose object: id -> (path, mtime), from one directory scan."""
+        out: dict[Hash, tuple[str, float]] = {}
+        try:
+            shards = [e for e in os.scandir(self._root) if len(e.name) == 2 and e.is_dir()]
+        except FileNotFoundError:
+            return out
+        for shard in shards:
+            for entry in os.scandir(shard.path):
+                name = shard.name + entry.name
+                if len(name) != 64 or entry.name.startswith("."):
+                    continue
+                try:
+                    h = Hash(bytes.fromhex(name))
+                    if h.hex() == name:
+                        out[h] = (entry.path, entry.stat().st_mtime)
+                except (ValueError, FileNotFoundError):
+                    continue
+        return out
+
+    def has(self, h: Hash) -> bool:
+        # Rescan first (one stat when nothing changed): a pack gc has just deleted must not answer yes
+        # for an object it dropped, or a writer trusting has() would reference a collected object.
+        self.refresh()
+        return self._in_packs(h) or os.path.exists(self.loose_path(h))
+
+    def _read_packs(self, h: Hash, first_error: list[StorageError]) -> bytes | None:
+        for pack in self.packs():
+            i = pack.index.find(h)
+            if i >= 0:
+                try:
+                    return pack.get_raw(h, i)
+                except StorageError as err:
+                    first_error.append(err)
+        return None
+
+    def get_raw(self, h: Hash) -> bytes:
+        errors: list[StorageError] = []
+        raw = self._read_packs(h, errors)
+        if raw is not None:
+            return raw
+        try:
+            raw = self._read_loose(h)
+            if raw is not None:
+                return raw
+        except StorageError as err:
+            errors.append(err)
+        if self.refresh():
+            raw = self._read_packs(h, errors)
+            if raw is not None:
+                return raw
+        if errors:
+            raise errors[0]
+        if self._problems:
+            bad = "; ".join(f"{k}: {v}" for k, v in sorted(self._problems.items()))
+            raise StorageError(f"no object {h.hex()}, and some packs are unusable ({bad})", id=h)
+        raise NotFound(f"no object {h.hex()}", id=h)
+
+    def resolve(self, prefix: str) -> Hash:
+        try:
+            return super().resolve(prefix)
+        except NotFound:
+            problems = self.problems()
+            if not problems:
+                raise
+            bad = "; ".join(f"{k}: {v}" for k, v in sorted(problems.items()))
+            raise StorageError(f"no object {prefix}, and some packs are unusable ({bad})") from None
+
+    def _store(self, items: list[tuple[Hash, bytes]]) -> None:
+        """Small batches go loose. A large batch becomes one pack, except objects already loose, which
+        only have their mtime refreshed; objects already packed are packed again with a fresh mtime,
+        which is what keeps them inside the gc grace period."""
+        if len(items) < self.pack_batch:
+            self.loose._store(items)
+            return
+        loose, packable = [], []
+        for item in items:
+            (loose if self.loose.has(item[0]) else packable).append(item)
+        self.loose._store(loose)
+        if packable:
+            now = int(time.time())
+            self.add_pack(PackItem(h, raw, now) for h, raw in packable)
+
+    def add_pack(
+        self,
+        items: Iterable[PackItem],
+        opts: PackOptions | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> PackResult:
+        """Write one pack of `items` into objects/pack and start reading from it."""
+        result = write_pack(self.pack_dir, items, opts, fsync=self.fsync, progress=progress)
+        self.refresh(force=True)
+        return result
+
+    def __iter__(self) -> Iterator[Hash]:
+        seen: set[Hash] = set()
+        for pack in self.packs():
+            for h in pack.ids():
+                if h not in seen:
+                    seen.add(h)
+                    yield h
+        for h in self.loose:
+            if h not in seen:
+                seen.add(h)
+                yield h
+
+    def _candidates(self, prefix: str) -> Iterable[Hash]:
+        found = set(self.loose._candidates(prefix))
+        lo = bytes.fromhex(prefix[: len(prefix) & ~1])
+        for pack in self.packs():
+            found.update(h for h in pack.ids() if h.startswith(lo) and h.hex().startswith(prefix))
+        return found
+
+    def delete(self, h: Hash) -> None:
+        """Remove the loose copy of `h`; packed copies go only when gc or repack rewrites their pack."""
+        self.loose.delete(h)
+
+    def mtime(self, h: Hash) -> float:
+        """The newest mtime of any copy of `h`, in seconds (E001 if there is none)."""
+        best: float | None = None
+        try:
+            best = self.loose.mtime(h)
+        except FileNotFoundError:
+            pass
+        for pack in self.packs():
+            t = pack.mtime(h)
+            if t is not None and (best is None or t > best):
+                best = float(t)
+        if best is None:
+            raise NotFound(f"no object {h.hex()}", id=h)
+        return best
+
+
+def _listing(pack_dir: Path) -> dict[str, set[str]]:
+    """pack-<x> stem -> the extensions present, ignoring temporary files."""
+    out: dict[str, set[str]] = {}
+    try:
+        entries = os.listdir(pack_dir)
+    except FileNotFoundError:
+        return out
+    for name in entries:
+        if name.startswith(".") or not name.startswith("pack-"):
+            continue
+        stem, dot, ext = name.rpartition(".")
+        if dot and f".{ext}" in (".pack", ".idx"):
+            out.setdefault(stem, set()).add(f".{ext}")
+    return out
+
+
+def count_objects(store: DiskObjectStore) -> dict[str, int]:
+    """git's count-objects -v figures: loose count and KiB, packed objects, packs and their KiB,
+    loose objects that are also packed, and stray files (temporary files, unusable packs) and their KiB."""
+    store.refresh(force=True)
+    stats = dict.fromkeys(("count", "size", "in-pack", "packs", "size-pack", "prune-packable", "garbage",
+                           "size-garbage"), 0)
+    size = garbage_size = 0
+    packs = store.packs()
+    for h in store.loose:
+        stats["count"] += 1
+        try:
+            size += store.loose.path(h).stat().st_size
+        except FileNotFoundError:
+            continue
+        if any(h in p for p in packs):
+            stats["prune-packable"] += 1
+    for pack in packs:
+        stats["packs"] += 1
+        stats["in-pack"] += pack.count
+        stats["size-pack"] += pack.size + pack.index.path.stat().st_size
+    for d in (store.root, store.pack_dir):
+        if not d.is_dir():
+            continue
+        for entry in os.scandir(d):
+            if entry.is_file() and (d == store.root or entry.name.startswith(".") or
+                                    entry.name.rsplit(".", 1)[0] not in {p.name for p in packs}):
+                stats["garbage"] += 1
+                garbage_size += entry.stat().st_size
+    for shard in os.scandir(store.root):
+        if len(shard.name) == 2 and shard.is_dir():
+            for entry in os.scandir(shard.path):
+                if len(entry.name) != 62 or entry.name.startswith("."):
+                    stats["garbage"] += 1
+                    garbage_size += entry.stat().st_size
+    stats["size"] = size // 1024
+    stats["size-pack"] //= 1024
+    stats["size-garbage"] = garbage_size // 1024
+    return stats

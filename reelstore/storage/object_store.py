@@ -1,0 +1,241 @@
+"""Object stores: one interface, an in-memory backend and the on-disk one.
+
+Every read re-hashes what it read: a store never returns bytes that do not hash to the id asked for.
+A mismatch, an undecodable file or a torn write surfaces as E007, never as wrong content.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import zstandard
+
+from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG
+from reelstore.crashpoints import crash_point
+from reelstore.errors import BadInput, NotFound, StorageError
+from reelstore.objects import Hash, Object, decode
+from reelstore.objects.hash import is_prefix
+from reelstore.storage.fileio import fsync_dir, temp_name, write_new
+
+MAX_RAW = MAX_OBJECT_SIZE + MAX_TAG + 1
+T = TypeVar("T", bound=Object)
+
+
+def expect_kind(obj: Object, cls: type[T]) -> T:
+    """`obj` if it is a `cls`; E007 otherwise, since only a damaged store points at the wrong kind."""
+    if not isinstance(obj, cls):
+        raise StorageError(f"object {obj.id.hex()} is a {obj.kind} where a {cls.kind} was expected", id=obj.id)
+    return obj
+
+
+class ObjectStore:
+    """The interface every backend offers. Subclasses implement the five primitives."""
+
+    def has(self, h: Hash) -> bool:
+        raise NotImplementedError
+
+    def get_raw(self, h: Hash) -> bytes:
+        """The verified canonical bytes of `h` (E001 if absent, E007 if damaged)."""
+        raise NotImplementedError
+
+    def _store(self, items: list[tuple[Hash, bytes]]) -> None:
+        """Persist already-verified (id, canonical bytes) pairs."""
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[Hash]:
+        raise NotImplementedError
+
+    def _candidates(self, prefix: str) -> Iterable[Hash]:
+        return (h for h in self if h.hex().startswith(prefix))
+
+    def __contains__(self, h: object) -> bool:
+        return isinstance(h, bytes) and len(h) == 32 and self.has(Hash(h))
+
+    def get(self, h: Hash) -> Object:
+        """The object `h`, decoded from bytes `get_raw` has already re-hashed (E007 if undecodable)."""
+        raw = self.get_raw(h)
+        try:
+            obj = decode(raw)
+        except BadInput as exc:
+            raise StorageError(f"object {h.hex()} is damaged: {exc.message}", id=h) from None
+        obj.__dict__["id"] = h
+        return obj
+
+    def get_as(self, h: Hash, cls: type[T]) -> T:
+        """`get` for an id that a ref or another object names as a `cls`: any other kind there means
+        the store is damaged (E007)."""
+        return expect_kind(self.get(h), cls)
+
+    def put(self, obj: Object) -> Hash:
+        return self.put_many([obj])[0]
+
+    def put_many(self, objs: Iterable[Object]) -> list[Hash]:
+        items = [(obj.id, obj.encode()) for obj in objs]
+        self._store(items)
+        return [h for h, _ in items]
+
+    def put_raw(self, raw: bytes) -> Hash:
+        """Store canonical bytes from outside, after decoding them (E014 if malformed)."""
+        return self.put(decode(raw))
+
+    def resolve(self, prefix: str) -> Hash:
+        """The one id starting with `prefix` (≥ 4 hex digits); E001 if none, E014 if several."""
+        if not is_prefix(prefix):
+            raise BadInput(f"{prefix!r} is not an object id or a prefix of 4 to 64 hex digits")
+        if len(prefix) == 64:
+            h = Hash.from_hex(prefix)
+            if not self.has(h):
+                raise NotFound(f"no object {prefix}")
+            return h
+        found = sorted(set(self._candidates(prefix)))
+        if not found:
+            raise NotFound(f"no object with prefix {prefix}")
+        if len(found) > 1:
+            raise BadInput(f"short id {prefix} is ambiguous: {len(found)} objects match")
+        return found[0]
+
+
+class MemoryObjectStore(ObjectStore):
+    """For tests and embedding: nothing touches the disk."""
+
+    def __init__(self) -> None:
+        self._objects: dict[Hash, bytes] = {}
+
+    def has(self, h: Hash) -> bool:
+        return h in self._objects
+
+    def get_raw(self, h: Hash) -> bytes:
+        try:
+            raw = self._objects[h]
+        except KeyError:
+            raise NotFound(f"no object {h.hex()}", id=h) from None
+        if Hash.of(raw) != h:
+            raise StorageError(f"object {h.hex()} does not hash to its id", id=h)
+        return raw
+
+    def _store(self, items: list[tuple[Hash, bytes]]) -> None:
+        for h, raw in items:
+            self._objects.setdefault(h, raw)
+
+    def __iter__(self) -> Iterator[Hash]:
+        return iter(list(self._objects))
+
+    def delete(self, h: Hash) -> None:
+        self._objects.pop(h, None)
+
+
+class LooseObjectStore(ObjectStore):
+    """`objects/ab/cdef…`: one zstd-compressed file per object, written atomically.
+
+    Writing an object that already exists refreshes its mtime, as git does, so an object a writer
+    is about to reference is young again and the gc grace period protects it.
+    """
+
+    def __init__(self, root: Path, *, fsync: bool = True, level: int = 3) -> None:
+        self.root = Path(root)
+        self.fsync = fsync
+        self._level = level
+        self._local = threading.local()
+
+    def _codec(self) -> tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]:
+        pair = getattr(self._local, "pair", None)
+        if pair is None:
+            pair = (
+                zstandard.ZstdCompressor(level=self._level, write_content_size=True, write_checksum=True),
+                zstandard.ZstdDecompressor(max_window_size=1 << 27),
+            )
+            self._local.pair = pair
+        return pair
+
+    def path(self, h: Hash) -> Path:
+        hx = h.hex()
+        return self.root / hx[:2] / hx[2:]
+
+    def has(self, h: Hash) -> bool:
+        return self.path(h).exists()
+
+    def get_raw(self, h: Hash) -> bytes:
+        path = self.path(h)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise NotFound(f"no object {h.hex()}", id=h) from None
+        except OSError as exc:
+            raise StorageError(f"cannot read object {h.hex()}: {exc}", id=h) from None
+        raw = self.inflate(data, h)
+        if Hash.of(raw) != h:
+            raise StorageError(f"object {h.hex()} is damaged: content does not hash to its id", id=h)
+        return raw
+
+    def inflate(self, data: bytes, h: Hash) -> bytes:
+        """Bounded decompression: the frame must declare its size, within the limit, and end cleanly."""
+        try:
+            size = zstandard.frame_content_size(data)
+        except zstandard.ZstdError:
+            size = -1
+        if size < 0 or size > MAX_RAW:
+            raise StorageError(f"object {h.hex()} is damaged: bad or oversized frame header", id=h)
+        try:
+            raw = self._codec()[1].decompress(data, max_output_size=size, allow_extra_data=False)
+        except zstandard.ZstdError as exc:
+            raise StorageError(f"object {h.hex()} is damaged: {exc}", id=h) from None
+        if len(raw) != size:
+            raise StorageError(f"object {h.hex()} is damaged: truncated", id=h)
+        return raw
+
+    def deflate(self, raw: bytes) -> bytes:
+        return self._codec()[0].compress(raw)
+
+    def _store(self, items: list[tuple[Hash, bytes]]) -> None:
+        dirs: set[Path] = set()
+        for h, raw in items:
+            path = self.path(h)
+            if path.exists():
+                os.utime(path)
+                continue
+            if not path.parent.is_dir():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                dirs.add(path.parent.parent)
+            tmp = temp_name(path)
+            write_new(tmp, self.deflate(raw), fsync=self.fsync, mode=0o444)
+            crash_point("objects:temp-written")
+            os.replace(tmp, path)
+            dirs.add(path.parent)
+        if self.fsync:
+            for d in dirs:
+                fsync_dir(d)
+
+    def __iter__(self) -> Iterator[Hash]:
+        for shard in _shards(self.root):
+            for entry in os.scandir(shard):
+                if len(entry.name) == 62 and not entry.name.startswith("."):
+                    try:
+                        yield Hash.from_hex(shard.name + entry.name)
+                    except BadInput:
+                        continue
+
+    def _candidates(self, prefix: str) -> Iterable[Hash]:
+        shard = self.root / prefix[:2]
+        if not shard.is_dir():
+            return []
+        rest = prefix[2:]
+        names = [e.name for e in os.scandir(shard)]
+        return [Hash.from_hex(prefix[:2] + n) for n in names if n.startswith(rest) and len(n) == 62]
+
+    def delete(self, h: Hash) -> None:
+        self.path(h).unlink(missing_ok=True)
+
+    def mtime(self, h: Hash) -> float:
+        return self.path(h).stat().st_mtime
+
+
+def _shards(root: Path) -> Iterator[Path]:
+    if not root.is_dir():
+        return
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if len(entry.name) == 2 and entry.is_dir():
+            yield Path(entry.path)

@@ -1,0 +1,594 @@
+"""Packfiles: many objects in one file, compressed against each other, found through a sorted index.
+
+A pack holds each object's body zstd-compressed in one of three ways: alone, with a dictionary trained
+on this pack's small objects (stored once in the pack header), or with an earlier entry of the same pack
+as a raw-content prefix (a delta in all but name, with a bounded chain depth). The index is a fan-out
+table, the sorted ids, offsets, a CRC32 per entry and each object's mtime, so the gc grace period
+survives packing. Nothing read from a pack is believed before it is re-hashed. The byte layout is
+documented in docs/format.md ("Packs and pack indexes").
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import blake3
+import zstandard
+
+from reelstore.codec import MAX_OBJECT_SIZE
+from reelstore.errors import StorageError
+from reelstore.objects import Hash
+from reelstore.storage.fileio import fsync_dir, temp_name
+from reelstore.storage.pack_index import TRAILER, VERSION, PackIndex, index_bytes, pack_damage
+
+PACK_MAGIC = b"RPAK"
+PACK_HEADER = struct.Struct(">4sIII")
+MAX_DICT = 1 << 20
+MAX_CHAIN = 64
+MAX_WINDOW = 1 << 27
+"""Largest zstd window a reader accepts (bytes); the writer's levels stay far below it."""
+
+KIND_CODES = {
+    "blob": 1,
+    "tree": 2,
+    "delta": 3,
+    "capability": 4,
+    "effect": 5,
+    "effects": 6,
+    "view": 7,
+    "record": 8,
+    "journal": 9,
+    "finding": 10,
+}
+KIND_NAMES = {code: kind for kind, code in KIND_CODES.items()}
+
+STORED, ZSTD, DICT, BASE = 0, 1, 2, 3
+METHOD_NAMES = {STORED: "stored", ZSTD: "zstd", DICT: "dict", BASE: "base"}
+
+_FORMAT = zstandard.FORMAT_ZSTD1_MAGICLESS
+_FLAGS = {"format": _FORMAT, "write_content_size": False, "write_checksum": False, "write_dict_id": False}
+
+
+def split_raw(raw: bytes) -> tuple[int, bytes]:
+    """(kind code, body) of canonical bytes `kind\\0body`."""
+    nul = raw.index(b"\0")
+    return KIND_CODES[raw[:nul].decode("ascii")], raw[nul + 1 :]
+
+
+def join_raw(code: int, body: bytes) -> bytes:
+    return KIND_NAMES[code].encode("ascii") + b"\0" + body
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _read_varint(buf: mmap.mmap | bytes, pos: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise ValueError("varint runs past the entry")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, pos
+
+
+# Writing
+
+
+@dataclass
+class PackItem:
+    """One object to pack: id, canonical bytes, mtime (seconds) and an optional name hint for deltas."""
+
+    id: Hash
+    raw: bytes
+    mtime: int
+    hint: str = ""
+
+
+@dataclass
+class PackOptions:
+    level: int = 3
+    depth: int = 50
+    """Longest chain of base entries a delta may sit on."""
+    window: int = 3
+    """How many earlier entries of the same group are tried as a base."""
+    min_delta: int = 64
+    """Bodies smaller than this are never delta-compressed (the dictionary serves them better)."""
+
+
+@dataclass
+class PackResult:
+    name: str
+    pack_path: Path | None
+    idx_path: Path | None
+    count: int
+    checksum: bytes
+    size: int = 0
+    methods: dict[str, int] = field(default_factory=dict)
+
+
+class _Entry:
+    __slots__ = ("id", "code", "body", "mtime", "offset", "crc", "depth", "zc")
+
+    def __init__(self, item: PackItem) -> None:
+        self.id = item.id
+        self.code, self.body = split_raw(item.raw)
+        self.mtime = int(item.mtime)
+        self.offset = 0
+        self.crc = 0
+        self.depth = 0
+        self.zc: zstandard.ZstdCompressor | None = None
+
+
+def _train(entries: list[_Entry], level: int) -> bytes:
+    """A zstd dictionary for this pack's small bodies, or b"" when it would not pay for itself."""
+    samples = [e.body for e in entries if 16 <= len(e.body) <= 4096]
+    small = len(samples)
+    if small < 256:
+        return b""
+    step = max(1, small // 2000)
+    samples = samples[::step]
+    total = sum(len(s) for s in samples)
+    size = min(64 * 1024, max(4096, total // 20))
+    try:
+        trained = zstandard.train_dictionary(size, samples, k=200, d=8, steps=1, level=level)
+    except zstandard.ZstdError:
+        return b""
+    # Keep it only if it saves more on this pack's small bodies than it costs to store.
+    probe = samples[:: max(1, len(samples) // 200)]
+    params = zstandard.ZstdCompressionParameters.from_level(level, **_FLAGS)
+    plain = zstandard.ZstdCompressor(compression_params=params)
+    with_dict = zstandard.ZstdCompressor(dict_data=trained, compression_params=params)
+    saved = sum(len(plain.compress(b)) - len(with_dict.compress(b)) for b in probe)
+    return trained.as_bytes() if saved * small / len(probe) > 2 * len(trained.as_bytes()) else b""
+
+
+class _Compressor:
+    def __init__(self, dict_bytes: bytes, opts: PackOptions) -> None:
+        self.opts = opts
+        params = zstandard.ZstdCompressionParameters.from_level(opts.level, **_FLAGS)
+        self.plain = zstandard.ZstdCompressor(compression_params=params)
+        self.dict = None
+        if dict_bytes:
+            zdict = zstandard.ZstdCompressionDict(dict_bytes, dict_type=zstandard.DICT_TYPE_FULLDICT)
+            self.dict = zstandard.ZstdCompressor(dict_data=zdict, compression_params=params)
+
+    def alone(self, body: bytes) -> tuple[int, bytes]:
+        best = (STORED, body)
+        for method, comp in ((ZSTD, self.plain), (DICT, self.dict)):
+            if comp is not None and (method != DICT or len(body) <= 8192):
+                data = comp.compress(body)
+                if len(data) < len(best[1]):
+                    best = (method, data)
+        return best
+
+    def against(self, base: _Entry, body: bytes) -> bytes:
+        """`body` compressed with `base`'s body as prefix; the compressor is kept on the base entry, which
+        serves as a candidate for up to `window` later entries."""
+        if base.zc is None:
+            # Tables sized for the prefix keep it cheap to load; the match, not the level, does the work.
+            size = 2 * len(base.body)
+            params = zstandard.ZstdCompressionParameters.from_level(1, source_size=size, **_FLAGS)
+            zdict = zstandard.ZstdCompressionDict(base.body, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+            base.zc = zstandard.ZstdCompressor(dict_data=zdict, compression_params=params)
+        return base.zc.compress(body)
+
+
+def _order(items: list[_Entry], hints: dict[Hash, str]) -> list[_Entry]:
+    """Group likely-similar objects together: same kind and name, then in the order given. Callers
+    pass objects in walk order (newest history first), so each version sits beside its neighbours."""
+    return [e for _, e in sorted(enumerate(items), key=lambda p: (p[1].code, hints.get(p[1].id, ""), p[0]))]
+
+
+def write_pack_stream(
+    write: Callable[[bytes], object],
+    items: Iterable[PackItem],
+    opts: PackOptions | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[_Entry], bytes, dict[str, int]]:
+    """Write a whole pack through `write`; returns its entries (with offsets and CRCs) and trailer."""
+    opts = opts or PackOptions()
+    seen: set[Hash] = set()
+    hints: dict[Hash, str] = {}
+    entries: list[_Entry] = []
+    for item in items:
+        if item.id not in seen:
+            seen.add(item.id)
+            entries.append(_Entry(item))
+            if item.hint:
+                hints[item.id] = item.hint
+    entries = _order(entries, hints)
+    dict_bytes = _train(entries, opts.level)
+    comp = _Compressor(dict_bytes, opts)
+    hasher = blake3.blake3()
+
+    def out(data: bytes) -> None:
+        hasher.update(data)
+        write(data)
+
+    out(PACK_HEADER.pack(PACK_MAGIC, VERSION, len(entries), len(dict_bytes)) + dict_bytes)
+    offset = PACK_HEADER.size + len(dict_bytes)
+    counts = dict.fromkeys(METHOD_NAMES.values(), 0)
+    window: list[_Entry] = []
+    group: tuple[int, str] | None = None
+    for n, entry in enumerate(entries):
+        key = (entry.code, hints.get(entry.id, ""))
+        if key != group:
+            for old in window:
+                old.zc = None
+            group, window = key, []
+        # Named objects (versions of one file) try their neighbours first and skip compressing alone
+        # when a delta is already small; unnamed ones compress alone first and try one neighbour.
+        method, data, base = STORED, entry.body, None
+        if not key[1]:
+            method, data = comp.alone(entry.body)
+        if len(entry.body) >= opts.min_delta and (key[1] or method != STORED):
+            for cand in reversed(window) if key[1] else window[-1:]:
+                if cand.depth >= opts.depth or len(cand.body) > 4 * len(entry.body) + 1024:
+                    continue
+                delta = comp.against(cand, entry.body)
+                if len(delta) + 4 < len(data):
+                    method, data, base = BASE, delta, cand
+                    if len(delta) * 32 < len(entry.body):
+                        break
+        if key[1] and (base is None or len(data) * 8 > len(entry.body)):
+            alone_method, alone_data = comp.alone(entry.body)
+            if base is None or len(alone_data) <= len(data) + 4:
+                method, data, base = alone_method, alone_data, None
+        head = bytes((entry.code, method)) + _varint(len(entry.body))
+        if base is not None:
+            head += _varint(offset - base.offset)
+            entry.depth = base.depth + 1
+        head += _varint(len(data))
+        entry.offset = offset
+        entry.crc = zlib.crc32(data, zlib.crc32(head))
+        out(head)
+        out(data)
+        offset += len(head) + len(data)
+        counts[METHOD_NAMES[method]] += 1
+        if len(entry.body) >= opts.min_delta:
+            window.append(entry)
+            if len(window) > opts.window:
+                window.pop(0).zc = None
+        if progress is not None and (n + 1) % 1000 == 0:
+            progress(n + 1, len(entries))
+    trailer = hasher.digest()
+    write(trailer)
+    for entry in entries:
+        entry.body, entry.zc = b"", None
+    return entries, trailer, counts
+
+
+def write_pack(
+    directory: Path,
+    items: Iterable[PackItem],
+    opts: PackOptions | None = None,
+    *,
+    fsync: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> PackResult:
+    """Write `pack-<trailer>.pack` and its `.idx` into `directory`, atomically: the index comes last,
+    so a reader never sees an index whose pack is incomplete."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp_pack = temp_name(directory / "pack.pack")
+    try:
+        with open(tmp_pack, "xb") as f:
+            entries, trailer, counts = write_pack_stream(f.write, items, opts, progress)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        name = f"pack-{trailer.hex()}"
+        pack_path, idx_path = directory / f"{name}.pack", directory / f"{name}.idx"
+        idx = index_bytes([(e.id, e.offset, e.crc, e.mtime) for e in entries], trailer)
+        tmp_idx = temp_name(idx_path)
+        with open(tmp_idx, "xb") as f:
+            f.write(idx)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        size = tmp_pack.stat().st_size
+        os.replace(tmp_pack, pack_path)
+        os.replace(tmp_idx, idx_path)
+    finally:
+        tmp_pack.unlink(missing_ok=True)
+    if fsync:
+        fsync_dir(directory)
+    return PackResult(name, pack_path, idx_path, len(entries), trailer, size, counts)
+
+
+# Reading
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    """What verify-pack -v shows for one entry."""
+
+    id: Hash
+    kind: str
+    size: int
+    packed: int
+    offset: int
+    method: str
+    depth: int
+    base: int | None
+    mtime: int
+
+
+class _Parsed:
+    __slots__ = ("code", "method", "size", "base", "start", "end", "header")
+
+    def __init__(self, code: int, method: int, size: int, base: int | None, start: int, end: int, header: int):
+        self.code, self.method, self.size, self.base = code, method, size, base
+        self.start, self.end, self.header = start, end, header
+
+
+class Pack:
+    """An open pack and its index. Opening checks structure, not content: a truncated pack or one whose
+    trailer does not match its index is refused whole; a damaged entry fails alone, on read."""
+
+    CACHE_BYTES = 32 << 20
+
+    def __init__(self, pack_path: Path, idx_path: Path | None = None) -> None:
+        self.path = pack_path
+        self.name = pack_path.stem
+        idx_path = idx_path or pack_path.with_suffix(".idx")
+        if not idx_path.is_file():
+            raise pack_damage(pack_path, "pack has no index")
+        self.index = PackIndex(idx_path)
+        try:
+            with open(pack_path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < PACK_HEADER.size + TRAILER:
+                    raise pack_damage(pack_path, "pack is truncated")
+                self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except BaseException:
+            self.index.close()
+            raise
+        try:
+            magic, version, count, dict_len = PACK_HEADER.unpack_from(self.map, 0)
+            if magic != PACK_MAGIC or version != VERSION:
+                raise pack_damage(pack_path, "not a reel pack (bad magic or version)")
+            if count != self.index.count:
+                raise pack_damage(pack_path, f"pack holds {count} entries but its index {self.index.count}")
+            if self.map[size - TRAILER :] != self.index.pack_checksum:
+                raise pack_damage(pack_path, "pack trailer does not match its index (truncated or replaced)")
+            if dict_len > MAX_DICT or PACK_HEADER.size + dict_len > size - TRAILER:
+                raise pack_damage(pack_path, "pack dictionary length is out of bounds")
+        except BaseException:
+            self.close()
+            raise
+        self.count = count
+        self.size = size
+        self.data_start = PACK_HEADER.size + dict_len
+        self.data_end = size - TRAILER
+        self._dict_bytes = bytes(self.map[PACK_HEADER.size : self.data_start])
+        self._plain = zstandard.ZstdDecompressor(format=_FORMAT, max_window_size=MAX_WINDOW)
+        self._dict: zstandard.ZstdDecompressor | None = None
+        self._cache: OrderedDict[int, bytes] = OrderedDict()
+        self._cached = 0
+
+    def close(self) -> None:
+        self.map.close()
+        self.index.close()
+
+    def __contains__(self, h: object) -> bool:
+        return isinstance(h, bytes) and len(h) == 32 and self.index.find(h) >= 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def _parse(self, offset: int) -> _Parsed:
+        m, end = self.map, self.data_end
+        if not self.data_start <= offset < end - 2:
+            raise ValueError(f"offset {offset} is outside the pack's entries")
+        code, method = m[offset], m[offset + 1]
+        if code not in KIND_NAMES or method not in METHOD_NAMES:
+            raise ValueError(f"unknown kind {code} or method {method}")
+        size, pos = _read_varint(m, offset + 2, end)
+        if size > MAX_OBJECT_SIZE:
+            raise ValueError(f"declared size {size} exceeds the object limit")
+        base = None
+        if method == BASE:
+            dist, pos = _read_varint(m, pos, end)
+            if dist == 0 or dist > offset - self.data_start:
+                raise ValueError(f"base distance {dist} points outside the pack")
+            base = offset - dist
+        length, pos = _read_varint(m, pos, end)
+        if pos + length > end:
+            raise ValueError("entry runs past the end of the pack")
+        return _Parsed(code, method, size, base, pos, pos + length, pos - offset)
+
+    def _inflate(self, p: _Parsed, base_body: bytes | None) -> bytes:
+        data = self.map[p.start : p.end]
+        if p.method != STORED and (not data or data[0] & 0xE0):
+            # A frame that declares its content size would make the decoder allocate that size up
+            # front, whatever the entry says; our writer never emits one, so it is damage.
+            raise ValueError("zstd frame declares a content size (or is empty)")
+        if p.method == STORED:
+            body = data
+        elif p.method == ZSTD:
+            body = self._plain.decompress(data, max_output_size=p.size, allow_extra_data=False)
+        elif p.method == DICT:
+            if not self._dict_bytes:
+                raise ValueError("entry uses the pack dictionary but the pack has none")
+            if self._dict is None:
+                zdict = zstandard.ZstdCompressionDict(self._dict_bytes, dict_type=zstandard.DICT_TYPE_FULLDICT)
+                self._dict = zstandard.ZstdDecompressor(dict_data=zdict, format=_FORMAT, max_window_size=MAX_WINDOW)
+            body = self._dict.decompress(data, max_output_size=p.size, allow_extra_data=False)
+        else:
+            zdict = zstandard.ZstdCompressionDict(base_body or b"", dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+            dec = zstandard.ZstdDecompressor(dict_data=zdict, format=_FORMAT, max_window_size=MAX_WINDOW)
+            body = dec.decompress(data, max_output_size=p.size, allow_extra_data=False)
+        if len(body) != p.size:
+            raise ValueError(f"entry inflates to {len(body)} bytes, not the declared {p.size}")
+        return body
+
+    def _remember(self, offset: int, body: bytes) -> None:
+        self._cache[offset] = body
+        self._cached += len(body)
+        while self._cached > self.CACHE_BYTES and self._cache:
+            _, old = self._cache.popitem(last=False)
+            self._cached -= len(old)
+
+    def body_at(self, offset: int, parsed: _Parsed | None = None) -> tuple[int, bytes]:
+        """(kind code, body) of the entry at `offset`, resolving its base chain (ValueError on damage)."""
+        if parsed is not None and parsed.method != BASE:
+            try:
+                return parsed.code, self._inflate(parsed, None)
+            except zstandard.ZstdError as exc:
+                raise ValueError(f"entry at offset {offset} does not inflate: {exc}") from None
+        chain: list[tuple[int, _Parsed]] = []
+        at: int | None = offset
+        base_body: bytes | None = None
+        while at is not None:
+            hit = self._cache.get(at)
+            if hit is not None:
+                self._cache.move_to_end(at)
+                base_body = hit
+                break
+            p = parsed if parsed is not None and at == offset else self._parse(at)
+            chain.append((at, p))
+            if len(chain) > MAX_CHAIN:
+                raise ValueError(f"base chain longer than {MAX_CHAIN}")
+            at = p.base
+        for pos, p in reversed(chain):
+            try:
+                base_body = self._inflate(p, base_body)
+            except zstandard.ZstdError as exc:
+                raise ValueError(f"entry at offset {pos} does not inflate: {exc}") from None
+            if pos != offset:
+                self._remember(pos, base_body)
+        code = chain[0][1].code if chain else self._parse(offset).code
+        return code, base_body if base_body is not None else b""
+
+    def get_raw(self, h: Hash, i: int | None = None) -> bytes:
+        """Verified canonical bytes of `h` (E007 if its entry is damaged; KeyError if absent)."""
+        i = self.index.find(h) if i is None else i
+        if i < 0:
+            raise KeyError(h)
+        offset = self.index.offset(i)
+        try:
+            p = self._parse(offset)
+            if zlib.crc32(self.map[offset : p.end]) != self.index.crc(i):
+                raise ValueError("entry checksum mismatch")
+            code, body = self.body_at(offset, p)
+        except ValueError as exc:
+            raise StorageError(f"object {h.hex()} in {self.name} is damaged: {exc}", id=h) from None
+        raw = join_raw(code, body)
+        if Hash.of(raw) != h:
+            raise StorageError(f"object {h.hex()} in {self.name} is damaged: content does not hash to its id", id=h)
+        return raw
+
+    def mtime(self, h: Hash) -> int | None:
+        i = self.index.find(h)
+        return None if i < 0 else self.index.mtime(i)
+
+    def ids(self) -> Iterator[Hash]:
+        return self.index.ids()
+
+    def entries(self) -> Iterator[tuple[Hash, int, int]]:
+        """(id, offset, mtime) for every entry, in index order."""
+        idx = self.index
+        for i in range(idx.count):
+            yield idx.id(i), idx.offset(i), idx.mtime(i)
+
+    def verify(self) -> tuple[list[EntryInfo], list[str]]:
+        """Check everything: both trailers, every entry's CRC, inflation and hash, and that the entries
+        tile the pack exactly. Returns the entries (in pack order) and the damage found, named."""
+        problems: list[str] = []
+        if blake3.blake3(self.map[: self.data_end]).digest() != self.map[self.data_end :]:
+            problems.append(f"{self.path.name}: pack checksum mismatch")
+        if not self.index.checksum_ok():
+            problems.append(f"{self.index.path.name}: index checksum mismatch")
+        rows = sorted((off, i) for i, (_, off, _) in enumerate(self.entries()))
+        depth: dict[int, int] = {}
+        infos: list[EntryInfo] = []
+        expect = self.data_start
+        for off, i in rows:
+            h = self.index.id(i)
+            if off != expect:
+                problems.append(f"{self.path.name}: entry {h.hex()} at offset {off}, expected {expect}")
+            try:
+                p = self._parse(off)
+                expect = p.end
+                if zlib.crc32(self.map[off : p.end]) != self.index.crc(i):
+                    raise ValueError("entry checksum mismatch")
+                self.get_raw(h, i)
+            except (ValueError, StorageError) as exc:
+                msg = exc.message if isinstance(exc, StorageError) else str(exc)
+                problems.append(f"{self.path.name}: object {h.hex()} at offset {off}: {msg}")
+                continue
+            depth[off] = depth.get(p.base, 0) + 1 if p.base is not None else 0
+            infos.append(
+                EntryInfo(h, KIND_NAMES[p.code], p.size, p.end - off, off, METHOD_NAMES[p.method], depth[off],
+                          p.base, self.index.mtime(i))
+            )
+        if expect != self.data_end and rows:
+            problems.append(f"{self.path.name}: entries end at {expect}, the trailer starts at {self.data_end}")
+        return infos, problems
+
+
+def scan_pack(data: bytes | mmap.mmap) -> tuple[list[tuple[Hash, int, int, bytes]], bytes]:
+    """Read a pack with no index (for index-pack and unpack-objects): every entry is inflated and
+    re-hashed. Returns (id, offset, crc, raw) per entry and the trailer; StorageError on any damage."""
+    size = len(data)
+    if size < PACK_HEADER.size + TRAILER:
+        raise StorageError("pack is truncated")
+    magic, version, count, dict_len = PACK_HEADER.unpack_from(data, 0)
+    if magic != PACK_MAGIC or version != VERSION:
+        raise StorageError("not a reel pack (bad magic or version)")
+    if blake3.blake3(data[: size - TRAILER]).digest() != data[size - TRAILER :]:
+        raise StorageError("pack checksum mismatch (truncated or damaged)")
+    view = _Scanner(data, size, dict_len)
+    out = []
+    offset = view.data_start
+    for _ in range(count):
+        try:
+            p = view._parse(offset)
+            code, body = view.body_at(offset)
+        except ValueError as exc:
+            raise StorageError(f"pack entry at offset {offset} is damaged: {exc}") from None
+        raw = join_raw(code, body)
+        crc = zlib.crc32(data[offset : p.end])
+        out.append((Hash.of(raw), offset, crc, raw))
+        view._remember(offset, body)
+        offset = p.end
+    if offset != size - TRAILER:
+        raise StorageError(f"pack declares {count} entries but they end at {offset}, not {size - TRAILER}")
+    return out, bytes(data[size - TRAILER :])
+
+
+class _Scanner(Pack):
+    """A Pack over bytes in memory with no index: only the entry parsing and inflation are used."""
+
+    def __init__(self, data: bytes | mmap.mmap, size: int, dict_len: int) -> None:
+        if dict_len > MAX_DICT or PACK_HEADER.size + dict_len > size - TRAILER:
+            raise StorageError("pack dictionary length is out of bounds")
+        self.map = data  # type: ignore[assignment]
+        self.name = "<stream>"
+        self.data_start = PACK_HEADER.size + dict_len
+        self.data_end = size - TRAILER
+        self._dict_bytes = bytes(data[PACK_HEADER.size : self.data_start])
+        self._plain = zstandard.ZstdDecompressor(format=_FORMAT, max_window_size=MAX_WINDOW)
+        self._dict = None
+        self._cache = OrderedDict()
+        self._cached = 0

@@ -1,0 +1,122 @@
+"""Pack indexes: the sorted ids of a pack with each entry's offset, CRC-32 and mtime, memory-mapped.
+
+Lookup narrows to the fan-out bucket of the id's first byte and binary-searches the sorted ids. The
+mtimes are git's `.mtimes` idea: packing keeps each object's age, so the gc grace period survives it.
+Layout: docs/format.md, "Packs and pack indexes".
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import blake3
+
+from reelstore.errors import StorageError
+from reelstore.objects import Hash
+
+IDX_MAGIC = b"RIDX"
+VERSION = 1
+TRAILER = 32
+IDX_HEADER = struct.Struct(">4sII")
+FANOUT = 256 * 4
+ROW = 32 + 8 + 4 + 8
+
+
+def index_bytes(rows: list[tuple[Hash, int, int, int]], pack_checksum: bytes) -> bytes:
+    """The .idx for (id, offset, crc, mtime) rows of a pack whose trailer is `pack_checksum`."""
+    rows = sorted(rows)
+    fanout = [0] * 256
+    for h, *_ in rows:
+        fanout[h[0]] += 1
+    total = 0
+    for i in range(256):
+        total += fanout[i]
+        fanout[i] = total
+    parts = [IDX_HEADER.pack(IDX_MAGIC, VERSION, len(rows)), struct.pack(">256I", *fanout)]
+    parts.append(b"".join(h for h, *_ in rows))
+    parts.append(struct.pack(f">{len(rows)}Q", *(r[1] for r in rows)))
+    parts.append(struct.pack(f">{len(rows)}I", *(r[2] for r in rows)))
+    parts.append(struct.pack(f">{len(rows)}Q", *(r[3] for r in rows)))
+    parts.append(pack_checksum)
+    body = b"".join(parts)
+    return body + blake3.blake3(body).digest()
+
+
+def pack_damage(path: Path, what: str) -> StorageError:
+    """E007 naming the pack or index file."""
+    return StorageError(f"{path.name}: {what}", path=str(path))
+
+
+class PackIndex:
+    """A memory-mapped .idx: binary search over the sorted ids, bounded by the fan-out table."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < IDX_HEADER.size + FANOUT + 2 * TRAILER:
+                raise pack_damage(path, "index is truncated")
+            self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        magic, version, count = IDX_HEADER.unpack_from(self.map, 0)
+        if magic != IDX_MAGIC or version != VERSION:
+            self.close()
+            raise pack_damage(path, "not a reel pack index (bad magic or version)")
+        if size != IDX_HEADER.size + FANOUT + count * ROW + 2 * TRAILER:
+            self.close()
+            raise pack_damage(path, f"index size {size} does not fit its count {count}")
+        self.count = count
+        self.fanout = struct.unpack_from(">256I", self.map, IDX_HEADER.size)
+        if self.fanout[255] != count or any(a > b for a, b in zip(self.fanout, self.fanout[1:])):
+            self.close()
+            raise pack_damage(path, "index fan-out table is inconsistent")
+        self._ids = IDX_HEADER.size + FANOUT
+        self._offsets = self._ids + 32 * count
+        self._crcs = self._offsets + 8 * count
+        self._mtimes = self._crcs + 4 * count
+        self.pack_checksum = bytes(self.map[self._mtimes + 8 * count : self._mtimes + 8 * count + TRAILER])
+
+    def close(self) -> None:
+        self.map.close()
+
+    def id(self, i: int) -> Hash:
+        at = self._ids + 32 * i
+        return Hash(self.map[at : at + 32])
+
+    def find(self, h: bytes) -> int:
+        """Position of `h` in the index, or -1."""
+        lo = self.fanout[h[0] - 1] if h[0] else 0
+        hi = self.fanout[h[0]]
+        m, base = self.map, self._ids
+        while lo < hi:
+            mid = (lo + hi) // 2
+            at = base + 32 * mid
+            here = m[at : at + 32]
+            if here < h:
+                lo = mid + 1
+            elif here > h:
+                hi = mid
+            else:
+                return mid
+        return -1
+
+    def offset(self, i: int) -> int:
+        return struct.unpack_from(">Q", self.map, self._offsets + 8 * i)[0]
+
+    def crc(self, i: int) -> int:
+        return struct.unpack_from(">I", self.map, self._crcs + 4 * i)[0]
+
+    def mtime(self, i: int) -> int:
+        return struct.unpack_from(">Q", self.map, self._mtimes + 8 * i)[0]
+
+    def ids(self) -> Iterator[Hash]:
+        m, base = self.map, self._ids
+        for i in range(self.count):
+            yield Hash(m[base + 32 * i : base + 32 * i + 32])
+
+    def checksum_ok(self) -> bool:
+        end = len(self.map) - TRAILER
+        return blake3.blake3(self.map[:end]).digest() == self.map[end:]

@@ -1,0 +1,575 @@
+"""Ref (reel type 3 of 6): a name under `refs/` pointing at an object id.
+
+Every change is a compare-and-swap against an expected old value, taken under a lock file exactly as
+git does it: create `NAME.lock` exclusively, re-read the ref under the lock, compare, write and fsync
+the new value into the lock, log it, rename the lock over the ref. A multi-ref transaction locks every
+ref (in name order) and checks every old value before it writes anything, so a failed check changes
+nothing. A lock that is already there is reported, never broken: it may belong to a live writer.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from reelstore.crashpoints import crash_point
+from reelstore.errors import BadInput, Conflict, NotFound, StorageError
+from reelstore.objects import ZERO_HEX, Hash
+from reelstore.objects.hash import is_full_hex
+from reelstore.storage.fileio import atomic_write, fsync_dir, write_new
+
+
+class _Any:
+    def __repr__(self) -> str:
+        return "ANY"
+
+
+ANY = _Any()
+"""As an expected old value: no check."""
+
+MAX_REF = 1024
+LOGGED = ("refs/heads/", "refs/views/", "refs/remotes/")
+
+
+def keeps_reflog(name: str) -> bool:
+    """Trunks, views and remote-tracking refs keep a reflog, as git logs only its branch-like refs by
+    default. A drain ref does not: its journal entries chain to each other and are their own log."""
+    return name.startswith(LOGGED)
+_PACKED_LINE = re.compile(r"([0-9a-f]{64}) (refs/.+)")
+_BAD = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+
+
+def check_ref_name(name: str) -> str:
+    """Validate a full ref name (E014): under refs/, no `..`, no control characters, no `.lock`…"""
+    problem = None
+    if not name.startswith("refs/") or len(name) > MAX_REF:
+        problem = "must start with refs/ and be at most 1024 characters"
+    elif _BAD.search(name) or "@{" in name:
+        problem = "contains a control character, a space or one of ~^:?*[\\ or @{"
+    elif ".." in name or "//" in name or name.endswith("/") or name.endswith("."):
+        problem = "contains '..' or '//' or ends with '/' or '.'"
+    else:
+        for part in name.split("/"):
+            if part.startswith(".") or part.startswith("-") or part.endswith(".lock"):
+                problem = "has a component starting with '.' or '-' or ending with '.lock'"
+                break
+    if problem:
+        raise BadInput(f"invalid ref name {name!r}: {problem}")
+    return name
+
+
+class NameSet:
+    """Ref names, sorted, answering "which name is in the way of this one" in O(depth + log n).
+
+    `refs/heads/a` and `refs/heads/a/b` cannot both exist: on disk one would be a file and a directory.
+    """
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self._set = set(names)
+        self._sorted = sorted(self._set)
+
+    def add(self, name: str) -> None:
+        if name not in self._set:
+            self._set.add(name)
+            bisect.insort(self._sorted, name)
+
+    def conflict(self, name: str) -> str | None:
+        """A name that is a directory of `name`, or lives under it; None if there is none."""
+        parts = name.split("/")
+        for i in range(2, len(parts)):
+            ancestor = "/".join(parts[:i])
+            if ancestor in self._set:
+                return ancestor
+        under = name + "/"
+        at = bisect.bisect_left(self._sorted, under)
+        if at < len(self._sorted) and self._sorted[at].startswith(under):
+            return self._sorted[at]
+        return None
+
+
+def _valid(name: str) -> bool:
+    """A file under refs/ that cannot be a ref (a lock, a temporary or stray file) is not listed."""
+    try:
+        check_ref_name(name)
+    except BadInput:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class ReflogEntry:
+    old: Hash | None
+    new: Hash | None
+    time_ms: int
+    principal: str
+    message: str
+
+    def line(self) -> str:
+        old = self.old.hex() if self.old else ZERO_HEX
+        new = self.new.hex() if self.new else ZERO_HEX
+        msg = self.message.replace("\n", " ")
+        who = " ".join(self.principal.split())
+        return f"{old} {new} {self.time_ms} {who}\t{msg}\n"
+
+    @classmethod
+    def parse(cls, line: str) -> ReflogEntry:
+        head, _, message = line.rstrip("\n").partition("\t")
+        parts = head.split(" ", 3)
+        if len(parts) < 3 or not is_full_hex(parts[0]) or not is_full_hex(parts[1]) or not parts[2].isdigit():
+            raise BadInput(f"malformed reflog line {line!r}")
+        old = None if parts[0] == ZERO_HEX else Hash.from_hex(parts[0])
+        new = None if parts[1] == ZERO_HEX else Hash.from_hex(parts[1])
+        return cls(old, new, int(parts[2]), parts[3] if len(parts) > 3 else "", message)
+
+
+@dataclass(frozen=True)
+class RefUpdate:
+    name: str
+    new: Hash | None
+    """None deletes the ref."""
+    old: Hash | None | _Any
+    """None: the ref must not exist. ANY: no check. Verify-only updates have new == old."""
+    verify_only: bool = False
+
+
+class RefTransaction:
+    """All-or-nothing: `update`/`create`/`delete`/`verify`, then `commit()` (or `abort()`).
+
+    `prepare()` locks every ref and checks every expected value; `commit()` prepares if needed and
+    writes. A failed check raises E002 and releases every lock, having written nothing.
+    """
+
+    def __init__(self, store: RefStore, message: str = "", principal: str = "") -> None:
+        self.store = store
+        self.message = message
+        self.principal = principal
+        self.updates: dict[str, RefUpdate] = {}
+        self.state = "open"
+        self._held: set[str] = set()
+
+    def _add(self, upd: RefUpdate) -> RefTransaction:
+        if self.state != "open":
+            raise BadInput(f"transaction is {self.state}; no more updates")
+        check_ref_name(upd.name)
+        if upd.name in self.updates:
+            raise BadInput(f"ref {upd.name} appears twice in one transaction")
+        self.updates[upd.name] = upd
+        return self
+
+    def update(self, name: str, new: Hash, old: Hash | None | _Any = ANY) -> RefTransaction:
+        return self._add(RefUpdate(name, new, old))
+
+    def create(self, name: str, new: Hash) -> RefTransaction:
+        return self._add(RefUpdate(name, new, None))
+
+    def delete(self, name: str, old: Hash | _Any = ANY) -> RefTransaction:
+        return self._add(RefUpdate(name, None, old))
+
+    def verify(self, name: str, old: Hash | None) -> RefTransaction:
+        return self._add(RefUpdate(name, old, old, verify_only=True))
+
+    def prepare(self) -> None:
+        if self.state == "prepared":
+            return
+        if self.state != "open":
+            raise BadInput(f"transaction is {self.state}")
+        names = sorted(self.updates)
+        self.store._lock(names)
+        self._held = set(names)
+        try:
+            for name in names:
+                upd = self.updates[name]
+                current = self.store._read(name)
+                if upd.old is not ANY and current != upd.old:
+                    want = "absent" if upd.old is None else upd.old.hex()  # type: ignore[union-attr]
+                    have = "absent" if current is None else current.hex()
+                    raise Conflict(f"cannot update ref {name}: it is {have} but expected {want}", ref=name)
+                if upd.new is None and not upd.verify_only and current is None:
+                    raise NotFound(f"cannot delete ref {name}: it does not exist", ref=name)
+        except BaseException:
+            self._release()
+            self.state = "aborted"
+            raise
+        self.state = "prepared"
+
+    def _release(self) -> None:
+        self.store._unlock(sorted(self._held))
+        self._held.clear()
+
+    def commit(self) -> None:
+        self.prepare()
+        try:
+            writes = [u for n in sorted(self.updates) if not (u := self.updates[n]).verify_only]
+            self.store._apply(writes, self.message, self.principal, self._held)
+        finally:
+            self._release()
+            self.state = "committed"
+
+    def abort(self) -> None:
+        if self.state == "prepared":
+            self._release()
+        self.state = "aborted"
+
+    def __enter__(self) -> RefTransaction:
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        if exc_type is None and self.state in ("open", "prepared"):
+            self.commit()
+        elif self.state != "committed":
+            self.abort()
+
+
+class RefStore:
+    """The interface: read, list, compare-and-swap, transactions, reflogs."""
+
+    def _read(self, name: str) -> Hash | None:
+        raise NotImplementedError
+
+    def _lock(self, names: list[str]) -> None:
+        raise NotImplementedError
+
+    def _unlock(self, names: list[str]) -> None:
+        raise NotImplementedError
+
+    def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str]) -> None:
+        """Write under the locks in `held`; a lock renamed over its ref leaves `held`."""
+        raise NotImplementedError
+
+    def names(self) -> Iterator[str]:
+        raise NotImplementedError
+
+    def reflog(self, name: str) -> list[ReflogEntry]:
+        raise NotImplementedError
+
+    def get(self, name: str) -> Hash | None:
+        return self._read(check_ref_name(name))
+
+    def __getitem__(self, name: str) -> Hash:
+        value = self.get(name)
+        if value is None:
+            raise NotFound(f"no ref {name}", ref=name)
+        return value
+
+    def list(self, prefix: str = "refs/") -> list[tuple[str, Hash]]:
+        """Every ref whose name starts with `prefix`, sorted by name."""
+        out = []
+        for name in sorted(set(self.names())):
+            if name.startswith(prefix):
+                value = self._read(name)
+                if value is not None:
+                    out.append((name, value))
+        return out
+
+    def transaction(self, message: str = "", principal: str = "") -> RefTransaction:
+        return RefTransaction(self, message, principal)
+
+    def set(
+        self, name: str, new: Hash, old: Hash | None | _Any = ANY, message: str = "", principal: str = ""
+    ) -> None:
+        """Compare-and-swap one ref (old=None: must not exist). E002 if it holds something else."""
+        self.transaction(message, principal).update(name, new, old).commit()
+
+    def delete(self, name: str, old: Hash | _Any = ANY, message: str = "", principal: str = "") -> None:
+        self.transaction(message, principal).delete(name, old).commit()
+
+
+class MemoryRefStore(RefStore):
+    """For tests and embedding. One mutex stands in for the lock files."""
+
+    def __init__(self) -> None:
+        self._refs: dict[str, Hash] = {}
+        self._logs: dict[str, list[ReflogEntry]] = {}
+        self._locked: set[str] = set()
+        self._mutex = threading.Lock()
+
+    def _read(self, name: str) -> Hash | None:
+        return self._refs.get(name)
+
+    def _lock(self, names: list[str]) -> None:
+        with self._mutex:
+            busy = [n for n in names if n in self._locked]
+            if busy:
+                raise Conflict(f"cannot lock ref {busy[0]}: another update holds it", ref=busy[0])
+            taken = NameSet([*self._refs, *self._locked])
+            for name in names:
+                other = taken.conflict(name)
+                if other is not None:
+                    raise Conflict(f"cannot lock ref {name}: ref {other} is in the way", ref=name)
+                taken.add(name)
+            self._locked.update(names)
+
+    def _unlock(self, names: list[str]) -> None:
+        with self._mutex:
+            self._locked.difference_update(names)
+
+    def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str]) -> None:
+        now = int(time.time() * 1000)
+        for u in updates:
+            old = self._refs.get(u.name)
+            if u.new is None:
+                self._refs.pop(u.name, None)
+                self._logs.pop(u.name, None)
+            else:
+                if keeps_reflog(u.name):
+                    self._logs.setdefault(u.name, []).append(ReflogEntry(old, u.new, now, principal, message))
+                self._refs[u.name] = u.new
+
+    def names(self) -> Iterator[str]:
+        return iter(list(self._refs))
+
+    def reflog(self, name: str) -> list[ReflogEntry]:
+        return list(self._logs.get(check_ref_name(name), ()))
+
+
+class DiskRefStore(RefStore):
+    """Loose refs under `refs/`, `packed-refs`, reflogs under `logs/`, all inside the `.reel` dir."""
+
+    def __init__(self, root: Path, *, fsync: bool = True) -> None:
+        self.root = Path(root)
+        self.fsync = fsync
+        self.packed_path = self.root / "packed-refs"
+        self._packed_cache: tuple[tuple[int, int, int], dict[str, Hash]] | None = None
+
+    def _path(self, name: str) -> Path:
+        return self.root / name
+
+    def _log_path(self, name: str) -> Path:
+        return self.root / "logs" / name
+
+    def _read(self, name: str) -> Hash | None:
+        path = self._path(name)
+        try:
+            text = path.read_text("ascii")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return self._packed_view().get(name)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StorageError(f"cannot read ref {name}: {exc}", ref=name) from None
+        text = text.strip()
+        if not is_full_hex(text):
+            raise StorageError(f"ref {name} is damaged: {text[:80]!r} is not an object id", ref=name)
+        return Hash.from_hex(text)
+
+    def _packed(self) -> dict[str, Hash]:
+        """packed-refs as a fresh dict the caller may change."""
+        return dict(self._packed_view())
+
+    def _packed_view(self) -> Mapping[str, Hash]:
+        """packed-refs, read-only; parsed again only when the file was replaced since the last read."""
+        try:
+            st = os.stat(self.packed_path)
+        except FileNotFoundError:
+            return {}
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if self._packed_cache is None or self._packed_cache[0] != key:
+            try:
+                text = self.packed_path.read_bytes().decode("utf-8")
+            except FileNotFoundError:
+                return {}
+            except (OSError, UnicodeDecodeError) as exc:
+                raise StorageError(f"cannot read packed-refs: {exc}") from None
+            out = {}
+            for line in text.split("\n"):
+                if not line or line.startswith("#"):
+                    continue
+                m = _PACKED_LINE.fullmatch(line)
+                if m is None:
+                    raise StorageError(f"packed-refs is damaged at line {line[:80]!r}")
+                out[m.group(2)] = Hash(bytes.fromhex(m.group(1)))
+            self._packed_cache = (key, out)
+        return self._packed_cache[1]
+
+    def _write_packed(self, packed: dict[str, Hash]) -> None:
+        body = "# reel packed-refs v1\n" + "".join(f"{h.hex()} {n}\n" for n, h in sorted(packed.items()))
+        atomic_write(self.packed_path, body.encode("utf-8"), fsync=self.fsync)
+
+    def _lock(self, names: list[str]) -> None:
+        taken: list[str] = []
+        packed = NameSet(self._packed_view())
+        try:
+            for name in names:
+                self._clear_way(name, packed)
+                lock = self._path(name + ".lock")
+                try:
+                    self._create_lock(lock)
+                except (NotADirectoryError, IsADirectoryError):
+                    raise Conflict(f"cannot lock ref {name}: a ref is in the way of its path", ref=name) from None
+                except FileExistsError:
+                    try:
+                        age = time.time() - lock.stat().st_mtime
+                    except OSError:
+                        age = 0.0
+                    raise Conflict(
+                        f"cannot lock ref {name}: {lock} exists (for {age:.0f}s); another reel process may be"
+                        " updating it. If none is running, that lock is stale: remove the file.",
+                        ref=name,
+                    ) from None
+                taken.append(name)
+        except BaseException:
+            self._unlock(taken)
+            raise
+
+    def _create_lock(self, lock: Path, attempts: int = 3) -> None:
+        """Create `lock` exclusively, making its directory; retried if a concurrent prune removed it."""
+        for attempt in range(attempts):
+            try:
+                lock.parent.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:
+                raise NotADirectoryError(lock.parent) from None
+            try:
+                write_new(lock, b"", fsync=False)
+                return
+            except FileNotFoundError:
+                if attempt == attempts - 1:
+                    raise
+
+    def _clear_way(self, name: str, packed: NameSet) -> None:
+        """Refuse (E002) a name that is a directory of another ref, or under one, packed or loose or being
+        written; remove empty directories left where the ref file must go."""
+        parts = name.split("/")
+        ancestors = ["/".join(parts[:i]) for i in range(2, len(parts))]
+        loose = [a for a in ancestors if self._path(a).is_file() or self._path(a + ".lock").exists()]
+        path = self._path(name)
+        if path.is_dir():
+            for dirpath, _, files in os.walk(path):
+                loose += [os.path.join(dirpath, f) for f in files if not f.startswith(".tmp-")]
+        other = loose[0] if loose else packed.conflict(name)
+        if other is not None:
+            raise Conflict(f"cannot lock ref {name}: {other} is in the way", ref=name)
+        if path.is_dir():
+            for dirpath, _, _ in sorted(os.walk(path), key=lambda t: -len(t[0])):
+                with suppress(OSError):
+                    os.rmdir(dirpath)
+
+    def _unlock(self, names: list[str]) -> None:
+        for name in names:
+            lock = self._path(name + ".lock")
+            lock.unlink(missing_ok=True)
+            if not self._path(name).exists():
+                self._prune_dirs(lock.parent)
+
+    def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str]) -> None:
+        now = int(time.time() * 1000)
+        deletes = [u for u in updates if u.new is None]
+        for u in updates:
+            if u.new is None:
+                continue
+            lock = self._path(u.name + ".lock")
+            old = self._read(u.name)
+            fd = os.open(lock, os.O_WRONLY | os.O_TRUNC)
+            try:
+                os.write(fd, (u.new.hex() + "\n").encode("ascii"))
+                if self.fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            crash_point("refs:lock-written")
+            if keeps_reflog(u.name):
+                self._append_log(u.name, ReflogEntry(old, u.new, now, principal, message))
+            crash_point("refs:logged")
+            os.replace(lock, self._path(u.name))
+            held.discard(u.name)
+            crash_point("refs:renamed")
+            if self.fsync:
+                fsync_dir(lock.parent)
+        if deletes:
+            if any(u.name in self._packed_view() for u in deletes):
+                with self._packed_locked():
+                    packed = self._packed()
+                    for u in deletes:
+                        packed.pop(u.name, None)
+                    self._write_packed(packed)
+                    crash_point("refs:packed-rewritten")
+            for u in deletes:
+                self._path(u.name).unlink(missing_ok=True)
+                self._log_path(u.name).unlink(missing_ok=True)
+                self._prune_dirs(self._path(u.name).parent)
+                self._prune_dirs(self._log_path(u.name).parent)
+
+    def _prune_dirs(self, d: Path) -> None:
+        """Remove empty directories up from `d`, keeping the namespaces themselves (refs/heads, …)."""
+        tops = (self.root / "refs", self.root / "logs" / "refs")
+        while any(top in d.parents and d.parent != top for top in tops):
+            try:
+                d.rmdir()
+            except OSError:
+                return
+            d = d.parent
+
+    def _append_log(self, name: str, entry: ReflogEntry) -> None:
+        path = self._log_path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, entry.line().encode("utf-8"))
+            if self.fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def names(self) -> Iterator[str]:
+        seen = set(self._packed_view())
+        refs = self.root / "refs"
+        for dirpath, _, files in os.walk(refs):
+            for f in files:
+                name = os.path.relpath(os.path.join(dirpath, f), self.root).replace(os.sep, "/")
+                if _valid(name):
+                    seen.add(name)
+        return iter(sorted(seen))
+
+    def reflog(self, name: str) -> list[ReflogEntry]:
+        try:
+            text = self._log_path(check_ref_name(name)).read_text("utf-8")
+        except FileNotFoundError:
+            return []
+        try:
+            return [ReflogEntry.parse(line) for line in text.split("\n") if line.strip()]
+        except BadInput as exc:
+            raise StorageError(f"reflog of {name} is damaged: {exc.message}", ref=name) from None
+
+    def pack_refs(self) -> int:
+        """Move every loose ref into packed-refs (under every ref's lock); returns how many moved."""
+        names = [n for n in self.names() if self._path(n).is_file()]
+        if not names:
+            return 0
+        self._lock(names)
+        try:
+            with self._packed_locked():
+                packed = self._packed()
+                for n in names:
+                    value = self._read(n)
+                    if value is not None:
+                        packed[n] = value
+                self._write_packed(packed)
+                crash_point("refs:packed-rewritten")
+                for n in names:
+                    self._path(n).unlink(missing_ok=True)
+                    self._prune_dirs(self._path(n).parent)
+        finally:
+            self._unlock(names)
+        return len(names)
+
+    @contextmanager
+    def _packed_locked(self, wait_s: float = 10.0) -> Iterator[None]:
+        """packed-refs is rewritten whole; its lock is held for milliseconds, so wait for it briefly."""
+        lock = self.root / "packed-refs.lock"
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                write_new(lock, b"", fsync=False)
+                break
+            except FileExistsError:
+                if time.monotonic() > deadline:
+                    raise Conflict(f"cannot lock packed-refs: {lock} exists; if no reel runs, remove it") from None
+                time.sleep(0.005)
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)

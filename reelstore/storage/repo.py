@@ -1,0 +1,140 @@
+"""A store on disk (or in memory): its objects, its refs and its config, found like git's.
+
+This is the low-level handle the kernel, gc and sync work through. Discovery follows git: an
+explicit directory, then `REEL_DIR`, then walking up from the working directory for `.reel`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from reelstore.errors import BadInput, NotFound
+from reelstore.objects import Hash, Record, Tree
+from reelstore.objects.hash import is_full_hex, is_prefix
+from reelstore.storage.config import Config
+from reelstore.storage.disk_store import DiskObjectStore
+from reelstore.storage.object_store import MemoryObjectStore, ObjectStore
+from reelstore.storage.refs import DiskRefStore, MemoryRefStore, RefStore, check_ref_name
+
+REEL_DIR = ".reel"
+DEFAULT_TRUNK = "main"
+FORMAT_VERSION = "1"
+_SEARCH = ("refs/{}", "refs/heads/{}", "refs/views/{}", "refs/remotes/{}", "refs/drains/{}")
+
+
+class Repo:
+    """`path` is the `.reel` directory itself (None for an in-memory store)."""
+
+    def __init__(self, path: Path | None, objects: ObjectStore, refs: RefStore, config: Config) -> None:
+        self.path = path
+        self.objects = objects
+        self.refs = refs
+        self.config = config
+
+    @classmethod
+    def memory(cls, trunk: str = DEFAULT_TRUNK) -> Repo:
+        """An in-memory store with its trunk started, for tests and embedding."""
+        repo = cls(None, MemoryObjectStore(), MemoryRefStore(), Config(None, _initial_config(trunk)))
+        repo.start_trunk(trunk)
+        return repo
+
+    @classmethod
+    def init(cls, directory: Path | str = ".", trunk: str = DEFAULT_TRUNK) -> Repo:
+        """Create `DIRECTORY/.reel` with config and sample hooks; E014 if a store is already there."""
+        check_ref_name(f"refs/heads/{trunk}")
+        path = Path(directory).resolve() / REEL_DIR
+        if (path / "config").exists():
+            raise BadInput(f"a reel store already exists at {path}")
+        for sub in ("objects", "objects/pack", "refs/heads", "refs/views", "refs/drains", "logs", "hooks"):
+            (path / sub).mkdir(parents=True, exist_ok=True)
+        from reelstore.hooks import install_samples
+
+        install_samples(path / "hooks")
+        config = Config(path / "config", _initial_config(trunk))
+        config.save()
+        repo = cls.open(path)
+        repo.start_trunk(trunk)
+        return repo
+
+    def start_trunk(self, trunk: str, author: str = "reel init") -> Hash:
+        """Point `refs/heads/TRUNK` at a root record with an empty namespace (E002 if it exists)."""
+        empty = Tree(0, ())
+        root = Record(None, empty.id, author=author, message=f"start trunk {trunk}", time=int(time.time() * 1000))
+        self.objects.put_many([empty, root])
+        self.refs.set(f"refs/heads/{trunk}", root.id, None, message="init", principal=author)
+        return root.id
+
+    @classmethod
+    def open(cls, path: Path | str) -> Repo:
+        """Open a store given its `.reel` directory or the directory that holds it."""
+        path = Path(path)
+        if (path / REEL_DIR / "config").is_file():
+            path = path / REEL_DIR
+        if not (path / "config").is_file() or not (path / "objects").is_dir():
+            raise NotFound(f"not a reel store: {path}")
+        config = Config(path / "config")
+        if config.get("core.format", FORMAT_VERSION) != FORMAT_VERSION:
+            raise BadInput(f"store format {config.get('core.format')} is not supported (want {FORMAT_VERSION})")
+        fsync = config.get_bool("core.fsync", True)
+        objects = _disk_objects(path, fsync)
+        return cls(path.resolve(), objects, DiskRefStore(path, fsync=fsync), config)
+
+    @classmethod
+    def discover(cls, start: Path | str | None = None) -> Repo:
+        """REEL_DIR if set (and no `start`), else the nearest `.reel` at or above `start` (or the cwd)."""
+        env = os.environ.get("REEL_DIR")
+        if env and start is None:
+            return cls.open(env)
+        here = Path(start or Path.cwd()).resolve()
+        if here.name == REEL_DIR and (here / "config").is_file():
+            return cls.open(here)
+        for d in (here, *here.parents):
+            if (d / REEL_DIR / "config").is_file():
+                return cls.open(d / REEL_DIR)
+        raise NotFound(f"not inside a reel store (no {REEL_DIR} here or above {here}); run `reel init`")
+
+    @property
+    def trunk(self) -> str:
+        """The default trunk's name."""
+        return self.config.get("core.trunk", DEFAULT_TRUNK) or DEFAULT_TRUNK
+
+    def ref_name(self, name: str) -> str | None:
+        """The full name of the ref `name` refers to, searched as git does, or None."""
+        if name.startswith("refs/"):
+            return name if self.refs.get(check_ref_name(name)) is not None else None
+        for pattern in _SEARCH:
+            full = pattern.format(name)
+            try:
+                if self.refs.get(check_ref_name(full)) is not None:
+                    return full
+            except BadInput:
+                return None
+        return None
+
+    def resolve(self, name: str) -> Hash:
+        """An object named by full id, ref name or unique prefix (E001 if nothing matches)."""
+        if is_full_hex(name):
+            return self.objects.resolve(name)
+        full = self.ref_name(name)
+        if full is not None:
+            return self.refs[full]
+        if is_prefix(name):
+            return self.objects.resolve(name)
+        raise NotFound(f"{name!r} names no ref and no object")
+
+
+def _disk_objects(path: Path, fsync: bool) -> ObjectStore:
+    return DiskObjectStore(path / "objects", fsync=fsync)
+
+
+def _initial_config(trunk: str) -> str:
+    return (
+        "[core]\n"
+        f"\tformat = {FORMAT_VERSION}\n"
+        f"\ttrunk = {trunk}\n"
+        "\tfsync = true\n"
+        f'[trunk "{trunk}"]\n'
+        "\tcap = read,write,delete,fire_b,fire_c=\n"
+    )
