@@ -7,11 +7,11 @@ import sys
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx, write_bytes
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.objects import Blob, Hash, Object
 from reelstore.objects.block import peek
 from reelstore.objects.hash import is_full_hex, is_prefix
-from reelstore.plumbing.context import Context, pass_ctx, write_bytes
 from reelstore.storage.repo import Repo
 
 

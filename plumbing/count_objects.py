@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput
-from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.disk_store import count_objects as do_count
 

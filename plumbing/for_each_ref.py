@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput
 from reelstore.objects import Hash
-from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.storage.repo import Repo
 
 DEFAULT_FORMAT = "%(objectname) %(objecttype)\t%(refname)"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import StorageError
 from reelstore.maintenance.fsck import fsck as do_fsck
-from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.plumbing.repack import end_progress, tty_progress
 
 

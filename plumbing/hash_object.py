@@ -6,9 +6,9 @@ import sys
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.codec import frame
 from reelstore.objects import KINDS, Blob, Object, decode
-from reelstore.plumbing.context import Context, pass_ctx
 
 
 def object_from_content(kind: str, data: bytes) -> Object:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput
-from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.fileio import atomic_write
 from reelstore.storage.pack import scan_pack

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput
 from reelstore.objects import Hash, Record, Tree, View
-from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.storage.repo import Repo
 
 

@@ -7,10 +7,10 @@ import time
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.maintenance.reach import ref_roots, walk
 from reelstore.objects import Hash
-from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.pack import PackItem, write_pack_stream
 from reelstore.storage.repo import Repo

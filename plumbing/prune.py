@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.maintenance.gc import prune as do_prune
-from reelstore.plumbing.context import Context, pass_ctx
 
 
 @click.command("prune")

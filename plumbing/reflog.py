@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
+from reelstore.cli.refargs import full_ref
 from reelstore.errors import NotFound
-from reelstore.plumbing.context import Context, pass_ctx
-from reelstore.plumbing.refargs import full_ref
 
 
 @click.command("reflog")

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.maintenance.gc import repack as do_repack
-from reelstore.plumbing.context import Context, pass_ctx
 
 
 def tty_progress() -> Callable[[str, int, int | None], None] | None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import NotFound, StorageError
 from reelstore.maintenance.reach import history, ref_roots, walk
 from reelstore.objects import Object
-from reelstore.plumbing.context import Context, pass_ctx
 
 
 @click.command("rev-list")

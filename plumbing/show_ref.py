@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import NotFound
 from reelstore.objects import Hash
-from reelstore.plumbing.context import Context, pass_ctx
 
 
 def tail_matches(pattern: str, name: str) -> bool:

@@ -6,8 +6,8 @@ import sys
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.objects import decode
-from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.pack import scan_pack
 

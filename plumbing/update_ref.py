@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
+from reelstore.cli.refargs import full_ref, new_value, old_value, principal
 from reelstore.errors import BadInput
 from reelstore.objects import Hash
-from reelstore.plumbing.context import Context, pass_ctx
-from reelstore.plumbing.refargs import full_ref, new_value, old_value, principal
 from reelstore.storage.refs import ANY, RefTransaction
 from reelstore.storage.repo import Repo
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import StorageError
-from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.pack import Pack
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from reelstore.plumbing.context import Context, pass_ctx
-from reelstore.porcelain.sync_progress import tty_progress
+from reelstore.cli.context import Context, pass_ctx
+from reelstore.cli.progress import tty_progress
 
 
 def _default_dir(url: str) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from reelstore.api import Store
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.kernel.verbs import CommitResult
-from reelstore.plumbing.context import Context, pass_ctx
 
 
 def _text(res: CommitResult) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, NotFound
-from reelstore.plumbing.context import Context, pass_ctx
 
 
 @click.command("config")

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import click
 
-from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.cli.context import Context, pass_ctx
 
 
 def _run(store: Path, *args: str) -> int:
     """Run one real `reel` command in-process against `store`, echoing it first."""
-    from reelstore.porcelain.cli import cli
+    from reelstore.cli.main import cli
 
     click.secho(f"$ reel {shlex.join(args)}", bold=True)
     code = cli.main(args=["-C", str(store), *args], prog_name="reel", standalone_mode=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from reelstore.api import Store
-from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.cli.context import Context, pass_ctx
 
 _MARK = {"added": "A", "modified": "M", "removed": "D"}
 

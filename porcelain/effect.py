@@ -7,8 +7,8 @@ import json
 import click
 
 from reelstore.api import Store
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput
-from reelstore.plumbing.context import Context, pass_ctx
 
 
 def _version_ref(text: str | None) -> dict[str, str] | None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from reelstore.plumbing.context import Context, pass_ctx
-from reelstore.porcelain.sync_progress import tty_progress
+from reelstore.cli.context import Context, pass_ctx
+from reelstore.cli.progress import tty_progress
 
 
 @click.command("fetch")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.maintenance.gc import gc as do_gc
-from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.plumbing.repack import end_progress, tty_progress
 
 

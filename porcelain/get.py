@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from reelstore.api import Store
-from reelstore.plumbing.context import Context, pass_ctx, write_bytes
+from reelstore.cli.context import Context, pass_ctx, write_bytes
 
 
 @click.command("get")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.drain.hold import hold as put_on_hold
 from reelstore.kernel.views import principal
-from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.porcelain.ops import json_flag
 
 

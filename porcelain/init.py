@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
 
 

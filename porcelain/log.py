@@ -7,8 +7,8 @@ import datetime as dt
 import click
 
 from reelstore.api import Store
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.kernel.history import LogEntry
-from reelstore.plumbing.context import Context, pass_ctx
 
 
 def _text(entries: list[LogEntry]) -> str:

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.drain.ops import Operation, find, list_ops
-from reelstore.plumbing.context import Context, pass_ctx
 
 
 def json_flag(f: Callable[..., Any]) -> Callable[..., Any]:

@@ -7,7 +7,7 @@ import sys
 import click
 
 from reelstore.api import Store
-from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.cli.context import Context, pass_ctx
 
 
 @click.command("put")

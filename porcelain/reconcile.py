@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.drain.ops import reconcile as settle
-from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.porcelain.ops import json_flag
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.drain.recovery import RecoveryReport
 from reelstore.drain.recovery import recover as resume
-from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.porcelain.ops import json_flag
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.drain.hold import release as lift
-from reelstore.plumbing.context import Context, pass_ctx
 from reelstore.porcelain.ops import json_flag
 
 

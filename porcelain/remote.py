@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.cli.context import Context, pass_ctx
 
 
 @click.group("remote", invoke_without_command=True)

@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from reelstore.api import Store
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.intercept.loop import DryRun, default_backends
-from reelstore.plumbing.context import Context, pass_ctx
 
 NO_TTY_EXIT = 1
 """Neither --commit nor --abort and no terminal to ask: aborted, and the caller is told by the status."""

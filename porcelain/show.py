@@ -6,8 +6,8 @@ import json
 
 import click
 
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.codec import thaw
-from reelstore.plumbing.context import Context, pass_ctx
 
 
 @click.command("show")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.cli.context import Context, pass_ctx
 from reelstore.porcelain.ops import json_flag
 from reelstore.sim.batch import Summary, run_many
 from reelstore.sim.run import run_seed

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from reelstore.api import Store
-from reelstore.plumbing.context import Context, pass_ctx
+from reelstore.cli.context import Context, pass_ctx
 
 
 def _text(info: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import settings
 
-from reelstore.porcelain.cli import cli
+from reelstore.cli.main import cli
 from reelstore.storage.repo import Repo
 
 _BESIDE = Path(sys.executable).with_name("reel")

@@ -102,7 +102,7 @@ def test_t005_gc_after_drop_makes_effects_unreachable(tmp_path: Path, repo: Repo
 
 
 def _cli() -> list[str]:
-    return [sys.executable, "-c", "from reelstore.porcelain.cli import main; main()"]
+    return [sys.executable, "-c", "from reelstore.cli.main import main; main()"]
 
 
 def test_t006_ten_thousand_random_commit_abort_iterations_never_fire_an_aborted_effect() -> None:

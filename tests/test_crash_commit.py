@@ -22,7 +22,7 @@ from reelstore.kernel import verbs as kernel
 from reelstore.objects import Record
 from reelstore.storage.repo import Repo
 
-REEL = [sys.executable, "-c", "from reelstore.porcelain.cli import main; main()"]
+REEL = [sys.executable, "-c", "from reelstore.cli.main import main; main()"]
 BEFORE_COMMIT_POINT = ("commit:checked", "commit:record-written")
 AFTER_COMMIT_POINT = ("commit:advanced", "commit:logged", "commit:retired", "commit:drained")
 

@@ -10,8 +10,8 @@ from typing import Any
 import click
 
 from reelstore import plumbing, porcelain
+from reelstore.cli.context import Context, report
 from reelstore.errors import ReelError, StorageError
-from reelstore.plumbing.context import Context, report
 
 
 class ReelGroup(click.Group):
