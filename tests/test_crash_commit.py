@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from reelstore.drain import log as drainlog
-from reelstore.drain.drainer import op_id
+from reelstore.drain.drainer import record_ops
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Record
 from reelstore.storage.repo import Repo
@@ -72,7 +72,7 @@ def test_killed_commit_lands_exactly_once(tmp_path: Path, point: str) -> None:
     (record,) = records_naming(repo, view_id)
     assert repo.refs.get("refs/views/a") is None
     assert (tmp_path / "out" / "a.txt").read_text() == "fired"
-    op = op_id(record, 0)
+    op = record_ops(repo, "main", record)[0]
     entries = [e for e in drainlog.walk(repo, repo.refs["refs/drains/main"]) if e.op == op]
     assert [e.state for e in entries] == ["succeeded", "unknown"], "sent more than once, or not settled"
 

@@ -10,7 +10,7 @@ import pytest
 from reelstore import crashpoints
 from reelstore.drain import epoch, hold, recovery
 from reelstore.drain import log as drainlog
-from reelstore.drain.drainer import FireToken, _mint, commit_message, drain, op_id
+from reelstore.drain.drainer import FireToken, _mint, commit_message, drain, legacy_op_id, op_id, record_ops
 from reelstore.errors import CapabilityViolation, Conflict, Held, OutcomeUnknown, StaleEpoch
 from reelstore.objects import Effect, Effects, Hash, Record
 from reelstore.sim.world import TIERS, Rates, World, attach, make_repo
@@ -38,9 +38,27 @@ def sim_repo(**rates: float) -> tuple[Repo, World]:
 
 
 def test_op_ids_are_stable_and_distinct() -> None:
-    r = Hash.of(b"x")
-    assert op_id(r, 0) == op_id(r, 0) != op_id(r, 1) != op_id(Hash.of(b"y"), 1)
-    assert op_id(r, 0).startswith("op_") and len(op_id(r, 0)) == 43
+    e = Hash.of(b"x")
+    assert op_id(e, 0) == op_id(e) != op_id(e, 1) != op_id(Hash.of(b"y"), 1)
+    assert op_id(e).startswith("op_") and len(op_id(e)) == 43
+    assert legacy_op_id(e, 0) != op_id(e, 0)
+
+
+def test_op_id_is_the_effects_not_the_records() -> None:
+    """The same effect committed in two different records has one id; a legacy id already in the
+    journal is kept, so a drain begun before the change resumes instead of resending."""
+    repo, _ = sim_repo()
+    rec = committed(repo, ["keyed", "blind"])
+    items = repo.objects.get_as(rec, Record).effects
+    effects = repo.objects.get_as(items, Effects).items
+    assert record_ops(repo, "main", rec) == [op_id(effects[0]), op_id(effects[1])]
+    other = Record(parent=rec, namespace=repo.objects.get_as(rec, Record).namespace, effects=items, view=None,
+                   author="t", message="another record, same effects", time=1)
+    repo.objects.put(other)
+    assert record_ops(repo, "main", other.id) == record_ops(repo, "main", rec)
+    legacy = legacy_op_id(rec, 0)
+    drainlog.append(repo, "main", 0, drainlog.Step(rec, 0, effects[0], legacy, "unknown", None))
+    assert record_ops(repo, "main", rec) == [legacy, op_id(effects[1])]
 
 
 def test_fire_token_is_minted_only_by_the_drain() -> None:
@@ -70,7 +88,7 @@ def test_every_send_is_journaled_unknown_first() -> None:
             seen.append(drainlog.index(repo, "main").latest[op].state)
 
     rec = committed(repo, ["keyed"])
-    op = op_id(rec, 0)
+    op = record_ops(repo, "main", rec)[0]
     with crashpoints.hooked(hook):
         report = drain(repo, "main", rec)
     assert seen == ["unknown"] and world.acted[op] == 1
@@ -86,13 +104,14 @@ def test_unknown_halts_the_drain_and_later_effects_wait() -> None:
     report = drain(repo, "main", rec)
     assert [o.state for o in report.outcomes] == ["unknown", "pending"]
     assert report.halted is not None and report.halted.index == 0
-    assert world.acted[op_id(rec, 1)] == 0
+    assert world.acted[record_ops(repo, "main", rec)[1]] == 0
     with pytest.raises(OutcomeUnknown) as err:
         report.check()
     assert err.value.exit_status == 7 and "reel reconcile" in err.value.message
     world.rates = Rates.calm()
     again = recovery.recover(repo)
-    assert again.unknown == [op_id(rec, 0)] and world.acted[op_id(rec, 0)] == 1 and world.acted[op_id(rec, 1)] == 0
+    ops = record_ops(repo, "main", rec)
+    assert again.unknown == [ops[0]] and world.acted[ops[0]] == 1 and world.acted[ops[1]] == 0
 
 
 @pytest.mark.parametrize("tier", ["keyed", "queryable", "two-phase"])
@@ -102,7 +121,8 @@ def test_recovery_settles_a_lost_answer_exactly_once(tier: str) -> None:
     assert drain(repo, "main", rec).halted is not None
     world.rates = Rates.calm()
     report = recovery.recover(repo)
-    assert report.unknown == [] and world.acted[op_id(rec, 0)] == 1 and world.acted[op_id(rec, 1)] == 1
+    ops = record_ops(repo, "main", rec)
+    assert report.unknown == [] and world.acted[ops[0]] == 1 and world.acted[ops[1]] == 1
     assert [o.action for o in report.drains[0].outcomes] == ["resent" if tier == "keyed" else "reconciled", "sent"]
 
 
@@ -128,7 +148,7 @@ def test_a_zombie_drainer_is_fenced(tier: str, pause: str) -> None:
     queryable or two-phase)."""
     repo, world = sim_repo()
     rec = committed(repo, [tier])
-    op = op_id(rec, 0)
+    op = record_ops(repo, "main", rec)[0]
     rescued: list[int] = []
 
     def hook(point: str) -> None:
@@ -154,11 +174,11 @@ def test_stale_epoch_cannot_journal_and_a_lost_per_op_race_is_a_conflict() -> No
         drain(repo, "main", rec, epoch=0)
     assert not world.acted and repo.refs.get("refs/drains/main") is None
     eff = repo.objects.get(repo.objects.get(repo.objects.get(rec).effects).items[0])
-    step = drainlog.Step(rec, 0, eff.id, op_id(rec, 0), "unknown", None)
+    step = drainlog.Step(rec, 0, eff.id, record_ops(repo, "main", rec)[0], "unknown", None)
     (first,) = drainlog.append(repo, "main", 1, step)
     with pytest.raises(Conflict):
         drainlog.append(repo, "main", 1, step)
-    assert drainlog.index(repo, "main").latest[op_id(rec, 0)] == first
+    assert drainlog.index(repo, "main").latest[record_ops(repo, "main", rec)[0]] == first
 
 
 def test_epoch_file_and_lock_on_disk(repo: Repo) -> None:
@@ -201,4 +221,4 @@ def test_recovery_leaves_an_operation_of_a_live_drainer_of_its_own_epoch_alone()
     with crashpoints.hooked(hook):
         report = drain(repo, "main", rec, epoch=now)
     assert seen == [["yielded", "not-reached"]] and report.complete
-    assert world.acted[op_id(rec, 0)] == 1 and world.acted[op_id(rec, 1)] == 1
+    assert world.acted[record_ops(repo, "main", rec)[0]] == 1 and world.acted[record_ops(repo, "main", rec)[1]] == 1

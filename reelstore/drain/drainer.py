@@ -29,9 +29,34 @@ if TYPE_CHECKING:
 FINAL = drainlog.FINAL
 
 
-def op_id(record: Hash, index: int) -> str:
-    """The operation id of effect `index` of `record`: stable across attempts, sent as the idempotency key."""
+def op_id(effect: Hash, occurrence: int = 0) -> str:
+    """The operation id of an effect: stable across attempts, sent as the idempotency key.
+
+    It is derived from the effect object alone (which names the view lineage that admitted it: its
+    fork id and its place in that view's buffer), never from the record, so the same queued effect
+    has the same id whichever record, rebase, store or machine commits it, and a keyed or queryable
+    target can dedupe a second attempt. `occurrence` tells apart identical effect objects in one record.
+    """
+    return "op_" + Hash.of(b"reel-op2\0" + bytes(effect) + occurrence.to_bytes(8, "big")).hex()[:40]
+
+
+def legacy_op_id(record: Hash, index: int) -> str:
+    """The id format-1 stores gave effect `index` of `record`; kept for operations journaled under it."""
     return "op_" + Hash.of(b"reel-op\0" + bytes(record) + index.to_bytes(8, "big")).hex()[:40]
+
+
+def record_ops(repo: Repo, trunk: str, record: Hash, items: tuple[Hash, ...] | None = None) -> list[str]:
+    """The operation id of each effect of `record`, in order. An effect already journaled under its
+    legacy (record, index) id keeps it, so a drain begun by an older version resumes, never resends."""
+    items = record_effects(repo, record) if items is None else items
+    latest = drainlog.index(repo, trunk).latest
+    seen: dict[Hash, int] = {}
+    out = []
+    for index, effect in enumerate(items):
+        legacy = legacy_op_id(record, index)
+        occurrence = seen[effect] = seen.get(effect, -1) + 1
+        out.append(legacy if legacy in latest else op_id(effect, occurrence))
+    return out
 
 
 COMMIT_MESSAGE = "commit "
@@ -190,12 +215,13 @@ def drain(repo: Repo, trunk: str, record: Hash, *, epoch: int | None = None, rec
     report = DrainReport(trunk, record, epochs.current(repo) if epoch is None else epoch)
     items = record_effects(repo, record)
     idx = drainlog.index(repo, trunk)
-    owed = [i for i in range(len(items)) if getattr(idx.latest.get(op_id(record, i)), "state", None) not in FINAL]
+    ops = record_ops(repo, trunk, record, items)
+    owed = [i for i in range(len(items)) if getattr(idx.latest.get(ops[i]), "state", None) not in FINAL]
     if owed:
         context = {"REEL_TRUNK": trunk, "REEL_RECORD": record.hex(), "REEL_EFFECTS": str(len(owed))}
         run_pre_hook(repo, "pre-drain", context)
     for index, effect_id in enumerate(items):
-        op = op_id(record, index)
+        op = ops[index]
         if report.halted is not None or report.held is not None or report.yielded:
             report.outcomes.append(Outcome(index, op, effect_id, _state_of(repo, trunk, op), "not-reached"))
             continue

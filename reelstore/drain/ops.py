@@ -1,6 +1,6 @@
 """The operator surface: every operation a committed record owes, its state, evidence and next step.
 
-An operation is one effect of one record (`op_id(record, index)`). Its state is its newest journal
+An operation is one effect of one record (its id from `record_ops`). Its state is its newest journal
 entry's (`pending` if it has none yet). For an unknown operation this module says why the outcome is
 unknown and what the operator can do; `reconcile` records the operator's attributed evidence as a
 `finding` and settles the operation with a journal entry that cites it. Nothing here sends anything.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from reelstore.codec import thaw
 from reelstore.drain import epoch as epochs
 from reelstore.drain import log as drainlog
-from reelstore.drain.drainer import blind_reason, committed_here, op_id, record_effects
+from reelstore.drain.drainer import blind_reason, committed_here, record_effects, record_ops
 from reelstore.errors import BadInput, Conflict, NotFound
 from reelstore.objects import Effect, Finding, Hash, Journal, Record
 
@@ -124,8 +124,8 @@ def operations(repo: Repo, trunk: str | None = None) -> Iterator[Operation]:
         idx = drainlog.index(repo, name)
         records = own_records(repo, name)
         for rid, _ in reversed(records):
-            for i, eid in enumerate(record_effects(repo, rid)):
-                op = op_id(rid, i)
+            items = record_effects(repo, rid)
+            for i, (eid, op) in enumerate(zip(items, record_ops(repo, name, rid, items))):
                 latest = idx.latest.get(op)
                 effect = repo.objects.get_as(eid, Effect)
                 finding = None

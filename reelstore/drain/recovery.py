@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from reelstore.drain import epoch as epochs
 from reelstore.drain import hold as holds
 from reelstore.drain import log as drainlog
-from reelstore.drain.drainer import DrainReport, drain, op_id, record_effects
+from reelstore.drain.drainer import DrainReport, drain, record_effects, record_ops
 from reelstore.drain.ops import own_records, trunks
 from reelstore.errors import OutcomeUnknown
 from reelstore.objects import Hash
@@ -55,7 +55,7 @@ def unfinished(repo: Repo) -> list[tuple[str, Hash]]:
         todo = []
         for rid, _ in own_records(repo, trunk):
             items = record_effects(repo, rid)
-            states = [idx.latest.get(op_id(rid, i)) for i in range(len(items))]
+            states = [idx.latest.get(op) for op in record_ops(repo, trunk, rid, items)]
             if any(s is None or s.state not in drainlog.FINAL for s in states):
                 todo.append((trunk, rid))
         out.extend(reversed(todo))

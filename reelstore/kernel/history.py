@@ -12,7 +12,7 @@ from itertools import islice
 from typing import Any
 
 from reelstore.drain import log as drainlog
-from reelstore.drain.drainer import op_id
+from reelstore.drain.drainer import record_ops
 from reelstore.drain.ops import trunk_records
 from reelstore.kernel.views import trunk_ref
 from reelstore.objects import Effect, Effects, Hash, View
@@ -66,8 +66,7 @@ def log(repo: Repo, trunk: str, limit: int | None = None) -> list[LogEntry]:
         if rec.effects is not None:
             block = repo.objects.get(rec.effects)
             if isinstance(block, Effects):
-                for i, eid in enumerate(block.items):
-                    op = op_id(h, i)
+                for i, (eid, op) in enumerate(zip(block.items, record_ops(repo, trunk, h, block.items))):
                     latest = journal.get(op)
                     e = repo.objects.get(eid)
                     adapter, resource = (e.adapter, e.resource) if isinstance(e, Effect) else ("?", "?")
