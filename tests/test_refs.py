@@ -160,9 +160,53 @@ def test_reflog(refs: RefStore):
 
 def test_reflog_line_round_trip():
     entry = ReflogEntry(None, A, 123, "p q", "msg\twith tab")
-    assert ReflogEntry.parse(entry.line()) == entry
+    line = entry.line("refs/heads/main")
+    assert ReflogEntry.parse(line.rstrip("\n"), "refs/heads/main") == entry
+    with pytest.raises(BadInput, match="checksum"):
+        ReflogEntry.parse(line.rstrip("\n"), "refs/heads/other")
     with pytest.raises(BadInput):
-        ReflogEntry.parse("garbage\n")
+        ReflogEntry.parse("garbage", "refs/heads/main")
+
+
+def test_legacy_lines_are_read_and_marked_unverified(disk: DiskRefStore, tmp_path: Path):
+    """A store written before refs carried checksums keeps reading; its entries say they are unverified."""
+    (tmp_path / "refs/heads").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "refs/heads/main").write_text(A.hex() + "\n")
+    (tmp_path / "packed-refs").write_text(f"# reel packed-refs v1\n{B.hex()} refs/views/v\n")
+    (tmp_path / "logs/refs/heads").mkdir(parents=True)
+    (tmp_path / "logs/refs/heads/main").write_text(f"{'0' * 64} {A.hex()} 5 alice\tcommit v\n")
+    assert disk.list() == [("refs/heads/main", A), ("refs/views/v", B)]
+    (entry,) = disk.reflog("refs/heads/main")
+    assert (entry.new, entry.message, entry.verified) == (A, "commit v", False)
+    disk.set("refs/heads/main", C, A, message="commit w")
+    assert [e.verified for e in disk.reflog("refs/heads/main")] == [False, True]
+    disk.pack_refs()
+    assert (tmp_path / "packed-refs").read_text().startswith("# reel packed-refs v2\n")
+    assert DiskRefStore(tmp_path).list() == [("refs/heads/main", C), ("refs/views/v", B)]
+
+
+@pytest.mark.parametrize("where", ["loose", "packed", "reflog"])
+def test_every_single_byte_change_of_a_ref_file_is_e007(disk: DiskRefStore, tmp_path: Path, where: str):
+    """Each byte of each file, replaced by each of a few values: read gives the same answer or E007."""
+    disk.set("refs/heads/main", A, message="commit v")
+    disk.set("refs/drains/main", B)
+    disk.set("refs/heads/main", C, A, message="commit w")
+    if where == "packed":
+        disk.pack_refs()
+    path = {"loose": tmp_path / "refs/heads/main", "packed": tmp_path / "packed-refs",
+            "reflog": tmp_path / "logs/refs/heads/main"}[where]
+    good = path.read_bytes()
+    want = (DiskRefStore(tmp_path).list(), DiskRefStore(tmp_path).reflog("refs/heads/main"))
+    for i in range(len(good)):
+        for x in (0x01, 0x20, 0x80):
+            path.write_bytes(good[:i] + bytes([good[i] ^ x]) + good[i + 1:])
+            fresh = DiskRefStore(tmp_path)
+            try:
+                got = (fresh.list(), fresh.reflog("refs/heads/main"))
+            except StorageError:
+                continue
+            assert got == want, (i, x)
+    path.write_bytes(good)
 
 
 def test_directory_file_conflicts_are_refused(refs: RefStore):
@@ -208,7 +252,7 @@ def test_packed_refs(disk: DiskRefStore, tmp_path: Path):
     disk.set("refs/views/v/w", B)
     assert disk.pack_refs() == 2
     assert not (tmp_path / "refs/heads/main").exists()
-    assert (tmp_path / "packed-refs").read_text().splitlines()[1:] == [
+    assert [line.rsplit(" ", 1)[0] for line in (tmp_path / "packed-refs").read_text().splitlines()[1:]] == [
         f"{A.hex()} refs/heads/main",
         f"{B.hex()} refs/views/v/w",
     ]

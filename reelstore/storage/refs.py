@@ -14,6 +14,7 @@ import os
 import re
 import threading
 import time
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -42,8 +43,31 @@ def keeps_reflog(name: str) -> bool:
     """Trunks, views and remote-tracking refs keep a reflog, as git logs only its branch-like refs by
     default. A drain ref does not: its journal entries chain to each other and are their own log."""
     return name.startswith(LOGGED)
-_PACKED_LINE = re.compile(r"([0-9a-f]{64}) (refs/.+)")
 _BAD = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+_CRC = re.compile(r"[0-9a-f]{8}")
+_LOOSE = re.compile(rb"([0-9a-f]{64}) ([0-9a-f]{8})\n")
+_LOOSE_LEGACY = re.compile(rb"([0-9a-f]{64})\n")
+_PACKED = re.compile(r"([0-9a-f]{64}) (refs/[^ ]+) ([0-9a-f]{8})")
+_PACKED_LEGACY = re.compile(r"([0-9a-f]{64}) (refs/[^ ]+)")
+PACKED_HEADER = "# reel packed-refs v2"
+PACKED_HEADER_LEGACY = "# reel packed-refs v1"
+REQUIRED_KIND = {"refs/heads/": "record", "refs/views/": "view", "refs/drains/": "journal"}
+
+
+def required_kind(name: str) -> str | None:
+    """The object kind a ref of this namespace must point at (None: any kind, e.g. remote-tracking)."""
+    for prefix, kind in REQUIRED_KIND.items():
+        if name.startswith(prefix):
+            return kind
+    return None
+
+
+def checksum(name: str, body: str) -> str:
+    """CRC-32 of a ref's name and one entry's text, as 8 lowercase hex digits. It covers the name so an
+    entry moved to another ref (or a name changed in packed-refs) fails its check; CRC-32 catches every
+    error burst up to 32 bits, so any single changed byte of an entry is detected."""
+    crc = zlib.crc32(name.encode("utf-8") + b"\0" + body.encode("utf-8"))
+    return f"{crc:08x}"
 
 
 def check_ref_name(name: str) -> str:
@@ -60,6 +84,11 @@ def check_ref_name(name: str) -> str:
             if part.startswith(".") or part.startswith("-") or part.endswith(".lock"):
                 problem = "has a component starting with '.' or '-' or ending with '.lock'"
                 break
+    if problem is None:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            problem = "is not valid UTF-8"
     if problem:
         raise BadInput(f"invalid ref name {name!r}: {problem}")
     return name
@@ -110,23 +139,41 @@ class ReflogEntry:
     time_ms: int
     principal: str
     message: str
+    verified: bool = True
+    """False for a legacy line (written before reflog lines carried a checksum)."""
 
-    def line(self) -> str:
+    def body(self) -> str:
         old = self.old.hex() if self.old else ZERO_HEX
         new = self.new.hex() if self.new else ZERO_HEX
         msg = self.message.replace("\n", " ")
         who = " ".join(self.principal.split())
-        return f"{old} {new} {self.time_ms} {who}\t{msg}\n"
+        return f"{old} {new} {self.time_ms} {who}\t{msg}"
+
+    def line(self, name: str) -> str:
+        """`CRC OLD NEW TIME WHO<tab>MESSAGE`, the CRC over the ref's name and the rest of the line."""
+        body = self.body()
+        return f"{checksum(name, body)} {body}\n"
 
     @classmethod
-    def parse(cls, line: str) -> ReflogEntry:
-        head, _, message = line.rstrip("\n").partition("\t")
+    def parse(cls, line: str, name: str) -> ReflogEntry:
+        """One line of `name`'s reflog (without its newline). E014 if malformed or its checksum fails."""
+        crc, verified = line[:8], True
+        if len(line) > 9 and line[8] == " " and _CRC.fullmatch(crc):
+            body = line[9:]
+            if checksum(name, body) != crc:
+                raise BadInput(f"reflog line fails its checksum: {line[:100]!r}")
+        elif len(line) > 64 and line[64] == " " and is_full_hex(line[:64]):
+            body, verified = line, False
+        else:
+            raise BadInput(f"malformed reflog line {line[:100]!r}")
+        head, _, message = body.partition("\t")
         parts = head.split(" ", 3)
-        if len(parts) < 3 or not is_full_hex(parts[0]) or not is_full_hex(parts[1]) or not parts[2].isdigit():
-            raise BadInput(f"malformed reflog line {line!r}")
+        if len(parts) < 3 or not is_full_hex(parts[0]) or not is_full_hex(parts[1]) or not parts[2].isdigit() or (
+                not parts[2].isascii()):
+            raise BadInput(f"malformed reflog line {line[:100]!r}")
         old = None if parts[0] == ZERO_HEX else Hash.from_hex(parts[0])
         new = None if parts[1] == ZERO_HEX else Hash.from_hex(parts[1])
-        return cls(old, new, int(parts[2]), parts[3] if len(parts) > 3 else "", message)
+        return cls(old, new, int(parts[2]), parts[3] if len(parts) > 3 else "", message, verified)
 
 
 @dataclass(frozen=True)
@@ -225,6 +272,75 @@ class RefTransaction:
             self.commit()
         elif self.state != "committed":
             self.abort()
+
+
+def format_loose(name: str, value: Hash) -> bytes:
+    """A loose ref file: `ID CRC` and a newline."""
+    return f"{value.hex()} {checksum(name, value.hex())}\n".encode("ascii")
+
+
+def parse_loose(name: str, data: bytes) -> Hash:
+    """The id a loose ref file holds; E007 naming the ref if the file is damaged. A legacy file (exactly
+    `ID` and a newline, as written before refs carried checksums) is accepted: one changed byte cannot
+    turn a checksummed file into one, since the two differ in length."""
+    m = _LOOSE.fullmatch(data)
+    if m is not None:
+        text = m.group(1).decode("ascii")
+        if checksum(name, text) != m.group(2).decode("ascii"):
+            raise StorageError(f"ref {name} is damaged: its checksum does not match", ref=name)
+        return Hash.from_hex(text)
+    m = _LOOSE_LEGACY.fullmatch(data)
+    if m is not None:
+        return Hash.from_hex(m.group(1).decode("ascii"))
+    raise StorageError(f"ref {name} is damaged: {data[:80]!r} is not an object id and checksum", ref=name)
+
+
+def format_packed(packed: Mapping[str, Hash]) -> bytes:
+    """packed-refs v2: the header, then `ID NAME CRC` lines sorted by name."""
+    lines = [PACKED_HEADER] + [f"{h.hex()} {n} {checksum(n, h.hex())}" for n, h in sorted(packed.items())]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def parse_packed(data: bytes) -> dict[str, Hash]:
+    """packed-refs, strictly: the first line is a known header, every other line one entry (no comments,
+    no blank lines), each v2 entry's checksum holds. Anything else is E007 naming the line."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StorageError(f"packed-refs is damaged: not UTF-8 at byte {exc.start}") from None
+    if not text:
+        return {}
+    if not text.endswith("\n"):
+        raise StorageError("packed-refs is damaged: it does not end with a newline")
+    lines = text[:-1].split("\n")
+    if lines[0] not in (PACKED_HEADER, PACKED_HEADER_LEGACY):
+        raise StorageError(f"packed-refs is damaged: unknown header {lines[0][:80]!r}")
+    legacy = lines[0] == PACKED_HEADER_LEGACY
+    out: dict[str, Hash] = {}
+    for no, line in enumerate(lines[1:], start=2):
+        m = (_PACKED_LEGACY if legacy else _PACKED).fullmatch(line)
+        name = m.group(2) if m is not None else ""
+        if m is None or not _valid(name) or name in out:
+            raise StorageError(f"packed-refs is damaged at line {no}: {line[:80]!r}")
+        if not legacy and checksum(name, m.group(1)) != m.group(3):
+            raise StorageError(f"packed-refs is damaged at line {no}: the checksum of {name} does not match", ref=name)
+        out[name] = Hash.from_hex(m.group(1))
+    return out
+
+
+def parse_reflog(name: str, data: bytes) -> list[ReflogEntry]:
+    """Every line of `name`'s reflog; E007 naming the ref and line on the first damaged one."""
+    if data and not data.endswith(b"\n"):
+        raise StorageError(f"reflog of {name} is damaged: its last line is torn", ref=name)
+    out = []
+    for no, raw in enumerate(data.split(b"\n")[:-1], start=1):
+        try:
+            out.append(ReflogEntry.parse(raw.decode("utf-8"), name))
+        except UnicodeDecodeError:
+            raise StorageError(f"reflog of {name} is damaged at line {no}: not UTF-8", ref=name) from None
+        except BadInput as exc:
+            raise StorageError(f"reflog of {name} is damaged at line {no}: {exc.message}", ref=name) from None
+    return out
 
 
 class RefStore:
@@ -347,15 +463,12 @@ class DiskRefStore(RefStore):
     def _read(self, name: str) -> Hash | None:
         path = self._path(name)
         try:
-            text = path.read_text("ascii")
+            data = path.read_bytes()
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return self._packed_view().get(name)
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
             raise StorageError(f"cannot read ref {name}: {exc}", ref=name) from None
-        text = text.strip()
-        if not is_full_hex(text):
-            raise StorageError(f"ref {name} is damaged: {text[:80]!r} is not an object id", ref=name)
-        return Hash.from_hex(text)
+        return parse_loose(name, data)
 
     def _packed(self) -> dict[str, Hash]:
         """packed-refs as a fresh dict the caller may change."""
@@ -370,25 +483,16 @@ class DiskRefStore(RefStore):
         key = (st.st_ino, st.st_mtime_ns, st.st_size)
         if self._packed_cache is None or self._packed_cache[0] != key:
             try:
-                text = self.packed_path.read_bytes().decode("utf-8")
+                data = self.packed_path.read_bytes()
             except FileNotFoundError:
                 return {}
-            except (OSError, UnicodeDecodeError) as exc:
+            except OSError as exc:
                 raise StorageError(f"cannot read packed-refs: {exc}") from None
-            out = {}
-            for line in text.split("\n"):
-                if not line or line.startswith("#"):
-                    continue
-                m = _PACKED_LINE.fullmatch(line)
-                if m is None:
-                    raise StorageError(f"packed-refs is damaged at line {line[:80]!r}")
-                out[m.group(2)] = Hash(bytes.fromhex(m.group(1)))
-            self._packed_cache = (key, out)
+            self._packed_cache = (key, parse_packed(data))
         return self._packed_cache[1]
 
     def _write_packed(self, packed: dict[str, Hash]) -> None:
-        body = "# reel packed-refs v1\n" + "".join(f"{h.hex()} {n}\n" for n, h in sorted(packed.items()))
-        atomic_write(self.packed_path, body.encode("utf-8"), fsync=self.fsync)
+        atomic_write(self.packed_path, format_packed(packed), fsync=self.fsync)
 
     def _lock(self, names: list[str]) -> None:
         taken: list[str] = []
@@ -465,7 +569,7 @@ class DiskRefStore(RefStore):
             old = self._read(u.name)
             fd = os.open(lock, os.O_WRONLY | os.O_TRUNC)
             try:
-                os.write(fd, (u.new.hex() + "\n").encode("ascii"))
+                os.write(fd, format_loose(u.name, u.new))
                 if self.fsync:
                     os.fsync(fd)
             finally:
@@ -508,7 +612,7 @@ class DiskRefStore(RefStore):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            os.write(fd, entry.line().encode("utf-8"))
+            os.write(fd, entry.line(name).encode("utf-8"))
             if self.fsync:
                 os.fsync(fd)
         finally:
@@ -526,13 +630,12 @@ class DiskRefStore(RefStore):
 
     def reflog(self, name: str) -> list[ReflogEntry]:
         try:
-            text = self._log_path(check_ref_name(name)).read_text("utf-8")
-        except FileNotFoundError:
+            data = self._log_path(check_ref_name(name)).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
             return []
-        try:
-            return [ReflogEntry.parse(line) for line in text.split("\n") if line.strip()]
-        except BadInput as exc:
-            raise StorageError(f"reflog of {name} is damaged: {exc.message}", ref=name) from None
+        except OSError as exc:
+            raise StorageError(f"cannot read the reflog of {name}: {exc}", ref=name) from None
+        return parse_reflog(name, data)
 
     def pack_refs(self) -> int:
         """Move every loose ref into packed-refs (under every ref's lock); returns how many moved."""
