@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from reelstore.errors import BadInput
+from reelstore.errors import BadInput, StorageError
 from reelstore.storage.config import Config, split_key
 
 
@@ -113,3 +113,10 @@ def test_odd_subsections_and_values_round_trip(tmp_path: Path):
             cfg.set("core.x", bad)
     with pytest.raises(BadInput):
         cfg.set("remote.a\nb.url", "x")
+
+
+def test_a_config_that_is_not_utf8_is_a_clear_e007(tmp_path: Path):
+    path = tmp_path / "config"
+    path.write_bytes(b"[core]\n\ttrunk = ma\xffin\n")
+    with pytest.raises(StorageError, match="line 2 is not UTF-8"):
+        Config(path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from reelstore.errors import BadInput
+from reelstore.errors import BadInput, StorageError
 from reelstore.storage.fileio import atomic_write
 
 _SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]\s*(?:[;#].*)?$')
@@ -69,11 +69,22 @@ def _quote(value: str) -> str:
     return f'"{text}"' if needs else text
 
 
+def _decode(path: Path) -> str:
+    """The file's text; E007 naming the line if it is not UTF-8 (reel writes nothing else)."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise StorageError(f"config {path} is damaged: line {line} is not UTF-8 (byte {exc.start}); "
+                           "fix or rewrite that line") from None
+
+
 class Config:
     def __init__(self, path: Path | None = None, text: str = "") -> None:
         self.path = path
         if path is not None and path.exists():
-            text = path.read_text("utf-8")
+            text = _decode(path)
         self.lines = text.split("\n")
         if self.lines and self.lines[-1] == "":
             self.lines.pop()
