@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 import os
 
+from reelstore import revisions
 from reelstore.errors import BadInput
 from reelstore.objects import ZERO_HEX, Hash
 from reelstore.objects.hash import is_full_hex
@@ -29,7 +30,7 @@ def is_zero(text: str) -> bool:
 
 def new_value(repo: Repo, text: str) -> Hash | None:
     """A value to store: any name that resolves to an existing object; None for zeros (delete)."""
-    return None if is_zero(text) else repo.resolve(text)
+    return None if is_zero(text) else revisions.resolve(repo, text)
 
 
 def old_value(repo: Repo, text: str) -> Hash | None:
@@ -38,7 +39,7 @@ def old_value(repo: Repo, text: str) -> Hash | None:
         return None
     if is_full_hex(text):
         return Hash.from_hex(text)
-    return repo.resolve(text)
+    return revisions.resolve(repo, text)
 
 
 def principal(repo: Repo) -> str:

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from reelstore import revisions
 from reelstore.cli.context import Context, pass_ctx, write_bytes
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.objects import Blob, Hash, Object
@@ -27,7 +28,7 @@ def _lookup(repo: Repo, name: str) -> tuple[Hash | None, str]:
     try:
         if is_full_hex(name):
             return Hash.from_hex(name), ""
-        return repo.resolve(name), ""
+        return revisions.resolve(repo, name), ""
     except NotFound:
         return None, "missing"
     except BadInput:
@@ -108,11 +109,11 @@ def cat_file(ctx: Context, show: str | None, batch: str | None, batch_all_object
     repo = ctx.repo
     if show == "exists":
         try:
-            repo.objects.get(repo.resolve(name))
+            repo.objects.get(revisions.resolve(repo, name))
         except NotFound:
             click.get_current_context().exit(NotFound.exit_status)
         return
-    obj = repo.objects.get(repo.resolve(name))
+    obj = repo.objects.get(revisions.resolve(repo, name))
     if show == "type":
         ctx.emit({"id": obj.id.hex(), "kind": obj.kind}, obj.kind)
     elif show == "size":

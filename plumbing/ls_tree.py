@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from reelstore import revisions
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput
 from reelstore.objects import Hash, Record, Tree, View
@@ -12,7 +13,7 @@ from reelstore.storage.repo import Repo
 
 def namespace_root(repo: Repo, name: str) -> Tree:
     """The tree NAME designates: a tree itself, or the namespace root of a record or view (E014 otherwise)."""
-    obj = repo.objects.get(repo.resolve(name))
+    obj = repo.objects.get(revisions.resolve(repo, name))
     if isinstance(obj, (Record, View)):
         obj = repo.objects.get(obj.namespace)
     if not isinstance(obj, Tree):

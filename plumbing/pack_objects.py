@@ -7,6 +7,7 @@ import time
 
 import click
 
+from reelstore import revisions
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.maintenance.reach import ref_roots, walk
@@ -20,7 +21,7 @@ def _selected(repo: Repo, all_refs: bool, revs: bool, names: tuple[str, ...]) ->
     """id -> name hint, from stdin ids or from a reachability walk."""
     if all_refs or revs:
         roots = ref_roots(repo.refs, None) if all_refs else []
-        roots += [(n, repo.resolve(n)) for n in names]
+        roots += [(n, revisions.resolve(repo, n)) for n in names]
         w = walk(repo.objects, roots)
         if w.damaged:
             h, msg = next(iter(w.damaged.items()))

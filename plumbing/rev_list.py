@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+
 import click
 
+from reelstore import revisions
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import NotFound, StorageError
 from reelstore.maintenance.reach import history, ref_roots, walk
-from reelstore.objects import Object
+from reelstore.objects import Hash, Object
 
 
 @click.command("rev-list")
@@ -18,17 +21,31 @@ from reelstore.objects import Object
 @click.argument("refs", nargs=-1)
 @pass_ctx
 def rev_list(ctx: Context, objects: bool, all_refs: bool, limit: int | None, refs: tuple[str, ...]) -> None:
-    """List what REFs (ids, prefixes or ref names) lead to. Without --objects: the hash chains, newest
-    first (records by parent, journal entries by prev, views by base). Exit 4 if something is missing."""
+    """List what REFs (revisions: ids, prefixes, ref names, NAME~N, NAME@{N}; A..B or ^A to exclude)
+    lead to. Without --objects: the hash chains, newest first (records by parent, journal entries by
+    prev, views by base). Exit 4 if something is missing."""
     repo = ctx.repo
     roots = ref_roots(repo.refs, None) if all_refs else []
-    roots += [(name, repo.resolve(name)) for name in refs]
+    excluded: list[Hash] = []
+    for name in refs:
+        pair = revisions.parse_range(name)
+        if pair is not None:
+            excluded.append(revisions.resolve(repo, pair[0]))
+            roots.append((pair[1], revisions.resolve(repo, pair[1])))
+        elif name.startswith("^"):
+            excluded.append(revisions.resolve(repo, name[1:]))
+        else:
+            roots.append((name, revisions.resolve(repo, name)))
     if not roots:
         raise click.UsageError("name at least one REF, or --all")
     if not objects:
-        ids = [obj.id.hex() for obj in history(repo.objects, [h for _, h in roots], limit)]
+        stop = {obj.id for obj in history(repo.objects, excluded)}
+        chain = (obj for obj in history(repo.objects, [h for _, h in roots]) if obj.id not in stop)
+        ids = [obj.id.hex() for obj in itertools.islice(chain, limit)]
         ctx.emit(ids, "\n".join(ids))
         return
+    if excluded:
+        raise click.UsageError("--objects takes no ranges (A..B) or ^EXCLUDED names")
     order: list[Object] = []
     w = walk(repo.objects, roots, on_object=order.append)
     rows = [(obj.id.hex(), w.hints.get(obj.id, "")) for obj in order]

@@ -126,12 +126,17 @@ def history(store: ObjectStore, starts: Iterable[Hash], limit: int | None = None
         count += 1
         if limit is not None and count >= limit:
             return
-        nxt = None
-        if isinstance(obj, Record):
-            nxt = obj.parent
-        elif isinstance(obj, Journal):
-            nxt = obj.prev
-        elif isinstance(obj, View):
-            nxt = obj.base
+        nxt = predecessor(obj)
         if nxt is not None:
             queue.append(nxt)
+
+
+def predecessor(obj: Object) -> Hash | None:
+    """The object one step back in `obj`'s hash chain (what `NAME~1` names), or None at a chain's root."""
+    if isinstance(obj, Record):
+        return obj.parent
+    if isinstance(obj, Journal):
+        return obj.prev
+    if isinstance(obj, View):
+        return obj.base
+    return None

@@ -1,0 +1,150 @@
+"""git's revision syntax over a store: `NAME~N`, `NAME^`, `NAME@{N}`, `NAME:PATH` and `A..B`.
+
+One parser and one resolver, so every command that takes an object name understands the same
+syntax. A name's history follows the same chains as `rev-list` (records by parent, journal entries
+by prev, views by base); `@{N}` reads the ref's reflog; `:PATH` looks a name up in the namespace of
+a record, view or tree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reelstore.errors import BadInput, NotFound
+from reelstore.maintenance.reach import history, predecessor
+from reelstore.namespace.tree import Namespace
+from reelstore.objects import Hash, Object, Record, Tree, View
+
+if TYPE_CHECKING:
+    from reelstore.storage.repo import Repo
+
+_STEP = re.compile(r"~(\d*)|\^(\d*)")
+_REFLOG = re.compile(r"^(.*)@\{(-?\d+)\}")
+
+
+@dataclass(frozen=True)
+class Rev:
+    """One parsed revision: a base name, an optional reflog index, ancestor steps, an optional path."""
+
+    name: str
+    reflog: int | None = None
+    back: tuple[int, ...] = ()
+    """Generations to walk back, one number per `~N` / `^` step (`^0` is 0: the object itself)."""
+    path: str | None = None
+
+
+def parse(text: str) -> Rev:
+    """Split `text` into its parts (E014 on malformed syntax or a range: use `parse_range`)."""
+    if ".." in text.partition(":")[0]:
+        raise BadInput(f"{text!r} is a range (A..B); this command takes one object")
+    spec, colon, path = text.partition(":")
+    if colon and not path:
+        raise BadInput(f"{text!r}: give a path after ':'")
+    reflog = None
+    m = _REFLOG.match(spec)
+    if m:
+        if int(m.group(2)) < 0:
+            raise BadInput(f"{text!r}: @{{-N}} (previous branch) has no meaning here")
+        reflog = int(m.group(2))
+        rest = spec[m.end() :]
+        spec = m.group(1)
+    else:
+        cut = min((i for i in (spec.find("~"), spec.find("^")) if i >= 0), default=len(spec))
+        spec, rest = spec[:cut], spec[cut:]
+    back: list[int] = []
+    pos = 0
+    for step in _STEP.finditer(rest):
+        if step.start() != pos:
+            break
+        pos = step.end()
+        tilde, caret = step.group(1), step.group(2)
+        if tilde is not None and step.group(0).startswith("~"):
+            back.append(int(tilde) if tilde else 1)
+        else:
+            n = int(caret) if caret else 1
+            if n > 1:
+                raise BadInput(f"{text!r}: ^{n} names a parent this store's single-parent history lacks")
+            back.append(n)
+    if pos != len(rest):
+        raise BadInput(f"{text!r}: cannot read {rest[pos:]!r} (want ~N, ^, ^0, @{{N}} or :PATH)")
+    if not spec and reflog is None and not back:
+        raise BadInput(f"{text!r} names nothing" if text else "an empty name names nothing")
+    return Rev(spec or "@", reflog, tuple(back), path if colon else None)
+
+
+def parse_range(text: str) -> tuple[str, str] | None:
+    """`A..B` as (A, B), an empty side meaning `@` (the trunk's head); None if `text` is no range."""
+    spec = text.partition(":")[0]
+    if "..." in spec:
+        raise BadInput(f"{text!r}: symmetric ranges (A...B) are not supported")
+    if ".." not in spec:
+        return None
+    a, _, b = text.partition("..")
+    return a or "@", b or "@"
+
+
+def resolve(repo: Repo, text: str) -> Hash:
+    """The object `text` names (E001 if it names nothing, E014 if it cannot be read)."""
+    rev = parse(text)
+    h = _base(repo, rev)
+    for n in rev.back:
+        for _ in range(n):
+            prev = predecessor(repo.objects.get(h))
+            if prev is None:
+                raise NotFound(f"{text!r}: {h.short} has no parent", id=h)
+            h = prev
+    if rev.path is not None:
+        h = lookup(repo, h, rev.path, text)
+    return h
+
+
+def lookup(repo: Repo, h: Hash, path: str, text: str = "") -> Hash:
+    """The value of `path` in the namespace of the record, view or tree `h` (E001 if absent)."""
+    obj: Object = repo.objects.get(h)
+    if isinstance(obj, (Record, View)):
+        root = obj.namespace
+    elif isinstance(obj, Tree):
+        root = obj.id
+    else:
+        raise BadInput(f"{text or h.short!r}: a {obj.kind} has no names; ':PATH' needs a record, view or tree")
+    found = Namespace(repo.objects).get(root, path)
+    if found is None:
+        raise NotFound(f"{path!r} is not in {text.partition(':')[0] or h.short}", name=path)
+    return found
+
+
+def in_range(repo: Repo, text: str) -> Iterator[Object]:
+    """`A..B`: the history of B, newest first, without anything A's history holds; one name: its history."""
+    pair = parse_range(text)
+    if pair is None:
+        yield from history(repo.objects, [resolve(repo, text)])
+        return
+    stop = {obj.id for obj in history(repo.objects, [resolve(repo, pair[0])])}
+    for obj in history(repo.objects, [resolve(repo, pair[1])]):
+        if obj.id not in stop:
+            yield obj
+
+
+def _base(repo: Repo, rev: Rev) -> Hash:
+    """The object the name (and its reflog index) designates, before any ancestor step."""
+    name = rev.name
+    if rev.reflog is None:
+        if name == "@":
+            return repo.refs[f"refs/heads/{repo.trunk}"]
+        return repo.resolve(name)
+    full = f"refs/heads/{repo.trunk}" if name == "@" else repo.ref_name(name)
+    if full is None:
+        raise NotFound(f"{name!r} is not a ref, so it has no reflog")
+    entries = repo.refs.reflog(full)
+    if rev.reflog == 0 and not entries:
+        return repo.refs[full]
+    if rev.reflog >= len(entries):
+        count = len(entries)
+        raise NotFound(f"{full} has only {count} reflog entr{'y' if count == 1 else 'ies'}", ref=full)
+    value = entries[len(entries) - 1 - rev.reflog].new
+    if value is None:
+        raise NotFound(f"{full}@{{{rev.reflog}}} records a deletion", ref=full)
+    return value
