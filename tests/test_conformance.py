@@ -1,11 +1,15 @@
-"""The reel protocol's conformance criteria t_001 to t_011, one test (or a few) each."""
+"""The reel protocol's conformance criteria t_001 to t_014, one test (or a few) each, and level L3:
+crash-atomic commit, concurrent forks atomic and isolated, byte-deterministic archives (bundles)."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
+import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import blake3
@@ -18,8 +22,13 @@ import reelstore.objects as objects
 import reelstore.storage.refs as refs
 from reelstore.drain.drainer import FireToken
 from reelstore.errors import CapabilityViolation, Conflict, NotFound, ViewTerminal
+from reelstore.kernel import snapshot as snapshots
 from reelstore.kernel import verbs as kernel
+from reelstore.kernel.views import live_views
+from reelstore.maintenance import bundle as bundles
 from reelstore.maintenance.gc import gc
+from reelstore.maintenance.reach import walk as reach_walk
+from reelstore.namespace.tree import Namespace
 from reelstore.objects import OPS, Blob, Capability, Effects, Hash, Record, View, decode, prefix_covers
 from reelstore.storage.repo import Repo
 
@@ -192,7 +201,10 @@ def refuse(event, args):
         raise RuntimeError("network used: " + event)
 sys.addaudithook(refuse)
 from reelstore.storage.repo import Repo
+from reelstore.kernel import snapshot as snapshots
+from reelstore.kernel.views import live_views
 from reelstore.kernel import verbs as kernel
+from reelstore.maintenance import bundle as bundles
 repo = Repo.init(sys.argv[1])
 kernel.fork(repo, "a")
 kernel.put(repo, "a", "x", b"local")
@@ -252,3 +264,99 @@ def test_t011_effects_block_decodes_rehashes_and_vanishes_after_abort_and_gc(mem
     gc(mem, "now")
     with pytest.raises(NotFound):
         mem.objects.get(h)
+
+
+def test_t012_snapshot_restores_class_a_exactly(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    for n in range(40):
+        kernel.put(mem, "a", f"docs/{n:02}.txt", f"body {n}".encode())
+    kernel.rm(mem, "a", "docs/07.txt")
+    snapshots.take(mem, "a", "s")
+    before = kernel.ls(mem, "a")
+    kernel.put(mem, "a", "docs/00.txt", b"changed after the snapshot")
+    kernel.abort(mem, "a")
+    restored = snapshots.restore(mem, "s", "b")
+    assert kernel.ls(mem, "b") == before and restored.namespace == mem.objects.get(restored.id).namespace
+    assert kernel.get(mem, "b", "docs/00.txt") == b"body 0"
+
+
+def test_t013_restore_with_a_changed_class_b_version_warns(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    kernel.effect(mem, "a", "versioned", {"key": "doc"})
+    snapshots.take(mem, "a", "s")
+    kernel.abort(mem, "a")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        quiet = snapshots.restore(mem, "s", "unchanged")  # the version still holds: no warning
+    assert quiet.changed == [] and len(quiet.pending) == 1
+    kernel.abort(mem, "unchanged")
+    kh.VERSIONS["doc"] = "3"
+    with pytest.warns(snapshots.RestoreWarning, match="version changed"):
+        result = snapshots.restore(mem, "s", "b")
+    assert [e.effect_class for e in result.changed] == ["B"]
+    with pytest.raises(Conflict):
+        kernel.commit(mem, "b")
+    assert kh.FIRED == []
+
+
+def test_t014_restore_keeps_class_c_pending_for_the_user(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    kernel.effect(mem, "a", "recorder", {"n": 1})
+    kernel.effect(mem, "a", "recorder", {"n": 2})
+    snapshots.take(mem, "a", "s")
+    kernel.abort(mem, "a")
+    result = snapshots.restore(mem, "s", "b")
+    assert [e.effect_class for e in result.pending] == ["C", "C"] and kh.FIRED == []
+    assert len(kernel.pending_effects(mem, mem.objects.get_as(mem.refs["refs/views/b"], View))) == 2
+    kernel.abort(mem, "b")
+    assert kh.FIRED == []
+    snapshots.restore(mem, "s", "c")
+    kernel.commit(mem, "c")
+    assert [n for _, n in kh.FIRED] == [1, 2]
+
+
+def test_l3_concurrent_forks_are_atomic_and_isolated(tmp_path: Path) -> None:
+    repo = Repo.init(tmp_path)
+    script = ("import sys; from reelstore.storage.repo import Repo; from reelstore.kernel import verbs as k; "
+              "r = Repo.open(sys.argv[1]); n = sys.argv[2]; "
+              "k.fork(r, 'v' + n); k.put(r, 'v' + n, 'own/' + n, n.encode())")
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), str(n)]) for n in range(8)]
+    assert [p.wait(timeout=120) for p in procs] == [0] * 8
+    repo = Repo.open(tmp_path)
+    for n in range(8):
+        assert [name for name, _ in kernel.ls(repo, f"v{n}")] == [f"own/{n}"]
+    assert sorted(live.name for live in live_views(repo)) == [f"v{n}" for n in range(8)]
+
+
+@pytest.mark.parametrize("point", ["commit:record-written", "commit:advanced"])
+def test_l3_a_commit_killed_at_its_commit_point_is_all_or_nothing(tmp_path: Path, point: str) -> None:
+    repo = Repo.init(tmp_path)
+    kernel.fork(repo, "a")
+    kernel.put(repo, "a", "x", b"state")
+    head = repo.refs["refs/heads/main"]
+    env = {**os.environ, "REEL_TEST_CRASH_AT": point}
+    killed = subprocess.run([*_cli(), "commit", "a"], cwd=tmp_path, env=env, capture_output=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL
+    repo = Repo.open(tmp_path)
+    moved = repo.refs["refs/heads/main"] != head
+    assert moved == (point == "commit:advanced")
+    top = repo.objects.get_as(repo.refs["refs/heads/main"], Record)
+    has_x = Namespace(repo.objects).get(top.namespace, "x") is not None
+    assert has_x == moved and (top.view is not None) == moved
+    assert (repo.refs.get("refs/views/a") is not None) or moved
+
+
+def test_l3_same_store_content_gives_the_same_archive_bytes(tmp_path: Path) -> None:
+    """Two stores built by different histories of operations over the same content write equal bundles."""
+    a, b = Repo.init(tmp_path / "a"), Repo.init(tmp_path / "b")
+    kernel.fork(a, "v")
+    for n in range(30):
+        kernel.put(a, "v", f"f{n}", bytes([n]) * 100)
+    snapshots.take(a, "v", "s")
+    view = a.refs["refs/snapshots/s"]
+    for h in reach_walk(a.objects, [("s", view)]).reachable:  # copy, in another order, into store b
+        b.objects.put_raw(a.objects.get_raw(h))
+    b.refs.set("refs/snapshots/s", view, None)
+    bundles.create(a, tmp_path / "a.bundle", ["refs/snapshots/s"])
+    bundles.create(b, tmp_path / "b.bundle", ["refs/snapshots/s"])
+    assert (tmp_path / "a.bundle").read_bytes() == (tmp_path / "b.bundle").read_bytes()

@@ -1,0 +1,48 @@
+"""`reel restore`: a new live view from a snapshot; its Class C effects wait for the user's commit."""
+
+from __future__ import annotations
+
+import warnings
+
+import click
+
+from reelstore.cli.context import Context, pass_ctx
+from reelstore.kernel import snapshot as snapshots
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+@click.command("restore")
+@click.option("--as", "as_view", metavar="VIEW", help="Name of the restored view (default: the snapshot's name).")
+@click.option("--no-effects", is_flag=True, help="Restore the namespace (Class A) only; leave every effect out.")
+@click.argument("snapshot")
+@pass_ctx
+def restore(ctx: Context, as_view: str | None, no_effects: bool, snapshot: str) -> None:
+    """Restore SNAPSHOT as a new live view: names exactly, Class B re-checked, Class C pending."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", snapshots.RestoreWarning)
+        result = snapshots.restore(ctx.repo, snapshot, as_view, effects=not no_effects)
+
+    def text() -> str:
+        lines = [f"restored snapshot {snapshot} as view {result.view} ({result.id.hex()[:12]}): "
+                 f"{_plural(len(result.pending), 'effect')} pending"]
+        for e in result.pending:
+            lines.append(f"  pending  {e.effect_class} {e.effect.hex()[:12]} {e.adapter} {e.resource}")
+        for e in result.changed:
+            lines.append(f"warning: Class B effect {e.effect.hex()[:12]} on {e.resource}: {e.why}")
+        for e in result.left_out:
+            lines.append(f"left out {e.effect_class} {e.effect.hex()[:12]} {e.resource}: {e.why}")
+        if result.pending:
+            lines.append(f"nothing was sent: `reel commit {result.view}` fires them, `reel abort {result.view}` "
+                         "drops them")
+        return "\n".join(lines)
+
+    if ctx.json:  # the text form carries the warnings itself
+        for e in result.changed:
+            click.echo(f"warning: Class B effect {e.effect.hex()[:12]} on {e.resource}: {e.why}", err=True)
+    ctx.emit(result.to_json(), text)
+
+
+COMMANDS = [restore]

@@ -1,0 +1,193 @@
+"""Snapshots and restore (t_012–t_014 live in test_conformance.py) and bundles, through the kernel and
+the real `reel` command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import kernel_helpers as kh
+import pytest
+
+from reelstore.errors import BadInput, CapabilityViolation, Conflict, NotFound
+from reelstore.kernel import snapshot as snapshots
+from reelstore.kernel import verbs as kernel
+from reelstore.maintenance import bundle as bundles
+from reelstore.storage.repo import Repo
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> None:
+    kh.reset()
+
+
+def _queued(repo: Repo, view: str, n: int) -> None:
+    kernel.effect(repo, view, "recorder", {"n": n})
+
+
+def test_effects_left_out_while_the_original_is_live_and_after_it_committed(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    _queued(mem, "a", 1)
+    snapshots.take(mem, "a", "s")
+    live_copy = snapshots.restore(mem, "s", "copy")
+    assert live_copy.pending == [] and [e.why for e in live_copy.left_out] == ["still pending in live view 'a'"]
+    kernel.abort(mem, "copy")
+    kernel.commit(mem, "a")
+    assert [n for _, n in kh.FIRED] == [1]
+    after = snapshots.restore(mem, "s", "late")
+    assert after.pending == [] and after.left_out[0].why.startswith("already committed in record")
+    kernel.commit(mem, "late")
+    assert [n for _, n in kh.FIRED] == [1]
+
+
+def test_a_restored_copy_is_restored_once(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    _queued(mem, "a", 7)
+    snapshots.take(mem, "a", "s")
+    kernel.abort(mem, "a")
+    first = snapshots.restore(mem, "s", "one")
+    second = snapshots.restore(mem, "s", "two")
+    assert len(first.pending) == 1 and second.pending == [] and len(second.left_out) == 1
+    kernel.commit(mem, "one")
+    kernel.commit(mem, "two")
+    assert [n for _, n in kh.FIRED] == [7]
+
+
+def test_restore_never_widens_a_trunk_that_narrowed(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    kernel.put(mem, "a", "docs/x", b"1")
+    snapshots.take(mem, "a", "s")
+    kernel.abort(mem, "a")
+    mem.config.set("trunk.main.cap", "read=docs/")
+    with pytest.raises(CapabilityViolation):
+        snapshots.restore(mem, "s", "b")
+    assert mem.refs.get("refs/views/b") is None
+
+
+def test_snapshot_names_and_errors(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    snap = snapshots.take(mem, "a")
+    assert snap.name == "a" and [s.name for s in snapshots.list_snapshots(mem)] == ["a"]
+    kernel.put(mem, "a", "x", b"2")
+    with pytest.raises(Conflict):
+        snapshots.take(mem, "a")
+    moved = snapshots.take(mem, "a", force=True)
+    assert moved.id != snap.id
+    with pytest.raises(Conflict):
+        snapshots.restore(mem, "a", "a")  # the view a is live
+    with pytest.raises(NotFound):
+        snapshots.restore(mem, "nope")
+    snapshots.delete(mem, "a")
+    with pytest.raises(NotFound):
+        snapshots.delete(mem, "a")
+
+
+def test_a_snapshot_keeps_its_objects_through_gc(reel, tmp_path: Path) -> None:
+    reel("init", check=True)
+    reel("fork", "a", check=True)
+    (tmp_path / "f.txt").write_text("kept\n")
+    reel("put", "a", "notes/f.txt", "f.txt", check=True)
+    reel("snapshot", "a", "s", check=True)
+    reel("abort", "a", check=True)
+    reel("gc", "--prune=now", check=True)
+    reel("restore", "s", "--as", "b", check=True)
+    assert reel("get", "b", "notes/f.txt", check=True).stdout == b"kept\n"
+
+
+def test_cli_restore_keeps_class_c_pending_and_commit_fires_it_once(reel, tmp_path: Path) -> None:
+    reel("init", check=True)
+    reel("fork", "a", check=True)
+    op = json.dumps({"action": "write", "path": "out/r.txt", "content": "sent\n"})
+    reel("effect", "a", "--adapter", "fs", "--op", op, check=True)
+    reel("snapshot", "a", "s", check=True)
+    reel("abort", "a", check=True)
+    out = json.loads(reel("--json", "restore", "s", "--as", "b", check=True).stdout)
+    assert [e["class"] for e in out["pending"]] == ["C"] and out["left_out"] == []
+    assert not (tmp_path / "out" / "r.txt").exists()
+    reel("commit", "b", check=True)
+    assert (tmp_path / "out" / "r.txt").read_text() == "sent\n"
+    again = reel("restore", "s", "--as", "c", check=True).stdout.decode()
+    assert "left out C" in again and "already committed" in again
+
+
+def _store_with_history(reel, tmp_path: Path) -> None:
+    reel("init", check=True)
+    for n in range(3):
+        reel("fork", f"v{n}", check=True)
+        (tmp_path / "f.txt").write_text(f"version {n}\n" * 50)
+        reel("put", f"v{n}", f"docs/{n}.txt", "f.txt", check=True)
+        reel("put", f"v{n}", "docs/shared.txt", "f.txt", check=True)
+        if n < 2:
+            reel("commit", f"v{n}", check=True)
+    reel("snapshot", "v2", "keep", check=True)
+
+
+def test_l3_bundles_are_byte_deterministic(reel, tmp_path: Path) -> None:
+    """Same objects and refs, the same bytes: loose or packed, and after a trip through another store."""
+    _store_with_history(reel, tmp_path)
+    loose = tmp_path / "loose.bundle"
+    reel("bundle", "create", str(loose), check=True)
+    reel("repack", "-a", "-d", check=True)
+    packed = tmp_path / "packed.bundle"
+    reel("bundle", "create", str(packed), check=True)
+    assert loose.read_bytes() == packed.read_bytes()
+    other = tmp_path / "other"
+    other.mkdir()
+    reel("init", cwd=other, check=True)
+    reel("bundle", "unbundle", str(packed), cwd=other, check=True)
+    # The fresh store has its own trunk root; bring the refs over by name, then bundle the same refs.
+    for line in reel("bundle", "list-heads", str(packed), check=True).stdout.decode().splitlines():
+        h, name = line.split(" ", 1)
+        reel("update-ref", name, h, cwd=other, check=True)
+    again = tmp_path / "again.bundle"
+    reel("bundle", "create", str(again), cwd=other, check=True)
+    assert again.read_bytes() == loose.read_bytes()
+    info = json.loads(reel("--json", "bundle", "verify", str(again), check=True).stdout)
+    assert set(info["refs"]) == {"refs/heads/main", "refs/snapshots/keep", "refs/views/v2"}
+
+
+def test_every_damaged_byte_of_a_bundle_is_refused(tmp_path: Path, repo: Repo) -> None:
+    kernel.fork(repo, "a")
+    kernel.put(repo, "a", "x", b"content " * 20)
+    kernel.commit(repo, "a")
+    path = tmp_path / "b.bundle"
+    bundles.create(repo, path, ["main"])
+    good = path.read_bytes()
+    step = max(1, len(good) // 200)
+    for at in range(0, len(good), step):
+        damaged = bytearray(good)
+        damaged[at] ^= 0x20
+        path.write_bytes(bytes(damaged))
+        with pytest.raises((BadInput, NotFound)):
+            bundles.verify(path)
+    for cut in (0, 5, len(good) // 2, len(good) - 1):
+        path.write_bytes(good[:cut])
+        with pytest.raises(BadInput):
+            bundles.verify(path)
+    path.write_bytes(good + b"x")
+    with pytest.raises(BadInput):
+        bundles.verify(path)
+
+
+def test_cli_bundle_errors_and_held_back_views(reel, tmp_path: Path) -> None:
+    reel("init", check=True)
+    reel("fork", "a", check=True)
+    op = json.dumps({"action": "write", "path": "out/r.txt", "content": "x\n"})
+    reel("effect", "a", "--adapter", "fs", "--op", op, check=True)
+    reel("bundle", "create", "b.bundle", check=True)
+    missing = reel("bundle", "verify", "no-such.bundle")
+    assert missing.returncode == 4 and b"E001" in missing.stderr and b"Traceback" not in missing.stderr
+    (tmp_path / "junk.bundle").write_bytes(b"not a bundle at all")
+    junk = reel("bundle", "verify", "junk.bundle")
+    assert junk.returncode == 6 and b"E014" in junk.stderr
+    other = tmp_path / "other"
+    other.mkdir()
+    reel("init", cwd=other, check=True)
+    out = reel("--json", "bundle", "unbundle", "--update-refs", str(tmp_path / "b.bundle"), cwd=other)
+    assert out.returncode == 5  # refs/heads/main differs in the fresh store
+    doc = json.loads(out.stdout)
+    assert doc["held_back"] == ["refs/views/a"] and doc["conflicting"] == ["refs/heads/main"]
+    assert reel("views", cwd=other, check=True).stdout == b""
+    forced = json.loads(reel("--json", "bundle", "unbundle", "--update-refs", "--with-pending-effects",
+                             str(tmp_path / "b.bundle"), cwd=other).stdout)
+    assert forced["created"] == ["refs/views/a"]
