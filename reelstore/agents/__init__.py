@@ -1,0 +1,1 @@
+"""Ways in for agents: the MCP server (and, later, the asyncio API)."""
