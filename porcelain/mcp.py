@@ -21,11 +21,8 @@ def mcp(ctx: Context, trunk: str | None, caps: tuple[str, ...], http_port: int |
     from reelstore.agents.mcp_server import build_server
     from reelstore.api import Store
 
-    server = build_server(Store(ctx.repo), trunk, list(caps) or None)
-    if http_port is None:
-        server.run("stdio")
-    else:
-        server.run("streamable-http", host="127.0.0.1", port=http_port)
+    server = build_server(Store(ctx.repo), trunk, list(caps) or None, port=http_port or 8000)
+    server.run("stdio" if http_port is None else "streamable-http")
 
 
 COMMANDS = [mcp]

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from conftest import REEL
-from mcp import Client, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from target import Target
 
 from reelstore.storage.repo import Repo
@@ -22,9 +23,9 @@ def _text(result) -> str:
 
 
 def _doc(result):
-    assert not result.is_error, _text(result)
-    if result.structured_content is not None:
-        return result.structured_content.get("result", result.structured_content)
+    assert not result.isError, _text(result)
+    if result.structuredContent is not None:
+        return result.structuredContent.get("result", result.structuredContent)
     return json.loads(_text(result))
 
 
@@ -33,15 +34,16 @@ async def _session(store: Path, url: str, ledger_lines) -> None:
         command=REEL, args=["-C", str(store), "mcp", "--cap", "read,write,delete=notes/",
                             "--cap", f"fire_c=http:POST:{url}/blind/;budget=5"],
         env={k: v for k, v in os.environ.items() if k != "REEL_DIR"})
-    async with Client(params, read_timeout_seconds=60) as client:
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+        await client.initialize()
         listed = await client.list_tools()
         names = {t.name for t in listed.tools}
         assert names == TOOLS
-        schema = next(t for t in listed.tools if t.name == "put").input_schema
+        schema = next(t for t in listed.tools if t.name == "put").inputSchema
         assert schema["required"] == ["view", "files"]
 
         wide = await client.call_tool("fork", {"name": "w", "caps": ["read,write="]})
-        assert wide.is_error and "E009: " in _text(wide)
+        assert wide.isError and "E009: " in _text(wide)
 
         _doc(await client.call_tool("fork", {"name": "a"}))
         _doc(await client.call_tool("put", {"view": "a", "files": [
@@ -49,7 +51,7 @@ async def _session(store: Path, url: str, ledger_lines) -> None:
         got = _doc(await client.call_tool("get", {"view": "a", "path": "notes/plan.md"}))
         assert got["text"] == "refund 42\n"
         outside = await client.call_tool("put", {"view": "a", "files": [{"path": "secrets.txt", "text": "x"}]})
-        assert outside.is_error and "E009: " in _text(outside)
+        assert outside.isError and "E009: " in _text(outside)
         op = {"method": "POST", "url": f"{url}/blind/refund", "json": {"order": 42}}
         _doc(await client.call_tool("effect", {"view": "a", "adapter": "http", "op": op}))
         _doc(await client.call_tool("abort", {"view": "a"}))
@@ -63,7 +65,7 @@ async def _session(store: Path, url: str, ledger_lines) -> None:
 
         # a view forked outside the server with the trunk's full authority is out of the agent's reach
         foreign = await client.call_tool("commit", {"view": "wide"})
-        assert foreign.is_error and "E009: " in _text(foreign)
+        assert foreign.isError and "E009: " in _text(foreign)
         assert [v["name"] for v in _doc(await client.call_tool("views", {}))] == []
 
 
