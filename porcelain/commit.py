@@ -26,16 +26,18 @@ def _text(res: CommitResult) -> str:
               help="First advance the trunk on REMOTE by compare-and-swap; drain only if that wins (else E015).")
 @pass_ctx
 def commit(ctx: Context, view: str, message: str, remote: str | None) -> None:
-    """Commit VIEW: checks, then the target's compare-and-swap, then (into a trunk) the drain."""
+    """Commit VIEW: checks, then the target's compare-and-swap, then (into a trunk) the drain.
+    Exits 0 only if every effect succeeded: 9 (E017) if one failed or was not sent, 7 (E011) if one's
+    outcome is unknown."""
     fence = None
     if remote:
         from reelstore import sync  # on use: it loads dulwich, which most commands never need
 
         fence = sync.remote_fence(ctx.repo, remote)
-    res = Store(ctx.repo).commit(view, message, fence=fence)
+    res = Store(ctx.repo).commit(view, message, fence=fence, check=False)
     ctx.emit(res.to_json(), lambda: _text(res))
     if res.drain is not None:
-        res.drain.check()
+        res.drain.check(res)
 
 
 COMMANDS = [commit]

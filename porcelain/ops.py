@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.drain.ops import Operation, find, list_ops
+from reelstore.drain.ops import UNRESOLVED, Operation, find, list_ops
 
 
 def json_flag(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -55,7 +55,7 @@ def detail(o: Operation) -> str:
 
 @click.group("ops", invoke_without_command=True)
 @json_flag
-@click.option("--unresolved", is_flag=True, help="Only pending and unknown operations.")
+@click.option("--unresolved", is_flag=True, help="Only pending, not-sent and unknown operations.")
 @click.pass_context
 def ops(cctx: click.Context, unresolved: bool) -> None:
     """List the operations of committed records: state, tier, resource, and what to do next."""
@@ -68,7 +68,7 @@ def ops(cctx: click.Context, unresolved: bool) -> None:
         out = []
         for o in found:
             out.append(_line(o))
-            if o.state in ("unknown", "pending"):
+            if o.state in UNRESOLVED:
                 out.append(f"    next: {o.next_action}")
         return "\n".join(out) or ("no unresolved operations" if unresolved else "no operations")
 

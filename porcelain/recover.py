@@ -23,8 +23,10 @@ def _text(rep: RecoveryReport) -> str:
 @json_flag
 @pass_ctx
 def recover(ctx: Context) -> None:
-    """Fence every older drainer with a new epoch, then resume: keyed effects are resent with the same
-    key, queryable and two-phase ones reconciled first, blind ones stay unknown (exit 7)."""
+    """Fence every older drainer with a new epoch, then resume: a not-sent effect is sent again (any
+    tier); of the unknown ones, keyed effects are resent with the same key, queryable and two-phase ones
+    reconciled first, blind ones stay unknown (exit 7). Exit 9 (E017) if an effect failed or is still
+    not sent."""
     rep = resume(ctx.repo)
     ctx.emit(rep.to_json(), lambda: _text(rep))
     rep.check()

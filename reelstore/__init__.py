@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Store"]
+from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
+
+__all__ = ["EffectFailed", "OutcomeUnknown", "ReelError", "Store"]
 
 
 def __getattr__(name: str) -> Any:

@@ -8,6 +8,11 @@
         v.effect("fs", {"action": "write", "path": "out/plan.md", "content": "..."})
     # clean exit: committed (and drained); an exception inside the block: aborted, nothing fires.
 
+A commit that drains raises unless every effect succeeded: `OutcomeUnknown` (E011) if one's outcome
+cannot be established, `EffectFailed` (E017) if one was refused or not sent. Both carry `result` (the
+CommitResult: the commit itself stands), `ops` and `next_action`. Pass `check=False` to get the
+result back instead and read `result.drain` yourself.
+
 Every method is a thin wrapper over `reelstore.kernel.verbs`; the command line calls these same methods.
 """
 
@@ -18,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.history import LogEntry, log
 from reelstore.kernel.views import live_views, view_ref
@@ -38,7 +44,7 @@ class ViewHandle:
         self.store = store
         self.name = name
         self.result: kernel.CommitResult | None = None
-        """Set when `Store.view`'s block exits cleanly and commits."""
+        """Set by this handle's commit (also the one `Store.view` makes on a clean exit), before it raises."""
 
     @property
     def repo(self) -> Repo:
@@ -84,8 +90,11 @@ class ViewHandle:
         """A child of this view (isolated by default: its commit merges into this view)."""
         return self.store.fork(name, source=f"refs/views/{self.name}", caps=caps, boundary=boundary)
 
-    def commit(self, message: str = "") -> kernel.CommitResult:
-        return kernel.commit(self.repo, self.name, message)
+    def commit(self, message: str = "", check: bool = True) -> kernel.CommitResult:
+        """Commit this view; raises OutcomeUnknown / EffectFailed unless every effect succeeded
+        (the commit stands either way; `check=False` returns the result without raising)."""
+        self.result = kernel.commit(self.repo, self.name, message)
+        return checked(self.result, check)
 
     def abort(self) -> list[str]:
         return kernel.abort(self.repo, self.name)
@@ -138,8 +147,10 @@ class Store:
         caps: Iterable[Capability | str] | None = None,
         boundary: str | None = None,
         message: str = "",
+        check: bool = True,
     ) -> Iterator[ViewHandle]:
-        """Fork a view for the block: commit on clean exit, abort if the block raises."""
+        """Fork a view for the block: commit on clean exit, abort if the block raises. The commit
+        raises as `ViewHandle.commit` does (the handle's `result` is set first) unless `check=False`."""
         handle = self.fork(name, source, caps, boundary)
         try:
             yield handle
@@ -148,7 +159,7 @@ class Store:
                 handle.abort()
             raise
         if handle.live:
-            handle.result = handle.commit(message)
+            handle.commit(message, check=check)
 
     def views(self) -> list[dict[str, Any]]:
         """Every live view: name, id, parent, boundary, counts of changes and effects."""
@@ -162,8 +173,9 @@ class Store:
         return out
 
     def commit(self, name: str, message: str = "",
-               fence: Callable[[str, Hash, Hash], None] | None = None) -> kernel.CommitResult:
-        return kernel.commit(self.repo, name, message, fence=fence)
+               fence: Callable[[str, Hash, Hash], None] | None = None, check: bool = True) -> kernel.CommitResult:
+        """Commit view `name`; raises as `ViewHandle.commit` does unless `check=False`."""
+        return checked(kernel.commit(self.repo, name, message, fence=fence), check)
 
     def abort(self, name: str) -> list[str]:
         return kernel.abort(self.repo, name)
@@ -179,4 +191,11 @@ class Store:
         return ViewHandle(self, name)
 
 
-__all__: Sequence[str] = ("Store", "ViewHandle")
+def checked(result: kernel.CommitResult, check: bool = True) -> kernel.CommitResult:
+    """`result`, after raising OutcomeUnknown / EffectFailed (carrying it) if an effect did not succeed."""
+    if check and result.drain is not None:
+        result.drain.check(result)
+    return result
+
+
+__all__: Sequence[str] = ("EffectFailed", "OutcomeUnknown", "ReelError", "Store", "ViewHandle")

@@ -90,7 +90,22 @@ class Unreachable(ReelError):
     code, exit_status = "E010", 4
 
 
-class OutcomeUnknown(ReelError):
+class EffectsIncomplete(ReelError):
+    """Base of the two errors a commit or a recovery raises when not every effect succeeded.
+
+    Carries what a caller needs to act: `ops` (the operation ids concerned), `next_action` (what to
+    run next) and `result` (the CommitResult or RecoveryReport, when the error comes from one).
+    """
+
+    def __init__(self, message: str, *, ops: list[str] | tuple[str, ...] = (), next_action: str = "",
+                 result: Any = None, **details: Any) -> None:
+        super().__init__(message, ops=list(ops), next_action=next_action, **details)
+        self.ops = list(ops)
+        self.next_action = next_action
+        self.result = result
+
+
+class OutcomeUnknown(EffectsIncomplete):
     """An effect's outcome cannot be established; an operator must reconcile it."""
 
     code, exit_status = "E011", 7
@@ -125,3 +140,9 @@ class StaleEpoch(ReelError):
 
     code, exit_status = "E016", 6
 
+
+
+class EffectFailed(EffectsIncomplete):
+    """An effect definitely did not happen: the target refused it, or it was provably not sent."""
+
+    code, exit_status = "E017", 9

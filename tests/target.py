@@ -13,7 +13,8 @@ reelstore never reads it. Routes, one per delivery tier:
 Faults (`fault` attribute): "kill-after-append" appends, SIGKILLs the client process (`victim`), then
 drops the connection; "drop-after-append" appends and drops; "drop-before-append" drops without acting;
 "stall-after-append" appends, sets `stalled`, and answers only once `unstall` is set (other requests
-are served meanwhile).
+are served meanwhile); "refuse" answers 422 without acting; "error-before-append" answers 500 without
+acting.
 `fault_routes` limits a fault to paths starting with one of those prefixes (default: every acting route).
 """
 
@@ -29,7 +30,7 @@ from pathlib import Path
 
 
 class Target:
-    def __init__(self, ledger: Path) -> None:
+    def __init__(self, ledger: Path, port: int = 0) -> None:
         self.ledger_path = Path(ledger)
         self.ledger_path.touch()
         self.fault: str | None = None
@@ -43,7 +44,7 @@ class Target:
         self.lock = threading.Lock()
         self.stalled = threading.Event()
         self.unstall = threading.Event()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -150,6 +151,9 @@ def _handler(target: Target) -> type[BaseHTTPRequestHandler]:
             key = self.headers.get("Idempotency-Key", "")
             with target.lock:
                 target.requests += 1
+                if target.faulted(self.path) in ("refuse", "error-before-append"):
+                    self._answer(422 if target.fault == "refuse" else 500, b"no")
+                    return
                 if self.path.startswith("/keyed/"):
                     if key and key in target.keyed:
                         self._answer(200, target.keyed[key], {"Idempotency-Key": key})

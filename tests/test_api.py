@@ -68,7 +68,7 @@ def test_view_block_may_end_the_view_itself() -> None:
     with store.view("done-early") as v:
         v.put("x", b"1")
         v.commit("explicit")
-    assert v.result is None and not v.live
+    assert v.result is not None and v.result.record is not None and not v.live
     assert store.log()[0].message == "explicit"
     with store.view("dropped") as w:
         w.abort()

@@ -32,9 +32,27 @@ class Admission:
     version_ref: Mapping[str, Any] | None = None
 
 
+FATES = ("not_sent", "failed", "unknown", "succeeded")
+"""An attempt's four fates, decided by evidence, never guessed:
+
+- `not_sent`: provably no byte of the request left the process (name resolution, connect or the TLS
+  handshake failed, a local precondition or a secret was missing). Safe to send again, whatever the tier.
+- `failed`: the target answered with a definite refusal. Final.
+- `succeeded`: the target answered that it acted; `receipt` says how. Final.
+- `unknown`: the request was sent, or may have been, and no definite answer came back.
+"""
+
+
+class NotSent(Exception):  # noqa: N818  (a fate, named as the journal names it)
+    """Raised by an adapter's `fire` when it can prove nothing of the request left the process (a
+    missing secret, a failed local check, a connection that could not be made). The drain journals
+    the effect `not_sent`, and `reel recover` may send it again. An adapter that cannot prove this
+    must not raise it: any other exception after the fire token was consumed is `unknown`."""
+
+
 @dataclass(frozen=True)
 class Result:
-    """One delivery attempt's outcome. `unknown` means the target may or may not have acted."""
+    """One delivery attempt's outcome: `state` is one of FATES."""
 
     state: str
     receipt: Mapping[str, Any] = field(default_factory=dict)
@@ -58,7 +76,8 @@ class Adapter:
 
     def fire(self, effect: Effect, token: Any, op_id: str) -> Result:
         """Deliver `effect`. Must call `token.consume(effect.id)` before any outside action;
-        `op_id` is the idempotency key for targets that take one."""
+        `op_id` is the idempotency key for targets that take one. Returns a Result of one of FATES,
+        or raises NotSent when it can prove nothing left."""
         raise NotImplementedError
 
     def reconcile(self, effect: Effect, op_id: str) -> str:

@@ -5,23 +5,30 @@ An operation is a map: `{"method": "POST", "url": "http://h/pay", "headers": {..
 (the same as `reel effect --version-ref etag=VALUE`).
 Its resource name is `http:METHOD:URL`; `reelstore.drain.services` classes and delivers it by config.
 
-Outcomes are judged conservatively: a 2xx answer is `succeeded`; a 4xx answer (the target refused)
-is `failed`; a refused connection is `failed` (nothing left the machine); anything that may have
-reached the target without a definite answer (a dropped connection, a timeout, a 5xx) is `unknown`.
+A request goes out in two phases, kept apart by the code's structure rather than guessed from an
+exception's type afterwards: first urllib3's `connect()` (name resolution, TCP connect, the TLS
+handshake and certificate check), then the request itself and the answer. Whatever goes wrong in the
+first phase happened before any byte of the request was written: `not_sent`. After that the fate is
+the answer's: 2xx `succeeded`, 4xx `failed` (a definite refusal), and a 5xx, a dropped connection or a
+timeout `unknown` (the target may have acted).
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import ssl
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.exceptions import ConnectTimeoutError, HTTPError, NameResolutionError, NewConnectionError
+
 from reelstore.adapters.base import Adapter, Admission, Result, register
 from reelstore.codec import thaw
 from reelstore.drain.services import SAFE_METHODS, Service, classify
-from reelstore.errors import BadInput, Conflict
+from reelstore.errors import BadInput, Conflict, Unreachable
 from reelstore.objects.hash import Hash
 
 if TYPE_CHECKING:
@@ -30,6 +37,20 @@ if TYPE_CHECKING:
 
 RECEIPT_HEADERS = ("etag", "location", "content-type", "idempotency-key", "date", "last-modified")
 METHOD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+MAX_ANSWER = 16 * 1024 * 1024
+"""Bytes of an answer's body read at most (a receipt keeps only its hash and length)."""
+
+
+class Unsent(Exception):  # noqa: N818
+    """The connect phase failed: no byte of the request was written. `why` says what failed."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+class Lost(Exception):  # noqa: N818
+    """The request phase failed: the request may have been written in part or whole, no answer came."""
 
 
 @register
@@ -65,7 +86,11 @@ class HttpAdapter(Adapter):
         if want is None:
             return
         _, url = _method_url(effect.op)
-        status, headers, _ = self._request("GET", url, {}, None)
+        try:
+            status, headers, _ = self._request("GET", url, {}, None)
+        except (Unsent, Lost) as exc:
+            raise Unreachable(f"cannot check the precondition of {effect.resource}: {exc}; nothing was committed",
+                              resource=effect.resource) from None
         have = headers.get("etag")
         if status >= 400 or have != want:
             raise Conflict(f"precondition failed for {effect.resource}: expected ETag {want!r}, the target has "
@@ -97,7 +122,10 @@ class HttpAdapter(Adapter):
         svc = self.service(effect)
         if effect.delivery not in ("queryable", "two-phase") or not svc.status_url:
             return "unknown"
-        status, _, data = self._request("GET", svc.status_url.format(key=op_id), {}, None)
+        try:
+            status, _, data = self._request("GET", svc.status_url.format(key=op_id), {}, None)
+        except (Unsent, Lost):
+            return "unknown"
         if status == 404:
             return "absent"
         if status != 200:
@@ -115,31 +143,63 @@ class HttpAdapter(Adapter):
     def _send(self, method: str, url: str, headers: dict[str, str], body: bytes | None) -> Result:
         try:
             status, got, data = self._request(method, url, headers, body)
-        except ConnectionRefusedError as exc:
-            return Result("failed", note=f"connection refused ({exc}); nothing was sent")
-        except (OSError, http.client.HTTPException) as exc:
-            return Result("unknown", note=f"the request may have reached the target but no answer came back: {exc!r}")
+        except Unsent as exc:
+            return Result("not_sent", note=f"not sent: {exc.why}; no byte of the request left this process")
+        except Lost as exc:
+            return Result("unknown", note=f"sent, but no answer came back ({exc}); the target may have acted")
         receipt = {"status": status, "headers": {k: v for k, v in got.items() if k in RECEIPT_HEADERS},
                    "body_blake3": Hash.of(data).hex(), "body_len": len(data)}
         if 200 <= status < 300:
             return Result("succeeded", receipt, f"HTTP {status}")
         if 400 <= status < 500:
             return Result("failed", receipt, f"HTTP {status}: the target refused the request")
-        return Result("unknown", receipt, f"HTTP {status}: the target may or may not have acted")
+        return Result("unknown", receipt, f"HTTP {status}: the answer does not say whether the target acted")
 
     def _request(self, method: str, url: str, headers: dict[str, str],
                  body: bytes | None) -> tuple[int, dict[str, str], bytes]:
+        """One request on a fresh connection. Raises Unsent if the connection (and, for https, the
+        verified TLS session) could not be made, Lost if anything failed after that."""
         parts = urlsplit(url)
-        conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        conn = conn_cls(parts.hostname or "", parts.port, timeout=self.timeout)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        conn: HTTPConnection = (HTTPSConnection(host, port, timeout=self.timeout) if parts.scheme == "https"
+                                else HTTPConnection(host, port, timeout=self.timeout))
         try:
+            try:
+                conn.connect()
+            except Exception as exc:  # noqa: BLE001  (the whole connect phase precedes the request)
+                raise Unsent(_connect_failure(exc, host, port)) from exc
             path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            conn.request(method, path, body=body, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
+            try:
+                conn.request(method, path, body=body, headers=headers, preload_content=False)
+                resp = conn.getresponse()
+                data = resp.read(MAX_ANSWER)
+            except (OSError, http.client.HTTPException, HTTPError) as exc:
+                raise Lost(repr(exc)) from exc
+            return resp.status, {k.lower(): v for k, v in resp.headers.items()}, data
         finally:
             conn.close()
+
+
+def _connect_failure(exc: BaseException, host: str, port: int) -> str:
+    """What failed before the request, in words (the fate is already decided by the phase)."""
+    if isinstance(exc, NameResolutionError):
+        return f"name resolution failed for {host!r}"
+    if isinstance(exc, NewConnectionError):
+        return f"could not connect to {host}:{port} ({_reason(exc)})"
+    if isinstance(exc, ConnectTimeoutError):
+        return f"connecting to {host}:{port} timed out"
+    if isinstance(exc, (ssl.SSLError, ssl.CertificateError)):
+        return f"the TLS handshake with {host}:{port} failed ({_reason(exc)})"
+    return f"connecting to {host}:{port} failed ({exc!r})"
+
+
+def _reason(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror
+    verify = getattr(exc, "verify_message", None)
+    return f"certificate verify failed: {verify}" if verify else str(exc)
 
 
 def _method_url(op: Mapping[str, Any]) -> tuple[str, str]:

@@ -2,9 +2,11 @@
 
 For every effect: a journal entry `unknown` is made durable first (the intent), then a single-use
 fire token is minted for that effect and this epoch, the adapter sends, and the outcome is journaled.
-A crash at any point leaves the journal showing exactly which sends may have happened. The drain halts
-at the first effect whose outcome is unknown (later effects may depend on it); `reel recover`
-resumes according to the effect's delivery tier, and never resends a blind effect.
+A crash at any point leaves the journal showing exactly which sends may have happened. Each outcome is
+one of four fates (`reelstore.adapters.base.FATES`): `succeeded`, `failed`, `not_sent` (provably
+nothing left: safe to send again, whatever the tier) or `unknown`. The drain halts at the first effect
+that is `unknown` or `not_sent` (later effects may depend on it); `reel recover` sends a `not_sent`
+effect again, resumes an `unknown` one according to its delivery tier, and never resends a blind one.
 """
 
 from __future__ import annotations
@@ -14,12 +16,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reelstore.adapters.base import Adapter, Result, adapter
+from reelstore.adapters.base import FATES, Adapter, NotSent, Result, adapter
 from reelstore.crashpoints import crash_point
 from reelstore.drain import epoch as epochs
 from reelstore.drain import hold as holds
 from reelstore.drain import log as drainlog
-from reelstore.errors import CapabilityViolation, Conflict, Held, OutcomeUnknown, ReelError, StaleEpoch
+from reelstore.errors import (
+    CapabilityViolation,
+    Conflict,
+    EffectFailed,
+    Held,
+    OutcomeUnknown,
+    ReelError,
+    StaleEpoch,
+)
 from reelstore.hooks.runner import run_pre_hook
 from reelstore.objects import Effect, Effects, Hash, Journal, Record
 
@@ -146,9 +156,10 @@ class Outcome:
     op: str
     effect: Hash
     state: str
-    """pending | unknown | succeeded | failed | absent."""
+    """pending | not_sent | unknown | succeeded | failed | absent."""
     action: str
-    """sent | resent | reconciled | already | halted | held | not-reached | yielded."""
+    """sent | resent | tried | retried | reconciled | already | halted | held | not-reached | yielded.
+    `tried` / `retried`: an attempt that ended `not_sent` (nothing left, so "sent" would be untrue)."""
     note: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -163,7 +174,7 @@ class DrainReport:
     epoch: int
     outcomes: list[Outcome] = field(default_factory=list)
     halted: Outcome | None = None
-    """The first effect whose outcome is unknown; nothing after it was sent."""
+    """The first effect whose outcome is unknown or not_sent; nothing after it was sent."""
     held: str | None = None
     yielded: bool = False
     """Another drainer owns this record's next operation; this one stepped aside."""
@@ -179,18 +190,55 @@ class DrainReport:
     def sent(self) -> int:
         return sum(o.action in ("sent", "resent") for o in self.outcomes)
 
-    def check(self) -> None:
-        """Raise what the command should exit with: E012 if held, E011 if an outcome is unknown."""
+    @property
+    def unknown(self) -> list[str]:
+        return [o.op for o in self.outcomes if o.state == "unknown"]
+
+    @property
+    def undone(self) -> list[Outcome]:
+        """Effects that definitely did not happen: failed, not sent, or settled absent by an operator."""
+        return [o for o in self.outcomes if o.state in ("failed", "not_sent", "absent")]
+
+    def check(self, result: Any = None) -> None:
+        """Raise unless every effect of the record succeeded: E012 if held, E011 if an outcome is
+        unknown (it dominates: it needs an operator), E017 if one failed or was not sent.
+        `result` (the caller's CommitResult) travels on the exception."""
         if self.held is not None:
             raise Held(f"draining stopped: the store is on hold ({self.held}); record {self.record.hex()} has "
                        "effects still pending; `reel release` then `reel recover` resumes them")
-        if self.halted is not None:
-            raise OutcomeUnknown(unknown_message(self.halted), op=self.halted.op)
+        failed = self.undone
+        if self.halted is not None and self.halted.state == "unknown":
+            also = f" Also not done: {failed_summary(failed)}." if failed else ""
+            raise OutcomeUnknown(unknown_message(self.halted) + also, ops=[self.halted.op, *(o.op for o in failed)],
+                                 next_action=f"reel ops show {self.halted.op}", result=result, op=self.halted.op)
+        if failed:
+            raise EffectFailed(failed_message(failed), ops=[o.op for o in failed], next_action=failed_next(failed),
+                               result=result)
 
     def to_json(self) -> dict[str, Any]:
         return {"trunk": self.trunk, "record": self.record.hex(), "epoch": self.epoch, "complete": self.complete,
                 "halted": self.halted.op if self.halted else None, "held": self.held, "yielded": self.yielded,
                 "outcomes": [o.to_json() for o in self.outcomes]}
+
+
+def failed_summary(outcomes: list[Outcome]) -> str:
+    def told(o: Outcome) -> str:
+        return o.note if o.note.startswith("not sent") else f"{o.state.replace('_', ' ')}: {o.note}"
+
+    return "; ".join(f"operation {o.op} (effect {o.index}) {told(o)}" for o in outcomes)
+
+
+def failed_next(outcomes: list[Outcome]) -> str:
+    if any(o.state == "not_sent" for o in outcomes):
+        return ("fix what stopped the send, then `reel recover` sends every not-sent effect again (nothing of it "
+                "left, so this is safe for any tier); `reel reconcile OP --outcome absent` gives one up")
+    return "nothing to retry: a failed effect is final; make a new effect in a new view to try again"
+
+
+def failed_message(outcomes: list[Outcome]) -> str:
+    n = len(outcomes)
+    what = f"{n} effect{'s' if n != 1 else ''} did not happen"
+    return f"{what}: {failed_summary(outcomes)}. Next: {failed_next(outcomes)}"
 
 
 def unknown_message(outcome: Outcome) -> str:
@@ -237,7 +285,7 @@ def drain(repo: Repo, trunk: str, record: Hash, *, epoch: int | None = None, rec
             outcome = Outcome(index, op, effect_id, _state_of(repo, trunk, op), "yielded", exc.message)
             report.yielded = True
         report.outcomes.append(outcome)
-        if outcome.state == "unknown" and not report.yielded:
+        if outcome.state in ("unknown", "not_sent") and not report.yielded:
             report.halted = outcome
     _journal(repo, report, None)
     return report
@@ -263,10 +311,19 @@ def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: 
     if latest is not None and latest.state in FINAL:
         return Outcome(index, op, effect_id, latest.state, "already", latest.note)
     effect = repo.objects.get_as(effect_id, Effect)
-    impl = report.adapters.get(effect.adapter) or report.adapters.setdefault(effect.adapter,
-                                                                             adapter(effect.adapter, repo))
+    impl = report.adapters.get(effect.adapter)
+    if impl is None:
+        try:
+            impl = report.adapters[effect.adapter] = adapter(effect.adapter, repo)
+        except ReelError as exc:
+            return _unsendable(repo, report, effect, index, op, latest, exc)
     if latest is None:
         return _send(repo, report, impl, effect, index, op, None, "sent")
+    if latest.state == "not_sent":
+        if not recovering:
+            return Outcome(index, op, effect_id, "not_sent", "halted",
+                           f"an earlier attempt was not sent ({latest.note}); `reel recover` sends it again")
+        return _send(repo, report, impl, effect, index, op, latest, "resent")
     if not recovering:
         return Outcome(index, op, effect_id, "unknown", "halted",
                        f"an earlier attempt's outcome is unknown ({latest.note}); `reel recover` decides by tier")
@@ -303,6 +360,19 @@ def _safe_reconcile(impl: Adapter, effect: Effect, op: str) -> str:
     return found if found in ("succeeded", "absent") else "unknown"
 
 
+def _unsendable(repo: Repo, report: DrainReport, effect: Effect, index: int, op: str, latest: Journal | None,
+                exc: ReelError) -> Outcome:
+    """The effect's adapter cannot be loaded here: journal `not_sent` (no intent: nothing was tried)."""
+    if latest is not None and latest.state == "unknown":
+        return Outcome(index, op, effect.id, "unknown", "halted",
+                       f"an earlier attempt's outcome is unknown ({latest.note}), and its adapter cannot be loaded "
+                       f"to resume it: {exc.message}")
+    note = f"not sent: its adapter cannot be loaded here ({exc.message}); install or register it, then `reel recover`"
+    _journal(repo, report, drainlog.Step(report.record, index, effect.id, op, "not_sent",
+                                         latest.id if latest is not None else None, None, note))
+    return Outcome(index, op, effect.id, "not_sent", "tried" if latest is None else "retried", note)
+
+
 def _send(repo: Repo, report: DrainReport, impl: Adapter, effect: Effect, index: int, op: str,
           latest: Journal | None, action: str) -> Outcome:
     attempt = 1 if latest is None else _attempts(repo, report.trunk, op) + 1
@@ -316,15 +386,21 @@ def _send(repo: Repo, report: DrainReport, impl: Adapter, effect: Effect, index:
         result = impl.fire(effect, token, op)
     except StaleEpoch:
         raise
-    except CapabilityViolation as exc:
-        result = Result("failed" if not token.used else "unknown", note=f"adapter refused: {exc.message}")
-    except Exception as exc:  # noqa: BLE001  (an adapter's crash after the intent is an unknown outcome)
-        result = Result("unknown" if token.used else "failed", note=f"adapter raised {exc!r}")
-    if not token.used and result.state != "failed":
-        result = Result("failed", note="the adapter did not present its fire token, so nothing was sent")
+    except NotSent as exc:
+        result = Result("not_sent", note=f"not sent: {exc}")
+    except Exception as exc:  # noqa: BLE001  (an adapter's crash after its token was used is an unknown outcome)
+        what = exc.message if isinstance(exc, ReelError) else repr(exc)
+        result = (Result("unknown", note=f"the adapter raised {what} after presenting its fire token; the request "
+                                         "may have left") if token.used
+                  else Result("not_sent", note=f"not sent: the adapter raised {what} before presenting its fire token"))
+    if not token.used and result.state != "not_sent":
+        result = Result("not_sent", note="not sent: the adapter did not present its fire token"
+                                         + (f" ({result.note})" if result.note else ""))
     crash_point("drain:after-send")
-    state = result.state if result.state in ("succeeded", "failed", "unknown") else "unknown"
+    state = result.state if result.state in FATES else "unknown"
     note = result.note or f"{state} on attempt {attempt}"
+    if state == "not_sent":
+        action = "tried" if action == "sent" else "retried"
     report.deferred = drainlog.Step(report.record, index, effect.id, op, state, intent.id,
                                     dict(result.receipt) or None, note)
     return Outcome(index, op, effect.id, state, action, note)

@@ -22,7 +22,7 @@ from reelstore.objects import Effect, Finding, Hash, Journal, Record
 if TYPE_CHECKING:
     from reelstore.storage.repo import Repo
 
-UNRESOLVED = ("pending", "unknown")
+UNRESOLVED = ("pending", "not_sent", "unknown")
 MAX_RECORDS = 1 << 32
 
 
@@ -66,6 +66,10 @@ class Operation:
     def next_action(self) -> str:
         if self.state == "pending":
             return "`reel recover` drains it (nothing was sent: no intent was journaled)"
+        if self.state == "not_sent":
+            return ("fix what stopped it (see the evidence), then `reel recover` sends it again: nothing of it left, "
+                    f"so this is safe whatever its tier; or give it up with `reel reconcile {self.op} --outcome "
+                    "absent --evidence TEXT --observer NAME`")
         if self.state != "unknown":
             return "none"
         return {
@@ -156,13 +160,17 @@ def find(repo: Repo, name: str) -> Operation:
 
 
 def reconcile(repo: Repo, name: str, outcome: str, evidence: str, observer: str) -> tuple[Operation, Finding]:
-    """Store the operator's finding about an unknown operation and settle it (never sends anything)."""
+    """Store the operator's finding about an unknown operation and settle it (never sends anything).
+    A not-sent operation can be given up (`absent`), never declared succeeded: nothing of it left."""
     if outcome not in ("succeeded", "absent"):
         raise BadInput(f"--outcome must be succeeded or absent, not {outcome!r}")
     if not evidence.strip() or not observer.strip():
         raise BadInput("a finding needs --evidence and --observer")
     found = find(repo, name)
-    if found.state != "unknown" or found.latest is None:
+    if found.state == "not_sent" and outcome == "succeeded":
+        raise BadInput(f"operation {found.op} was not sent: nothing of it left this store, so it cannot have "
+                       "succeeded; `reel recover` sends it again, or `--outcome absent` gives it up")
+    if found.state not in ("unknown", "not_sent") or found.latest is None:
         if found.state == "pending":
             raise BadInput(f"operation {found.op} is pending, not unknown: nothing was sent; `reel recover` drains it")
         raise Conflict(f"operation {found.op} is already {found.state}; only an unknown outcome is reconciled")

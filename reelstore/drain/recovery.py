@@ -2,8 +2,9 @@
 
 The new epoch fences every drainer still alive from before (it can neither journal nor fire). Each
 record whose effects are not all settled is drained again in trunk order with `recovering=True`:
-keyed effects are resent with the same key, queryable and two-phase ones are reconciled first, blind
-ones stay unknown. A record committed whose drain never journaled anything is drained from the start.
+an effect journaled `not_sent` is sent again whatever its tier (nothing of it left); an unknown keyed
+effect is resent with the same key, queryable and two-phase ones are reconciled first, blind ones stay
+unknown. A record committed whose drain never journaled anything is drained from the start.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from reelstore.drain import epoch as epochs
 from reelstore.drain import hold as holds
 from reelstore.drain import log as drainlog
-from reelstore.drain.drainer import DrainReport, drain, record_effects, record_ops
+from reelstore.drain.drainer import DrainReport, drain, failed_message, failed_next, record_effects, record_ops
 from reelstore.drain.ops import own_records, trunks
-from reelstore.errors import OutcomeUnknown
+from reelstore.errors import EffectFailed, OutcomeUnknown
 from reelstore.objects import Hash
 
 if TYPE_CHECKING:
@@ -30,21 +31,34 @@ class RecoveryReport:
 
     @property
     def unknown(self) -> list[str]:
-        return [d.halted.op for d in self.drains if d.halted is not None]
+        return [d.halted.op for d in self.drains if d.halted is not None and d.halted.state == "unknown"]
+
+    @property
+    def not_sent(self) -> list[str]:
+        return [o.op for d in self.drains for o in d.outcomes if o.state == "not_sent"]
 
     def check(self) -> None:
-        """E011 if any operation is still unknown (the command exits 7), E012 if a hold stopped it."""
+        """Raise unless every effect of every record drained succeeded: E012 if a hold stopped it,
+        E011 if an operation is still unknown (exit 7), E017 if one failed or was not sent (exit 9)."""
         for d in self.drains:
             if d.held is not None:
                 d.check()
+        failed = [o for d in self.drains for o in d.undone]
         if self.unknown:
+            also = f" Also not done: {', '.join(o.op for o in failed)}." if failed else ""
             raise OutcomeUnknown(f"{len(self.unknown)} operation(s) still unknown: {', '.join(self.unknown)}. "
                                  "Nothing after them was sent. Inspect with `reel ops --unresolved`, record what you "
                                  "establish with `reel reconcile OP --outcome succeeded|absent --evidence TEXT "
-                                 "--observer NAME`, then run `reel recover` again", ops=self.unknown)
+                                 f"--observer NAME`, then run `reel recover` again.{also}",
+                                 ops=[*self.unknown, *(o.op for o in failed)], next_action="reel ops --unresolved",
+                                 result=self)
+        if failed:
+            raise EffectFailed(failed_message(failed), ops=[o.op for o in failed], next_action=failed_next(failed),
+                               result=self)
 
     def to_json(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "unknown": self.unknown, "drains": [d.to_json() for d in self.drains]}
+        return {"epoch": self.epoch, "unknown": self.unknown, "not_sent": self.not_sent,
+                "drains": [d.to_json() for d in self.drains]}
 
 
 def unfinished(repo: Repo) -> list[tuple[str, Hash]]:

@@ -13,7 +13,7 @@ from reelstore.codec import FrozenMap
 from reelstore.objects.block import Object, register, v_enum, v_hash, v_int, v_map, v_opt, v_str
 from reelstore.objects.hash import Hash
 
-STATES = ("unknown", "succeeded", "failed", "absent")
+STATES = ("unknown", "succeeded", "failed", "absent", "not_sent")
 OUTCOMES = ("succeeded", "absent")
 
 

@@ -2,11 +2,12 @@
 then a calm phase and the invariants. The real kernel verbs and the real drain run against an
 in-memory store; crashes, zombies and races are injected at the code's named crash points.
 
-Faults: a crash at any crash point (the simulated process unwinds and is gone); a lost request, a lost
-response, a refusal or a lost status answer at the target; a torn batch of object writes or a lost
-ref write; a zombie drainer that pauses while a recovery takes over and then carries on with its
-stale epoch; a concurrent committer, or an abort of the very view being committed, run in the middle
-of a commit.
+Faults: a crash at any crash point (the simulated process unwinds and is gone); a request that could
+not leave (`not_sent`: returned, raised as NotSent, or a local check failing before the fire token is
+presented), a lost request, a lost response, a refusal or a lost status answer at the target; a torn
+batch of object writes or a lost ref write; a zombie drainer that pauses while a recovery takes over
+and then carries on with its stale epoch; a concurrent committer, or an abort of the very view being
+committed, run in the middle of a commit.
 """
 
 from __future__ import annotations
@@ -249,14 +250,29 @@ class Run:
                 v.append(f"{o.effect.op['id']} ({tier}) committed but silently never drained")
             elif o.state == "unknown":
                 v.append(f"{o.effect.op['id']} ({tier}) still unknown after the calm phase")
+            elif o.state == "not_sent":
+                v.append(f"{o.effect.op['id']} ({tier}) still not sent after the calm phase's recovery")
             elif o.state == "succeeded" and n != 1:
                 v.append(f"{o.effect.op['id']} ({tier}) succeeded but reached the target {n} times")
             elif o.state in ("failed", "absent") and n != 0:
                 v.append(f"{o.effect.op['id']} ({tier}) is {o.state} but reached the target {n} times")
         self.check_refs_and_chains()
+        self.check_not_sent_is_true()
         if any(b < a for a, b in zip(self.epochs, self.epochs[1:])):
             v.append(f"the epoch went back: {self.epochs}")
         self.result.counts["seeds"] += 1
+
+    def check_not_sent_is_true(self) -> None:
+        """The drain journals `not_sent` only for attempts the world stopped before anything left."""
+        journaled: Counter[str] = Counter()
+        for trunk in ops.trunks(self.repo):
+            for entry in drainlog.walk(self.repo, self.repo.refs.get(drainlog.ref_name(trunk))):
+                if entry.state == "not_sent":
+                    journaled[entry.op] += 1
+        for op, n in journaled.items():
+            if n > self.world.unsent[op]:
+                self.result.violations.append(f"{op} journaled not_sent {n} times, but the world stopped only "
+                                              f"{self.world.unsent[op]} of its attempts before they left")
 
     def check_refs_and_chains(self) -> None:
         v, repo = self.result.violations, self.repo

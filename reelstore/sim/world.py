@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reelstore.adapters.base import Adapter, Admission, Result, register
+from reelstore.adapters.base import Adapter, Admission, NotSent, Result, register
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import Hash, Object
 from reelstore.storage.object_store import MemoryObjectStore
@@ -38,10 +38,12 @@ class Rates:
     status_lost: float = 0.05
     object_write: float = 0.01
     ref_write: float = 0.01
+    unsent: float = 0.04
+    """The request could not leave (no connection, a local check, a missing secret): `not_sent`."""
 
     @classmethod
     def calm(cls) -> Rates:
-        return cls(0, 0, 0, 0, 0, 0)
+        return cls(0, 0, 0, 0, 0, 0, 0)
 
 
 @dataclass
@@ -55,11 +57,28 @@ class World:
     keyed: set[str] = field(default_factory=set)
     counts: Counter[str] = field(default_factory=Counter)
     """Faults injected and fences hit, by kind."""
+    unsent: Counter[str] = field(default_factory=Counter)
+    """op id -> how many attempts the world stopped before anything left (the drain may journal no more)."""
 
     def chance(self, p: float) -> bool:
         return p > 0 and self.rng.random() < p
 
+    def local_refusal(self, op_id: str) -> bool:
+        """A check before the fire token is presented fails (the adapter raises; nothing left)."""
+        if self.chance(self.rates.unsent / 4):
+            self.counts["not-sent-local"] += 1
+            self.unsent[op_id] += 1
+            return True
+        return False
+
     def deliver(self, tier: str, op_id: str, payload: str) -> Result:
+        if self.chance(self.rates.unsent):
+            self.unsent[op_id] += 1
+            if self.rng.random() < 0.5:
+                self.counts["not-sent-raised"] += 1
+                raise NotSent("simulated: the connection could not be made")
+            self.counts["not-sent"] += 1
+            return Result("not_sent", note="simulated: the name did not resolve")
         if self.chance(self.rates.lost_request):
             self.counts["lost-request"] += 1
             return Result("unknown", note="the request was lost on the way")
@@ -117,8 +136,11 @@ class SimAdapter(Adapter):
         return Admission(f"sim:{tier}:{payload}", "C", tier)
 
     def fire(self, effect: Effect, token: Any, op_id: str) -> Result:
+        world = world_of(self.repo)
+        if world.local_refusal(op_id):
+            raise BadInput("simulated local precondition failed")
         token.consume(effect.id)
-        return world_of(self.repo).deliver(effect.delivery, op_id, str(effect.op["id"]))
+        return world.deliver(effect.delivery, op_id, str(effect.op["id"]))
 
     def reconcile(self, effect: Effect, op_id: str) -> str:
         if effect.delivery not in ("queryable", "two-phase"):
