@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.cli.progress import end_progress, tty_progress
 from reelstore.errors import StorageError
 from reelstore.maintenance.fsck import fsck as do_fsck
-from reelstore.plumbing.repack import end_progress, tty_progress
 
 
 @click.command("fsck")
@@ -19,7 +19,7 @@ def fsck(ctx: Context, full: bool, unreachable: bool) -> None:
     """Re-hash every object, check packs, walk from every ref and reflog, check record and journal chains."""
     repo = ctx.repo
     progress = tty_progress()
-    report = do_fsck(repo, full=full, progress=(lambda s, n: progress(s, n, None)) if progress else None)
+    report = do_fsck(repo, full=full, progress=progress.count if progress else None)
     end_progress(progress)
     lines = list(report.problems)
     if unreachable:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.cli.progress import tty_progress
+from reelstore.cli.progress import end_progress, tty_progress
 
 
 def _default_dir(url: str) -> str:
@@ -24,7 +24,9 @@ def clone(ctx: Context, url: str, directory: str | None) -> None:
     from reelstore import sync  # on use: it loads dulwich, which most commands never need
 
     base = Path(ctx.directory or ".") / (directory or _default_dir(url))
-    repo, res = sync.clone(url, base, tty_progress())
+    progress = tty_progress()
+    repo, res = sync.clone(url, base, progress.line if progress else None)
+    end_progress(progress)
     local = sorted(name for name, _ in repo.refs.list("refs/") if name.startswith(("refs/heads/", "refs/views/")))
     ctx.emit({"path": str(repo.path), "trunk": repo.trunk, **res.to_json(), "checked_out": local},
              f"Cloned {url} into {repo.path} ({res.objects} objects; {', '.join(local)})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.cli.progress import tty_progress
+from reelstore.cli.progress import end_progress, tty_progress
 
 
 @click.command("fetch")
@@ -16,7 +16,9 @@ def fetch(ctx: Context, remote: str) -> None:
     one bad object refuses the whole fetch (E007, exit 3) and stores nothing."""
     from reelstore import sync  # on use: it loads dulwich, which most commands never need
 
-    res = sync.fetch(ctx.repo, remote, tty_progress())
+    progress = tty_progress()
+    res = sync.fetch(ctx.repo, remote, progress.line if progress else None)
+    end_progress(progress)
 
     def text() -> str:
         lines = [f"From {res.url} ({res.objects} new objects)"]

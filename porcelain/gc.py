@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.cli.progress import end_progress, tty_progress
 from reelstore.maintenance.gc import gc as do_gc
-from reelstore.plumbing.repack import end_progress, tty_progress
 
 
 @click.command("gc")
@@ -24,7 +24,8 @@ def gc(ctx: Context, prune: str | None, no_prune: bool, dry_run: bool, wait_s: f
     if no_prune and prune:
         raise click.UsageError("--prune and --no-prune exclude each other")
     progress = tty_progress()
-    report = do_gc(ctx.repo, "never" if no_prune else prune, dry_run=dry_run, progress=progress, wait_s=wait_s)
+    report = do_gc(ctx.repo, "never" if no_prune else prune, dry_run=dry_run,
+                   progress=progress.count if progress else None, wait_s=wait_s)
     end_progress(progress)
     verb = "would delete" if dry_run else "deleted"
     lines = [f"{verb} {h.hex()}" for h in report.pruned_ids] if verbose else []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.cli.progress import tty_progress
+from reelstore.cli.progress import end_progress, tty_progress
 
 
 @click.command("push")
@@ -20,7 +20,9 @@ def push(ctx: Context, remote: str, refs: tuple[str, ...]) -> None:
     """
     from reelstore import sync  # on use: it loads dulwich, which most commands never need
 
-    res = sync.push(ctx.repo, remote, list(refs) or None, tty_progress())
+    progress = tty_progress()
+    res = sync.push(ctx.repo, remote, list(refs) or None, progress.line if progress else None)
+    end_progress(progress)
 
     def text() -> str:
         lines = [f"{r.status:>12}  {r.ref}  {r.new.hex()[:12]}" for r in res.refs]
