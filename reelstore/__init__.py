@@ -6,13 +6,16 @@ from typing import Any
 
 from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
 
-__all__ = ["EffectFailed", "OutcomeUnknown", "ReelError", "Store"]
+__all__ = ["AsyncStore", "EffectFailed", "HttpRequest", "OutcomeUnknown", "ReelError", "Store", "ViewHandle"]
+
+_HOMES = {"AsyncStore": "reelstore.aio", "HttpRequest": "reelstore.adapters.http_request",
+          "Store": "reelstore.api", "ViewHandle": "reelstore.api"}
 
 
 def __getattr__(name: str) -> Any:
     # Lazy, so `import reelstore.codec` does not load the whole kernel.
-    if name == "Store":
-        from reelstore.api import Store
+    if name in _HOMES:
+        import importlib
 
-        return Store
+        return getattr(importlib.import_module(_HOMES[name]), name)
     raise AttributeError(f"module 'reelstore' has no attribute {name!r}")

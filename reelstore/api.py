@@ -21,14 +21,22 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from reelstore.adapters.http_request import HttpRequest
 from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.history import LogEntry, log
 from reelstore.kernel.views import live_views, view_ref
 from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
+
+if TYPE_CHECKING:  # imported where used: most callers never need gc, recovery or dulwich
+    from reelstore.drain.ops import Operation
+    from reelstore.drain.recovery import RecoveryReport
+    from reelstore.maintenance.gc import GcReport
+    from reelstore.objects import Finding
+    from reelstore.sync import FetchResult, PushResult
 
 
 def _caps(caps: Iterable[Capability | str] | None) -> list[Capability] | None:
@@ -71,11 +79,14 @@ class ViewHandle:
     def effect(
         self,
         adapter: str,
-        op: Mapping[str, Any],
+        op: Mapping[str, Any] | HttpRequest,
         effect_class: str | None = None,
         version_ref: Mapping[str, Any] | None = None,
     ) -> Effect:
-        """Queue a Class B or C effect; it fires only if this view's changes reach a trunk."""
+        """Queue a Class B or C effect; it fires only if this view's changes reach a trunk. `op` is the
+        adapter's operation map, or an `HttpRequest` for the http adapter."""
+        if isinstance(op, HttpRequest):
+            op = op.to_op()
         return kernel.effect(self.repo, self.name, adapter, op, effect_class, version_ref)
 
     def status(self) -> dict[str, Any]:
@@ -117,6 +128,24 @@ class Store:
     @classmethod
     def init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK) -> Store:
         return cls(Repo.init(path, trunk))
+
+    @classmethod
+    def open_or_init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK) -> Store:
+        """The store at `path` (its `.reel`, or `path` itself if it is one), created there if there is none.
+        Unlike `open`, it never walks up to a parent's store."""
+        where = Path(path)
+        for candidate in (where / ".reel", where):
+            if (candidate / "config").is_file() and (candidate / "objects").is_dir():
+                return cls(Repo.open(candidate))
+        return cls.init(where, trunk)
+
+    @classmethod
+    def clone(cls, url: str, directory: Path | str) -> tuple[Store, FetchResult]:
+        """A new store at `directory` from the git remote `url` (sync, DESIGN §7)."""
+        from reelstore import sync
+
+        repo, result = sync.clone(url, directory)
+        return cls(repo), result
 
     @classmethod
     def memory(cls, trunk: str = DEFAULT_TRUNK) -> Store:
@@ -190,6 +219,57 @@ class Store:
     def handle(self, name: str) -> ViewHandle:
         return ViewHandle(self, name)
 
+    # maintenance and the operator surface, as `reel gc`, `ops`, `reconcile`, `recover`, `hold`, `release`
+
+    def gc(self, prune: str | None = None, *, dry_run: bool = False) -> GcReport:
+        """Mark from every ref, pack, and delete unreachable objects older than `prune` (default
+        gc.pruneExpire; "now" deletes every unreachable one, "never" none)."""
+        from reelstore.maintenance.gc import gc
+
+        return gc(self.repo, prune, dry_run=dry_run)
+
+    def ops(self, unresolved: bool = False) -> list[Operation]:
+        """The operations committed records owe: state, evidence and the next action for each."""
+        from reelstore.drain.ops import list_ops
+
+        return list_ops(self.repo, unresolved)
+
+    def reconcile(self, op: str, outcome: str, evidence: str, observer: str) -> tuple[Operation, Finding]:
+        """Settle an unknown operation with an operator's attributed evidence (`succeeded` or
+        `absent`); nothing is sent."""
+        from reelstore.drain.ops import reconcile
+
+        return reconcile(self.repo, op, outcome, evidence, observer)
+
+    def recover(self) -> RecoveryReport:
+        """Fence older drainers with a new epoch and resume every unfinished drain, per delivery tier."""
+        from reelstore.drain.recovery import recover
+
+        return recover(self.repo)
+
+    def hold(self, why: str, by: str = "") -> dict[str, Any]:
+        """Stop all effect admission and draining until `release`."""
+        from reelstore.drain import hold
+
+        return hold.hold(self.repo, why, by)
+
+    def release(self) -> dict[str, Any] | None:
+        from reelstore.drain import hold
+
+        return hold.release(self.repo)
+
+    # sync
+
+    def push(self, remote: str = "origin", refs: list[str] | None = None) -> PushResult:
+        from reelstore import sync
+
+        return sync.push(self.repo, remote, refs)
+
+    def fetch(self, remote: str = "origin") -> FetchResult:
+        from reelstore import sync
+
+        return sync.fetch(self.repo, remote)
+
 
 def checked(result: kernel.CommitResult, check: bool = True) -> kernel.CommitResult:
     """`result`, after raising OutcomeUnknown / EffectFailed (carrying it) if an effect did not succeed."""
@@ -198,4 +278,4 @@ def checked(result: kernel.CommitResult, check: bool = True) -> kernel.CommitRes
     return result
 
 
-__all__: Sequence[str] = ("EffectFailed", "OutcomeUnknown", "ReelError", "Store", "ViewHandle")
+__all__: Sequence[str] = ("EffectFailed", "HttpRequest", "OutcomeUnknown", "ReelError", "Store", "ViewHandle")

@@ -1,0 +1,189 @@
+"""The asyncio API: `AsyncStore` and `AsyncViewHandle`, the same verbs as `Store` as coroutines.
+
+    store = AsyncStore.open_or_init("shop")
+    async with store.view("attempt-1") as v:
+        await v.put("notes/plan.txt", "refund order 42\\n")
+        await v.effect("http", HttpRequest("POST", "https://api.example.com/refund", json={"order": 42}))
+    # clean exit: committed and drained, without blocking the event loop; an exception: aborted.
+
+Every verb runs in a worker thread, so a drain waiting on a slow target never blocks the loop.
+Threads and stores: a `Store` (its repo, its caches) is used by one thread at a time. For a store on
+disk, each worker thread opens its own `Store` on the same directory, exactly as separate processes
+do: the ref compare-and-swap and the drain's locks keep them consistent, so many views can commit
+concurrently. An in-memory store has one `Store`, and its verbs run one at a time under a lock.
+
+Cancellation never interrupts a verb: cancelling a task that awaits `commit` stops the waiting, but
+the commit, its drain and every journal append run to their end in the worker thread (an effect is
+never left half-journaled by a cancel). Exceptions are the synchronous API's, raised in the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from reelstore.adapters.http_request import HttpRequest
+from reelstore.api import Store, ViewHandle
+from reelstore.kernel import verbs as kernel
+from reelstore.kernel.history import LogEntry
+from reelstore.objects import Capability, Effect, Hash
+from reelstore.storage.repo import DEFAULT_TRUNK
+
+T = TypeVar("T")
+
+
+class AsyncStore:
+    """A store whose verbs are coroutines. Make one with `open`, `init`, `open_or_init` or `memory`."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._path = store.repo.path
+        self._local = threading.local()
+        self._lock = threading.Lock() if self._path is None else None
+
+    @classmethod
+    def open(cls, path: Path | str | None = None) -> AsyncStore:
+        return cls(Store.open(path))
+
+    @classmethod
+    def init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK) -> AsyncStore:
+        return cls(Store.init(path, trunk))
+
+    @classmethod
+    def open_or_init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK) -> AsyncStore:
+        return cls(Store.open_or_init(path, trunk))
+
+    @classmethod
+    def memory(cls, trunk: str = DEFAULT_TRUNK) -> AsyncStore:
+        return cls(Store.memory(trunk))
+
+    @property
+    def store(self) -> Store:
+        """The synchronous store of the calling thread."""
+        if self._path is None:
+            return self._store
+        mine: Store | None = getattr(self._local, "store", None)
+        if mine is None:
+            mine = self._local.store = Store.open(self._path)
+        return mine
+
+    async def run(self, fn: Callable[[Store], T]) -> T:
+        """Run `fn(store)` in a worker thread with that thread's `Store`; the result or its exception."""
+        def call() -> T:
+            if self._lock is None:
+                return fn(self.store)
+            with self._lock:
+                return fn(self.store)
+
+        return await asyncio.shield(asyncio.to_thread(call))
+
+    async def fork(self, name: str, source: str | None = None, caps: Iterable[Capability | str] | None = None,
+                   boundary: str | None = None) -> AsyncViewHandle:
+        caps = list(caps) if caps is not None else None
+        await self.run(lambda s: s.fork(name, source, caps, boundary))
+        return AsyncViewHandle(self, name)
+
+    def handle(self, name: str) -> AsyncViewHandle:
+        return AsyncViewHandle(self, name)
+
+    @asynccontextmanager
+    async def view(self, name: str, source: str | None = None, caps: Iterable[Capability | str] | None = None,
+                   boundary: str | None = None, message: str = "", check: bool = True
+                   ) -> AsyncIterator[AsyncViewHandle]:
+        """Fork a view for the block: commit on clean exit, abort if the block raises (or is cancelled).
+        The commit raises EffectFailed / OutcomeUnknown as `Store.view`'s does, unless `check=False`."""
+        handle = await self.fork(name, source, caps, boundary)
+        try:
+            yield handle
+        except BaseException:
+            if await handle.live():
+                await handle.abort()
+            raise
+        if await handle.live():
+            await handle.commit(message, check=check)
+
+    async def commit(self, name: str, message: str = "", check: bool = True) -> kernel.CommitResult:
+        return await self.run(lambda s: s.commit(name, message, check=check))
+
+    async def abort(self, name: str) -> list[str]:
+        return await self.run(lambda s: s.abort(name))
+
+    async def status(self, name: str) -> Any:
+        return await self.run(lambda s: s.status(name))
+
+    async def views(self) -> Any:
+        return await self.run(lambda s: s.views())
+
+    async def log(self, trunk: str | None = None, limit: int | None = None) -> list[LogEntry]:
+        return await self.run(lambda s: s.log(trunk, limit))
+
+    async def ops(self, unresolved: bool = False) -> Any:
+        return await self.run(lambda s: s.ops(unresolved))
+
+    async def recover(self) -> Any:
+        return await self.run(lambda s: s.recover())
+
+    async def gc(self, prune: str | None = None, *, dry_run: bool = False) -> Any:
+        return await self.run(lambda s: s.gc(prune, dry_run=dry_run))
+
+
+class AsyncViewHandle:
+    """A live view by name; every method is a coroutine over `ViewHandle`'s verb of the same name."""
+
+    def __init__(self, store: AsyncStore, name: str) -> None:
+        self.store = store
+        self.name = name
+        self.result: kernel.CommitResult | None = None
+        """Set when `AsyncStore.view`'s block exits cleanly and commits."""
+
+    def _on(self, fn: Callable[[ViewHandle], T]) -> Any:
+        return self.store.run(lambda s: fn(s.handle(self.name)))
+
+    async def live(self) -> bool:
+        return bool(await self._on(lambda h: h.live))
+
+    async def put(self, path: str, data: bytes | str) -> Hash:
+        return await self._on(lambda h: h.put(path, data))
+
+    async def get(self, path: str) -> bytes:
+        return await self._on(lambda h: h.get(path))
+
+    async def rm(self, path: str) -> None:
+        await self._on(lambda h: h.rm(path))
+
+    async def ls(self, prefix: str = "") -> list[tuple[str, Hash]]:
+        return await self._on(lambda h: h.ls(prefix))
+
+    async def effect(self, adapter: str, op: Mapping[str, Any] | HttpRequest, effect_class: str | None = None,
+                     version_ref: Mapping[str, Any] | None = None) -> Effect:
+        return await self._on(lambda h: h.effect(adapter, op, effect_class, version_ref))
+
+    async def status(self) -> Any:
+        return await self._on(lambda h: h.status())
+
+    async def diff(self) -> Any:
+        return await self._on(lambda h: h.diff())
+
+    async def commit(self, message: str = "", check: bool = True) -> kernel.CommitResult:
+        """Commit; `result` is set before EffectFailed / OutcomeUnknown is raised (unless `check=False`)."""
+        def run(h: ViewHandle) -> kernel.CommitResult:
+            try:
+                return h.commit(message, check=check)
+            finally:
+                self.result = h.result
+
+        return await self._on(run)
+
+    async def abort(self) -> list[str]:
+        return await self._on(lambda h: h.abort())
+
+    async def fork(self, name: str, caps: Iterable[Capability | str] | None = None,
+                   boundary: str | None = None) -> AsyncViewHandle:
+        return await self.store.fork(name, f"refs/views/{self.name}", caps, boundary)
+
+    def __repr__(self) -> str:
+        return f"AsyncViewHandle({self.name!r})"
