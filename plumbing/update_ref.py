@@ -12,7 +12,7 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.refargs import full_ref, new_value, old_value, principal
 from reelstore.errors import BadInput
 from reelstore.objects import Hash
-from reelstore.storage.refs import ANY, RefTransaction
+from reelstore.storage.refs import ANY, RefTransaction, check_target
 from reelstore.storage.repo import Repo
 
 
@@ -118,16 +118,24 @@ class Session:
         self.closed = True
 
 
+def _target(repo: Repo, name: str, text: str) -> Hash | None:
+    """The new value of `name`, refused (E014) unless it has the kind the ref's namespace needs."""
+    new = new_value(repo, text)
+    if new is not None:
+        check_target(name, repo.objects.get(new).kind)
+    return new
+
+
 def add(repo: Repo, tx: RefTransaction, verb: str, args: list[str]) -> None:
     """Add one protocol command (`update`, `create`, `delete`, `verify`) to `tx`."""
     name = full_ref(repo, args[0])
     if verb == "create":
-        new = new_value(repo, args[1])
+        new = _target(repo, name, args[1])
         if new is None:
             raise BadInput(f"create {name}: the new value cannot be zero")
         tx.create(name, new)
     elif verb == "update":
-        new = new_value(repo, args[1])
+        new = _target(repo, name, args[1])
         old = old_value(repo, args[2]) if len(args) > 2 else ANY
         if new is None:
             _delete(repo, tx, name, old)

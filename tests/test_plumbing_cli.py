@@ -10,7 +10,7 @@ from pathlib import Path
 
 from conftest import REEL
 
-from reelstore.objects import ZERO_HEX, Blob, Tree
+from reelstore.objects import ZERO_HEX, Blob, Record, Tree, View
 from reelstore.storage.repo import Repo
 
 HEX = re.compile(r"[0-9a-f]{64}")
@@ -20,6 +20,23 @@ def _blob(run, data: bytes) -> str:
     out = run("hash-object", "-w", "--stdin", input=data)
     assert out.exit_code == 0, out.output
     return out.stdout.strip()
+
+
+def _record(tmp_path: Path, tag: str) -> str:
+    """A record (a trunk's ref must point at one) on top of the trunk's root, stored; its id."""
+    repo = Repo.open(tmp_path)
+    root = repo.refs["refs/heads/main"]
+    rec = Record(root, repo.objects.get_as(root, Record).namespace, message=tag)
+    repo.objects.put(rec)
+    return rec.id.hex()
+
+
+def _view(tmp_path: Path) -> str:
+    repo = Repo.open(tmp_path)
+    root = repo.refs["refs/heads/main"]
+    view = View("refs/heads/main", root, repo.objects.get_as(root, Record).namespace)
+    repo.objects.put(view)
+    return view.id.hex()
 
 
 def _ref(tmp_path: Path, name: str) -> str | None:
@@ -110,7 +127,7 @@ def test_cat_file_batch_formats(run, tmp_path: Path):
 
 def test_update_ref_cas(run, tmp_path: Path):
     run("init")
-    a, b = _blob(run, b"a"), _blob(run, b"b")
+    a, b = _record(tmp_path, "a"), _record(tmp_path, "b")
     assert run("update-ref", "-m", "create x", "refs/heads/x", a, ZERO_HEX).exit_code == 0
     stale = run("update-ref", "refs/heads/x", b, b)
     assert stale.exit_code == 5 and stale.stderr.startswith("error: E002:")
@@ -131,9 +148,24 @@ def test_update_ref_cas(run, tmp_path: Path):
     assert run("update-ref", "refs/heads/x").exit_code == 2
 
 
+def test_update_ref_refuses_a_target_of_the_wrong_kind(run, tmp_path: Path):
+    """Finding 8 of issue 11: a trunk holds a record, a view ref a view, a drain ref a journal entry."""
+    run("init")
+    blob, view, rec = _blob(run, b"a"), _view(tmp_path), _record(tmp_path, "r")
+    for name, target in (("refs/heads/x", blob), ("refs/heads/x", view), ("refs/views/v", rec),
+                         ("refs/drains/main", rec)):
+        out = run("update-ref", name, target)
+        assert out.exit_code == 6 and "must point at a" in out.stderr, (name, out.output)
+        assert _ref(tmp_path, name) is None
+    out = run("update-ref", "--stdin", input=f"create refs/heads/ok {rec}\ncreate refs/views/bad {blob}\n")
+    assert out.exit_code == 6 and _ref(tmp_path, "refs/heads/ok") is None
+    assert run("update-ref", "refs/views/v", view).exit_code == 0
+    assert run("update-ref", "refs/remotes/o/anything", blob).exit_code == 0
+
+
 def test_update_ref_stdin_is_all_or_nothing(run, tmp_path: Path):
     run("init")
-    a, b = _blob(run, b"a"), _blob(run, b"b")
+    a, b = _record(tmp_path, "a"), _record(tmp_path, "b")
     main = _ref(tmp_path, "refs/heads/main")
     bad = run("update-ref", "--stdin", input=f"create refs/heads/p {a}\nupdate main {b} {a}\n")
     assert bad.exit_code == 5
@@ -161,7 +193,7 @@ def test_update_ref_stdin_is_all_or_nothing(run, tmp_path: Path):
 
 def test_update_ref_reports_a_stale_lock(run, tmp_path: Path):
     run("init")
-    a = _blob(run, b"a")
+    a = _record(tmp_path, "a")
     main = _ref(tmp_path, "refs/heads/main")
     (tmp_path / ".reel/refs/heads/main.lock").write_bytes(b"")
     out = run("update-ref", "main", a, main)
@@ -174,7 +206,7 @@ def test_update_ref_reports_a_stale_lock(run, tmp_path: Path):
 
 def test_show_ref_and_for_each_ref(run, tmp_path: Path):
     run("init")
-    a = _blob(run, b"a")
+    a = _view(tmp_path)
     main = _ref(tmp_path, "refs/heads/main")
     run("update-ref", "refs/views/main", a)
     run("update-ref", "refs/views/w/deep", a)
@@ -189,7 +221,7 @@ def test_show_ref_and_for_each_ref(run, tmp_path: Path):
     assert json.loads(run("--json", "show-ref", "--views").stdout)[1] == {"ref": "refs/views/w/deep", "id": a}
     assert run("for-each-ref").stdout.splitlines()[0] == f"{main} record\trefs/heads/main"
     fmt = run("for-each-ref", "--format", "%(refname:short)|%(objecttype)|%(objectname:short)%%", "refs/views")
-    assert fmt.stdout == f"views/main|blob|{a[:12]}%\nw/deep|blob|{a[:12]}%\n"
+    assert fmt.stdout == f"views/main|view|{a[:12]}%\nw/deep|view|{a[:12]}%\n"
     glob = run("for-each-ref", "--format", "%(refname)", "refs/*/w/*")
     assert glob.stdout == "refs/views/w/deep\n"
     assert run("for-each-ref", "--format", "%(bogus)").exit_code == 6
@@ -200,7 +232,7 @@ def test_show_ref_and_for_each_ref(run, tmp_path: Path):
 
 def test_reflog(run, tmp_path: Path):
     run("init")
-    a, b = _blob(run, b"a"), _blob(run, b"b")
+    a, b = _record(tmp_path, "a"), _record(tmp_path, "b")
     main = _ref(tmp_path, "refs/heads/main")
     run("update-ref", "-m", "to a", "main", a)
     run("update-ref", "-m", "to b", "main", b)
@@ -253,7 +285,8 @@ def test_acceptance_through_real_reel(reel, tmp_path: Path):
     assert HEX.fullmatch(oid)
     assert reel("cat-file", "-p", oid, check=True).stdout == b"hi\n"
     main = _ref(tmp_path, "refs/heads/main")
-    stale = reel("update-ref", "refs/heads/main", oid, oid)
+    rec = _record(tmp_path, "r")
+    stale = reel("update-ref", "refs/heads/main", rec, rec)
     assert stale.returncode == 5 and stale.stderr.startswith(b"error: E002:")
     assert _ref(tmp_path, "refs/heads/main") == main
     env = {**os.environ, "REEL_DIR": str(tmp_path / ".reel")}

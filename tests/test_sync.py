@@ -216,6 +216,21 @@ def test_tampered_remote_is_refused_and_nothing_is_stored(tmp_path: Path, remote
     assert not (tmp_path / "c").exists()
 
 
+def test_a_remote_trunk_at_a_blob_is_refused_by_fetch_and_clone(tmp_path: Path, remote: Path) -> None:
+    """Finding 8 of issue 11: a well-formed remote whose trunk names a blob must not be cloned exit 0."""
+    blob = Blob(b"a blob, not a record")
+    _plant(remote, blob.id.hex(), blob.encode(), blob.id.hex())
+    b = Repo.init(tmp_path / "b")
+    sync.add_remote(b, "origin", str(remote))
+    before = sorted(b.objects)
+    with pytest.raises(StorageError, match="must point at a record, not a blob"):
+        sync.fetch(b, "origin")
+    assert sorted(b.objects) == before and b.refs.list("refs/remotes/") == []
+    with pytest.raises(StorageError, match="must point at a record"):
+        sync.clone(str(remote), tmp_path / "c")
+    assert not (tmp_path / "c").exists()
+
+
 def test_remotes_are_configured_and_removed(store_a: Repo, remote: Path) -> None:
     grow(store_a, 1, "x")
     sync.push(store_a, "origin")

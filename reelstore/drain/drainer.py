@@ -77,14 +77,6 @@ def commit_message(view: str) -> str:
     return COMMIT_MESSAGE + view
 
 
-def committed_here(repo: Repo, trunk: str) -> set[Hash]:
-    """Records that this store's own commits put on `trunk`. Only these are this store's to drain: a
-    record that arrived from a remote was drained by the store that committed it, and draining it here
-    again would send its effects twice. Reflogs are local and never travel with a push or a fetch."""
-    log = repo.refs.reflog(f"refs/heads/{trunk}")
-    return {e.new for e in log if e.new is not None and e.message.startswith(COMMIT_MESSAGE)}
-
-
 class FireToken:
     """The capability to send one effect, once, under one epoch. Only the drain can mint one.
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from reelstore.codec import thaw
 from reelstore.drain import epoch as epochs
 from reelstore.drain import log as drainlog
-from reelstore.drain.drainer import blind_reason, committed_here, record_effects, record_ops
-from reelstore.errors import BadInput, Conflict, NotFound
+from reelstore.drain.drainer import COMMIT_MESSAGE, blind_reason, record_effects, record_ops
+from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import Effect, Finding, Hash, Journal, Record
 
 if TYPE_CHECKING:
@@ -116,9 +116,52 @@ def trunk_records(repo: Repo, trunk: str) -> Iterator[tuple[Hash, Record]]:
         head = rec.parent
 
 
+@dataclass
+class Ownership:
+    """Which records of one trunk this store owes drains for, and the evidence for it.
+
+    Only records committed here are ours: one that arrived from a remote was drained by the store that
+    committed it, and draining it here again would send its effects twice (reflogs never travel).
+    Two independent sources say so: the trunk's reflog marks each record committed here (`commit VIEW`
+    lines, each checksummed), and the drain journal's hash chain names every record whose drain has
+    begun. A record is owed if either says so, so no single damaged byte of one source can make an owed
+    operation vanish; a record the journal names but the reflog does not mark is a mismatch, reported
+    (recover and fsck refuse with E007), never resolved by dropping or re-sending anything.
+    """
+
+    trunk: str
+    records: set[Hash]
+    journaled: set[Hash]
+    unverified: int
+    """Commit marks read from legacy reflog lines, which carry no checksum."""
+    mismatches: list[str]
+
+    def check(self) -> None:
+        """E007 naming the first mismatch, if any."""
+        if self.mismatches:
+            raise StorageError(f"which records trunk {self.trunk} owes is inconsistent: {self.mismatches[0]}"
+                               + (f" (and {len(self.mismatches) - 1} more)" if len(self.mismatches) > 1 else "")
+                               + "; run `reel fsck`; nothing is drained or resent until it is repaired",
+                               trunk=self.trunk, mismatches=self.mismatches)
+
+
+def ownership(repo: Repo, trunk: str) -> Ownership:
+    """The records of `trunk` this store owes, from its reflog cross-checked with its drain journal.
+    E007 if the reflog, the drain ref or the journal chain is damaged."""
+    marked: dict[Hash, bool] = {}
+    for entry in repo.refs.reflog(f"refs/heads/{trunk}"):
+        if entry.new is not None and entry.message.startswith(COMMIT_MESSAGE):
+            marked[entry.new] = marked.get(entry.new, False) or entry.verified
+    journaled = {e.record for e in drainlog.index(repo, trunk).latest.values()}
+    mismatches = [f"record {r.hex()} has drain journal entries but the trunk's reflog does not mark it as "
+                  "committed here" for r in sorted(journaled - set(marked), key=bytes)]
+    return Ownership(trunk, set(marked) | journaled, journaled, sum(1 for v in marked.values() if not v),
+                     mismatches)
+
+
 def own_records(repo: Repo, trunk: str) -> list[tuple[Hash, Record]]:
-    """The trunk's records with effects that were committed here (whose drains are ours), newest first."""
-    mine = committed_here(repo, trunk)
+    """The trunk's records with effects that this store owes drains for (see `ownership`), newest first."""
+    mine = ownership(repo, trunk).records
     return [(h, r) for h, r in trunk_records(repo, trunk) if r.effects is not None and h in mine]
 
 

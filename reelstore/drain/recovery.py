@@ -16,7 +16,7 @@ from reelstore.drain import epoch as epochs
 from reelstore.drain import hold as holds
 from reelstore.drain import log as drainlog
 from reelstore.drain.drainer import DrainReport, drain, failed_message, failed_next, record_effects, record_ops
-from reelstore.drain.ops import own_records, trunks
+from reelstore.drain.ops import own_records, ownership, trunks
 from reelstore.errors import EffectFailed, OutcomeUnknown
 from reelstore.objects import Hash
 
@@ -65,6 +65,7 @@ def unfinished(repo: Repo) -> list[tuple[str, Hash]]:
     """(trunk, record) for every record committed here with an effect not yet settled, oldest first."""
     out = []
     for trunk in trunks(repo):
+        ownership(repo, trunk).check()
         idx = drainlog.index(repo, trunk)
         todo = []
         for rid, _ in own_records(repo, trunk):

@@ -1,4 +1,6 @@
-"""fsck: re-hash every object, check every pack, walk from every ref and reflog, verify the hash chains.
+"""fsck: re-hash and decode every object, check every pack, read every ref, packed-refs and reflog line
+(each checksummed), walk from every ref and reflog, verify the hash chains and that each ref's target
+has the kind its namespace needs, and cross-check which records each trunk owes drains for.
 
 Damage is named (which file, which object, what is wrong); the caller decides how to exit. Reflog
 entries older than `gc.reflogExpire` are not walked: gc may legitimately have collected what they named.
@@ -10,11 +12,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from reelstore.drain.ops import ownership
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.maintenance.gc import DEFAULT_REFLOG_EXPIRE, config_cutoff
-from reelstore.maintenance.reach import ref_roots, walk
+from reelstore.maintenance.reach import walk
 from reelstore.objects import Hash, Journal, Object, Record, View, decode_verified
 from reelstore.storage.disk_store import DiskObjectStore
+from reelstore.storage.refs import DiskRefStore, required_kind
 from reelstore.storage.repo import Repo
 
 
@@ -25,6 +29,9 @@ class FsckReport:
     packs: int = 0
     packed: int = 0
     reachable: int = 0
+    refs: int = 0
+    legacy_reflog_lines: int = 0
+    """Reflog lines written before lines carried checksums: read, but unverifiable."""
     problems: list[str] = field(default_factory=list)
     missing: dict[Hash, str] = field(default_factory=dict)
     unreachable: list[Hash] = field(default_factory=list)
@@ -36,7 +43,8 @@ class FsckReport:
     def to_json(self) -> dict:
         return {
             "objects": self.objects, "loose": self.loose, "packs": self.packs, "packed": self.packed,
-            "reachable": self.reachable, "problems": self.problems,
+            "reachable": self.reachable, "refs": self.refs, "legacy_reflog_lines": self.legacy_reflog_lines,
+            "problems": self.problems,
             "missing": {h.hex(): via for h, via in self.missing.items()},
             "unreachable": [h.hex() for h in self.unreachable], "clean": self.clean,
         }
@@ -94,7 +102,7 @@ def fsck(repo: Repo, *, full: bool = True, progress: Callable[[str, int], None] 
     report.objects = len(every)
     now = time.time()
     since = config_cutoff(repo, "gc.reflogExpire", DEFAULT_REFLOG_EXPIRE, now)
-    roots = ref_roots(repo.refs, 0 if since is None else int(since * 1000))
+    roots, heads = _ref_roots(repo, report, 0 if since is None else int(since * 1000))
     links: list[tuple[Hash, str, Hash, tuple[str, ...]]] = []
 
     def seen(obj: Object) -> None:
@@ -115,8 +123,62 @@ def fsck(repo: Repo, *, full: bool = True, progress: Callable[[str, int], None] 
         kind = w.kinds.get(target)
         if kind is not None and kind not in kinds:
             report.problems.append(f"broken chain: {src.hex()}.{name} is a {kind}, not a {' or '.join(kinds)}")
+    for name, target in heads:
+        kind = w.kinds.get(target)
+        want = required_kind(name)
+        if kind is not None and want is not None and kind != want:
+            report.problems.append(f"ref {name} points at a {kind} ({target.hex()}), not a {want}")
+    _check_ownership(repo, report, heads)
     report.unreachable = sorted(every - w.reachable - set(w.damaged))
     return report
+
+
+def _ref_roots(repo: Repo, report: FsckReport, since_ms: int) -> tuple[list[tuple[str, Hash]], list[tuple[str, Hash]]]:
+    """(walk roots, every ref's value) from what reads soundly; each damaged ref, packed-refs or reflog
+    is a problem naming it, and the check goes on with the rest."""
+    refs = repo.refs
+    try:
+        names = list(refs.names())
+    except StorageError as err:
+        report.problems.append(err.message)
+        names = list(refs.loose_names()) if isinstance(refs, DiskRefStore) else []
+    roots: list[tuple[str, Hash]] = []
+    heads: list[tuple[str, Hash]] = []
+    for name in names:
+        try:
+            value = refs.get(name)
+        except StorageError as err:
+            report.problems.append(err.message)
+            value = None
+        if value is not None:
+            heads.append((name, value))
+            roots.append((name, value))
+        try:
+            log = refs.reflog(name)
+        except StorageError as err:
+            report.problems.append(err.message)
+            continue
+        for n, entry in enumerate(log):
+            report.legacy_reflog_lines += not entry.verified
+            if entry.time_ms >= since_ms:
+                roots += [(f"{name}@{{{n}}}", h) for h in (entry.old, entry.new) if h is not None]
+    report.refs = len(heads)
+    return roots, heads
+
+
+def _check_ownership(repo: Repo, report: FsckReport, heads: list[tuple[str, Hash]]) -> None:
+    """The records each trunk owes, cross-checked between its reflog and its drain journal."""
+    for name, _ in heads:
+        if not name.startswith("refs/heads/"):
+            continue
+        trunk = name[len("refs/heads/"):]
+        try:
+            mismatches = ownership(repo, trunk).mismatches
+        except StorageError as err:
+            if err.message not in report.problems:
+                report.problems.append(f"trunk {trunk}: {err.message}")
+            continue
+        report.problems.extend(f"trunk {trunk}: {m}" for m in mismatches)
 
 
 def _check_loose(disk: DiskObjectStore, h: Hash) -> None:

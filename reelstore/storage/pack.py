@@ -23,8 +23,8 @@ import blake3
 import zstandard
 
 from reelstore.codec import MAX_OBJECT_SIZE
-from reelstore.errors import StorageError
-from reelstore.objects import Hash
+from reelstore.errors import BadInput, StorageError
+from reelstore.objects import Hash, decode
 from reelstore.storage.fileio import fsync_dir, temp_name
 from reelstore.storage.pack_index import TRAILER, VERSION, PackIndex, index_bytes, pack_damage
 
@@ -512,8 +512,8 @@ class Pack:
             yield idx.id(i), idx.offset(i), idx.mtime(i)
 
     def verify(self) -> tuple[list[EntryInfo], list[str]]:
-        """Check everything: both trailers, every entry's CRC, inflation and hash, and that the entries
-        tile the pack exactly. Returns the entries (in pack order) and the damage found, named."""
+        """Check everything: both trailers, every entry's CRC, inflation, hash and decoding by its kind, and
+        that the entries tile the pack exactly. Returns the entries (in pack order) and the damage found, named."""
         problems: list[str] = []
         if blake3.blake3(self.map[: self.data_end]).digest() != self.map[self.data_end :]:
             problems.append(f"{self.path.name}: pack checksum mismatch")
@@ -532,9 +532,9 @@ class Pack:
                 expect = p.end
                 if zlib.crc32(self.map[off : p.end]) != self.index.crc(i):
                     raise ValueError("entry checksum mismatch")
-                self.get_raw(h, i)
-            except (ValueError, StorageError) as exc:
-                msg = exc.message if isinstance(exc, StorageError) else str(exc)
+                decode(self.get_raw(h, i))
+            except (ValueError, StorageError, BadInput) as exc:
+                msg = exc.message if isinstance(exc, (StorageError, BadInput)) else str(exc)
                 problems.append(f"{self.path.name}: object {h.hex()} at offset {off}: {msg}")
                 continue
             depth[off] = depth.get(p.base, 0) + 1 if p.base is not None else 0

@@ -62,6 +62,14 @@ def required_kind(name: str) -> str | None:
     return None
 
 
+def check_target(name: str, kind: str) -> None:
+    """E014 unless an object of `kind` may be the target of ref `name` (DESIGN §3: a trunk holds a record,
+    a view ref a view, a drain ref a journal entry)."""
+    want = required_kind(name)
+    if want is not None and kind != want:
+        raise BadInput(f"ref {name} must point at a {want}, not a {kind}", ref=name)
+
+
 def checksum(name: str, body: str) -> str:
     """CRC-32 of a ref's name and one entry's text, as 8 lowercase hex digits. It covers the name so an
     entry moved to another ref (or a name changed in packed-refs) fails its check; CRC-32 catches every
@@ -619,14 +627,15 @@ class DiskRefStore(RefStore):
             os.close(fd)
 
     def names(self) -> Iterator[str]:
-        seen = set(self._packed_view())
-        refs = self.root / "refs"
-        for dirpath, _, files in os.walk(refs):
+        return iter(sorted(set(self._packed_view()) | set(self.loose_names())))
+
+    def loose_names(self) -> Iterator[str]:
+        """The loose refs alone (what fsck can still list when packed-refs is damaged)."""
+        for dirpath, _, files in os.walk(self.root / "refs"):
             for f in files:
                 name = os.path.relpath(os.path.join(dirpath, f), self.root).replace(os.sep, "/")
                 if _valid(name):
-                    seen.add(name)
-        return iter(sorted(seen))
+                    yield name
 
     def reflog(self, name: str) -> list[ReflogEntry]:
         try:

@@ -16,7 +16,7 @@ from dulwich.object_store import ObjectStoreGraphWalker
 
 from reelstore.errors import BadInput, ReelError, StorageError
 from reelstore.objects import Hash
-from reelstore.storage.refs import ANY, check_ref_name
+from reelstore.storage.refs import ANY, check_ref_name, check_target
 from reelstore.storage.repo import DEFAULT_TRUNK, REEL_DIR, Repo
 from reelstore.sync.mapping import Omitted, Received, read_pack, reel_ref, tracking_ref, unpack
 from reelstore.sync.remote import DEFAULT_REMOTE, add_remote, remote_url
@@ -66,6 +66,7 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
             if lacking is not None:
                 raise StorageError(f"the remote lacks object {lacking.hex()}, reachable from a fetched ref",
                                    id=lacking)
+        _check_kinds(repo, got, targets)
         if progress:
             progress(f"received {len(got.objects)} objects from {remote}")
         repo.objects.put_many(got.objects.values())
@@ -167,6 +168,16 @@ def _targets(state: SyncState, remote: str, advertised: dict[str, str], got: Rec
             raise StorageError(f"remote ref {ref} points at {cid}, which does not record it")
         out[ref] = recorded[ref]
     return out
+
+
+def _check_kinds(repo: Repo, got: Received, targets: dict[str, Hash]) -> None:
+    """E007 if a remote ref points at an object its namespace forbids (a trunk at a blob): nothing is stored."""
+    for ref, target in targets.items():
+        obj = got.objects.get(target) or repo.objects.get(target)
+        try:
+            check_target(ref, obj.kind)
+        except BadInput as exc:
+            raise StorageError(f"remote {exc.message}", ref=ref) from None
 
 
 def _first_missing(repo: Repo, got: Received, targets: list[Hash]) -> Hash | None:
