@@ -125,3 +125,64 @@ def test_gc_killed_at_any_point_loses_nothing_reachable(tmp_path: Path) -> None:
     report = fsck(Repo.open(repo.path))
     assert report.clean and report.unreachable == []
     assert not (repo.path / "gc.lock").exists()
+
+
+COMMITTER = r'''
+import json, sys
+from reelstore.api import Store
+from reelstore.errors import Conflict
+
+store = Store.open(sys.argv[1])
+me, cycles = sys.argv[2], int(sys.argv[3])
+done = []
+for i in range(cycles):
+    for attempt in range(50):
+        view = store.fork(f"w{me}-{i}-{attempt}")
+        view.put(f"{me}/f{i % 3}", f"writer {me} cycle {i}\n" * 20)
+        view.put(f"{me}/same", "content every cycle writes again\n")
+        try:
+            result = view.commit(f"{me} {i}")
+        except Conflict:
+            continue
+        done.append(result.record.hex())
+        break
+print(json.dumps(done))
+'''
+
+
+def test_gc_prune_now_beside_committers_loses_no_committed_record(tmp_path: Path) -> None:
+    """Issue 11 finding 1: `gc --prune=now` looping beside several committers must never delete what a
+    commit reported committed (an object written before gc listed it, referenced after gc marked)."""
+    import json
+
+    from reelstore.objects import Hash, Record
+
+    Repo.init(tmp_path).config.set("core.fsync", "false")
+    script = tmp_path / "committer.py"
+    script.write_text(COMMITTER)
+    writers = [subprocess.Popen([sys.executable, str(script), str(tmp_path), str(w), "12"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE) for w in range(3)]
+    runs = 0
+    try:
+        deadline = time.monotonic() + 120
+        while any(p.poll() is None for p in writers) and time.monotonic() < deadline:
+            gc(Repo.open(tmp_path), "now", wait_s=5)
+            runs += 1
+        outs = [p.communicate(timeout=60) for p in writers]
+    finally:
+        for p in writers:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert all(p.returncode == 0 for p in writers), [err.decode()[-2000:] for _, err in outs]
+    committed = [Hash.from_hex(h) for out, _ in outs for h in json.loads(out)]
+    assert len(committed) == 36 and runs >= 2
+    final = Repo.open(tmp_path)
+    chain = set()
+    head: Hash | None = final.refs["refs/heads/main"]
+    while head is not None:
+        chain.add(head)
+        head = final.objects.get_as(head, Record).parent
+    lost = [h.hex() for h in committed if h not in chain]
+    assert lost == [], f"{len(lost)} committed records lost"
+    assert fsck(Repo.open(tmp_path)).clean

@@ -78,8 +78,11 @@ def unfinished(repo: Repo) -> list[tuple[str, Hash]]:
 
 
 def recover(repo: Repo) -> RecoveryReport:
-    """Fence older drainers with a new epoch and resume every unfinished drain (E012 if held)."""
+    """Fence older drainers with a new epoch and resume every unfinished drain (E012 if held; E007,
+    before any epoch is started, if a ref, reflog or journal it needs is damaged or they disagree)."""
     holds.check(repo)
+    for trunk in trunks(repo):
+        ownership(repo, trunk).check()
     report = RecoveryReport(epochs.bump(repo))
     for trunk, record in unfinished(repo):
         report.drains.append(drain(repo, trunk, record, epoch=report.epoch, recovering=True))

@@ -26,6 +26,7 @@ from reelstore.maintenance.reach import Walk, ref_roots, walk
 from reelstore.objects import Hash, Object
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.fileio import write_new
+from reelstore.storage.inflight import Inflight
 from reelstore.storage.object_store import MemoryObjectStore
 from reelstore.storage.pack import PackItem, PackOptions
 from reelstore.storage.repo import Repo
@@ -158,16 +159,57 @@ def _require_complete(w: Walk, what: str) -> None:
 
 
 def _mark(repo: Repo, now: float, progress: Progress | None, keep_raw: dict[Hash, bytes] | None) -> Walk:
+    """Everything reachable from the refs and young reflog entries, then the fence (see `_fence`)."""
     since = config_cutoff(repo, "gc.reflogExpire", DEFAULT_REFLOG_EXPIRE, now)
-    since_ms = None if since is None else int(since * 1000)
-    roots = ref_roots(repo.refs, 0 if since is None else since_ms)
+    since_ms = 0 if since is None else int(since * 1000)
 
     def seen(obj: Object) -> None:
         if keep_raw is not None:
             keep_raw[obj.id] = obj.encode()
 
     tick = (lambda n: progress("marking", n, None)) if progress else None
-    return walk(repo.objects, roots, progress=tick, on_object=seen)
+    roots = ref_roots(repo.refs, since_ms)
+    w = walk(repo.objects, roots, progress=tick, on_object=seen)
+    w.stable = _fence(repo, w, roots, since_ms, seen)
+    return w
+
+
+FENCE_ROUNDS = 20
+
+
+def _fence(repo: Repo, w: Walk, roots: list[tuple[str, Hash]], since_ms: int,
+           seen: Callable[[Object], None]) -> bool:
+    """After marking, add what concurrent writers may reference next, in rounds: every id a live writer
+    registered and has not yet referenced from a ref (storage/inflight.py), then the refs as they are now,
+    until a re-read of the refs equals the one before it. Reading the refs one by one can miss an object
+    moving between two of them (a commit points the trunk at a record before it deletes the view ref
+    that held it), so one reading is not enough; two equal readings in a row are. A writer that settled
+    before a round read its registration moved its ref before that round re-read the refs. False if the
+    refs never held still for FENCE_ROUNDS rounds: the caller then deletes nothing."""
+    inflight = getattr(repo.objects, "inflight", None)
+    before = roots
+    for _ in range(FENCE_ROUNDS):
+        protected = inflight.protected() if isinstance(inflight, Inflight) else set()
+        now = ref_roots(repo.refs, since_ms)
+        done = w.reachable | set(w.missing) | set(w.damaged)
+        moved = walk(repo.objects, [(n, h) for n, h in now if h not in done], on_object=seen, known=done)
+        done |= moved.reachable | set(moved.missing) | set(moved.damaged)
+        pending = walk(repo.objects, [("an in-flight write", h) for h in protected - done], on_object=seen,
+                       known=done)
+        # An in-flight write may not be on disk yet (or ever, if its writer fails): what its walk misses
+        # is not damage; what it reaches is kept.
+        pending.missing.clear()
+        for more in (moved, pending):
+            w.reachable |= more.reachable
+            w.kinds.update(more.kinds)
+            w.damaged.update(more.damaged)
+            w.missing.update(more.missing)
+            for h, name in more.hints.items():
+                w.hints.setdefault(h, name)
+        if now == before:
+            return True
+        before = now
+    return False
 
 
 def _loose_listing(store: DiskObjectStore) -> dict[Hash, float]:
@@ -259,7 +301,7 @@ def gc(
         for h in cands:
             if h in w.reachable:
                 keep.add(h)
-            elif cutoff is None or mtime(h) >= cutoff:
+            elif cutoff is None or mtime(h) >= cutoff or not w.stable:
                 keep.add(h)
                 report.kept_recent += 1
             else:
@@ -354,7 +396,7 @@ def prune(repo: Repo, expire: str | None = None, *, dry_run: bool = False, now: 
         for h, listed in sorted(loose.items()):
             if h in w.reachable:
                 continue
-            if cutoff is None or listed >= cutoff:
+            if cutoff is None or listed >= cutoff or not w.stable:
                 report.kept_recent += 1
             elif dry_run or _remove_loose_if_unchanged(store, h, listed, cutoff):
                 report.removed.append(h)

@@ -28,6 +28,8 @@ class Walk:
     hints: dict[Hash, str] = field(default_factory=dict)
     """A name each object was reached under (a tree entry or a delta op), to pack versions together."""
     kinds: dict[Hash, str] = field(default_factory=dict)
+    stable: bool = True
+    """gc's fence: False if the refs kept moving while it re-read them (then nothing may be deleted)."""
 
     @property
     def complete(self) -> bool:
@@ -51,10 +53,12 @@ def walk(
     roots: Iterable[tuple[str, Hash]],
     progress: Callable[[int], None] | None = None,
     on_object: Callable[[Object], None] | None = None,
+    known: set[Hash] | None = None,
 ) -> Walk:
-    """Everything reachable from `roots` ((name, id) pairs), with what could not be reached."""
+    """Everything reachable from `roots` ((name, id) pairs), with what could not be reached; objects in
+    `known` (an earlier walk's) are neither visited nor reported again."""
     result = Walk()
-    seen: set[Hash] = set()
+    seen: set[Hash] = set(known) if known else set()
     stack: list[tuple[Hash, str]] = []
     for name, h in roots:
         if h not in seen:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from reelstore.errors import NotFound, StorageError
 from reelstore.objects import Hash
+from reelstore.storage.inflight import Inflight
 from reelstore.storage.object_store import LooseObjectStore, ObjectStore
 from reelstore.storage.pack import Pack, PackItem, PackOptions, PackResult, write_pack
 
@@ -28,6 +29,8 @@ class DiskObjectStore(ObjectStore):
         self._root = str(self.root)
         self.fsync = fsync
         self.pack_batch = pack_batch
+        self.inflight: Inflight | None = None
+        """Where writes are registered until their ref moves (gc's fence); set by Repo.open."""
         self.loose = LooseObjectStore(self.root, fsync=fsync)
         self.pack_dir = self.root / "pack"
         self._packs: dict[str, Pack] = {}
@@ -189,6 +192,8 @@ class DiskObjectStore(ObjectStore):
         """Small batches go loose. A large batch becomes one pack, except objects already loose, which
         only have their mtime refreshed; objects already packed are packed again with a fresh mtime,
         which is what keeps them inside the gc grace period."""
+        if self.inflight is not None:
+            self.inflight.register(h for h, _ in items)
         if len(items) < self.pack_batch:
             self.loose._store(items)
             return

@@ -25,6 +25,7 @@ from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import ZERO_HEX, Hash
 from reelstore.objects.hash import is_full_hex
 from reelstore.storage.fileio import atomic_write, fsync_dir, write_new
+from reelstore.storage.inflight import Inflight
 
 
 class _Any:
@@ -263,6 +264,7 @@ class RefTransaction:
         try:
             writes = [u for n in sorted(self.updates) if not (u := self.updates[n]).verify_only]
             self.store._apply(writes, self.message, self.principal, self._held)
+            self.store._settle()
         finally:
             self._release()
             self.state = "committed"
@@ -370,6 +372,11 @@ class RefStore:
     def names(self) -> Iterator[str]:
         raise NotImplementedError
 
+    def _settle(self) -> None:
+        """A transaction landed: the objects this thread wrote before it are referenced now, or garbage,
+        and need no more protection from a concurrent gc (see storage/inflight.py). A failed one settles
+        nothing, since its writer may retry it with the objects it already wrote."""
+
     def reflog(self, name: str) -> list[ReflogEntry]:
         raise NotImplementedError
 
@@ -460,10 +467,16 @@ class DiskRefStore(RefStore):
         self.root = Path(root)
         self.fsync = fsync
         self.packed_path = self.root / "packed-refs"
+        self.inflight: Inflight | None = None
+        """The gc fence's registry of this thread's unreferenced writes; set by Repo.open."""
         self._packed_cache: tuple[tuple[int, int, int], dict[str, Hash]] | None = None
 
     def _path(self, name: str) -> Path:
         return self.root / name
+
+    def _settle(self) -> None:
+        if self.inflight is not None:
+            self.inflight.settle()
 
     def _log_path(self, name: str) -> Path:
         return self.root / "logs" / name

@@ -15,6 +15,7 @@ from reelstore.objects import Hash, Record, Tree
 from reelstore.objects.hash import is_full_hex, is_prefix
 from reelstore.storage.config import Config
 from reelstore.storage.disk_store import DiskObjectStore
+from reelstore.storage.inflight import Inflight
 from reelstore.storage.object_store import MemoryObjectStore, ObjectStore
 from reelstore.storage.refs import DiskRefStore, MemoryRefStore, RefStore, check_ref_name
 
@@ -79,7 +80,10 @@ class Repo:
             raise BadInput(f"store format {config.get('core.format')} is not supported (want {FORMAT_VERSION})")
         fsync = config.get_bool("core.fsync", True)
         objects = _disk_objects(path, fsync)
-        return cls(path.resolve(), objects, DiskRefStore(path, fsync=fsync), config)
+        refs = DiskRefStore(path, fsync=fsync)
+        if isinstance(objects, DiskObjectStore):
+            objects.inflight = refs.inflight = Inflight(path)
+        return cls(path.resolve(), objects, refs, config)
 
     @classmethod
     def discover(cls, start: Path | str | None = None) -> Repo:
