@@ -191,7 +191,7 @@ def _fence(repo: Repo, w: Walk, roots: list[tuple[str, Hash]], since_ms: int,
     for _ in range(FENCE_ROUNDS):
         protected = inflight.protected() if isinstance(inflight, Inflight) else set()
         now = ref_roots(repo.refs, since_ms)
-        done = w.reachable | set(w.missing) | set(w.damaged)
+        done = w.reachable | w.inflight | set(w.missing) | set(w.damaged)
         moved = walk(repo.objects, [(n, h) for n, h in now if h not in done], on_object=seen, known=done)
         done |= moved.reachable | set(moved.missing) | set(moved.damaged)
         pending = walk(repo.objects, [("an in-flight write", h) for h in protected - done], on_object=seen,
@@ -199,8 +199,10 @@ def _fence(repo: Repo, w: Walk, roots: list[tuple[str, Hash]], since_ms: int,
         # An in-flight write may not be on disk yet (or ever, if its writer fails): what its walk misses
         # is not damage; what it reaches is kept.
         pending.missing.clear()
+        w.inflight |= pending.reachable
         for more in (moved, pending):
-            w.reachable |= more.reachable
+            if more is moved:
+                w.reachable |= more.reachable
             w.kinds.update(more.kinds)
             w.damaged.update(more.damaged)
             w.missing.update(more.missing)
@@ -301,7 +303,7 @@ def gc(
         for h in cands:
             if h in w.reachable:
                 keep.add(h)
-            elif cutoff is None or mtime(h) >= cutoff or not w.stable:
+            elif cutoff is None or mtime(h) >= cutoff or not w.stable or h in w.inflight:
                 keep.add(h)
                 report.kept_recent += 1
             else:
@@ -396,7 +398,7 @@ def prune(repo: Repo, expire: str | None = None, *, dry_run: bool = False, now: 
         for h, listed in sorted(loose.items()):
             if h in w.reachable:
                 continue
-            if cutoff is None or listed >= cutoff or not w.stable:
+            if cutoff is None or listed >= cutoff or not w.stable or h in w.inflight:
                 report.kept_recent += 1
             elif dry_run or _remove_loose_if_unchanged(store, h, listed, cutoff):
                 report.removed.append(h)

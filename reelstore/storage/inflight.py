@@ -57,14 +57,18 @@ class Inflight:
             self._mine.path = None
 
     def protected(self) -> set[Hash]:
-        """Every id a live writer registered and has not settled yet. Files of dead writers are removed."""
+        """Every id a live writer registered and has not settled yet. Files of dead writers are removed.
+        The calling thread's own file is not read: while it runs gc it is not in the middle of a write."""
         out: set[Hash] = set()
+        own = self._path().name
         try:
             entries = list(os.scandir(self.dir))
         except FileNotFoundError:
             return out
         for entry in entries:
             pid, _, _ = entry.name.partition("-")
+            if entry.name == own:
+                continue
             if not pid.isdigit() or not _alive(int(pid)):
                 with suppress(OSError):
                     os.unlink(entry.path)
