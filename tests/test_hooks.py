@@ -19,7 +19,7 @@ def install(repo: Repo, name: str, body: str, executable: bool = True) -> Path:
 
 
 def test_samples_are_installed_and_do_nothing(repo: Repo) -> None:
-    for name in ("pre-commit", "pre-drain", "post-commit", "post-abort"):
+    for name in ("pre-commit", "pre-drain", "post-commit", "post-abort", "notify"):
         assert (repo.path / "hooks" / name).is_file()
     kernel.fork(repo, "a")
     kernel.commit(repo, "a")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-HOOK_NAMES = ("pre-commit", "pre-drain", "post-commit", "post-abort")
+HOOK_NAMES = ("pre-commit", "pre-drain", "post-commit", "post-abort", "notify")
 SAMPLES = Path(__file__).with_name("samples")
 
 

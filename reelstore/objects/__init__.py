@@ -7,6 +7,7 @@ from reelstore.objects.delta import Delta
 from reelstore.objects.effect import Effect, Effects
 from reelstore.objects.hash import HASH_SIZE, HEX_SIZE, ZERO_HEX, Hash
 from reelstore.objects.journal import Finding, Journal
+from reelstore.objects.notice import OpEvent
 from reelstore.objects.record import Record
 from reelstore.objects.view import View
 
@@ -25,6 +26,7 @@ __all__ = [
     "Hash",
     "Journal",
     "Object",
+    "OpEvent",
     "Record",
     "Tree",
     "View",

@@ -1,0 +1,214 @@
+"""The operator's contract for unresolved operations: assignment, escalation, notices and acknowledgment.
+
+The AGI Reactor specimen asks that a blocked operation show, together, who owns its reconciliation,
+who it was escalated to and by when, which notices were delivered and which acknowledged — and that
+these stay distinct: assigning is not alerting, a delivered notice is not an acknowledged one, and
+no notice, acknowledgment or dismissal settles the operation or lifts the drain's halt. Only
+evidence does (`reel reconcile`); an operator may instead close the incident with the uncertainty
+accepted, which keeps the effect, its journal and this history exactly as they are.
+
+Every action is an attributed `opevent` object chained to the operation's previous one under
+`refs/ops/<op>`, moved by compare-and-swap. Notices are bounded: at most `ops.maxNotices` (default 3)
+per operation and recipient, so a stuck operation cannot flood anyone; past an escalation deadline
+the notices go to the escalation owner.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any
+
+from reelstore.drain import log as drainlog
+from reelstore.drain.ops import UNRESOLVED, Operation, find, list_ops
+from reelstore.errors import BadInput, Conflict
+from reelstore.hooks.runner import hook_path
+from reelstore.kernel.views import principal
+from reelstore.objects import Hash, OpEvent
+from reelstore.storage.repo import Repo
+
+OPS_PREFIX = "refs/ops/"
+DEFAULT_MAX_NOTICES = 3
+NOTIFY_TIMEOUT_S = 30
+CAS_ATTEMPTS = 16
+
+
+@dataclass
+class OperatorState:
+    """What the operator events of one operation say, newest decision winning."""
+
+    events: list[OpEvent] = field(default_factory=list)
+    assignee: str = ""
+    escalated_to: str = ""
+    deadline: int = 0
+    notices: list[OpEvent] = field(default_factory=list)
+    acks: list[OpEvent] = field(default_factory=list)
+    closed: OpEvent | None = None
+
+    def overdue(self, now_ms: int) -> bool:
+        return bool(self.deadline) and self.closed is None and now_ms > self.deadline
+
+    def to_json(self, now_ms: int | None = None) -> dict[str, Any]:
+        now = drainlog.clock() if now_ms is None else now_ms
+        return {
+            "assignee": self.assignee or None,
+            "escalated_to": self.escalated_to or None,
+            "deadline": self.deadline or None,
+            "overdue": self.overdue(now),
+            "notices": [{"to": e.to, "time": e.time, "result": e.result, "by": e.actor} for e in self.notices],
+            "acks": [{"by": e.actor, "time": e.time, "note": e.note} for e in self.acks],
+            "closed": ({"by": self.closed.actor, "time": self.closed.time, "note": self.closed.note}
+                       if self.closed else None),
+            "events": [e.id.hex() for e in self.events],
+        }
+
+
+def _ref(op: str) -> str:
+    return OPS_PREFIX + op
+
+
+def state(repo: Repo, op: str) -> OperatorState:
+    """The operation's operator history, oldest first, folded into its current state."""
+    chain: list[OpEvent] = []
+    h: Hash | None = repo.refs.get(_ref(op))
+    while h is not None and len(chain) < 1 << 16:
+        event = repo.objects.get_as(h, OpEvent)
+        chain.append(event)
+        h = event.prev
+    out = OperatorState(events=list(reversed(chain)))
+    for e in out.events:
+        if e.action == "assign":
+            out.assignee = e.to
+        elif e.action == "escalate":
+            out.escalated_to, out.deadline = e.to, e.deadline
+        elif e.action == "notify":
+            out.notices.append(e)
+        elif e.action == "ack":
+            out.acks.append(e)
+        elif e.action == "close":
+            out.closed = e
+    return out
+
+
+def _record(repo: Repo, op: str, action: str, actor: str, **fields: Any) -> OpEvent:
+    """Append one event to the operation's chain (CAS on `refs/ops/<op>`)."""
+    if not actor.strip():
+        raise BadInput(f"`{action}` needs the name of who does it")
+    ref = _ref(op)
+    for _ in range(CAS_ATTEMPTS):
+        prev = repo.refs.get(ref)
+        event = OpEvent(op=op, action=action, actor=actor, time=drainlog.clock(), prev=prev, **fields)
+        repo.objects.put(event)
+        try:
+            repo.refs.set(ref, event.id, prev, message=f"ops {action}", principal=actor)
+            return event
+        except Conflict:
+            continue
+    raise Conflict(f"operation {op}'s operator history kept moving; try again", op=op)
+
+
+def _unresolved(repo: Repo, name: str) -> Operation:
+    found = find(repo, name)
+    if found.state not in UNRESOLVED:
+        raise Conflict(f"operation {found.op} is {found.state}: there is nothing left to resolve", op=found.op)
+    return found
+
+
+def assign(repo: Repo, name: str, to: str, by: str | None = None) -> OpEvent:
+    """Make `to` the operation's reconciliation owner."""
+    found = _unresolved(repo, name)
+    if not to.strip():
+        raise BadInput("--to needs a name")
+    return _record(repo, found.op, "assign", by or principal(), to=to)
+
+
+def escalate(repo: Repo, name: str, to: str, deadline_ms: int = 0, by: str | None = None) -> OpEvent:
+    """Name an escalation owner and, optionally, when the operation becomes overdue."""
+    found = _unresolved(repo, name)
+    if not to.strip():
+        raise BadInput("--to needs a name")
+    return _record(repo, found.op, "escalate", by or principal(), to=to, deadline=deadline_ms)
+
+
+def ack(repo: Repo, name: str, by: str, note: str = "") -> OpEvent:
+    """Record that `by` has seen the operation's notices. It settles nothing and lifts no halt."""
+    found = find(repo, name)
+    if not state(repo, found.op).notices:
+        raise Conflict(f"operation {found.op} has no notice to acknowledge; `reel ops notify` sends them",
+                       op=found.op)
+    return _record(repo, found.op, "ack", by, note=note)
+
+
+def close(repo: Repo, name: str, by: str, note: str = "", accept_uncertainty: bool = False) -> OpEvent:
+    """End the incident for an operation whose outcome cannot be established, accepting that. The
+    effect, its journal (still `unknown`) and the operator history all stay; nothing is sent."""
+    found = _unresolved(repo, name)
+    if not accept_uncertainty:
+        raise BadInput("closing an unresolved operation needs --accept-uncertainty: its outcome stays unknown")
+    if found.state != "unknown":
+        raise BadInput(f"operation {found.op} is {found.state}, not unknown: nothing was sent, so there is no "
+                       "uncertainty to accept; `reel recover` sends it, or `reel reconcile --outcome absent` gives "
+                       "it up")
+    if state(repo, found.op).closed is not None:
+        raise Conflict(f"operation {found.op} is already closed", op=found.op)
+    return _record(repo, found.op, "close", by, note=note or "uncertainty accepted")
+
+
+@dataclass
+class NotifyReport:
+    sent: list[OpEvent] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    """op -> why no notice went out (bounded, closed, no notifier)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sent": [{"op": e.op, "to": e.to, "result": e.result} for e in self.sent], "skipped": self.skipped}
+
+
+def notify(repo: Repo, now_ms: int | None = None) -> NotifyReport:
+    """Run the `notify` hook once per unresolved, unclosed operation and record each delivery with its
+    result. The recipient is the assignee (or `unassigned`); past the deadline, the escalation owner."""
+    now = drainlog.clock() if now_ms is None else now_ms
+    report = NotifyReport()
+    hook = hook_path(repo, "notify")
+    limit = _max_notices(repo)
+    for o in list_ops(repo, unresolved=True):
+        st = state(repo, o.op)
+        if st.closed is not None:
+            report.skipped[o.op] = "closed"
+            continue
+        to = st.escalated_to if st.overdue(now) and st.escalated_to else (st.assignee or "unassigned")
+        if sum(1 for e in st.notices if e.to == to) >= limit:
+            report.skipped[o.op] = f"{limit} notices already went to {to} (ops.maxNotices)"
+            continue
+        if hook is None:
+            report.skipped[o.op] = "no executable .reel/hooks/notify"
+            continue
+        result = _deliver(repo, hook, o, to, st, now)
+        report.sent.append(_record(repo, o.op, "notify", principal(), to=to, result=result))
+    return report
+
+
+def _max_notices(repo: Repo) -> int:
+    text = repo.config.get("ops.maxNotices", str(DEFAULT_MAX_NOTICES)) or str(DEFAULT_MAX_NOTICES)
+    if not text.isdigit() or not 0 < int(text) <= 1000:
+        raise BadInput(f"config ops.maxNotices = {text!r} is not a count from 1 to 1000")
+    return int(text)
+
+
+def _deliver(repo: Repo, hook: os.PathLike[str], o: Operation, to: str, st: OperatorState, now: int) -> str:
+    env = dict(os.environ)
+    env.update({"REEL_DIR": str(repo.path), "REEL_HOOK": "notify", "REEL_OP": o.op, "REEL_STATE": o.state,
+                "REEL_TO": to, "REEL_TRUNK": o.trunk,
+                "REEL_RECORD": o.record.hex(), "REEL_RESOURCE": o.effect.resource,
+                "REEL_OVERDUE": "1" if st.overdue(now) else "0", "REEL_NEXT": o.next_action})
+    try:
+        done = subprocess.run([os.fspath(hook)], env=env, capture_output=True, timeout=NOTIFY_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"not delivered: the notify hook ran past {NOTIFY_TIMEOUT_S}s"
+    except OSError as err:
+        return f"not delivered: {err.strerror or err}"
+    if done.returncode != 0:
+        why = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return f"not delivered: the notify hook exited {done.returncode}" + (f": {why[-1][:200]}" if why else "")
+    return "delivered"

@@ -1,0 +1,85 @@
+"""The operator's contract on an unknown blind payment: assignment, escalation with a deadline, bounded
+notices with their delivery results, acknowledgment, and closing with the uncertainty accepted — none
+of which settles the operation or sends anything."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from target import Target
+from test_crash_drain import crashed_commit, reel
+
+CONTRACT = ("operation", "state", "trunk", "record", "view", "effect", "principal", "assignee", "escalation",
+            "intent", "evidence", "why", "next")
+
+
+def _hook(tmp_path: Path, body: str) -> Path:
+    hook = tmp_path / ".reel" / "hooks" / "notify"
+    hook.write_text("#!/bin/sh\n" + body)
+    os.chmod(hook, 0o755)
+    return hook
+
+
+def test_the_operator_flow_never_settles_or_sends(tmp_path: Path) -> None:
+    with Target(tmp_path / "ledger.jsonl") as target:
+        crashed_commit(tmp_path, target, "blind", "target-kills")
+        sent = target.count("/")
+        (doc,) = json.loads(reel(tmp_path, "ops", "--unresolved", "--json").stdout)
+        op = doc["op"]
+
+        shown = reel(tmp_path, "ops", "show", op).stdout.decode()
+        labels = {line.split()[0] for line in shown.splitlines() if line and not line.startswith(" ")}
+        assert set(CONTRACT) <= labels, shown
+        assert "assignee   -" in shown
+
+        assert reel(tmp_path, "ops", "assign", op, "--to", "alice", "--by", "lead").returncode == 0
+        late = reel(tmp_path, "ops", "escalate", op, "--to", "bob", "--deadline", "2000-01-01T00:00:00Z")
+        assert late.returncode == 0, late.stderr
+        listing = reel(tmp_path, "ops").stdout.decode()
+        assert "[assigned alice]" in listing and "[OVERDUE]" in listing
+
+        none = reel(tmp_path, "--json", "ops", "notify")
+        assert json.loads(none.stdout)["skipped"] == {op: "no executable .reel/hooks/notify"}
+        assert reel(tmp_path, "ops", "ack", op, "--by", "bob").returncode == 5  # nothing to acknowledge yet
+
+        inbox = tmp_path / "inbox.txt"
+        _hook(tmp_path, f'echo "$REEL_TO $REEL_OP $REEL_OVERDUE" >> {inbox}\n')
+        results = [json.loads(reel(tmp_path, "--json", "ops", "notify").stdout) for _ in range(4)]
+        assert [len(r["sent"]) for r in results] == [1, 1, 1, 0]
+        assert results[0]["sent"] == [{"op": op, "to": "bob", "result": "delivered"}]
+        assert "3 notices already went to bob" in results[3]["skipped"][op]
+        assert inbox.read_text().splitlines() == [f"bob {op} 1"] * 3
+
+        assert reel(tmp_path, "ops", "ack", op, "--by", "bob", "--note", "looking").returncode == 0
+        still = json.loads(reel(tmp_path, "ops", "--unresolved", "--json").stdout)
+        assert [d["op"] for d in still] == [op] and still[0]["state"] == "unknown"
+        operator = still[0]["operator"]
+        assert operator["assignee"] == "alice" and operator["escalated_to"] == "bob" and operator["overdue"]
+        assert len(operator["notices"]) == 3 and [a["by"] for a in operator["acks"]] == ["bob"]
+        assert reel(tmp_path, "recover").returncode == 7  # an acknowledged alert lifts no halt
+
+        refused = reel(tmp_path, "ops", "close", op, "--by", "bob")
+        assert refused.returncode == 6 and b"--accept-uncertainty" in refused.stderr
+        closed = reel(tmp_path, "ops", "close", op, "--by", "bob", "--accept-uncertainty", "--note", "vendor silent")
+        assert closed.returncode == 0, closed.stderr
+        after = json.loads(reel(tmp_path, "ops", "show", op, "--json").stdout)
+        assert after["state"] == "unknown" and after["operator"]["closed"]["by"] == "bob"
+        assert [h["state"] for h in after["history"]][-1] == "unknown"  # the journal keeps the uncertainty
+        assert "closed, uncertainty accepted by bob" in reel(tmp_path, "ops", "show", op).stdout.decode()
+        skipped = json.loads(reel(tmp_path, "--json", "ops", "notify").stdout)
+        assert skipped["sent"] == [] and skipped["skipped"] == {op: "closed"}
+        assert target.count("/") == sent  # nothing of all this sent anything
+
+
+def test_a_failing_notifier_is_recorded_as_not_delivered(tmp_path: Path) -> None:
+    with Target(tmp_path / "ledger.jsonl") as target:
+        crashed_commit(tmp_path, target, "blind", "target-kills")
+        (doc,) = json.loads(reel(tmp_path, "ops", "--unresolved", "--json").stdout)
+        _hook(tmp_path, 'echo "pager unreachable" >&2; exit 3\n')
+        out = json.loads(reel(tmp_path, "--json", "ops", "notify").stdout)
+        assert out["sent"] == [{"op": doc["op"], "to": "unassigned",
+                                "result": "not delivered: the notify hook exited 3: pager unreachable"}]
+        bad = reel(tmp_path, "ops", "escalate", doc["op"], "--to", "bob", "--deadline", "soon")
+        assert bad.returncode == 2
