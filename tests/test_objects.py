@@ -18,6 +18,7 @@ from reelstore.objects import (
     Finding,
     Hash,
     Journal,
+    OpEvent,
     Record,
     Tree,
     View,
@@ -27,6 +28,7 @@ from reelstore.objects import (
 from reelstore.objects.capability import OPS
 from reelstore.objects.effect import DELIVERIES
 from reelstore.objects.journal import OUTCOMES, STATES
+from reelstore.objects.notice import ACTIONS
 
 hashes = st.binary(min_size=32, max_size=32).map(Hash)
 opt_hashes = st.none() | hashes
@@ -91,6 +93,7 @@ journals = st.builds(
     st.none() | maps, texts, opt_hashes,
 )
 findings = st.builds(Finding, names, hashes, st.sampled_from(OUTCOMES), names, names, ints)
+op_events = st.builds(OpEvent, names, st.sampled_from(ACTIONS), names, ints, texts, ints, texts, texts, opt_hashes)
 objects = st.one_of(
     st.builds(Blob, st.binary(max_size=64)),
     trees,
@@ -102,12 +105,13 @@ objects = st.one_of(
     records,
     journals,
     findings,
+    op_events,
 )
 
 
 def test_every_kind_has_a_strategy():
     assert set(KINDS) == {"blob", "tree", "delta", "capability", "effect", "effects", "view", "record", "journal",
-                          "finding"}
+                          "finding", "opevent"}
 
 
 @settings(max_examples=150, deadline=None)
