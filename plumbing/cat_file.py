@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import click
 
 from reelstore import revisions
+from reelstore.cli import formats
 from reelstore.cli.context import Context, pass_ctx, write_bytes
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.objects import Blob, Hash, Object
@@ -35,8 +40,36 @@ def _lookup(repo: Repo, name: str) -> tuple[Hash | None, str]:
         return None, "ambiguous" if is_prefix(name) else "missing"
 
 
-def _entry(repo: Repo, name: str, with_content: bool, as_json: bool) -> bytes | dict:
-    """One batch answer: git's `<id> <kind> <size>` line (and content), or its JSON form."""
+DEFAULT_FORMAT = "%(objectname) %(objecttype) %(objectsize)"
+
+
+@dataclass(frozen=True)
+class Found:
+    """One object a batch line named, as the format atoms see it."""
+
+    id: Hash
+    kind: str
+    size: int
+    rest: str
+
+
+ATOMS: dict[str, formats.AtomFactory[Found]] = {
+    "objectname": formats.hex_id(lambda f: f.id.hex(), "objectname"),
+    "objecttype": formats.plain(lambda f: f.kind, "objecttype"),
+    "objectsize": formats.plain(lambda f: str(f.size), "objectsize"),
+    "rest": formats.plain(lambda f: f.rest, "rest"),
+}
+
+
+def _entry(repo: Repo, line: str, fmt: formats.Format[Found], with_content: bool,
+           as_json: bool) -> bytes | dict[str, Any]:
+    """One batch answer: FMT's line (and the content), or its JSON form. With %(rest) in FMT the
+    name ends at the first whitespace and the remainder is echoed, as git does."""
+    name, rest = line, ""
+    if "rest" in fmt.atoms:
+        m = re.match(r"(\S*)\s*(.*)", line, re.DOTALL)
+        assert m is not None
+        name, rest = m.group(1), m.group(2)
     h, problem = _lookup(repo, name)
     raw = None
     if h is not None:
@@ -53,24 +86,40 @@ def _entry(repo: Repo, name: str, with_content: bool, as_json: bool) -> bytes | 
     except BadInput as err:
         raise StorageError(f"object {h.hex()} is damaged: {err.message}", id=h) from None
     if as_json:
-        doc: dict = {"id": h.hex(), "kind": kind, "size": len(content)}
+        doc: dict[str, Any] = {"id": h.hex(), "kind": kind, "size": len(content)}
         if with_content:
             doc["object"] = repo.objects.get(h).to_json()
         return doc
-    head = f"{h.hex()} {kind} {len(content)}\n".encode()
+    head = (fmt.render(Found(h, kind, len(content), rest)) + "\n").encode()
     return head + content + b"\n" if with_content else head
 
 
-def _batch(ctx: Context, names: list[str] | None, with_content: bool, buffered: bool) -> None:
+def _records(sep: bytes) -> Iterator[str]:
+    """Stdin split on `sep` as it arrives (so the command can be driven one name at a time); a last
+    record without its separator still counts, an empty remainder does not."""
+    stream = sys.stdin.buffer
+    if sep == b"\n":
+        for line in stream:
+            yield line.rstrip(b"\n").decode("utf-8", "replace")
+        return
+    pending = b""
+    while chunk := stream.read1(65536):
+        pending += chunk
+        *done, pending = pending.split(sep)
+        for record in done:
+            yield record.decode("utf-8", "replace")
+    if pending:
+        yield pending.decode("utf-8", "replace")
+
+
+def _batch(ctx: Context, names: list[str] | None, fmt: formats.Format[Found], with_content: bool,
+           buffered: bool, sep: bytes) -> None:
     """Objects are read as re-hashed bytes, not decoded: the batch prints kind, size and raw content."""
     repo = ctx.repo
     out = sys.stdout.buffer
     docs = []
-    source = names if names is not None else (line.decode("utf-8", "replace").strip() for line in sys.stdin.buffer)
-    for name in source:
-        if not name:
-            continue
-        answer = _entry(repo, name, with_content, ctx.json)
+    for name in names if names is not None else _records(sep):
+        answer = _entry(repo, name, fmt, with_content, ctx.json)
         if isinstance(answer, dict):
             docs.append(answer)
             continue
@@ -83,40 +132,71 @@ def _batch(ctx: Context, names: list[str] | None, with_content: bool, buffered: 
 
 
 @click.command("cat-file")
-@click.option("-t", "show", flag_value="type", help="Print the object's kind.")
-@click.option("-s", "show", flag_value="size", help="Print the object's content size.")
-@click.option("-p", "show", flag_value="pretty", help="Pretty-print the content.")
-@click.option("-e", "show", flag_value="exists", help="Exit 0 if the object exists and is sound, 4 if missing.")
-@click.option("--batch", "batch", flag_value="batch", help="For each name on stdin: '<id> <kind> <size>' and content.")
-@click.option("--batch-check", "batch", flag_value="check", help="For each name on stdin: '<id> <kind> <size>'.")
+@click.option("-t", "show_type", is_flag=True, help="Print the object's kind.")
+@click.option("-s", "show_size", is_flag=True, help="Print the object's content size.")
+@click.option("-p", "show_pretty", is_flag=True, help="Pretty-print the content.")
+@click.option("-e", "show_exists", is_flag=True, help="Exit 0 if the object exists and is sound, 4 if missing.")
+@click.option("--batch", "batch", is_flag=False, flag_value=DEFAULT_FORMAT, metavar="[=FORMAT]",
+              help="For each name on stdin: FORMAT's line (default '<id> <kind> <size>') and the content.")
+@click.option("--batch-check", "batch_check", is_flag=False, flag_value=DEFAULT_FORMAT, metavar="[=FORMAT]",
+              help="For each name on stdin: FORMAT's line (default '<id> <kind> <size>').")
 @click.option("--batch-all-objects", is_flag=True, help="With --batch/--batch-check: every object, not stdin.")
 @click.option("--buffer", is_flag=True, help="Do not flush after each batch entry.")
-@click.argument("name", required=False)
+@click.option("-z", "nul", is_flag=True, help="Batch input names are separated by NUL, not newline.")
+@click.argument("args", nargs=-1)
 @pass_ctx
-def cat_file(ctx: Context, show: str | None, batch: str | None, batch_all_objects: bool, buffer: bool,
-             name: str | None) -> None:
-    """Show object NAME (an id, a unique prefix of 4+ hex digits, or a ref)."""
-    if batch:
-        if show or name:
-            raise click.UsageError("--batch and --batch-check take names on stdin, not -t/-s/-p/-e or NAME")
+def cat_file(ctx: Context, show_type: bool, show_size: bool, show_pretty: bool, show_exists: bool,
+             batch: str | None, batch_check: str | None, batch_all_objects: bool, buffer: bool, nul: bool,
+             args: tuple[str, ...]) -> None:
+    """Show object NAME (a revision: an id, a unique prefix of 4+ hex digits, a ref, NAME~N, NAME:PATH…).
+
+    \b
+    reel cat-file (-t | -s | -p | -e) NAME
+    reel cat-file KIND NAME          (the raw content, if NAME is a KIND)
+    reel cat-file (--batch[=FORMAT] | --batch-check[=FORMAT]) [-z] [--buffer] [--batch-all-objects]
+    FORMAT atoms: %(objectname) (also :short, :short=N), %(objecttype), %(objectsize), %(rest).
+    """
+    modes = [flag for flag, on in (("-t", show_type), ("-s", show_size), ("-p", show_pretty),
+                                   ("-e", show_exists), ("--batch", batch is not None),
+                                   ("--batch-check", batch_check is not None)) if on]
+    if len(modes) > 1:
+        raise click.UsageError(f"{modes[0]} and {modes[1]} cannot be used together")
+    spec = batch if batch is not None else batch_check
+    if spec is not None:
+        if args:
+            raise click.UsageError("--batch and --batch-check take names on stdin, not NAME")
+        fmt = formats.Format(spec, ATOMS, hex_escapes=False)
         names = sorted(h.hex() for h in ctx.repo.objects) if batch_all_objects else None
-        _batch(ctx, names, batch == "batch", buffer)
+        _batch(ctx, names, fmt, batch is not None, buffer, b"\0" if nul else b"\n")
         return
-    if batch_all_objects:
-        raise click.UsageError("--batch-all-objects needs --batch or --batch-check")
-    if not show or not name:
-        raise click.UsageError("give one of -t, -s, -p, -e and an object NAME")
+    if batch_all_objects or nul:
+        raise click.UsageError("--batch-all-objects and -z need --batch or --batch-check")
     repo = ctx.repo
-    if show == "exists":
+    if not modes:
+        if len(args) != 2:
+            raise click.UsageError("give one of -t, -s, -p, -e and a NAME, or KIND NAME")
+        kind, name = args
+        obj = repo.objects.get(revisions.resolve(repo, name))
+        if obj.kind != kind:
+            raise BadInput(f"{name} is a {obj.kind}, not a {kind}")
+        if ctx.json:
+            ctx.emit({"id": obj.id.hex(), "kind": obj.kind, "object": obj.to_json()})
+        else:
+            write_bytes(obj.content())
+        return
+    if len(args) != 1:
+        raise click.UsageError(f"{modes[0]} takes one object NAME")
+    name = args[0]
+    if show_exists:
         try:
             repo.objects.get(revisions.resolve(repo, name))
         except NotFound:
             click.get_current_context().exit(NotFound.exit_status)
         return
     obj = repo.objects.get(revisions.resolve(repo, name))
-    if show == "type":
+    if show_type:
         ctx.emit({"id": obj.id.hex(), "kind": obj.kind}, obj.kind)
-    elif show == "size":
+    elif show_size:
         size = len(obj.content())
         ctx.emit({"id": obj.id.hex(), "size": size}, str(size))
     elif ctx.json:
