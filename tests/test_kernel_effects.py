@@ -8,7 +8,7 @@ import kernel_helpers as kh
 import pytest
 
 from reelstore.drain import hold
-from reelstore.errors import BadInput, BudgetExhausted, CapabilityViolation, Conflict, Held, NotFound
+from reelstore.errors import BadInput, BudgetExhausted, CapabilityViolation, Conflict, Held
 from reelstore.kernel import admission
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Capability
@@ -124,13 +124,13 @@ def test_autonomous_child_of_a_view_commits_to_the_trunk(mem: Repo) -> None:
     assert kernel.get(mem, "p", "parent-only") == b"p"
 
 
-def test_bad_effects_are_e014_and_unknown_adapters_e001(mem: Repo) -> None:
+def test_bad_effects_and_unknown_adapters_are_e014(mem: Repo) -> None:
     kernel.fork(mem, "a")
     with pytest.raises(BadInput):
         kernel.effect(mem, "a", "recorder", {"no-n": 1})
     with pytest.raises(BadInput):
         kernel.effect(mem, "a", "recorder", {"n": 1.5})
-    with pytest.raises(NotFound):
+    with pytest.raises(BadInput, match="no adapter named 'no-such-adapter' can be loaded"):
         kernel.effect(mem, "a", "no-such-adapter", {"n": 1})
     with pytest.raises(BadInput):
         kernel.effect(mem, "a", "recorder", {"n": 1}, effect_class="B")

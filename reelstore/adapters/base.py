@@ -4,15 +4,21 @@ An adapter never decides *whether* an effect fires; the drain does. The adapter 
 operation (resource name, class, delivery tier), re-checks a Class B precondition at commit, sends
 the effect when handed a fire token by the drain, and, where its target allows, reconciles an
 operation whose outcome the journal could not establish.
+
+Adapters are plugins: `fs` and `http` ship here; others are registered in-process with `register()`
+or installed by a distribution under the entry-point group `reelstore.adapters`, which is how the
+`reel` command line finds them. An effect whose adapter cannot be loaded is refused at admission and
+at commit (E014), so nothing is committed that this store cannot deliver.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from reelstore.errors import NotFound
+from reelstore.errors import BadInput
 
 if TYPE_CHECKING:
     from reelstore.objects import Effect
@@ -85,19 +91,57 @@ class Adapter:
         return "unknown"
 
 
+ENTRY_POINTS = "reelstore.adapters"
+"""The entry-point group an installed distribution declares its adapters in (`name = module:Class`),
+so the `reel` command line finds the same adapters as a Python program that registered them."""
+
 REGISTRY: dict[str, type[Adapter]] = {}
 
 
 def register(cls: type[Adapter]) -> type[Adapter]:
+    """Make `cls` the adapter named `cls.name` in this process (usable as a class decorator). The
+    command line, another process, sees it only if it is also installed under ENTRY_POINTS."""
+    if not (isinstance(cls, type) and issubclass(cls, Adapter)) or not cls.name:
+        raise BadInput(f"{cls!r} is not an Adapter subclass with a name")
     REGISTRY[cls.name] = cls
     return cls
 
 
-def adapter(name: str, repo: Repo) -> Adapter:
-    """An adapter instance by name (E001 if no adapter has that name)."""
+def _installed() -> dict[str, importlib.metadata.EntryPoint]:
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINTS)}
+
+
+def known() -> list[str]:
+    """Every adapter name this process can load: registered, shipped or installed."""
+    from reelstore.adapters import fs, http  # noqa: F401  (importing registers the shipped adapters)
+
+    return sorted(set(REGISTRY) | set(_installed()))
+
+
+def adapter_class(name: str) -> type[Adapter]:
+    """The adapter class named `name`: registered in this process, shipped, or installed as an entry
+    point. E014 if there is none or it cannot be loaded, so a caller refuses before anything changes."""
     if name not in REGISTRY:
-        from reelstore.adapters import fs, http  # noqa: F401  (importing registers the shipped adapters)
+        from reelstore.adapters import fs, http  # noqa: F401
+    cls = REGISTRY.get(name)
+    if cls is not None:
+        return cls
+    point = _installed().get(name)
+    if point is None:
+        raise BadInput(f"no adapter named {name!r} can be loaded here: none is registered in this process and no "
+                       f"installed distribution declares one in the entry-point group {ENTRY_POINTS!r}; "
+                       f"known: {', '.join(known())}", adapter=name)
     try:
-        return REGISTRY[name](repo)
-    except KeyError:
-        raise NotFound(f"no adapter named {name!r}; known: {', '.join(sorted(REGISTRY))}") from None
+        loaded = point.load()
+    except Exception as exc:  # noqa: BLE001  (any import failure of a plugin means it cannot be used)
+        raise BadInput(f"adapter {name!r} (entry point {point.value}) cannot be loaded: {exc!r}",
+                       adapter=name) from None
+    if not (isinstance(loaded, type) and issubclass(loaded, Adapter)):
+        raise BadInput(f"adapter {name!r} (entry point {point.value}) is not an Adapter subclass", adapter=name)
+    REGISTRY[name] = loaded
+    return loaded
+
+
+def adapter(name: str, repo: Repo) -> Adapter:
+    """An adapter instance by name (E014 if it cannot be loaded: see `adapter_class`)."""
+    return adapter_class(name)(repo)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reelstore.adapters.base import adapter
+from reelstore.adapters.base import adapter, adapter_class
 from reelstore.codec import FrozenMap, freeze
 from reelstore.crashpoints import crash_point
 from reelstore.drain import hold
@@ -329,6 +329,7 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
     into_parent = view.boundary == "isolated" and view.parent.startswith(VIEW_PREFIX)
     target = view.parent if into_parent else trunk_ref(live.trunk)
     effects = pending_effects(repo, view)
+    _adapters_load(effects, name)
     run_pre_hook(repo, "pre-commit", {"REEL_VIEW": name, "REEL_TARGET": target, "REEL_EFFECTS": str(len(effects))})
     hold.check(repo)
     admission.check_budgets(admission.view_caps(repo, view), effects)
@@ -355,6 +356,17 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
     run_hook(repo, "post-commit", {"REEL_VIEW": name, "REEL_TARGET": target,
                                    "REEL_RECORD": (result.record or result.parent_view or live.id).hex()})
     return result
+
+
+def _adapters_load(effects: list[Effect], view: str) -> None:
+    """E014, before anything changes, if a pending effect's adapter cannot be loaded in this process:
+    committing it would record an effect no drain here could deliver."""
+    for name in sorted({e.adapter for e in effects}):
+        try:
+            adapter_class(name)
+        except BadInput as exc:
+            raise BadInput(f"cannot commit view {view!r}: a pending effect needs adapter {name!r}, which cannot be "
+                           f"loaded here ({exc.message}); nothing was committed", view=view, adapter=name) from None
 
 
 def _retire_after_commit(repo: Repo, live: Live) -> None:
