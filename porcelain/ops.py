@@ -49,6 +49,9 @@ def detail(o: Operation, view: str, st: OperatorState) -> str:
         f"resource   {o.effect.resource}",
         f"class      {o.effect.effect_class}, delivery {o.effect.delivery}",
         f"principal  {o.effect.principal or '-'}",
+        *([f"supersedes {o.effect.meta['supersedes']} (approved by {o.effect.meta.get('approved_by', '?')}; "
+           f"the predecessor was {o.effect.meta.get('predecessor_state', '?')} and keeps its duplicate risk)"]
+          if "supersedes" in o.effect.meta else []),
         f"assignee   {st.assignee or '-'}",
         f"escalation {st.escalated_to or '-'}" + (f", deadline {_when(st.deadline)}" if st.deadline else "")
         + (" (OVERDUE)" if st.overdue(now) else ""),

@@ -16,11 +16,13 @@ from reelstore.porcelain.ops import json_flag
               help="What you established: the target acted (succeeded) or did not (absent).")
 @click.option("--evidence", required=True, help="What you saw, e.g. the target's transaction id.")
 @click.option("--observer", required=True, help="Who established it.")
+@click.option("--source", default="", help="Where the evidence came from (the target's API, a statement, …).")
+@click.option("--scope", default="", help="What the finding covers (this operation, an account and a day, …).")
 @pass_ctx
-def reconcile(ctx: Context, op: str, outcome: str, evidence: str, observer: str) -> None:
+def reconcile(ctx: Context, op: str, outcome: str, evidence: str, observer: str, source: str, scope: str) -> None:
     """Settle unknown operation OP with attributed evidence. Nothing is sent: `absent` is final, and
     sending again is a new effect in a new view. `reel recover` then drains the record's later effects."""
-    found, finding = settle(ctx.repo, op, outcome, evidence, observer)
+    found, finding = settle(ctx.repo, op, outcome, evidence, observer, source=source, scope=scope)
     doc = found.to_json()
     doc["finding"] = finding.id.hex()
     ctx.emit(doc, f"{found.op}: {outcome} (finding {finding.id.hex()} by {observer}); "

@@ -82,12 +82,21 @@ class ViewHandle:
         op: Mapping[str, Any] | HttpRequest,
         effect_class: str | None = None,
         version_ref: Mapping[str, Any] | None = None,
+        *,
+        supersedes: str | None = None,
+        approved_by: str = "",
     ) -> Effect:
         """Queue a Class B or C effect; it fires only if this view's changes reach a trunk. `op` is the
-        adapter's operation map, or an `HttpRequest` for the http adapter."""
+        adapter's operation map, or an `HttpRequest` for the http adapter. `supersedes` makes it a fresh
+        attempt at an earlier operation, which `approved_by` (not its initiator) must authorise."""
         if isinstance(op, HttpRequest):
             op = op.to_op()
-        return kernel.effect(self.repo, self.name, adapter, op, effect_class, version_ref)
+        link = None
+        if supersedes is not None:
+            from reelstore.drain.operator import supersede_link
+
+            link = supersede_link(self.repo, supersedes, approved_by)
+        return kernel.effect(self.repo, self.name, adapter, op, effect_class, version_ref, link)
 
     def status(self) -> dict[str, Any]:
         return kernel.status(self.repo, self.name)
@@ -234,12 +243,13 @@ class Store:
 
         return list_ops(self.repo, unresolved)
 
-    def reconcile(self, op: str, outcome: str, evidence: str, observer: str) -> tuple[Operation, Finding]:
+    def reconcile(self, op: str, outcome: str, evidence: str, observer: str, *, source: str = "",
+                  scope: str = "") -> tuple[Operation, Finding]:
         """Settle an unknown operation with an operator's attributed evidence (`succeeded` or
-        `absent`); nothing is sent."""
+        `absent`, where the adapter's evidence rule allows absence); nothing is sent."""
         from reelstore.drain.ops import reconcile
 
-        return reconcile(self.repo, op, outcome, evidence, observer)
+        return reconcile(self.repo, op, outcome, evidence, observer, source=source, scope=scope)
 
     def recover(self) -> RecoveryReport:
         """Fence older drainers with a new epoch and resume every unfinished drain, per delivery tier."""

@@ -83,3 +83,44 @@ def test_a_failing_notifier_is_recorded_as_not_delivered(tmp_path: Path) -> None
                                 "result": "not delivered: the notify hook exited 3: pager unreachable"}]
         bad = reel(tmp_path, "ops", "escalate", doc["op"], "--to", "bob", "--deadline", "soon")
         assert bad.returncode == 2
+
+
+def test_findings_keep_source_and_scope_and_absence_obeys_the_evidence_rule(tmp_path: Path) -> None:
+    with Target(tmp_path / "ledger.jsonl") as target:
+        crashed_commit(tmp_path, target, "blind", "target-kills")
+        (doc,) = json.loads(reel(tmp_path, "ops", "--unresolved", "--json").stdout)
+        op = doc["op"]
+        reel(tmp_path, "config", "service.pay.match", f"http:POST:{target.url}/blind")
+        reel(tmp_path, "config", "service.pay.absence", "unprovable")
+        refused = reel(tmp_path, "reconcile", op, "--outcome", "absent", "--evidence", "no row", "--observer", "al")
+        assert refused.returncode == 6 and b"absence = unprovable" in refused.stderr
+        reel(tmp_path, "config", "service.pay.absence", "provable")
+        done = reel(tmp_path, "--json", "reconcile", op, "--outcome", "absent", "--evidence", "no row for it",
+                    "--observer", "al", "--source", "payments API export", "--scope", "account 42, 2026-12-01")
+        assert done.returncode == 0, done.stderr
+        finding = json.loads(done.stdout)["finding"]
+        shown = json.loads(reel(tmp_path, "cat-file", "-p", finding).stdout)
+        assert shown["source"] == "payments API export" and shown["scope"] == "account 42, 2026-12-01"
+        assert "source: payments API export" in json.loads(reel(tmp_path, "ops", "show", op, "--json").stdout)[
+            "evidence"]
+
+
+def test_a_fresh_attempt_is_linked_and_needs_a_second_person(tmp_path: Path) -> None:
+    with Target(tmp_path / "ledger.jsonl") as target:
+        crashed_commit(tmp_path, target, "blind", "target-kills")
+        (doc,) = json.loads(reel(tmp_path, "ops", "--unresolved", "--json").stdout)
+        op = doc["op"]
+        reel(tmp_path, "fork", "retry")
+        pay = json.dumps({"method": "POST", "url": f"{target.url}/blind/pay", "json": {"amount": 5}})
+        me = reel(tmp_path, "effect", "retry", "--adapter", "http", "--op", pay, "--supersedes", op,
+                  "--approved-by", doc["principal"])
+        assert me.returncode == 6 and b"other than its initiator" in me.stderr
+        ok = reel(tmp_path, "--json", "effect", "retry", "--adapter", "http", "--op", pay, "--supersedes", op[:12],
+                  "--approved-by", "second-approver")
+        assert ok.returncode == 0, ok.stderr
+        assert json.loads(ok.stdout)["supersedes"] == op
+        reel(tmp_path, "commit", "retry")
+        ops = {d["op"]: d for d in json.loads(reel(tmp_path, "ops", "--json").stdout)}
+        (fresh,) = [d for d in ops.values() if d.get("supersedes") == op]
+        assert fresh["op"] != op and fresh["approved_by"] == "second-approver"
+        assert ops[op]["state"] == "unknown"  # the predecessor's uncertainty is not erased

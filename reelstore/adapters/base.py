@@ -90,6 +90,12 @@ class Adapter:
         """After a crash: did the target act? `succeeded`, `absent` or `unknown` (the default)."""
         return "unknown"
 
+    def absence_unprovable(self, effect: Effect) -> str:
+        """The adapter's evidence rule: '' if an operator who finds no trace of `effect` at its target
+        may record it absent, else why "no record found" proves nothing (the target can still act
+        late). `reel reconcile --outcome absent` is refused for such an effect."""
+        return ""
+
 
 ENTRY_POINTS = "reelstore.adapters"
 """The entry-point group an installed distribution declares its adapters in (`name = module:Class`),

@@ -80,6 +80,13 @@ class HttpAdapter(Adapter):
             return Service(name="", match="", delivery="keyed", key_header="")
         return svc
 
+    def absence_unprovable(self, effect: Effect) -> str:
+        svc = classify(self.repo.config, effect.resource, str(effect.op.get("method", "GET")))
+        if svc.absence == "unprovable":
+            return (f"service {svc.name!r} declares absence = unprovable: the target can still act late, "
+                    "so finding no record of the request proves nothing")
+        return ""
+
     def check_precondition(self, effect: Effect) -> None:
         """Class B: the resource's current ETag must still be the one the view saw (E002 if not)."""
         want = _etag(effect)

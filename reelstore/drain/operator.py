@@ -22,7 +22,7 @@ from typing import Any
 
 from reelstore.drain import log as drainlog
 from reelstore.drain.ops import UNRESOLVED, Operation, find, list_ops
-from reelstore.errors import BadInput, Conflict
+from reelstore.errors import BadInput, CapabilityViolation, Conflict
 from reelstore.hooks.runner import hook_path
 from reelstore.kernel.views import principal
 from reelstore.objects import Hash, OpEvent
@@ -212,3 +212,18 @@ def _deliver(repo: Repo, hook: os.PathLike[str], o: Operation, to: str, st: Oper
         why = done.stderr.decode("utf-8", "replace").strip().splitlines()
         return f"not delivered: the notify hook exited {done.returncode}" + (f": {why[-1][:200]}" if why else "")
     return "delivered"
+
+
+def supersede_link(repo: Repo, name: str, approved_by: str) -> dict[str, str]:
+    """The link a fresh attempt at operation `name` carries: a new, separately authorised effect (its
+    own operation id) that names its predecessor. It never erases the predecessor's duplicate risk:
+    the predecessor keeps its state and history. Refused (E009) when the approver is the initiator."""
+    found = find(repo, name)
+    if found.state == "succeeded":
+        raise Conflict(f"operation {found.op} succeeded: there is nothing to attempt again", op=found.op)
+    if not approved_by.strip():
+        raise BadInput("a fresh attempt needs --approved-by NAME")
+    if approved_by == principal():
+        raise CapabilityViolation(f"a fresh attempt at {found.op} must be approved by someone other than its "
+                                  f"initiator ({approved_by})")
+    return {"supersedes": found.op, "approved_by": approved_by, "predecessor_state": found.state}

@@ -41,7 +41,10 @@ class Operation:
     @property
     def evidence(self) -> str:
         if self.finding is not None:
-            return f"{self.finding.observer}: {self.finding.evidence}"
+            f = self.finding
+            where = ", ".join(x for x in (f"source: {f.source}" if f.source else "",
+                                          f"scope: {f.scope}" if f.scope else "") if x)
+            return f"{f.observer}: {f.evidence}" + (f" ({where})" if where else "")
         if self.latest is None:
             return "no journal entry yet: the record was committed but its drain never reached this effect"
         status = (self.latest.receipt or {}).get("status")
@@ -90,6 +93,9 @@ class Operation:
             "journal": self.latest.id.hex() if self.latest is not None else None,
             "finding": self.finding.id.hex() if self.finding is not None else None,
         }
+        if "supersedes" in self.effect.meta:
+            doc["supersedes"] = str(self.effect.meta["supersedes"])
+            doc["approved_by"] = str(self.effect.meta.get("approved_by", ""))
         if self.history:
             doc["history"] = [_entry_json(e) for e in self.history]
         return doc
@@ -202,7 +208,8 @@ def find(repo: Repo, name: str) -> Operation:
     return found
 
 
-def reconcile(repo: Repo, name: str, outcome: str, evidence: str, observer: str) -> tuple[Operation, Finding]:
+def reconcile(repo: Repo, name: str, outcome: str, evidence: str, observer: str, *, source: str = "",
+              scope: str = "") -> tuple[Operation, Finding]:
     """Store the operator's finding about an unknown operation and settle it (never sends anything).
     A not-sent operation can be given up (`absent`), never declared succeeded: nothing of it left."""
     if outcome not in ("succeeded", "absent"):
@@ -217,7 +224,15 @@ def reconcile(repo: Repo, name: str, outcome: str, evidence: str, observer: str)
         if found.state == "pending":
             raise BadInput(f"operation {found.op} is pending, not unknown: nothing was sent; `reel recover` drains it")
         raise Conflict(f"operation {found.op} is already {found.state}; only an unknown outcome is reconciled")
-    finding = Finding(found.op, found.latest.id, outcome, evidence, observer, drainlog.clock())
+    if outcome == "absent" and found.state == "unknown":
+        from reelstore.adapters.base import adapter
+
+        why = adapter(found.effect.adapter, repo).absence_unprovable(found.effect)
+        if why:
+            raise BadInput(f"operation {found.op} cannot be recorded absent: {why}. Record `succeeded` with "
+                           f"evidence, or close it: `reel ops close {found.op} --accept-uncertainty --by NAME`")
+    finding = Finding(found.op, found.latest.id, outcome, evidence, observer, drainlog.clock(), source=source,
+                      scope=scope)
     repo.objects.put(finding)
     step = drainlog.Step(found.record, found.index, found.effect.id, found.op, outcome, found.latest.id,
                          {"finding": finding.id.hex()}, f"reconciled by {observer}: {evidence}", finding.id)

@@ -7,6 +7,7 @@
         key-header = Idempotency-Key   ; the operation id travels here on every attempt
         status-url = http://127.0.0.1:8080/pay/status/{key}   ; queryable / two-phase: 200 done, 404 absent
         commit-url = http://127.0.0.1:8080/pay/commit/{key}   ; two-phase: confirms a prepared request
+        absence = unprovable           ; the target may act late: "no record found" proves nothing
 
 `match` is a resource prefix matched on segment boundaries (`/` and `:`), like capabilities; the
 longest matching rule wins. A request no rule matches is Class C, and `blind` if its method is unsafe.
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
 DEFAULT_KEY_HEADER = "Idempotency-Key"
+ABSENCE = ("provable", "unprovable")
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class Service:
     key_header: str = DEFAULT_KEY_HEADER
     status_url: str | None = None
     commit_url: str | None = None
+    absence: str = "provable"
+    """`unprovable`: an operator's "no record found" is not proof of absence (the target can act late)."""
 
     def validate(self) -> Service:
         where = f'service "{self.name}"'
@@ -51,6 +55,8 @@ class Service:
             raise BadInput(f"{where}: {self.delivery} delivery needs a status-url with {{key}}")
         if self.delivery == "two-phase" and not self.commit_url:
             raise BadInput(f"{where}: two-phase delivery needs a commit-url with {{key}}")
+        if self.absence not in ABSENCE:
+            raise BadInput(f"{where}: absence must be one of {', '.join(ABSENCE)}, not {self.absence!r}")
         for url in (self.status_url, self.commit_url):
             if url is not None and "{key}" not in url:
                 raise BadInput(f"{where}: {url!r} must contain {{key}}")
@@ -78,6 +84,7 @@ def services(config: Config) -> list[Service]:
             key_header=get("key-header", DEFAULT_KEY_HEADER) or DEFAULT_KEY_HEADER,
             status_url=get("status-url"),
             commit_url=get("commit-url"),
+            absence=(get("absence", "provable") or "provable").lower(),
         ).validate())
     _PARSED[config] = (list(config.lines), out)
     return out

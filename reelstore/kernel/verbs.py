@@ -249,9 +249,11 @@ def effect(
     op: Mapping[str, Any],
     effect_class: str | None = None,
     version_ref: Mapping[str, Any] | None = None,
+    link: Mapping[str, str] | None = None,
 ) -> Effect:
     """Admit an effect into view `name`'s buffer: classified by its adapter, checked against the
-    view's fire capabilities, budget, expiry and the store's hold. Nothing is sent."""
+    view's fire capabilities, budget, expiry and the store's hold. Nothing is sent. `link` goes into
+    the effect's meta (a fresh attempt's `supersedes` and `approved_by`)."""
     load_live(repo, name, settle=False)
     hold.check(repo)
     impl = adapter(adapter_name, repo)
@@ -276,7 +278,8 @@ def effect(
             delivery=decided.delivery,
             version_ref=freeze(dict(ref)) if ref else None,
             principal=str(live.view.meta.get("principal", principal())),
-            meta=freeze({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": len(pending)}),
+            meta=freeze({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": len(pending),
+                         **(link or {})}),
         )
         admission.admit_effect(admission.view_caps(repo, live.view), pending, item)
         block = Effects(tuple(e.id for e in pending) + (item.id,))

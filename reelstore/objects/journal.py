@@ -65,14 +65,21 @@ class Finding(Object):
     evidence: str
     observer: str
     time: int
+    source: str = ""
+    """Where the evidence came from (the target's API, a statement, a support ticket)."""
+    scope: str = ""
+    """What the finding covers (this operation only, an account and a day, …)."""
     SPEC: ClassVar = {
         "evidence": ("evidence", v_str(1 << 16, empty=False)),
         "journal": ("journal", v_hash),
         "observer": ("observer", v_str(256, empty=False)),
         "op": ("op", v_str(128, empty=False)),
         "outcome": ("outcome", v_enum(*OUTCOMES)),
+        "scope": ("scope", v_str(1 << 12)),
+        "source": ("source", v_str(1 << 12)),
         "time": ("time", v_int()),
     }
+    LATER: ClassVar = {"scope": "", "source": ""}
 
     def references(self) -> tuple[Hash, ...]:
         return (self.journal,)
