@@ -170,22 +170,23 @@ def _mark(repo: Repo, now: float, progress: Progress | None, keep_raw: dict[Hash
     tick = (lambda n: progress("marking", n, None)) if progress else None
     roots = ref_roots(repo.refs, since_ms)
     w = walk(repo.objects, roots, progress=tick, on_object=seen)
-    w.stable = _fence(repo, w, roots, since_ms, seen)
+    _fence(repo, w, roots, since_ms, seen)
     return w
 
 
-FENCE_ROUNDS = 20
+FENCE_ROUNDS = 3
 
 
 def _fence(repo: Repo, w: Walk, roots: list[tuple[str, Hash]], since_ms: int,
-           seen: Callable[[Object], None]) -> bool:
-    """After marking, add what concurrent writers may reference next, in rounds: every id a live writer
-    registered and has not yet referenced from a ref (storage/inflight.py), then the refs as they are now,
-    until a re-read of the refs equals the one before it. Reading the refs one by one can miss an object
-    moving between two of them (a commit points the trunk at a record before it deletes the view ref
-    that held it), so one reading is not enough; two equal readings in a row are. A writer that settled
-    before a round read its registration moved its ref before that round re-read the refs. False if the
-    refs never held still for FENCE_ROUNDS rounds: the caller then deletes nothing."""
+           seen: Callable[[Object], None]) -> None:
+    """After marking, add what concurrent writers may reference next: every id a live writer registered
+    and has not yet referenced from a landed ref transaction (storage/inflight.py), then the refs as they
+    are now. One round suffices for a writer that registers: if gc reads its registration before it
+    settles, its objects are kept; if after, its ref move landed before gc re-reads the refs. So an
+    object listed as a candidate before the mark and unreachable after the fence is not about to be
+    referenced by a write that began before the listing. Up to FENCE_ROUNDS rounds are read until two
+    readings of the refs agree, which also catches an object moving between two refs mid-reading for a
+    writer that does not register."""
     inflight = getattr(repo.objects, "inflight", None)
     before = roots
     for _ in range(FENCE_ROUNDS):
@@ -209,9 +210,8 @@ def _fence(repo: Repo, w: Walk, roots: list[tuple[str, Hash]], since_ms: int,
             for h, name in more.hints.items():
                 w.hints.setdefault(h, name)
         if now == before:
-            return True
+            return
         before = now
-    return False
 
 
 def _loose_listing(store: DiskObjectStore) -> dict[Hash, float]:
@@ -303,7 +303,7 @@ def gc(
         for h in cands:
             if h in w.reachable:
                 keep.add(h)
-            elif cutoff is None or mtime(h) >= cutoff or not w.stable or h in w.inflight:
+            elif cutoff is None or mtime(h) >= cutoff or h in w.inflight:
                 keep.add(h)
                 report.kept_recent += 1
             else:
@@ -398,7 +398,7 @@ def prune(repo: Repo, expire: str | None = None, *, dry_run: bool = False, now: 
         for h, listed in sorted(loose.items()):
             if h in w.reachable:
                 continue
-            if cutoff is None or listed >= cutoff or not w.stable or h in w.inflight:
+            if cutoff is None or listed >= cutoff or h in w.inflight:
                 report.kept_recent += 1
             elif dry_run or _remove_loose_if_unchanged(store, h, listed, cutoff):
                 report.removed.append(h)

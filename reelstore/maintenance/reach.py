@@ -30,8 +30,6 @@ class Walk:
     kinds: dict[Hash, str] = field(default_factory=dict)
     inflight: set[Hash] = field(default_factory=set)
     """gc's fence: reached only from writes not yet referenced by any ref (kept, but not reachable)."""
-    stable: bool = True
-    """gc's fence: False if the refs kept moving while it re-read them (then nothing may be deleted)."""
 
     @property
     def complete(self) -> bool:
