@@ -124,3 +124,44 @@ def test_a_fresh_attempt_is_linked_and_needs_a_second_person(tmp_path: Path) -> 
         (fresh,) = [d for d in ops.values() if d.get("supersedes") == op]
         assert fresh["op"] != op and fresh["approved_by"] == "second-approver"
         assert ops[op]["state"] == "unknown"  # the predecessor's uncertainty is not erased
+
+
+def test_the_specimens_fault_schedule_crash_after_200_restore_and_guarded_refusals(tmp_path: Path) -> None:
+    """The AGI Reactor specimen, black-box: the payment reaches the target, the drainer dies after the
+    target answered, the store is restored from a backup holding the UNKNOWN entry (the target is not
+    rolled back), and every way of trying again under the hold, or around it, sends nothing new."""
+    import shutil
+
+    with Target(tmp_path / "ledger.jsonl") as target:
+        crashed_commit(tmp_path, target, "blind", "target-kills")  # the target appended, then killed reel
+        assert target.count("/") == 1  # "never send anything" cannot pass this test
+        backup = tmp_path / "backup.reel"
+        shutil.copytree(tmp_path / ".reel", backup)
+        (doc,) = json.loads(reel(tmp_path, "ops", "--unresolved", "--json").stdout)
+        op = doc["op"]
+        shutil.rmtree(tmp_path / ".reel")  # lose the store; restore the backup, not the target
+        shutil.copytree(backup, tmp_path / ".reel")
+        assert reel(tmp_path, "hold", "--why", "restored from backup").returncode == 0
+
+        pay = json.dumps({"method": "POST", "url": f"{target.url}/blind/pay", "json": {"amount": 5}})
+        changed = json.dumps({"method": "POST", "url": f"{target.url}/blind/pay", "json": {"amount": 6}})
+        assert reel(tmp_path, "recover").returncode == 6  # held: no drain at all
+        reel(tmp_path, "fork", "again")
+        for op_json in (pay, changed):  # the same operation again, or a changed intent: refused at admission
+            refused = reel(tmp_path, "effect", "again", "--adapter", "http", "--op", op_json)
+            assert refused.returncode == 6 and b"E012" in refused.stderr
+        replacement = reel(tmp_path, "effect", "again", "--adapter", "http", "--op", pay, "--supersedes", op,
+                           "--approved-by", "second-approver")
+        assert replacement.returncode == 6 and b"E012" in replacement.stderr
+        assert target.count("/") == 1
+
+        assert reel(tmp_path, "release").returncode == 0
+        assert reel(tmp_path, "recover").returncode == 7  # the guard, not the hold, keeps it from resending
+        state = json.loads(reel(tmp_path, "ops", "show", op, "--json").stdout)
+        assert state["state"] == "unknown" and "never resent" in state["why_unknown"]
+        assert state["intent"].startswith("journaled")
+        self_approved = reel(tmp_path, "effect", "again", "--adapter", "http", "--op", pay, "--supersedes", op,
+                             "--approved-by", doc["principal"])
+        assert self_approved.returncode == 6
+        assert target.count("/") == 1  # exactly one effect after every recovery attempt
+        assert json.loads(reel(tmp_path, "ops", "--unresolved", "--json").stdout)[0]["state"] == "unknown"
