@@ -6,36 +6,54 @@ import click
 
 from reelstore.api import Store
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.kernel import binding
 from reelstore.kernel.verbs import CommitResult
+from reelstore.kernel.views import VIEW_PREFIX, load_live
 
 
-def _text(res: CommitResult) -> str:
+def _text(res: CommitResult, notes: list[str]) -> str:
     if res.record is None:
         return f"merged view {res.view} into {res.target} ({res.parent_view.hex()[:12] if res.parent_view else ''})"
-    lines = [f"committed view {res.view} to {res.target} as record {res.record.hex()}"]
+    lines = [f"note: {n}" for n in notes]
+    lines.append(f"committed view {res.view} to {res.target} as record {res.record.hex()}")
     if res.drain is not None:
         for o in res.drain.outcomes:
             lines.append(f"  effect {o.index} {o.op}: {o.state} ({o.action}){' - ' + o.note if o.note else ''}")
     return "\n".join(lines)
 
 
+def _default_remote(ctx: Context, view: str) -> str | None:
+    """The remote the view's trunk tracks, for a commit into a trunk (a merge into a parent view has none)."""
+    live = load_live(ctx.repo, view, settle=False)
+    if live.view.boundary == "isolated" and live.view.parent.startswith(VIEW_PREFIX):
+        return None
+    return binding.tracked_remote(ctx.repo, live.trunk)
+
+
 @click.command("commit")
 @click.argument("view")
 @click.option("-m", "--message", default="", help="Record message.")
 @click.option("--remote", metavar="REMOTE",
-              help="First advance the trunk on REMOTE by compare-and-swap; drain only if that wins (else E015).")
+              help="First advance the trunk on REMOTE by compare-and-swap; drain only if that wins (else E015). "
+                   "The default is the remote the trunk tracks, if any.")
 @pass_ctx
 def commit(ctx: Context, view: str, message: str, remote: str | None) -> None:
     """Commit VIEW: checks, then the target's compare-and-swap, then (into a trunk) the drain.
     Exits 0 only if every effect succeeded: 9 (E017) if one failed or was not sent, 7 (E011) if one's
-    outcome is unknown."""
+    outcome is unknown.
+
+    A view bound to a remote (pushed, cloned or fetched) is committed only with --remote at that
+    remote (E015 otherwise), which also deletes the view's ref there in the same push.
+    """
+    remote = remote or _default_remote(ctx, view)
     fence = None
     if remote:
         from reelstore import sync  # on use: it loads dulwich, which most commands never need
 
         fence = sync.remote_fence(ctx.repo, remote)
     res = Store(ctx.repo).commit(view, message, fence=fence, check=False)
-    ctx.emit(res.to_json(), lambda: _text(res))
+    notes = fence.result.notes if fence is not None and fence.result is not None else []
+    ctx.emit({**res.to_json(), "remote": remote, "notes": notes}, lambda: _text(res, notes))
     if res.drain is not None:
         res.drain.check(res)
 

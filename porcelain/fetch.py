@@ -1,4 +1,4 @@
-"""`reel fetch`: bring a remote's trunks and views into `refs/remotes/REMOTE/…`."""
+"""`reel fetch`: bring a remote's trunks and views into `refs/remotes/REMOTE/…`, and catch up."""
 
 from __future__ import annotations
 
@@ -7,22 +7,39 @@ import click
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.progress import end_progress, tty_progress
 
+_SAID = {"fast-forward": "fast-forwarded to", "up-to-date": "up to date at",
+         "ahead": "is ahead of the remote, not moved; at",
+         "diverged": "has diverged from the remote, not moved; it has"}
+
 
 @click.command("fetch")
 @click.argument("remote", required=False, default="origin")
+@click.option("--prune", is_flag=True,
+              help="Delete remote-tracking refs the remote no longer has, and abort local views bound to it "
+                   "whose copy there is gone.")
 @pass_ctx
-def fetch(ctx: Context, remote: str) -> None:
-    """Fetch REMOTE (default: origin). Every object is re-hashed and decoded before it is stored;
+def fetch(ctx: Context, remote: str, prune: bool) -> None:
+    """Fetch REMOTE (default: origin), then fast-forward local trunks that have not diverged and retire
+    local views whose commit has landed. Every object is re-hashed and decoded before it is stored;
     one bad object refuses the whole fetch (E007, exit 3) and stores nothing."""
     from reelstore import sync  # on use: it loads dulwich, which most commands never need
 
     progress = tty_progress()
-    res = sync.fetch(ctx.repo, remote, progress.line if progress else None)
+    res = sync.fetch(ctx.repo, remote, progress.line if progress else None, prune=prune)
     end_progress(progress)
 
     def text() -> str:
         lines = [f"From {res.url} ({res.objects} new objects)"]
         lines += [f"  {name}  {h.hex()[:12]}" for name, h in sorted(res.refs.items()) if name in res.updated]
+        for t in res.trunks:
+            if t.status != "up-to-date" or res.updated:
+                where = t.new if t.status in ("fast-forward", "up-to-date") else t.old
+                lines.append(f"trunk {t.trunk} {_SAID[t.status]} {where.hex()[:12]}")
+        lines += [f"view {name} was committed as {h.hex()}" for name, h in sorted(res.retired.items())]
+        lines += [f"{ref} is gone from {remote}" for ref in res.gone]
+        lines += [f"pruned {ref}" for ref in res.pruned]
+        lines += [f"aborted view {name} (its copy on {remote} is gone)" for name in res.aborted]
+        lines += [f"note: {n}" for n in res.notes]
         return "\n".join(lines)
 
     ctx.emit(res.to_json(), text)

@@ -11,23 +11,32 @@ from reelstore.cli.progress import end_progress, tty_progress
 @click.command("push")
 @click.argument("remote", required=False, default="origin")
 @click.argument("refs", nargs=-1)
+@click.option("--delete", "delete", is_flag=True,
+              help="Delete REFS on the remote instead (each by compare-and-swap against what was last seen).")
 @pass_ctx
-def push(ctx: Context, remote: str, refs: tuple[str, ...]) -> None:
+def push(ctx: Context, remote: str, refs: tuple[str, ...], delete: bool) -> None:
     """Push REFS (default: every trunk and view) to REMOTE (default: origin).
 
     A remote ref moves only if it still holds what this store last saw there; otherwise nothing is
-    pushed and the command exits 5 (E015). Refs the remote has moved past are skipped.
+    pushed and the command exits 5 (E015). Refs the remote has moved past are skipped. Every view
+    pushed is bound to REMOTE: from then on it is committed only with `commit --remote REMOTE`.
     """
     from reelstore import sync  # on use: it loads dulwich, which most commands never need
 
     progress = tty_progress()
-    res = sync.push(ctx.repo, remote, list(refs) or None, progress.line if progress else None)
+    report = progress.line if progress else None
+    if delete:
+        if not refs:
+            raise click.UsageError("--delete needs at least one REF")
+        res = sync.delete(ctx.repo, remote, list(refs), report)
+    else:
+        res = sync.push(ctx.repo, remote, list(refs) or None, report)
     end_progress(progress)
 
     def text() -> str:
-        lines = [f"{r.status:>12}  {r.ref}  {r.new.hex()[:12]}" for r in res.refs]
+        lines = [f"{r.status:>12}  {r.ref}  {r.new.hex()[:12] if r.new else ''}".rstrip() for r in res.refs]
         head = f"To {res.url}" + (f" (sync commit {res.commit[:12]}, {res.objects} objects)" if res.commit else "")
-        return "\n".join([head, *lines])
+        return "\n".join([*(f"note: {n}" for n in res.notes), head, *lines])
 
     ctx.emit(res.to_json(), text)
 

@@ -20,13 +20,21 @@ def remote(click_ctx: click.Context, verbose: bool) -> None:
 @remote.command("add")
 @click.argument("name")
 @click.argument("url")
+@click.option("--track", is_flag=True,
+              help="Make the store's trunk track NAME: its commits then default to --remote NAME.")
+@click.option("--trunk", "trunks_opt", multiple=True, metavar="TRUNK",
+              help="With --track: track NAME from TRUNK instead (repeatable).")
 @pass_ctx
-def add(ctx: Context, name: str, url: str) -> None:
+def add(ctx: Context, name: str, url: str, track: bool, trunks_opt: tuple[str, ...]) -> None:
     """Record remote NAME at URL (a path, file://, git://, ssh:// or http(s)://)."""
     from reelstore import sync  # on use: it loads dulwich, which most commands never need
 
-    sync.add_remote(ctx.repo, name, url)
-    ctx.emit({"name": name, "url": url})
+    if trunks_opt and not track:
+        raise click.UsageError("--trunk needs --track")
+    trunks = sorted(set(trunks_opt) or {ctx.repo.trunk}) if track else []
+    sync.add_remote(ctx.repo, name, url, track=trunks)
+    ctx.emit({"name": name, "url": url, "tracked_by": trunks},
+             "\n".join(f"trunk {t} tracks {name}: its commits default to --remote {name}" for t in trunks))
 
 
 @remote.command("remove")

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from reelstore.adapters.http_request import HttpRequest
 from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
 from reelstore.kernel import verbs as kernel
+from reelstore.kernel.binding import bound_remote
 from reelstore.kernel.history import LogEntry, log
 from reelstore.kernel.views import live_views, view_ref
 from reelstore.objects import Capability, Effect, Hash
@@ -200,14 +201,16 @@ class Store:
             handle.commit(message, check=check)
 
     def views(self) -> list[dict[str, Any]]:
-        """Every live view: name, id, parent, boundary, counts of changes and effects."""
+        """Every live view: name, id, parent, boundary, counts of changes and effects, and the remote it
+        is bound to (its one commit point), if any."""
         out = []
         for live in live_views(self.repo):
             v = live.view
             delta = kernel.current_delta(self.repo, live)
             effects = kernel.pending_effects(self.repo, v)
             out.append({"name": live.name, "id": live.id.hex(), "parent": v.parent, "boundary": v.boundary,
-                        "depth": v.depth, "changes": len(delta.ops), "effects": len(effects)})
+                        "depth": v.depth, "changes": len(delta.ops), "effects": len(effects),
+                        "remote": bound_remote(self.repo, v)})
         return out
 
     def commit(self, name: str, message: str = "",

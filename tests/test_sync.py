@@ -121,9 +121,15 @@ def test_fetch_brings_what_another_store_pushed(tmp_path: Path, store_a: Repo, r
     assert got.objects == 7 + 2
     assert got.updated == ["refs/remotes/origin/heads/main"]
     assert b.refs["refs/remotes/origin/heads/main"] == rec
-    assert b.refs["refs/heads/main"] != rec
+    # b had not diverged, so its trunk fast-forwards (and its reflog does not claim the records)
+    assert b.refs["refs/heads/main"] == rec and [t.status for t in got.trunks] == ["fast-forward"]
+    assert not b.refs.reflog("refs/heads/main")[-1].message.startswith("commit ")
     again = sync.fetch(b, "origin")
-    assert again.objects == 0 and again.updated == []
+    assert again.objects == 0 and again.updated == [] and [t.status for t in again.trunks] == ["up-to-date"]
+    later = grow(store_a, 1, "a3")
+    sync.push(store_a, "origin")
+    sync.fetch(b, "origin", catch_up=False)
+    assert b.refs["refs/heads/main"] == rec != later
     # b's trunk is behind the remote's: a push of everything skips it rather than rewind the remote
     result = sync.push(b, "origin")
     assert result.commit is None and [r.status for r in result.refs] == ["behind"]
@@ -162,7 +168,7 @@ def test_advance_remote_trunk_is_a_compare_and_swap(tmp_path: Path, store_a: Rep
     with pytest.raises(RemoteConflict):
         sync.advance_remote_trunk(b, "origin", "main", base, rec_b)
     assert b.refs["refs/remotes/origin/heads/main"] == base
-    with pytest.raises(RemoteConflict, match="fetch first"):
+    with pytest.raises(RemoteConflict, match="`reel fetch origin` first"):
         sync.advance_remote_trunk(store_a, "origin", "main", base, rec_a)
     sync.fetch(b, "origin")
     assert b.refs["refs/remotes/origin/heads/main"] == rec_a

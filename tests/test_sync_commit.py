@@ -46,12 +46,17 @@ def test_concurrent_commit_remote_drains_once(tmp_path: Path) -> None:
         won, lost = Repo.open(winner), Repo.open(loser)
         assert won.refs["refs/heads/main"] != before[winner] and won.refs.get("refs/views/pay") is None
         assert lost.refs["refs/heads/main"] == before[loser] and lost.refs.get("refs/views/pay") is not None
-        remote_record = sync.fetch(lost, "origin").refs["refs/remotes/origin/heads/main"]
+        fetched = sync.fetch(lost, "origin")
+        remote_record = fetched.refs["refs/remotes/origin/heads/main"]
         assert remote_record == won.refs["refs/heads/main"]
         fsck(remote)
         assert git("--git-dir", str(remote), "rev-list", "--count", "refs/reel/heads/main").strip() == "2"
+        assert "refs/reel/views/pay" not in git("--git-dir", str(remote), "for-each-ref")
 
-        lost.refs.set("refs/heads/main", remote_record, before[loser], message="catch up with origin")
+        # one fetch catches the loser up: its trunk fast-forwards and its copy of the view is terminal
+        assert [(t.trunk, t.status) for t in fetched.trunks] == [("main", "fast-forward")]
+        assert lost.refs["refs/heads/main"] == remote_record and lost.refs.get("refs/views/pay") is None
+        assert fetched.retired == {"pay": remote_record}
         proc = subprocess.run([REEL, "recover"], cwd=loser, env=env, capture_output=True, timeout=60)
         assert proc.returncode == 0, proc.stderr.decode()
         assert target.count("/blind") == 1  # the loser caught up, and still fired nothing

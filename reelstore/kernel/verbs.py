@@ -13,7 +13,7 @@ from __future__ import annotations
 import secrets
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -24,7 +24,7 @@ from reelstore.drain import hold
 from reelstore.drain.drainer import DrainReport, commit_message, drain
 from reelstore.errors import BadInput, Conflict, ForkDepthExceeded, NotFound, ViewTerminal
 from reelstore.hooks.runner import run_hook, run_pre_hook
-from reelstore.kernel import admission
+from reelstore.kernel import admission, binding
 from reelstore.kernel.merge import changes_of, replay
 from reelstore.kernel.views import (
     HEAD_PREFIX,
@@ -326,10 +326,13 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
     trunk (a record, then the drain). E002 with nothing changed if the target moved in a conflicting
     way or a Class B precondition no longer holds. `fence(trunk, head, record)`, if given, runs after
     the record is written and before the trunk moves (`commit --remote` wins the remote trunk there);
-    if it raises, the trunk, the view and the drain are untouched."""
+    if it raises, the trunk, the view and the drain are untouched. A fence's `remote` attribute names
+    the remote it fences on: a view bound to a remote is committed only through that remote (E015)."""
     live = load_live(repo, name)
     view = live.view
     into_parent = view.boundary == "isolated" and view.parent.startswith(VIEW_PREFIX)
+    if not into_parent:
+        binding.check_commit_point(repo, live, getattr(fence, "remote", None))
     target = view.parent if into_parent else trunk_ref(live.trunk)
     effects = pending_effects(repo, view)
     _adapters_load(effects, name)
@@ -398,8 +401,10 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
     checked: Hash | None = None
     for attempt in range(CAS_ATTEMPTS):
         head = repo.refs[ref]
-        if find_record(repo, live.view, head, stop=checked) is not None:
-            raise ViewTerminal(f"view {live.name!r} is terminal: another process committed it", view=live.name)
+        found = find_record(repo, live.view, head, stop=checked)
+        if found is not None:
+            raise ViewTerminal(f"view {live.name!r} was committed as {found.hex()} (by another process)",
+                               view=live.name, state="committed", record=found.hex())
         checked = head
         top = load(repo, head, Record)
         if top.namespace == delta.base:
@@ -476,12 +481,16 @@ def _merge_into_parent(repo: Repo, live: Live, at: Hash, delta: Delta, effects: 
 # abort
 
 
-def abort(repo: Repo, name: str) -> list[str]:
+def abort(repo: Repo, name: str, cleared: Collection[str] = ()) -> list[str]:
     """Abort view `name` and its live descendants (deepest first): their refs are deleted by CAS, no
-    fire capability is minted, and gc later collects what only they reached. Returns the names."""
+    fire capability is minted, and gc later collects what only they reached. Returns the names.
+    A view bound to a remote is aborted only once its copy there is gone (the remote is in
+    `cleared`; `sync.abort` removes the copies first), else E015."""
     live = load_live(repo, name)
     done = []
-    for child in descendants(repo, live):
+    family = descendants(repo, live)
+    binding.check_abort_point(repo, [*family, live], cleared)
+    for child in family:
         if _abort_one(repo, child):
             done.append(child.name)
     if not _abort_one(repo, live):

@@ -184,7 +184,7 @@ def terminal_error(repo: Repo, name: str) -> ViewTerminal | NotFound:
         return NotFound(f"no view named {name!r}", view=name)
     how = "committed" if end.verb == "commit" else "aborted"
     extra = f" as {end.detail.split()[0]}" if end.verb == "commit" and end.detail else ""
-    return ViewTerminal(f"view {name!r} is terminal: it was {how}{extra}", view=name, state=how)
+    return ViewTerminal(f"view {name!r} was {how}{extra}", view=name, state=how)
 
 
 def load_live(repo: Repo, name: str, *, settle: bool = True) -> Live:
@@ -231,9 +231,14 @@ def landed_in(repo: Repo, view: View, value: Hash) -> bool:
 
 
 def committed_in(repo: Repo, view: View) -> Hash | None:
-    """The record (or parent view object) that already holds `view`, if its commit landed."""
+    """The record (the view's own, not the trunk's head) or parent view object that already holds
+    `view`, if its commit landed."""
     _, value = commit_target(repo, view)
-    return value if value is not None and landed_in(repo, view, value) else None
+    if value is None:
+        return None
+    if isinstance(load(repo, value), View):
+        return value if landed_in(repo, view, value) else None
+    return find_record(repo, view, value, stop=None)
 
 
 def fork_id(view: View) -> str:

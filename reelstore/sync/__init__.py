@@ -5,8 +5,9 @@ as `refs/reel/…`; a push moves each remote ref by compare-and-swap; a fetch st
 not re-hashed and decoded.
 """
 
-from reelstore.sync.fetch import FetchResult, clone, fetch
-from reelstore.sync.push import PushResult, RefPush, advance_remote_trunk, push, remote_fence
+from reelstore.sync.abort import abort
+from reelstore.sync.fetch import FetchResult, TrunkMove, clone, fetch
+from reelstore.sync.push import PushResult, RefPush, RemoteFence, advance_remote_trunk, delete, push, remote_fence
 from reelstore.sync.remote import DEFAULT_REMOTE, add_remote, list_remotes, remote_url, remove_remote
 
 __all__ = [
@@ -14,9 +15,13 @@ __all__ = [
     "FetchResult",
     "PushResult",
     "RefPush",
+    "RemoteFence",
+    "TrunkMove",
+    "abort",
     "add_remote",
     "advance_remote_trunk",
     "clone",
+    "delete",
     "fetch",
     "list_remotes",
     "push",

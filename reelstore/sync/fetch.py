@@ -3,6 +3,12 @@
 Nothing received is trusted. The pack is staged in a temporary file, every object in it is
 re-hashed and decoded (see `mapping.unpack`), the closure of every fetched ref is checked complete,
 and only then is anything stored: one bad object rejects the whole fetch with E007 and stores nothing.
+
+Then the store catches up (DESIGN §7): every view fetched is bound to the remote; every local trunk
+the remote's has not diverged from is fast-forwarded (as `git pull --ff-only`); a local view whose
+commit is now on a trunk (this store's, or the remote's as just fetched) is retired as committed,
+naming its own record; and a view the remote no longer holds is reported gone (with `prune`, its
+remote-tracking ref is deleted and a local copy bound to that remote is aborted, as it was there).
 """
 
 from __future__ import annotations
@@ -11,11 +17,15 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from dulwich.object_store import ObjectStoreGraphWalker
 
 from reelstore.errors import BadInput, ReelError, StorageError
-from reelstore.objects import Hash
+from reelstore.kernel import binding
+from reelstore.kernel.verbs import abort as abort_view
+from reelstore.kernel.views import HEAD_PREFIX, VIEW_PREFIX, committed_in, find_record, live_views, retire
+from reelstore.objects import Hash, Record, View
 from reelstore.storage.refs import ANY, check_ref_name, check_target
 from reelstore.storage.repo import DEFAULT_TRUNK, REEL_DIR, Repo
 from reelstore.sync.mapping import Omitted, Received, read_pack, reel_ref, tracking_ref, unpack
@@ -25,6 +35,20 @@ from reelstore.sync.transport import Progress, Remote, connect, remote_progress,
 
 _SPOOL = 64 << 20
 _MAX_FETCH = 4 << 30
+_MAX_WALK = 1_000_000
+
+
+@dataclass
+class TrunkMove:
+    """What a fetch did to a local trunk: `fast-forward`, `up-to-date`, `ahead` or `diverged` (not moved)."""
+
+    trunk: str
+    status: str
+    old: Hash
+    new: Hash
+
+    def to_json(self) -> dict[str, Any]:
+        return {"trunk": self.trunk, "status": self.status, "old": self.old.hex(), "new": self.new.hex()}
 
 
 @dataclass
@@ -35,20 +59,33 @@ class FetchResult:
     refs: dict[str, Hash] = field(default_factory=dict)
     """Every remote-tracking ref, after the fetch."""
     updated: list[str] = field(default_factory=list)
+    trunks: list[TrunkMove] = field(default_factory=list)
+    retired: dict[str, Hash] = field(default_factory=dict)
+    """Local views found committed (view name → its own record) and retired."""
+    gone: list[str] = field(default_factory=list)
+    """Remote refs this store had seen that the remote no longer holds."""
+    pruned: list[str] = field(default_factory=list)
+    aborted: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"remote": self.remote, "url": self.url, "objects": self.objects, "updated": self.updated,
-                "refs": {name: h.hex() for name, h in sorted(self.refs.items())}}
+                "refs": {name: h.hex() for name, h in sorted(self.refs.items())},
+                "trunks": [t.to_json() for t in self.trunks],
+                "retired": {name: h.hex() for name, h in sorted(self.retired.items())},
+                "gone": self.gone, "pruned": self.pruned, "aborted": self.aborted, "notes": self.notes}
 
 
-def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = None) -> FetchResult:
-    """Update `refs/remotes/REMOTE/…` from the remote's `refs/reel/…`, storing what they reach.
+def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = None, *,
+          prune: bool = False, catch_up: bool = True) -> FetchResult:
+    """Update `refs/remotes/REMOTE/…` from the remote's `refs/reel/…`, storing what they reach, then
+    catch up (see the module doc; `catch_up` False only fetches, for clone).
 
     The sync commits we know are offered as haves, so the remote sends only newer ones. If what
     they reach turns out incomplete here (this store dropped objects since), the fetch is redone
     once from scratch, without haves.
     """
-    conn = connect(remote, remote_url(repo, remote))
+    conn = connect(remote, remote_url(repo, remote), repo.config)
     result = FetchResult(remote, conn.url)
     state = SyncState(repo)
     try:
@@ -71,18 +108,105 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
             progress(f"received {len(got.objects)} objects from {remote}")
         repo.objects.put_many(got.objects.values())
         with state:
+            result.gone = sorted(ref for ref in state.seen(remote) if ref not in targets)
             if not advertised:
                 state.forget(remote)
             state.add_known(remote, got.objects)
             state.add_commits(remote, {cid: (refs, got.parents[cid]) for cid, refs in got.commits.items()})
+            for ref in result.gone:
+                state.drop_seen(remote, ref)
             for ref, target in targets.items():
                 state.set_seen(remote, ref, Seen(advertised[ref], target))
         result.objects = len(got.objects)
         result.updated = _update_tracking(repo, remote, targets)
+        for ref, target in targets.items():
+            if ref.startswith(VIEW_PREFIX):
+                binding.bind(repo, repo.objects.get_as(target, View), remote)
+        if catch_up:
+            result.trunks = _fast_forward(repo, remote, targets)
+            result.retired = _retire_committed(repo, remote)
+            if prune:
+                _prune(repo, remote, targets, result)
         result.refs = dict(repo.refs.list(f"refs/remotes/{remote}/"))
         return result
     finally:
         state.close()
+
+
+def _fast_forward(repo: Repo, remote: str, targets: dict[str, Hash]) -> list[TrunkMove]:
+    """Move every local trunk the remote's trunk descends from up to it, by CAS (`git pull --ff-only`).
+    The reflog message does not mark the records as committed here: their drains are not ours."""
+    moves = []
+    for ref, new in sorted(targets.items()):
+        if not ref.startswith(HEAD_PREFIX):
+            continue
+        old = repo.refs.get(ref)
+        if old is None:
+            continue
+        trunk = ref[len(HEAD_PREFIX):]
+        if old == new:
+            status = "up-to-date"
+        elif _descends(repo, new, old):
+            try:
+                repo.refs.set(ref, new, old, message=f"fetch {remote}: fast-forward", principal="reel sync")
+                status = "fast-forward"
+            except ReelError:
+                status = "diverged"
+        elif _descends(repo, old, new):
+            status = "ahead"
+        else:
+            status = "diverged"
+        moves.append(TrunkMove(trunk, status, old, new))
+    return moves
+
+
+def _descends(repo: Repo, head: Hash, ancestor: Hash) -> bool:
+    h: Hash | None = head
+    for _ in range(_MAX_WALK):
+        if h is None:
+            return False
+        if h == ancestor:
+            return True
+        obj = repo.objects.get(h)
+        h = obj.parent if isinstance(obj, Record) else None
+    return False
+
+
+def _retire_committed(repo: Repo, remote: str) -> dict[str, Hash]:
+    """Retire every live view whose commit landed on its local trunk, or (bound to `remote`) on the
+    remote's trunk as just fetched: it is terminal, and says so naming its own record."""
+    out = {}
+    for live in live_views(repo):
+        if not live.trunk or (live.view.boundary == "isolated" and live.view.parent.startswith(VIEW_PREFIX)):
+            continue
+        found = committed_in(repo, live.view)
+        if found is None and binding.bound_remote(repo, live.view) == remote:
+            head = repo.refs.get(binding.tracking_trunk(remote, live.trunk))
+            found = find_record(repo, live.view, head, stop=None) if head is not None else None
+        if found is not None:
+            retire(repo, live, found)
+            out[live.name] = found
+    return out
+
+
+def _prune(repo: Repo, remote: str, targets: dict[str, Hash], result: FetchResult) -> None:
+    """Delete remote-tracking refs the remote no longer has, and abort local views bound to `remote`
+    whose copy there is gone (another store aborted them there: that abort holds here too)."""
+    prefix = f"refs/remotes/{remote}/"
+    wanted = {tracking_ref(remote, ref) for ref in targets}
+    for name, _ in repo.refs.list(prefix):
+        if name not in wanted:
+            repo.refs.delete(name, message=f"fetch --prune {remote}", principal="reel sync")
+            result.pruned.append(name)
+    for live in live_views(repo):
+        if binding.bound_remote(repo, live.view) != remote or live.ref in targets:
+            continue
+        if repo.refs.get(live.ref) is None:
+            continue
+        try:
+            result.aborted += abort_view(repo, live.name, cleared={remote})
+        except ReelError as exc:
+            result.notes.append(f"view {live.name} is gone from {remote} but was not aborted here: {exc.message}")
 
 
 def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | None, *,
@@ -129,6 +253,7 @@ def clone(url: str, directory: Path | str, progress: Progress | None = None) -> 
     base = Path(directory)
     if (base / REEL_DIR).exists():
         raise BadInput(f"{base / REEL_DIR} already exists")
+    url = _absolute(url)
     conn = connect(DEFAULT_REMOTE, url)
     with talking_to(conn):
         listed = conn.client.get_refs(conn.path).refs
@@ -139,17 +264,40 @@ def clone(url: str, directory: Path | str, progress: Progress | None = None) -> 
     repo = Repo.init(base, trunk)
     try:
         add_remote(repo, DEFAULT_REMOTE, url)
-        result = fetch(repo, DEFAULT_REMOTE, progress)
+        result = fetch(repo, DEFAULT_REMOTE, progress, catch_up=False)
         tx = repo.refs.transaction(message=f"clone {url}", principal="reel sync")
+        heads = {}
         for name, target in result.refs.items():
             local = "refs/" + name.removeprefix(f"refs/remotes/{DEFAULT_REMOTE}/")
-            if local.startswith(("refs/heads/", "refs/views/")):
+            if local.startswith(HEAD_PREFIX):
                 tx.update(local, target, ANY if local == f"refs/heads/{trunk}" else None)
+                heads[local[len(HEAD_PREFIX):]] = target
+        for name, target in result.refs.items():
+            local = "refs/" + name.removeprefix(f"refs/remotes/{DEFAULT_REMOTE}/")
+            if local.startswith(VIEW_PREFIX) and not _landed(repo, local, target, heads):
+                tx.update(local, target, None)
         tx.commit()
+        for t in heads:
+            binding.track(repo, t, DEFAULT_REMOTE)
     except (ReelError, OSError):
         shutil.rmtree(base if created else base / REEL_DIR, ignore_errors=True)
         raise
     return repo, result
+
+
+def _absolute(url: str) -> str:
+    """A relative path names a directory from here; the new store lives elsewhere, so keep it absolute."""
+    if "://" in url or url.startswith("git@") or not Path(url).exists():
+        return url
+    return str(Path(url).resolve())
+
+
+def _landed(repo: Repo, ref: str, target: Hash, heads: dict[str, Hash]) -> bool:
+    """Is the remote view `ref` already committed on its trunk (its ref was left behind by a server
+    without atomic pushes)? Such a view is terminal and is not checked out."""
+    view = repo.objects.get_as(target, View)
+    head = heads.get(str(view.meta.get("trunk", "")))
+    return head is not None and find_record(repo, view, head, stop=None) is not None
 
 
 def _checked(ref: str) -> str:

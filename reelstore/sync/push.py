@@ -3,38 +3,48 @@
 Each remote ref moves only if it still holds the sync commit this store last saw there: we check
 that inside dulwich's `update_refs` (before any data is sent) and receive-pack checks it again under
 its ref lock, so a race after the advertisement is lost too. A lost race raises E015 and changes
-nothing locally.
+nothing locally. Deleting a remote ref is a compare-and-swap too.
+
+A view pushed to a remote is bound to it (`kernel.binding`): from then on its one commit point is
+that remote, and `commit --remote` deletes the view's remote ref in the same push that advances the
+trunk (atomically where the server offers it; otherwise the trunk first, then the view ref).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from dulwich.errors import GitProtocolError
+from dulwich.objects import ZERO_SHA
 from dulwich.pack import pack_objects_to_data
 
 from reelstore.errors import BadInput, NotFound, ReelError, RemoteConflict, StorageError
-from reelstore.objects import Blob, Hash, Record, decode
+from reelstore.kernel import binding
+from reelstore.kernel.views import VIEW_PREFIX, fork_id
+from reelstore.objects import Blob, Hash, Record, View, decode
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
-from reelstore.sync.mapping import REMOTE_PREFIX, build_commit, git_ref, tracking_ref
+from reelstore.sync.mapping import REMOTE_PREFIX, SyncCommit, build_commit, git_ref, tracking_ref
 from reelstore.sync.remote import remote_url
 from reelstore.sync.state import Seen, SyncState
-from reelstore.sync.transport import Progress, Remote, connect, remote_progress, talking_to
+from reelstore.sync.transport import Progress, Remote, connect, remote_progress, talking_to, text
 
 SYNCED = ("refs/heads/", "refs/views/")
 _MAX_WALK = 1_000_000
 _LEAF = Blob.kind.encode() + b"\0"
+_STALE_HAVES = ("missing necessary objects", "unpack-objects abnormal exit", "index-pack abnormal exit",
+                "did not receive expected object", "bad object", "missing object")
 
 
 @dataclass
 class RefPush:
-    """One ref's fate in a push: `new`, `fast-forward`, `up-to-date` or `behind` (skipped)."""
+    """One ref's fate in a push: `new`, `fast-forward`, `up-to-date`, `behind` (skipped) or `deleted`."""
 
     ref: str
     status: str
     old: Hash | None
-    new: Hash
+    new: Hash | None
 
 
 @dataclass
@@ -44,17 +54,21 @@ class PushResult:
     commit: str | None = None
     objects: int = 0
     refs: list[RefPush] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What the push had to do on its own (a recovery, a fallback), in words for the user."""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "remote": self.remote, "url": self.url, "commit": self.commit, "objects": self.objects,
-            "refs": [{"ref": r.ref, "status": r.status, "old": r.old.hex() if r.old else None, "new": r.new.hex()}
-                     for r in self.refs],
+            "refs": [{"ref": r.ref, "status": r.status, "old": r.old.hex() if r.old else None,
+                      "new": r.new.hex() if r.new else None} for r in self.refs],
+            "notes": self.notes,
         }
 
 
 def push(repo: Repo, remote: str, refs: list[str] | None = None, progress: Progress | None = None) -> PushResult:
-    """Push the named refs (default: every trunk and view) to `remote`.
+    """Push the named refs (default: every trunk and view) to `remote`; every view pushed (or found
+    already there) is bound to `remote`.
 
     A ref the remote moved past (another store pushed, we fetched, ours is older) is skipped; a ref
     that diverged from what the remote holds refuses the whole push with E015, before anything is sent.
@@ -81,46 +95,123 @@ def push(repo: Repo, remote: str, refs: list[str] | None = None, progress: Progr
                 f"remote {remote} holds a different history for {', '.join(rejected)}; "
                 "fetch, reconcile, and push again (nothing was pushed)", refs=rejected)
         if plan:
-            _send(repo, state, connect(remote, result.url), plan, result, progress)
+            _send(repo, state, connect(remote, result.url, repo.config), plan, {}, result, progress)
+        for r in result.refs:
+            if r.ref.startswith(VIEW_PREFIX) and r.status in ("new", "fast-forward", "up-to-date") and r.new:
+                binding.bind(repo, repo.objects.get_as(r.new, View), remote, override=True)
         return result
     finally:
         state.close()
 
 
+def delete(repo: Repo, remote: str, refs: list[str], progress: Progress | None = None) -> PushResult:
+    """Delete reel refs on `remote`, each by compare-and-swap against what this store last saw there
+    (E015 if one moved, E001 if this store never saw it), and drop their remote-tracking refs."""
+    result = PushResult(remote, remote_url(repo, remote))
+    state = SyncState(repo)
+    try:
+        state.bind(remote, result.url)
+        seen = state.seen(remote)
+        doomed: dict[str, str] = {}
+        for name in refs:
+            ref = _remote_ref_name(name)
+            if ref not in seen:
+                raise NotFound(f"remote {remote} has no {ref} that this store has seen; `reel fetch {remote}` first")
+            doomed[ref] = seen[ref].git_commit
+            result.refs.append(RefPush(ref, "deleted", seen[ref].target, None))
+        _send(repo, state, connect(remote, result.url, repo.config), {}, doomed, result, progress)
+        return result
+    finally:
+        state.close()
+
+
+def _remote_ref_name(name: str) -> str:
+    """`views/pay`, `refs/views/pay`, `refs/remotes/origin/views/pay` or a bare view name → the reel ref."""
+    if name.startswith("refs/remotes/"):
+        parts = name.split("/", 3)
+        name = "refs/" + parts[3] if len(parts) == 4 else name
+    if not name.startswith("refs/"):
+        name = "refs/" + name if name.startswith(("heads/", "views/")) else VIEW_PREFIX + name
+    if not name.startswith(SYNCED):
+        raise BadInput(f"{name} is not a trunk or a view; only those are pushed")
+    return check_ref_name(name)
+
+
 def advance_remote_trunk(repo: Repo, remote: str, trunk: str, old_record: Hash | None, new_record: Hash,
                          progress: Progress | None = None) -> PushResult:
-    """Move `refs/reel/heads/TRUNK` on the remote from `old_record` to `new_record`, by compare-and-swap.
+    """Move `refs/reel/heads/TRUNK` on the remote from `old_record` to `new_record`, by compare-and-swap,
+    and delete the remote ref of the view the record commits, if it is there, in the same push.
 
     This is the fence of `commit --remote`: of two stores committing on the same synced trunk, one
-    wins here and the other gets E015 before it drains anything.
+    wins here and the other gets E015 before it drains anything. A view bound to this remote must
+    still be there as this store last saw it (if another store aborted or changed it, E015): so an
+    abort anywhere, which deletes the remote copy first, can never be followed by a commit elsewhere.
     """
     ref = check_ref_name(f"refs/heads/{trunk}")
     url = remote_url(repo, remote)
     state = SyncState(repo)
     try:
         state.bind(remote, url)
-        last = state.seen(remote).get(ref)
+        seen = state.seen(remote)
+        last = seen.get(ref)
         if last is not None and last.target != old_record:
             have = last.target.hex()[:12]
             raise RemoteConflict(f"trunk {trunk} on remote {remote} is at {have}, not at the record this "
-                                 "commit builds on; fetch first", ref=ref)
+                                 f"commit builds on; `reel fetch {remote}` first", ref=ref)
         result = PushResult(remote, url)
         result.refs.append(RefPush(ref, "fast-forward" if last else "new", old_record, new_record))
-        _send(repo, state, connect(remote, result.url), {ref: new_record}, result, progress)
+        deletes = _committed_view_ref(repo, remote, seen, new_record)
+        for view_ref in deletes:
+            result.refs.append(RefPush(view_ref, "deleted", seen[view_ref].target, None))
+        _send(repo, state, connect(remote, result.url, repo.config), {ref: new_record}, deletes, result, progress)
         return result
     finally:
         state.close()
 
 
-def remote_fence(repo: Repo, remote: str, progress: Progress | None = None) -> Callable[[str, Hash | None, Hash], None]:
+def _committed_view_ref(repo: Repo, remote: str, seen: dict[str, Seen], record: Hash) -> dict[str, str]:
+    """{remote view ref: expected sync commit} for the view `record` commits, if the remote holds it."""
+    rec = repo.objects.get_as(record, Record)
+    if rec.view is None:
+        return {}
+    view = repo.objects.get_as(rec.view, View)
+    name = str(view.meta.get("name", ""))
+    ref = VIEW_PREFIX + name
+    last = seen.get(ref)
+    there = last is not None and same_view(repo, last.target, view)
+    if binding.bound_remote(repo, view) == remote and not there:
+        raise RemoteConflict(f"view {name!r} is no longer on remote {remote} as this store last saw it (another "
+                             f"store aborted or committed it); `reel fetch {remote}` shows which; nothing was "
+                             "committed", view=name)
+    return {ref: last.git_commit} if there and last is not None else {}
+
+
+def same_view(repo: Repo, target: Hash, view: View) -> bool:
+    """Is `target` an object of the same view (the same fork) as `view`?"""
+    try:
+        other = repo.objects.get(target)
+    except ReelError:
+        return False
+    return isinstance(other, View) and fork_id(other) == fork_id(view)
+
+
+class RemoteFence:
     """The hook `commit --remote` runs between writing its record and moving the local trunk:
-    `fence(trunk, old_record, new_record)` wins the remote CAS or raises E015 (the remote must exist)."""
-    remote_url(repo, remote)
+    `fence(trunk, old_record, new_record)` wins the remote CAS or raises E015. `remote` tells the
+    kernel which remote this commit point is (a bound view accepts only its own)."""
 
-    def fence(trunk: str, old_record: Hash | None, new_record: Hash) -> None:
-        advance_remote_trunk(repo, remote, trunk, old_record, new_record, progress)
+    def __init__(self, repo: Repo, remote: str, progress: Progress | None = None) -> None:
+        remote_url(repo, remote)
+        self.repo, self.remote, self.progress = repo, remote, progress
+        self.result: PushResult | None = None
 
-    return fence
+    def __call__(self, trunk: str, old_record: Hash | None, new_record: Hash) -> None:
+        self.result = advance_remote_trunk(self.repo, self.remote, trunk, old_record, new_record, self.progress)
+
+
+def remote_fence(repo: Repo, remote: str, progress: Progress | None = None) -> RemoteFence:
+    """The fence of `commit --remote` on `remote` (which must exist)."""
+    return RemoteFence(repo, remote, progress)
 
 
 def _names(repo: Repo, refs: list[str] | None) -> list[str]:
@@ -191,67 +282,130 @@ def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[H
     return out
 
 
-def _send(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], result: PushResult,
-          progress: Progress | None) -> None:
-    """Push one sync commit with the CAS; record the outcome locally only if it won.
+def _send(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], deletes: dict[str, str],
+          result: PushResult, progress: Progress | None) -> None:
+    """Push one sync commit setting `plan` and deleting `deletes` (ref → the sync commit it must still
+    hold), all by CAS; record the outcome locally only if it won.
 
-    If the remote turns out to have been emptied since we last pushed, what we knew of it is
-    forgotten and the push is redone in full, once.
+    Both go in one atomic push when the server offers it; otherwise `plan` first and `deletes` after
+    (a failure of that second step is reported in `result.notes`, not raised: `plan` already won).
+    If the remote was emptied since we last pushed, or lacks objects we believed it held (a ref
+    deleted there and the server pruned), what we knew of it is forgotten and the push redone in
+    full, once, and the result says so.
     """
-    for _ in range(2):
+    for attempt in range(2):
         try:
-            _attempt(repo, state, conn, plan, result, progress)
+            if plan and deletes:
+                try:
+                    _attempt(repo, state, conn, plan, deletes, result, progress, atomic=True)
+                except _NoAtomic:
+                    result.notes.append(f"remote {conn.name} does not offer atomic pushes: moved "
+                                        f"{', '.join(sorted(plan))} first, then deleted {', '.join(sorted(deletes))}")
+                    _attempt(repo, state, conn, plan, {}, result, progress)
+                    try:
+                        _attempt(repo, state, conn, {}, deletes, result, progress)
+                    except ReelError as exc:
+                        result.notes.append(f"could not delete {', '.join(sorted(deletes))} on {conn.name} "
+                                            f"({exc.message}); a fetch still sees that view as committed")
+            else:
+                _attempt(repo, state, conn, plan, deletes, result, progress)
             return
         except _RemoteEmptied:
             with state:
                 state.forget(conn.name)
+            result.notes.append(f"remote {conn.name} holds no reel refs although this store pushed there before "
+                                "(emptied or recreated); forgot what was known of it and pushed in full")
+        except _StaleHaves as exc:
+            if attempt:
+                raise RemoteConflict(f"remote {conn.name} still refuses the push after a full resend: "
+                                     f"{exc}") from None
+            with state:
+                state.forget_haves(conn.name)
+            note = (f"remote {conn.name} lacked objects this store believed it held ({exc}): a ref was probably "
+                    "deleted there and the server pruned; forgot what this store knew it had and pushed again in full")
+            result.notes.append(note)
+            if progress:
+                progress(note)
     raise StorageError(f"remote {conn.name} keeps changing under the push; try again")
 
 
-def _attempt(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], result: PushResult,
-             progress: Progress | None) -> None:
+def _attempt(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], deletes: dict[str, str],
+             result: PushResult, progress: Progress | None, *, atomic: bool = False) -> None:
     seen = state.seen(conn.name)
     expected = {git_ref(ref): seen[ref].git_commit.encode() if ref in seen else None for ref in plan}
+    doomed = {git_ref(ref): commit.encode() for ref, commit in deletes.items()}
     parents = state.tips(conn.name)
-    new = missing_on_remote(repo, state, conn.name, list(plan.values()))
-    sync = build_commit(new, plan, parents)
-    if progress:
-        progress(f"pushing {len(new)} objects to {conn.name} in sync commit {sync.id[:12]}")
+    sync: SyncCommit | None = None
+    new: list[tuple[Hash, bytes]] = []
+    if plan:
+        new = missing_on_remote(repo, state, conn.name, list(plan.values()))
+        sync = build_commit(new, plan, parents)
+        if progress:
+            progress(f"pushing {len(new)} objects to {conn.name} in sync commit {sync.id[:12]}")
 
     def update_refs(remote_refs: dict[bytes, bytes]) -> dict[bytes, bytes]:
-        if parents and not any(name.startswith(REMOTE_PREFIX.encode()) for name in remote_refs):
+        if plan and parents and not any(name.startswith(REMOTE_PREFIX.encode()) for name in remote_refs):
             raise _RemoteEmptied
-        for name, want in expected.items():
+        for name, want in [*expected.items(), *doomed.items()]:
             if remote_refs.get(name) != want:
                 raise RemoteConflict(f"{name.decode()} on remote {conn.name} moved since this store last "
-                                     "saw it; fetch first", ref=name.decode())
-        return {name: sync.commit.id for name in expected}
+                                     f"saw it; `reel fetch {conn.name}` first", ref=name.decode())
+        out = {name: ZERO_SHA for name in doomed}
+        if sync is not None:
+            out.update({name: sync.commit.id for name in expected})
+        return out
 
-    def generate(have: set, want: set, ofs_delta: bool = True, progress: object = None) -> tuple:
-        return pack_objects_to_data(sync.objects, deltify=False, ofs_delta=ofs_delta)
+    def generate(have: set[bytes], want: set[bytes], ofs_delta: bool = True, progress: object = None) -> Any:
+        return pack_objects_to_data(sync.objects if sync is not None else [], deltify=False, ofs_delta=ofs_delta)
 
     with talking_to(conn):
-        sent = conn.client.send_pack(conn.path, update_refs, generate, progress=remote_progress(progress))
-    failed = {k.decode(): v for k, v in (sent.ref_status or {}).items() if v}
+        try:
+            sent = conn.client.send_pack(conn.path, update_refs, generate, progress=remote_progress(progress),
+                                         atomic=atomic)
+        except GitProtocolError as exc:
+            said = text(exc)
+            if atomic and "atomic" in said.lower():
+                raise _NoAtomic from None
+            if any(s in said for s in _STALE_HAVES):
+                raise _StaleHaves(said) from None
+            raise
+    failed = {k.decode(): text(v) for k, v in (sent.ref_status or {}).items() if v}
     if failed:
-        raise RemoteConflict(f"remote {conn.name} refused the update: "
-                             + "; ".join(f"{k}: {v}" for k, v in sorted(failed.items())), refs=sorted(failed))
-    _record(repo, state, conn.name, sync.id, plan, parents, new)
-    result.commit, result.objects = sync.id, len(new)
+        said = "; ".join(f"{k}: {v}" for k, v in sorted(failed.items()))
+        if sync is not None and any(s in said for s in _STALE_HAVES):
+            raise _StaleHaves(said)
+        raise RemoteConflict(f"remote {conn.name} refused the update: {said}", refs=sorted(failed))
+    _record(repo, state, conn.name, sync.id if sync else None, plan, deletes, parents, new)
+    if sync is not None:
+        result.commit, result.objects = sync.id, len(new)
 
 
 class _RemoteEmptied(Exception):
     """The remote holds no reel refs although we pushed to it before: it was emptied or recreated."""
 
 
-def _record(repo: Repo, state: SyncState, remote: str, commit: str, plan: dict[str, Hash], parents: list[str],
-            new: list[tuple[Hash, bytes]]) -> None:
+class _StaleHaves(Exception):
+    """The remote lacks objects our sync state says it has (it pruned what a deleted ref reached)."""
+
+
+class _NoAtomic(Exception):
+    """The server does not offer atomic pushes; nothing was sent."""
+
+
+def _record(repo: Repo, state: SyncState, remote: str, commit: str | None, plan: dict[str, Hash],
+            deletes: dict[str, str], parents: list[str], new: list[tuple[Hash, bytes]]) -> None:
     with state:
-        state.add_known(remote, (h for h, _ in new))
-        state.add_commits(remote, {commit: (plan, parents)})
-        for ref, target in plan.items():
-            state.set_seen(remote, ref, Seen(commit, target))
+        if commit is not None:
+            state.add_known(remote, (h for h, _ in new))
+            state.add_commits(remote, {commit: (plan, parents)})
+            for ref, target in plan.items():
+                state.set_seen(remote, ref, Seen(commit, target))
+        for ref in deletes:
+            state.drop_seen(remote, ref)
     tx = repo.refs.transaction(message=f"push {remote}", principal="reel sync")
     for ref, target in plan.items():
         tx.update(tracking_ref(remote, ref), target)
+    for ref in deletes:
+        if repo.refs.get(tracking_ref(remote, ref)) is not None:
+            tx.delete(tracking_ref(remote, ref))
     tx.commit()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 from reelstore.errors import BadInput, NotFound
+from reelstore.kernel import binding
+from reelstore.kernel.views import trunk_ref
 from reelstore.storage.repo import Repo
 from reelstore.sync.state import SyncState
 
@@ -37,14 +39,20 @@ def remote_url(repo: Repo, name: str) -> str:
     return url
 
 
-def add_remote(repo: Repo, name: str, url: str) -> None:
-    """Record a remote (E014 if the name is taken or the URL empty)."""
+def add_remote(repo: Repo, name: str, url: str, track: list[str] | None = None) -> None:
+    """Record a remote (E014 if the name is taken or the URL empty). Each trunk in `track` then
+    tracks it: its commits default to `--remote NAME`."""
     check_remote_name(name)
     if not url.strip():
         raise BadInput("a remote needs a URL")
     if repo.config.get(f"remote.{name}.url"):
         raise BadInput(f"remote {name!r} already exists")
+    for trunk in track or []:
+        if repo.refs.get(trunk_ref(trunk)) is None:
+            raise NotFound(f"no trunk {trunk!r} to track {name!r}")
     repo.config.set(f"remote.{name}.url", url)
+    for trunk in track or []:
+        binding.track(repo, trunk, name)
 
 
 def remove_remote(repo: Repo, name: str) -> int:
@@ -60,4 +68,7 @@ def remove_remote(repo: Repo, name: str) -> int:
     finally:
         state.close()
     repo.config.remove_section("remote", name)
+    for key, value in repo.config.items():
+        if key.startswith("trunk.") and key.endswith(".remote") and value == name:
+            repo.config.unset(key)
     return len(doomed)

@@ -114,6 +114,16 @@ class SyncState:
         self.db.executemany("UPDATE commits SET tip = 0 WHERE remote = ? AND git_commit = ?",
                             ((remote, p) for _, parents in commits.values() for p in parents))
 
+    def drop_seen(self, remote: str, ref: str) -> None:
+        """The remote no longer holds `ref` (we deleted it, or a fetch found it gone)."""
+        self.db.execute("DELETE FROM seen WHERE remote = ? AND ref = ?", (remote, ref))
+
+    def forget_haves(self, remote: str) -> None:
+        """Drop which objects and sync commits the remote holds, keeping what each ref was last seen
+        at (the expected values of the next compare-and-swap): the remote pruned some of them."""
+        for table in ("known", "commits"):
+            self.db.execute(f"DELETE FROM {table} WHERE remote = ?", (remote,))
+
     def forget(self, remote: str) -> None:
         """Drop everything known about a remote (it was removed, or it was emptied and recreated)."""
         for table in ("known", "seen", "commits", "urls"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -11,6 +13,7 @@ from dulwich.client import GitClient, InvalidWants, LocalGitClient, SubprocessGi
 from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
 
 from reelstore.errors import ReelError, Unreachable
+from reelstore.storage.config import Config
 
 Progress = Callable[[str], None]
 
@@ -25,33 +28,82 @@ class Remote:
     path: str
 
 
-def connect(name: str, url: str) -> Remote:
+def ssh_command(config: Config | None = None) -> str | None:
+    """The ssh program to reach an ssh:// remote, as git chooses it: `GIT_SSH_COMMAND` (a shell-style
+    command line), else `GIT_SSH` (a program path, no arguments), else `core.sshCommand`, else None
+    (dulwich's default `ssh`)."""
+    command = os.environ.get("GIT_SSH_COMMAND")
+    if command:
+        return command
+    program = os.environ.get("GIT_SSH")
+    if program:
+        return shlex.quote(program)
+    return (config.get("core.sshcommand") if config is not None else None) or None
+
+
+def connect(name: str, url: str, config: Config | None = None) -> Remote:
     """A client for `url` (a path, file://, git://, ssh://, http(s)://). Thin packs are refused:
     everything received must be checkable on its own. A local repository is served by git's own
     upload-pack and receive-pack when git is installed (the same checks and ref locking as a git
-    server, and much faster than dulwich's in-process server), else by dulwich in process."""
+    server, and much faster than dulwich's in-process server), else by dulwich in process. ssh
+    remotes honour `GIT_SSH_COMMAND`, `GIT_SSH` and `core.sshCommand` (see `ssh_command`)."""
     try:
-        client, path = get_transport_and_path(url, thin_packs=False, quiet=True)
+        client, path = get_transport_and_path(url, thin_packs=False, quiet=True, ssh_command=ssh_command(config))
     except (ValueError, KeyError) as exc:
-        raise Unreachable(f"cannot use remote URL {url!r}: {exc}") from None
+        raise Unreachable(f"cannot use remote URL {url!r}: {text(exc)}") from None
     if isinstance(client, LocalGitClient) and shutil.which("git"):
         client = SubprocessGitClient(thin_packs=False, quiet=True)
     return Remote(name, url, client, path)
 
 
+def text(value: object) -> str:
+    """A remote's words for a person: bytes decoded (never a Python `b'…'` repr), whitespace trimmed."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace").strip()
+    if isinstance(value, BaseException):
+        parts = [text(a) for a in value.args] or [type(value).__name__]
+        return "; ".join(p for p in parts if p) or type(value).__name__
+    return str(value).strip()
+
+
 @contextmanager
 def talking_to(remote: Remote) -> Iterator[None]:
-    """Map transport failures to E010 (our own ReelErrors, such as a lost CAS, pass through)."""
+    """Map transport failures to E010 (our own ReelErrors, such as a lost CAS, pass through). "cannot
+    talk to" is said only when nothing answered; a remote that answered with a refusal is quoted."""
     try:
         yield
     except ReelError:
         raise
     except NotGitRepository:
         raise Unreachable(f"{remote.url} is not a git repository") from None
-    except (HangupException, GitProtocolError, InvalidWants, OSError) as exc:
-        raise Unreachable(f"cannot talk to remote {remote.name} ({remote.url}): {exc}") from None
+    except HangupException as exc:
+        said = text(exc) if exc.stderr_lines else ""
+        if said:
+            raise Unreachable(f"remote {remote.name} ({remote.url}) hung up: {said}") from None
+        raise Unreachable(f"cannot talk to remote {remote.name} ({remote.url}): it hung up without "
+                          "answering") from None
+    except (GitProtocolError, InvalidWants) as exc:
+        silent = _unanswered(exc)
+        if silent is not None:
+            raise Unreachable(f"cannot talk to remote {remote.name} ({remote.url}): "
+                              f"{silent.strerror or text(silent)}") from None
+        raise Unreachable(f"remote {remote.name} ({remote.url}) refused: {text(exc)}") from None
+    except OSError as exc:
+        raise Unreachable(f"cannot talk to remote {remote.name} ({remote.url}): "
+                          f"{exc.strerror or text(exc)}") from None
 
 
+def _unanswered(exc: BaseException) -> OSError | None:
+    """The socket error under a protocol error (an HTTP client wraps a refused connection), if any:
+    then nothing answered, and the failure is ours to describe, not the remote's."""
+    seen = 0
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and seen < 16:
+        if isinstance(cause, OSError):
+            return cause
+        cause = cause.__cause__ or cause.__context__
+        seen += 1
+    return None
 def remote_progress(progress: Progress | None) -> Callable[[bytes], None] | None:
     """Forward the remote's own progress text (its `\r`-terminated counters included), if anyone listens."""
     if progress is None:

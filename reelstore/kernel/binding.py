@@ -1,0 +1,133 @@
+"""Bound views and tracking trunks: a synced view has one commit point, its remote (DESIGN §7).
+
+A view that was pushed to, cloned from or fetched from a remote has a copy there that another store
+can commit. Committing it locally as well would drain its effects twice, so it is *bound* to that
+remote: a commit must win the remote's trunk compare-and-swap (`commit --remote`), and an abort must
+remove the remote copy first. The binding is kept per view lineage (its fork id, shared by every
+object of one view), so a later view that reuses the name starts unbound. It is local, never synced:
+one file `.reel/bindings/<fork id>` holding `remote NAME` or `unbound` (the user's explicit choice).
+
+A trunk that tracks a remote (`trunk.<name>.remote` in config, set by clone and by
+`reel remote add --track`) makes that remote the default commit point of every commit into it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Collection
+from pathlib import Path
+
+from reelstore.errors import RemoteConflict, StorageError, ViewTerminal
+from reelstore.kernel.views import Live, find_record, fork_id
+from reelstore.objects import View
+from reelstore.storage.fileio import atomic_write
+from reelstore.storage.repo import Repo
+
+UNBOUND = "unbound"
+_MEMORY: weakref.WeakKeyDictionary[Repo, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def _path(repo: Repo, view: View) -> Path | None:
+    if repo.path is None:
+        return None
+    fork = fork_id(view)
+    if not fork or not all(c in "0123456789abcdef" for c in fork):
+        raise StorageError(f"view {view.id.hex()} has a malformed fork id {fork!r}")
+    return repo.path / "bindings" / fork
+
+
+def _read(repo: Repo, view: View) -> str | None:
+    path = _path(repo, view)
+    if path is None:
+        return _MEMORY.get(repo, {}).get(fork_id(view))
+    try:
+        text = path.read_text("utf-8").strip()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageError(f"cannot read the binding of view {view.id.hex()}: {exc}") from None
+    if text == UNBOUND:
+        return UNBOUND
+    kind, _, remote = text.partition(" ")
+    if kind != "remote" or not remote:
+        raise StorageError(f"binding file {path} is malformed: {text[:80]!r}")
+    return remote
+
+
+def _write(repo: Repo, view: View, value: str) -> None:
+    path = _path(repo, view)
+    if path is None:
+        _MEMORY.setdefault(repo, {})[fork_id(view)] = value
+        return
+    path.parent.mkdir(exist_ok=True)
+    text = UNBOUND if value == UNBOUND else f"remote {value}"
+    atomic_write(path, (text + "\n").encode(), fsync=repo.config.get_bool("core.fsync", True))
+
+
+def bound_remote(repo: Repo, view: View) -> str | None:
+    """The remote `view` is bound to, or None (never synced, or explicitly unbound)."""
+    value = _read(repo, view)
+    return None if value in (None, UNBOUND) else value
+
+
+def bind(repo: Repo, view: View, remote: str, *, override: bool = False) -> None:
+    """Bind `view` to `remote`. A fetch or clone (`override` False) keeps an explicit unbinding; a
+    push (`override` True) always binds, since it puts a committable copy on the remote again."""
+    current = _read(repo, view)
+    if current == remote or (current == UNBOUND and not override):
+        return
+    _write(repo, view, remote)
+
+
+def unbind(repo: Repo, view: View) -> str | None:
+    """Dangerous: let `view` be committed locally although a copy may live on a remote. Returns the
+    remote it was bound to."""
+    was = bound_remote(repo, view)
+    _write(repo, view, UNBOUND)
+    return was
+
+
+def tracked_remote(repo: Repo, trunk: str) -> str | None:
+    """The remote trunk `trunk` tracks (its commits default to `--remote` there), if any."""
+    return repo.config.get(f"trunk.{trunk}.remote") or None
+
+
+def track(repo: Repo, trunk: str, remote: str) -> None:
+    repo.config.set(f"trunk.{trunk}.remote", remote)
+
+
+def tracking_trunk(remote: str, trunk: str) -> str:
+    """The remote-tracking ref of `trunk` on `remote` (as `sync.mapping.tracking_ref` names it)."""
+    return f"refs/remotes/{remote}/heads/{trunk}"
+
+
+def check_commit_point(repo: Repo, live: Live, remote: str | None) -> None:
+    """Refuse a commit of a bound view anywhere but at its remote (E015), and a commit of a view the
+    remote's trunk already holds, as last fetched (E008, naming that view's own record)."""
+    bound = bound_remote(repo, live.view)
+    if bound is None:
+        return
+    head = repo.refs.get(tracking_trunk(bound, live.trunk))
+    found = find_record(repo, live.view, head, stop=None) if head is not None and repo.objects.has(head) else None
+    if found is not None:
+        raise ViewTerminal(f"view {live.name!r} was committed as {found.hex()} (on remote {bound})",
+                           view=live.name, state="committed", record=found.hex())
+    if remote != bound:
+        where = "without --remote" if remote is None else f"at remote {remote!r}"
+        raise RemoteConflict(
+            f"view {live.name!r} is bound to remote {bound!r} (it was pushed, cloned or fetched there), so it "
+            f"cannot be committed {where}: another store may commit the same view there, and its effects "
+            f"would fire twice. Commit it with `reel commit {live.name} --remote {bound}` (or, accepting "
+            f"that danger, unbind it with `reel views --unbind {live.name}`)", view=live.name, remote=bound)
+
+
+def check_abort_point(repo: Repo, views: list[Live], cleared: Collection[str]) -> None:
+    """Refuse to abort a bound view whose remote copy has not been removed (E015): another store
+    could still commit that copy."""
+    for live in views:
+        bound = bound_remote(repo, live.view)
+        if bound is not None and bound not in cleared:
+            raise RemoteConflict(
+                f"view {live.name!r} is bound to remote {bound!r}: its copy there must be removed before it is "
+                f"aborted, or another store could still commit it; `reel abort {live.name}` does both",
+                view=live.name, remote=bound)
