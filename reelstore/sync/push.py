@@ -39,7 +39,8 @@ _STALE_HAVES = ("missing necessary objects", "unpack-objects abnormal exit", "in
 
 @dataclass
 class RefPush:
-    """One ref's fate in a push: `new`, `fast-forward`, `up-to-date`, `behind` (skipped) or `deleted`."""
+    """One ref's fate in a push: `new`, `fast-forward`, `up-to-date`, `behind` or `gone` (both skipped),
+    or `deleted`."""
 
     ref: str
     status: str
@@ -85,6 +86,9 @@ def push(repo: Repo, remote: str, refs: list[str] | None = None, progress: Progr
             local = repo.refs[ref]
             last = seen.get(ref)
             status = _classify(repo, remote, ref, local, last)
+            if status == "new" and ref.startswith(VIEW_PREFIX) and \
+                    binding.bound_remote(repo, repo.objects.get_as(local, View)) == remote:
+                status = "gone"  # it was on the remote and is no more (aborted there): never resurrect it
             result.refs.append(RefPush(ref, status, last.target if last else None, local))
             if status in ("new", "fast-forward"):
                 plan[ref] = local
