@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from conftest import REEL
 from gitserver import GitDaemon, GitHttp, bare, free_port, fsck, git
-from test_sync import add_view, grow
+from test_sync import add_view, add_view_object, grow
 
 from reelstore import sync
 from reelstore.api import Store
 from reelstore.errors import RemoteConflict, Unreachable
+from reelstore.objects import Blob
 from reelstore.storage.repo import Repo
 
 
@@ -45,14 +46,15 @@ def test_a_ref_deleted_and_pruned_on_the_server_is_recovered_once(tmp_path: Path
     sync.add_remote(a, "origin", daemon.url("r.git"))
     grow(a, 2, "base")
     sync.push(a, "origin", ["refs/heads/main"])
-    add_view(a, "doomed")
+    data = Blob(b"only the doomed view reaches this")
+    a.refs.set("refs/views/doomed", add_view_object(a, "doomed", [data]), None)
     sync.push(a, "origin", ["refs/views/doomed"])
-    shared = a.refs["refs/views/doomed"]
     git("--git-dir", str(remote), "update-ref", "-d", "refs/reel/views/doomed")
     git("--git-dir", str(remote), "reflog", "expire", "--expire=now", "--all")
     git("--git-dir", str(remote), "gc", "--prune=now", "-q")
 
-    a.refs.set("refs/views/again", shared, None, message="a view over the pruned objects")
+    shared = add_view_object(a, "again", [data])  # a new view over the pruned blob
+    a.refs.set("refs/views/again", shared, None)
     result = sync.push(a, "origin", ["refs/views/again"])
     assert len(result.notes) == 1 and "pushed again in full" in result.notes[0], result.notes
     assert "missing necessary objects" in result.notes[0]
