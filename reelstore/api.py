@@ -28,7 +28,7 @@ from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.binding import bound_remote
 from reelstore.kernel.history import LogEntry, log
-from reelstore.kernel.views import live_views, view_ref
+from reelstore.kernel.views import descendants, live_views, load_live, view_ref
 from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
 
@@ -118,7 +118,7 @@ class ViewHandle:
         return checked(self.result, check)
 
     def abort(self) -> list[str]:
-        return kernel.abort(self.repo, self.name)
+        return self.store.abort(self.name)
 
     def __repr__(self) -> str:
         return f"ViewHandle({self.name!r})"
@@ -214,11 +214,24 @@ class Store:
         return out
 
     def commit(self, name: str, message: str = "",
-               fence: Callable[[str, Hash, Hash], None] | None = None, check: bool = True) -> kernel.CommitResult:
-        """Commit view `name`; raises as `ViewHandle.commit` does unless `check=False`."""
+               fence: Callable[[str, Hash, Hash], None] | None = None, check: bool = True,
+               remote: str | None = None) -> kernel.CommitResult:
+        """Commit view `name`; raises as `ViewHandle.commit` does unless `check=False`. `remote` is
+        `commit --remote` (the fence of that remote's trunk CAS); a bound view needs it (E015)."""
+        if remote is not None and fence is None:
+            from reelstore import sync
+
+            fence = sync.remote_fence(self.repo, remote)
         return checked(kernel.commit(self.repo, name, message, fence=fence), check)
 
     def abort(self, name: str) -> list[str]:
+        """Abort view `name` and its live descendants; those bound to a remote lose their copy there
+        first (`sync.abort`), so no other store can commit them afterwards."""
+        live = load_live(self.repo, name)
+        if any(bound_remote(self.repo, v.view) for v in [*descendants(self.repo, live), live]):
+            from reelstore import sync
+
+            return sync.abort(self.repo, name)
         return kernel.abort(self.repo, name)
 
     def status(self, name: str) -> dict[str, Any]:
