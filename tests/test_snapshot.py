@@ -191,3 +191,12 @@ def test_cli_bundle_errors_and_held_back_views(reel, tmp_path: Path) -> None:
     forced = json.loads(reel("--json", "bundle", "unbundle", "--update-refs", "--with-pending-effects",
                              str(tmp_path / "b.bundle"), cwd=other).stdout)
     assert forced["created"] == ["refs/views/a"]
+
+
+def test_snapshot_and_operator_refs_must_hold_their_kinds(reel, tmp_path: Path) -> None:
+    reel("init", check=True)
+    reel("fork", "a", check=True)
+    blob = reel("hash-object", "-w", "--stdin", input=b"not a view\n", check=True).stdout.decode().strip()
+    for ref in ("refs/snapshots/s", "refs/ops/op_0123"):
+        bad = reel("update-ref", ref, blob)
+        assert bad.returncode == 6 and b"E014" in bad.stderr, (ref, bad.stderr)

@@ -52,7 +52,8 @@ _PACKED = re.compile(r"([0-9a-f]{64}) (refs/[^ ]+) ([0-9a-f]{8})")
 _PACKED_LEGACY = re.compile(r"([0-9a-f]{64}) (refs/[^ ]+)")
 PACKED_HEADER = "# reel packed-refs v2"
 PACKED_HEADER_LEGACY = "# reel packed-refs v1"
-REQUIRED_KIND = {"refs/heads/": "record", "refs/views/": "view", "refs/drains/": "journal"}
+REQUIRED_KIND = {"refs/heads/": "record", "refs/views/": "view", "refs/drains/": "journal", "refs/snapshots/": "view",
+                 "refs/ops/": "opevent"}
 
 
 def required_kind(name: str) -> str | None:
@@ -65,7 +66,7 @@ def required_kind(name: str) -> str | None:
 
 def check_target(name: str, kind: str) -> None:
     """E014 unless an object of `kind` may be the target of ref `name` (DESIGN §3: a trunk holds a record,
-    a view ref a view, a drain ref a journal entry)."""
+    a view ref or a snapshot a view, a drain ref a journal entry, an operation's ref an operator event)."""
     want = required_kind(name)
     if want is not None and kind != want:
         raise BadInput(f"ref {name} must point at a {want}, not a {kind}", ref=name)
