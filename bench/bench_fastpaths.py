@@ -1,0 +1,259 @@
+"""The fast-path table (issue 15): reel beside git on the same data, in one run, CPU time of whole
+processes (user + system, from wait4), interleaved so machine load hits both alike; medians.
+
+    python3 bench/bench_fastpaths.py [--quick] [--big]
+
+Rows: one CLI verb's start-up (with the floor: python importing blake3, zstandard and msgpack and
+reading one ref), `cat-file --batch` over 20k packed objects, gc with half the objects unreachable at
+5k and 20k (80k with --big; max RSS too), full push and clone of 20k objects over a path remote, and
+an incremental push of 10 objects onto a 20k remote. --quick uses 2k objects and one repetition.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _util import GIT_ENV, fast_import_blobs, git, git_init, payloads, scratch  # noqa: E402
+
+from reelstore.namespace.tree import Namespace  # noqa: E402
+from reelstore.objects import Blob, Record  # noqa: E402
+from reelstore.storage.repo import Repo  # noqa: E402
+
+REEL = shutil.which("reel") or "reel"
+FLOOR = ("import sys, blake3, zstandard, msgpack; from pathlib import Path; "
+         "print(Path(sys.argv[1]).read_text()[:64])")
+
+
+def run(cmd: Sequence[str], cwd: Path, stdin: bytes | None = None, env: dict[str, str] | None = None
+        ) -> tuple[float, float, int]:
+    """(CPU seconds, wall seconds, peak RSS in KiB) of one process and its children, output discarded.
+
+    CPU comes from wait4. The peak RSS is the largest VmHWM seen in /proc for the process or any of its
+    descendants, sampled every 5 ms (wait4's ru_maxrss cannot be used: Linux carries the parent's
+    high-water mark into a forked child, so every child would report at least this script's size)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(list(cmd), cwd=cwd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    if stdin is not None:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(stdin)
+        except BrokenPipeError:
+            pass
+        proc.stdin.close()
+    peak = 0
+    while True:
+        peak = max(peak, _tree_hwm(proc.pid))
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        time.sleep(0.005)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read() if proc.stderr else b""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {err.decode(errors='replace')[-500:]}")
+    return usage.ru_utime + usage.ru_stime, wall, peak
+
+
+def _tree_hwm(root: int) -> int:
+    """The largest VmHWM (KiB) among `root` and its live descendants."""
+    best, todo, seen = 0, [root], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    best = max(best, int(line.split()[1]))
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return best
+
+
+def interleaved(pairs: dict[str, Callable[[], tuple[float, float, int]]], repeat: int) -> dict[str, list[tuple]]:
+    """Each callable `repeat` times, in turn (a, b, a, b, …), so load hits every contestant alike."""
+    out: dict[str, list[tuple]] = {k: [] for k in pairs}
+    for _ in range(repeat):
+        for name, fn in pairs.items():
+            out[name].append(fn())
+    return out
+
+
+def med(samples: list[tuple], i: int) -> float:
+    return statistics.median(s[i] for s in samples)
+
+
+def row(title: str, reel_s: list[tuple], other: list[tuple] | None, floor: list[tuple] | None = None,
+        rss: bool = False) -> None:
+    parts = [f"{title:<44} reel {med(reel_s, 0) * 1000:8.1f} ms cpu ({med(reel_s, 1) * 1000:7.1f} wall)"]
+    if other:
+        parts.append(f"git {med(other, 0) * 1000:8.1f} ms  reel/git {med(reel_s, 0) / max(med(other, 0), 1e-6):6.2f}x")
+    if floor:
+        parts.append(f"floor {med(floor, 0) * 1000:6.1f} ms  reel/floor {med(reel_s, 0) / med(floor, 0):5.2f}x")
+    if rss:
+        parts.append(f"RSS reel {med(reel_s, 2) / 1024:6.1f} MB git {med(other, 2) / 1024 if other else 0:6.1f} MB")
+    print("  ".join(parts), flush=True)
+
+
+def reel_store(path: Path, n: int, reachable_share: float = 1.0) -> Repo:
+    """A store of `n` blobs; the first `reachable_share` of them named in the trunk's namespace."""
+    repo = Repo.init(path)
+    blobs = [Blob(p) for p in payloads(n)]
+    repo.objects.put_many(blobs)
+    keep = blobs[: int(n * reachable_share)]
+    head = repo.refs["refs/heads/main"]
+    top = repo.objects.get_as(head, Record)
+    root = Namespace(repo.objects).update(top.namespace, {f"f/{i:06}": b.id for i, b in enumerate(keep)})
+    rec = Record(parent=head, namespace=root, effects=None, view=None, author="bench", message="bulk", time=0)
+    repo.objects.put(rec)
+    repo.refs.set("refs/heads/main", rec.id, head, message="bench")
+    return repo
+
+
+def git_repo(path: Path, n: int, reachable_share: float = 1.0) -> Path:
+    """A git repository of `n` blobs, the first share in one commit's tree, the rest unreachable."""
+    git_init(path)
+    data = payloads(n)
+    keep = int(n * reachable_share)
+    stream = [fast_import_blobs(data)]
+    stream.append(b"commit refs/heads/main\ncommitter b <b@x> 0 +0000\ndata 4\nbulk\n")
+    stream += [b"M 100644 :%d f/%06d\n" % (i + 1, i) for i in range(keep)]
+    git("fast-import", "--quiet", cwd=path, input=b"".join(stream) + b"\n")
+    return path
+
+
+def startup(tmp: Path, repeat: int) -> None:
+    print("== one CLI verb, whole process (PYTHONDONTWRITEBYTECODE as set in this environment)")
+    r, g = tmp / "s-reel", tmp / "s-git"
+    reel_store(r, 10)
+    git_repo(g, 10)
+    head = (r / ".reel" / "refs" / "heads" / "main").read_text()[:64]
+    ghead = git("rev-parse", "main", cwd=g).decode().strip()
+    floor = interleaved({"f": lambda: run([sys.executable, "-c", FLOOR, str(r / ".reel/refs/heads/main")], r)}, repeat)
+    verbs = [
+        ("--version", [REEL, "--version"], ["git", "--version"]),
+        ("--help", [REEL, "--help"], ["git", "help", "-a"]),
+        ("show-ref", [REEL, "show-ref"], ["git", "show-ref"]),
+        ("cat-file -p HEAD record", [REEL, "cat-file", "-p", head], ["git", "cat-file", "-p", ghead]),
+        ("update-ref refs/heads/b", [REEL, "update-ref", "refs/heads/b", head], ["git", "update-ref", "refs/heads/b",
+                                                                                 ghead]),
+    ]
+    for name, rc, gc_ in verbs:
+        got = interleaved({"r": lambda rc=rc: run(rc, r), "g": lambda gc_=gc_: run(gc_, g)}, repeat)
+        row(name, got["r"], got["g"], floor["f"])
+    n = iter(range(10**6))
+    got = interleaved({"r": lambda: run([REEL, "fork", f"v{next(n)}"], r),
+                       "g": lambda: run(["git", "branch", f"b{next(n)}", "main"], g)}, repeat)
+    row("fork / git branch", got["r"], got["g"], floor["f"])
+
+
+def batch(tmp: Path, n: int, repeat: int) -> None:
+    print(f"== cat-file --batch, {n} packed objects")
+    r, g = tmp / "b-reel", tmp / "b-git"
+    repo = reel_store(r, n)
+    subprocess.run([REEL, "repack", "-a", "-d"], cwd=r, check=True, capture_output=True)
+    git_repo(g, n)
+    git("repack", "-a", "-d", "-q", cwd=g)
+    ids = "".join(h.hex() + "\n" for h in sorted(repo.objects)).encode()
+    gids = git("cat-file", "--batch-all-objects", "--batch-check=%(objectname)", cwd=g)
+    got = interleaved({"r": lambda: run([REEL, "cat-file", "--batch"], r, ids),
+                       "g": lambda: run(["git", "cat-file", "--batch"], g, gids)}, repeat)
+    row("cat-file --batch", got["r"], got["g"])
+
+
+def gc_rows(tmp: Path, sizes: Sequence[int], repeat: int) -> None:
+    print("== gc --prune=now with half the objects unreachable (fresh copy each run)")
+    for n in sizes:
+        r0, g0 = tmp / f"g-reel-{n}", tmp / f"g-git-{n}"
+        reel_store(r0, n, 0.5)
+        git_repo(g0, n, 0.5)
+        git("repack", "-d", "-q", cwd=g0)
+
+        def fresh(src: Path) -> Path:
+            dst = src.with_name(src.name + "-run")
+            shutil.rmtree(dst, ignore_errors=True)
+            shutil.copytree(src, dst, symlinks=True)
+            return dst
+
+        got = interleaved({"r": lambda r0=r0: run([REEL, "gc", "--prune=now"], fresh(r0)),
+                           "g": lambda g0=g0: run(["git", "gc", "--prune=now", "-q"], fresh(g0),
+                                                  env={**os.environ, **GIT_ENV})}, repeat)
+        row(f"gc, {n} objects", got["r"], got["g"], rss=True)
+
+
+def sync_rows(tmp: Path, n: int, repeat: int) -> None:
+    print(f"== sync over a path remote, {n} objects")
+    r = tmp / "y-reel"
+    reel_store(r, n)
+    g = git_repo(tmp / "y-git", n)
+    counter = iter(range(10**6))
+
+    def reel_push() -> tuple[float, float, int]:
+        k = next(counter)
+        git_init(tmp / f"y-remote-{k}")
+        subprocess.run([REEL, "remote", "add", f"r{k}", str(tmp / f"y-remote-{k}")], cwd=r, check=True)
+        return run([REEL, "push", f"r{k}"], r)
+
+    def git_push() -> tuple[float, float, int]:
+        remote = tmp / f"y-gremote-{next(counter)}"
+        git_init(remote)
+        return run(["git", "push", "-q", str(remote), "main"], g)
+
+    got = interleaved({"r": reel_push, "g": git_push}, repeat)
+    row("full push", got["r"], got["g"])
+    remote, gremote = tmp / "y-remote-base", tmp / "y-gremote-base"
+    git_init(remote)
+    git_init(gremote)
+    subprocess.run([REEL, "remote", "add", "base", str(remote)], cwd=r, check=True)
+    subprocess.run([REEL, "push", "base"], cwd=r, check=True, capture_output=True)
+    git("push", "-q", str(gremote), "main", cwd=g)
+    got = interleaved({"r": lambda: run([REEL, "clone", str(remote), str(tmp / f"y-clone-{next(counter)}")], tmp),
+                       "g": lambda: run(["git", "clone", "-q", "--bare", str(gremote),
+                                         str(tmp / f"y-gclone-{next(counter)}")], tmp)}, repeat)
+    row("clone", got["r"], got["g"])
+    print("(incremental push: 10 new objects onto the remote above)")
+    samples: dict[str, list[tuple]] = {"r": [], "g": []}
+    for k in range(repeat):
+        repo = Repo.open(r)
+        extra = [Blob(b"extra %d %d" % (k, i)) for i in range(10)]
+        repo.objects.put_many(extra)
+        head = repo.refs["refs/heads/main"]
+        top = repo.objects.get_as(head, Record)
+        root = Namespace(repo.objects).update(top.namespace, {f"x/{k}/{i}": b.id for i, b in enumerate(extra)})
+        rec = Record(parent=head, namespace=root, effects=None, view=None, author="bench", message="more", time=k + 1)
+        repo.objects.put(rec)
+        repo.refs.set("refs/heads/main", rec.id, head, message="bench")
+        samples["r"].append(run([REEL, "push", "base"], r))
+        blobs = [b"extra %d %d" % (k, i) for i in range(10)]
+        stream = fast_import_blobs(blobs) + b"commit refs/heads/main\ncommitter b <b@x> 1 +0000\ndata 4\nmore\n"
+        stream += b"from refs/heads/main^0\n" + b"".join(b"M 100644 :%d x/%d/%d\n" % (i + 1, k, i) for i in range(10))
+        git("fast-import", "--quiet", cwd=g, input=stream + b"\n")
+        samples["g"].append(run(["git", "push", "-q", str(gremote), "main"], g, env={**os.environ, **GIT_ENV}))
+    row("incremental push of 10 objects", samples["r"], samples["g"])
+
+
+def main(argv: list[str]) -> None:
+    quick, big = "--quick" in argv, "--big" in argv
+    n = 2_000 if quick else 20_000
+    repeat = 1 if quick else 5
+    with scratch() as tmp:
+        startup(tmp, 3 if quick else 9)
+        batch(tmp, n, repeat)
+        gc_rows(tmp, [500, 2_000] if quick else [5_000, 20_000] + ([80_000] if big else []), 1 if quick else 3)
+        sync_rows(tmp, n, repeat)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
