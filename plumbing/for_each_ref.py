@@ -1,21 +1,23 @@
-"""`reel for-each-ref`: print refs through a git-style `%(atom)` format."""
+"""`reel for-each-ref`: print refs through a git-style `%(atom)` format, sorted and filtered as git's."""
 
 from __future__ import annotations
 
 import fnmatch
-import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
 
 import click
 
+from reelstore import revisions
+from reelstore.cli import formats
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.errors import BadInput
-from reelstore.objects import Hash
+from reelstore.objects import Hash, Object
 from reelstore.storage.repo import Repo
 
 DEFAULT_FORMAT = "%(objectname) %(objecttype)\t%(refname)"
-_SHORT_PREFIXES = ("refs/heads/", "refs/views/", "refs/remotes/", "refs/drains/", "refs/")
-_TOKEN = re.compile(r"%\(([a-z:]+)\)|%%|%([0-9a-fA-F]{2})|%")
+_SHORT_PREFIXES = ("refs/heads/", "refs/views/", "refs/remotes/", "refs/drains/", "refs/tags/", "refs/")
 
 
 def short_name(repo: Repo, name: str) -> str:
@@ -42,64 +44,65 @@ def matches(patterns: tuple[str, ...], name: str) -> bool:
     return False
 
 
-Atom = Callable[[Repo, str, Hash], str]
+@dataclass
+class RefItem:
+    """One ref as the atoms see it; its object is read (and verified) only if an atom needs it."""
 
-ATOMS: dict[str, Atom] = {
-    "refname": lambda repo, name, h: name,
-    "refname:short": lambda repo, name, h: short_name(repo, name),
-    "objectname": lambda repo, name, h: h.hex(),
-    "objectname:short": lambda repo, name, h: h.short,
-    "objecttype": lambda repo, name, h: repo.objects.get(h).kind,
-    "objectsize": lambda repo, name, h: str(len(repo.objects.get(h).content())),
+    repo: Repo = field(repr=False)
+    name: str
+    id: Hash
+
+    @cached_property
+    def obj(self) -> Object:
+        return self.repo.objects.get(self.id)
+
+
+ATOMS: dict[str, formats.AtomFactory[RefItem]] = {
+    "refname": formats.ref_name(lambda r: r.name, lambda r: short_name(r.repo, r.name), "refname"),
+    "objectname": formats.hex_id(lambda r: r.id.hex(), "objectname"),
+    "objecttype": formats.plain(lambda r: r.obj.kind, "objecttype"),
+    "objectsize": formats.plain(lambda r: str(len(r.obj.content())), "objectsize"),
 }
 
 
-def compile_format(fmt: str) -> Callable[[Repo, str, Hash], str]:
-    """Parse FMT once (E014 on an unknown atom) into a function of one ref."""
-    parts: list[str | Atom] = []
-    pos = 0
-    for m in _TOKEN.finditer(fmt):
-        parts.append(fmt[pos : m.start()])
-        pos = m.end()
-        if m.group(1):
-            atom = ATOMS.get(m.group(1))
-            if atom is None:
-                raise BadInput(f"unknown format atom %({m.group(1)}); known: {', '.join(sorted(ATOMS))}")
-            parts.append(atom)
-        elif m.group(2):
-            parts.append(chr(int(m.group(2), 16)))
-        elif m.group(0) == "%%":
-            parts.append("%")
-        else:
-            raise BadInput(f"format {fmt!r}: a lone % must be written %%")
-    parts.append(fmt[pos:])
-
-    def render(repo: Repo, name: str, h: Hash) -> str:
-        return "".join(p if isinstance(p, str) else p(repo, name, h) for p in parts)
-
-    return render
+def sort_key(spec: str) -> tuple[Callable[[RefItem], Any], bool]:
+    """A `--sort` KEY (an atom with its modifier, `-` in front to reverse) as (key function, reverse)."""
+    reverse = spec.startswith("-")
+    atom = spec[1:] if reverse else spec
+    render = formats.Format(f"%({atom})", ATOMS).render
+    if atom == "objectsize":
+        return (lambda r: int(render(r))), reverse
+    return render, reverse
 
 
 @click.command("for-each-ref")
 @click.option("--format", "fmt", default=DEFAULT_FORMAT, show_default=True,
-              help="%(refname), %(refname:short), %(objectname), %(objectname:short), %(objecttype), %(objectsize).")
+              help="Atoms: %(refname) [:short, :lstrip=N, :rstrip=N], %(objectname) [:short, :short=N], "
+                   "%(objecttype), %(objectsize).")
+@click.option("--sort", "sorts", multiple=True, metavar="KEY",
+              help="Sort by an atom (e.g. refname, -objectsize); repeatable, the last is the primary key.")
 @click.option("--count", type=click.IntRange(min=0), help="Stop after this many refs.")
+@click.option("--points-at", "points_at", metavar="OBJECT", help="Only refs whose value is OBJECT.")
 @click.argument("patterns", nargs=-1)
 @pass_ctx
-def for_each_ref(ctx: Context, fmt: str, count: int | None, patterns: tuple[str, ...]) -> None:
+def for_each_ref(ctx: Context, fmt: str, sorts: tuple[str, ...], count: int | None, points_at: str | None,
+                 patterns: tuple[str, ...]) -> None:
     """Print each ref matching PATTERNS (a prefix such as refs/views, or a glob) through FMT."""
     repo = ctx.repo
-    render = compile_format(fmt)
-    refs = [(n, h) for n, h in repo.refs.list() if matches(patterns, n)][:count]
+    render = formats.Format(fmt, ATOMS).render
+    keys = [sort_key(s) for s in sorts]
+    target = revisions.resolve(repo, points_at) if points_at is not None else None
+    refs = [RefItem(repo, n, h) for n, h in repo.refs.list()
+            if matches(patterns, n) and (target is None or h == target)]
+    for key, reverse in keys:
+        refs.sort(key=key, reverse=reverse)
+    refs = refs[:count]
     if ctx.json:
-        docs = []
-        for name, h in refs:
-            obj = repo.objects.get(h)
-            docs.append({"ref": name, "short": short_name(repo, name), "id": h.hex(), "kind": obj.kind})
-        ctx.emit(docs)
+        ctx.emit([{"ref": r.name, "short": short_name(repo, r.name), "id": r.id.hex(), "kind": r.obj.kind}
+                  for r in refs])
         return
-    for name, h in refs:
-        click.echo(render(repo, name, h))
+    for r in refs:
+        click.echo(render(r))
 
 
 COMMANDS = [for_each_ref]

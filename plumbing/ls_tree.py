@@ -1,4 +1,4 @@
-"""`reel ls-tree`: one node of a namespace map, or (with -r) every name in it."""
+"""`reel ls-tree`: one node of a namespace map, or (with -r) every name in it, in git's line format."""
 
 from __future__ import annotations
 
@@ -6,9 +6,12 @@ import click
 
 from reelstore import revisions
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.cli.quoting import quote_path
 from reelstore.errors import BadInput
 from reelstore.objects import Hash, Record, Tree, View
 from reelstore.storage.repo import Repo
+
+BLOB_MODE, TREE_MODE = "100644", "040000"
 
 
 def namespace_root(repo: Repo, name: str) -> Tree:
@@ -42,17 +45,30 @@ def leaves(repo: Repo, root: Tree) -> list[tuple[str, Hash]]:
 
 @click.command("ls-tree")
 @click.option("-r", "recursive", is_flag=True, help="Walk down to the leaves and list every name.")
+@click.option("-z", "nul", is_flag=True, help="End each entry with NUL instead of newline; names unquoted.")
+@click.option("--name-only", is_flag=True, help="Print only the names.")
 @click.argument("obj")
 @pass_ctx
-def ls_tree(ctx: Context, recursive: bool, obj: str) -> None:
-    """List OBJ (a tree, or a record or view: its namespace root) as `NAME ID` lines. Without -r, an
-    inner node (level > 0) lists its children: each child's first name and its node id."""
+def ls_tree(ctx: Context, recursive: bool, nul: bool, name_only: bool, obj: str) -> None:
+    """List OBJ (a tree, or a record or view: its namespace root) as git's `MODE TYPE ID<TAB>NAME` lines.
+    A name's value is a blob (100644); without -r, an inner node (level > 0) lists its children as
+    trees (040000): each child's first name and its node id. Names holding a control character, `"`
+    or `\\` (and, with core.quotePath true, non-ASCII) are quoted as git quotes them, except with -z."""
     repo = ctx.repo
     root = namespace_root(repo, obj)
     rows = leaves(repo, root) if recursive else list(root.entries)
-    doc = {"id": root.id.hex(), "level": 0 if recursive else root.level,
-           "entries": [{"name": n, "id": h.hex()} for n, h in rows]}
-    ctx.emit(doc, "\n".join(f"{n} {h.hex()}" for n, h in rows))
+    level = 0 if recursive else root.level
+    if ctx.json:
+        ctx.emit({"id": root.id.hex(), "level": level, "entries": [{"name": n, "id": h.hex()} for n, h in rows]})
+        return
+    mode, kind = (BLOB_MODE, "blob") if level == 0 else (TREE_MODE, "tree")
+    fully = repo.config.get_bool("core.quotePath", True)
+    end = "\0" if nul else "\n"
+    out = []
+    for name, h in rows:
+        shown = name if nul else quote_path(name, fully)
+        out.append(shown + end if name_only else f"{mode} {kind} {h.hex()}\t{shown}{end}")
+    click.echo("".join(out), nl=False)
 
 
 COMMANDS = [ls_tree]

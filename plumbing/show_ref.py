@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.errors import NotFound
+from reelstore.errors import BadInput, NotFound
 from reelstore.objects import Hash
+from reelstore.storage.refs import check_ref_name
 
 
 def tail_matches(pattern: str, name: str) -> bool:
@@ -16,12 +17,16 @@ def tail_matches(pattern: str, name: str) -> bool:
 
 @click.command("show-ref")
 @click.option("--heads", is_flag=True, help="Only refs under refs/heads/.")
+@click.option("--tags", is_flag=True, help="Only refs under refs/tags/.")
 @click.option("--views", is_flag=True, help="Only refs under refs/views/.")
-@click.option("--hash", "hash_only", is_flag=True, help="Print only the ids.")
-@click.option("--verify", is_flag=True, help="Each argument must name one ref exactly (full, or a short name).")
+@click.option("-s", "--hash", "hash_only", is_flag=True, help="Print only the ids.")
+@click.option("--abbrev", type=click.IntRange(4, 64), metavar="N", help="Print only the first N hex digits of ids.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing; only the exit status tells.")
+@click.option("--verify", is_flag=True, help="Each argument must be a full ref name (refs/…) that exists.")
 @click.argument("patterns", nargs=-1)
 @pass_ctx
-def show_ref(ctx: Context, heads: bool, views: bool, hash_only: bool, verify: bool, patterns: tuple[str, ...]) -> None:
+def show_ref(ctx: Context, heads: bool, tags: bool, views: bool, hash_only: bool, abbrev: int | None, quiet: bool,
+             verify: bool, patterns: tuple[str, ...]) -> None:
     """List refs whose names end with one of PATTERNS (all refs if none); E001 if nothing matches."""
     repo = ctx.repo
     found: list[tuple[str, Hash]] = []
@@ -29,12 +34,15 @@ def show_ref(ctx: Context, heads: bool, views: bool, hash_only: bool, verify: bo
         if not patterns:
             raise click.UsageError("--verify needs at least one REF")
         for name in patterns:
-            full = name if name.startswith("refs/") else repo.ref_name(name)
-            if full is None:
-                raise NotFound(f"{name!r} is not a ref")
-            found.append((full, repo.refs[full]))
+            if not name.startswith("refs/"):
+                raise BadInput(f"{name!r} is not a full ref name: --verify wants refs/…")
+            value = repo.refs.get(check_ref_name(name))
+            if value is None:
+                raise NotFound(f"{name!r} is not a ref", ref=name)
+            found.append((name, value))
     else:
-        prefixes = [p for p, on in (("refs/heads/", heads), ("refs/views/", views)) if on] or ["refs/"]
+        chosen = (("refs/heads/", heads), ("refs/tags/", tags), ("refs/views/", views))
+        prefixes = [p for p, on in chosen if on] or ["refs/"]
         for name, value in repo.refs.list():
             if any(name.startswith(p) for p in prefixes) and (
                 not patterns or any(tail_matches(p, name) for p in patterns)
@@ -42,9 +50,11 @@ def show_ref(ctx: Context, heads: bool, views: bool, hash_only: bool, verify: bo
                 found.append((name, value))
     if not found:
         raise NotFound("no ref matches" + (f" {' '.join(patterns)}" if patterns else ""))
+    if quiet:
+        return
     ctx.emit(
         [{"ref": name, "id": value.hex()} for name, value in found],
-        "\n".join(value.hex() if hash_only else f"{value.hex()} {name}" for name, value in found),
+        "\n".join(value.hex()[:abbrev] if hash_only else f"{value.hex()[:abbrev]} {name}" for name, value in found),
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import click
@@ -28,10 +28,11 @@ class Session:
     as git does. A failed command aborts the open transaction and ends the session with its error.
     """
 
-    def __init__(self, repo: Repo, message: str, quiet: bool = False) -> None:
+    def __init__(self, repo: Repo, message: str, quiet: bool = False, create_reflog: bool = False) -> None:
         self.repo = repo
         self.message = message
         self.quiet = quiet
+        self.create_reflog = create_reflog
         self.tx: RefTransaction | None = None
         self.explicit = False
         self.closed = False
@@ -42,7 +43,8 @@ class Session:
         if self.tx is None:
             if self.closed:
                 raise BadInput("transaction is closed; send start to begin another")
-            self.tx = self.repo.refs.transaction(self.message, principal(self.repo))
+            self.tx = self.repo.refs.transaction(self.message, principal(self.repo),
+                                                 create_reflog=self.create_reflog)
         return self.tx
 
     def _ack(self, word: str) -> None:
@@ -50,12 +52,13 @@ class Session:
         if not self.quiet:
             click.echo(f"{word}: ok")
 
-    def run(self, lines: Iterable[str]) -> None:
+    def run(self, commands: Iterable[tuple[str, list[str] | None]]) -> None:
+        """Run (line, arguments) pairs: arguments None means the line is split on spaces (text mode)."""
         try:
-            for number, line in enumerate(lines, 1):
+            for number, (line, args) in enumerate(commands, 1):
                 line = line.rstrip("\n")
                 if line.strip():
-                    self.command(line, number)
+                    self.command(line, number, args)
             if self.tx is not None:
                 if self.explicit:
                     self.tx.abort()
@@ -66,8 +69,12 @@ class Session:
                 self.tx.abort()
             raise
 
-    def command(self, line: str, number: int) -> None:
-        verb, *args = line.split(" ")
+    def command(self, line: str, number: int, given: list[str] | None = None) -> None:
+        verb, *args = line.split(" ") if given is None else [line.partition(" ")[0], *given]
+        if verb == "option":
+            if args != ["no-deref"]:
+                raise BadInput(f"line {number}: unknown option {' '.join(args)!r} (the only option is no-deref)")
+            return
         if verb in ("start", "prepare", "commit", "abort"):
             if args:
                 raise BadInput(f"line {number}: {verb} takes no arguments")
@@ -84,8 +91,9 @@ class Session:
         add(self.repo, tx, verb, args)
 
     def do_start(self) -> None:
-        if self.tx is not None:
-            raise BadInput("start: a transaction is already open")
+        """As git: `start` makes the open transaction explicit (commands before it join it)."""
+        if self.explicit:
+            raise BadInput("start: cannot restart the transaction already started")
         self.closed = False
         self._open()
         self.explicit = True
@@ -160,6 +168,38 @@ def _delete(repo: Repo, tx: RefTransaction, name: str, old: Any) -> None:
         tx.delete(name, old)
 
 
+_NUL_ARGS = {"update": 2, "create": 1, "delete": 1, "verify": 1}
+
+
+def nul_commands(data: Iterable[bytes]) -> Iterator[tuple[str, list[str] | None]]:
+    """git's `-z` form: `VERB SP REF NUL` then the verb's values, each ended by NUL; an empty value is
+    an omitted one (update's and delete's OLD: no check; verify's OLD: the ref must not exist)."""
+    fields = iter(data)
+    for head_bytes in fields:
+        head = head_bytes.decode("utf-8", "replace")
+        verb, _, first = head.partition(" ")
+        if verb not in _NUL_ARGS:
+            yield head, [first] if first else []
+            continue
+        values = []
+        for _ in range(_NUL_ARGS[verb]):
+            value = next(fields, None)
+            if value is None:
+                raise BadInput(f"{verb} {first}: the input ends before its values (-z wants NUL after each)")
+            values.append(value.decode("utf-8", "replace"))
+        while values and values[-1] == "":
+            values.pop()
+        yield head, [first, *values]
+
+
+def _nul_fields() -> Iterator[bytes]:
+    """Stdin's NUL-terminated fields; a last field without its NUL is malformed input, as in git."""
+    data = sys.stdin.buffer.read()
+    if data and not data.endswith(b"\0"):
+        raise BadInput("with -z every field must end with NUL")
+    yield from data.split(b"\0")[:-1]
+
+
 def _changes(repo: Repo, tx: RefTransaction) -> list[dict[str, Any]]:
     """What a prepared transaction will write; its locks are held, so the current values are final."""
     out = []
@@ -173,32 +213,42 @@ def _changes(repo: Repo, tx: RefTransaction) -> list[dict[str, Any]]:
 @click.option("-d", "delete", is_flag=True, help="Delete REF (after checking OLD, if given).")
 @click.option("-m", "message", default="", help="Reflog message.")
 @click.option("--stdin", "use_stdin", is_flag=True, help="Read update/create/delete/verify commands from stdin.")
+@click.option("-z", "nul", is_flag=True, help="With --stdin: NUL-terminated fields, as git's -z.")
+@click.option("--no-deref", is_flag=True, help="Accepted for git's scripts: reel has no symbolic refs to follow.")
+@click.option("--create-reflog", is_flag=True, help="Keep a reflog for REF even outside heads, views and remotes.")
 @click.argument("args", nargs=-1)
 @pass_ctx
-def update_ref(ctx: Context, delete: bool, message: str, use_stdin: bool, args: tuple[str, ...]) -> None:
+def update_ref(ctx: Context, delete: bool, message: str, use_stdin: bool, nul: bool, no_deref: bool,
+               create_reflog: bool, args: tuple[str, ...]) -> None:
     """Set REF to NEW if it currently holds OLD (zeros or '' for OLD: REF must not exist).
 
     \b
     reel update-ref [-m MSG] REF NEW [OLD]
     reel update-ref -d [-m MSG] REF [OLD]
-    reel update-ref --stdin [-m MSG]   (start, update REF NEW [OLD], create REF NEW,
-                                        delete REF [OLD], verify REF [OLD], prepare, commit, abort)
+    reel update-ref --stdin [-z] [-m MSG]   (start, update REF NEW [OLD], create REF NEW,
+                                delete REF [OLD], verify REF [OLD], option no-deref, prepare, commit, abort)
+    --no-deref is accepted and changes nothing: reel has no symbolic refs.
     """
     repo = ctx.repo
     if use_stdin:
         if args or delete:
             raise click.UsageError("--stdin takes no REF arguments and no -d")
-        session = Session(repo, message, quiet=ctx.json)
-        session.run(line.decode("utf-8", "replace") for line in sys.stdin.buffer)
+        session = Session(repo, message, quiet=ctx.json, create_reflog=create_reflog)
+        if nul:
+            session.run(nul_commands(_nul_fields()))
+        else:
+            session.run((line.decode("utf-8", "replace"), None) for line in sys.stdin.buffer)
         ctx.emit({"acknowledged": session.said, "updated": session.changes})
         return
+    if nul:
+        raise click.UsageError("-z needs --stdin")
     want = (1, 2) if delete else (2, 3)
     if not want[0] <= len(args) <= want[1]:
         raise click.UsageError("usage: update-ref [-m MSG] REF NEW [OLD]  |  update-ref -d REF [OLD]")
     name = full_ref(repo, args[0])
     if not delete and not args[1]:
         raise BadInput("the new value cannot be empty; use -d to delete")
-    tx = repo.refs.transaction(message, principal(repo))
+    tx = repo.refs.transaction(message, principal(repo), create_reflog=create_reflog)
     add(repo, tx, "delete" if delete else "update", [name, *args[1:]])
     tx.prepare()
     changes = _changes(repo, tx)

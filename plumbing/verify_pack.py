@@ -37,7 +37,7 @@ def _packs(ctx: Context, paths: tuple[str, ...]) -> tuple[list[Pack], list[str]]
 
 @click.command("verify-pack")
 @click.option("-v", "verbose", is_flag=True,
-              help="List every entry: id, kind, size, packed size, offset, method, depth, base offset, mtime.")
+              help="List every entry as git does: id, kind, size, packed size, offset (a delta: depth, base id).")
 @click.option("-s", "stat_only", is_flag=True, help="Only the histogram of delta chain lengths.")
 @click.argument("packs", nargs=-1, type=click.Path(dir_okay=False))
 @pass_ctx
@@ -51,9 +51,13 @@ def verify_pack(ctx: Context, verbose: bool, stat_only: bool, packs: tuple[str, 
         problems.extend(damage)
         depths = Counter(i.depth for i in infos)
         if verbose and not stat_only:
+            at = {i.offset: i.id for i in infos}
             for i in infos:
-                base = "" if i.base is None else f" {i.base}"
-                out.append(f"{i.id.hex()} {i.kind} {i.size} {i.packed} {i.offset} {i.method} {i.depth}{base}")
+                line = f"{i.id.hex()} {i.kind:<6} {i.size} {i.packed} {i.offset}"
+                if i.base is not None:
+                    base = at.get(i.base)
+                    line += f" {i.depth} {base.hex() if base else f'(offset {i.base})'}"
+                out.append(line)
         if verbose or stat_only:
             out.append(f"non delta: {depths.get(0, 0)} objects")
             out.extend(f"chain length = {d}: {n} object{'s' * (n != 1)}" for d, n in sorted(depths.items()) if d)

@@ -16,7 +16,8 @@ from gitserver import GIT_ENV
 from reelstore.api import Store
 from reelstore.cli.main import cli
 
-NAMES = {"a.txt": b"one\n", "tab\tname": b"t\n", "new\nline": b"n\n", "sp ace": b"s\n", "q\"uote": b"q\n"}
+NAMES = {"a.txt": b"one\n", "tab\tname": b"t\n", "new\nline": b"n\n", "sp ace": b"s\n", "q\"uote": b"q\n",
+         "back\\slash": b"b\n", "caf\u00e9": b"c\n"}
 REFS = ("refs/heads/topic/one", "refs/tags/v1")
 
 
@@ -87,6 +88,23 @@ CASES = [
     ("cat-file -p blob", ["cat-file", "-p", "main~1:a.txt"], b""),
     ("cat-file -t", ["cat-file", "-t", "main:a.txt"], b""),
     ("cat-file -s", ["cat-file", "-s", "main:a.txt"], b""),
+    ("for-each-ref default", ["for-each-ref", "refs/heads", "refs/tags"], b""),
+    ("for-each-ref modifiers",
+     ["for-each-ref", "--format=%(refname:short)|%(refname:lstrip=2)|%(refname:rstrip=1)|%(refname:lstrip=-1)"
+      "|%(objectname:short=7)|%(objecttype)", "refs/heads", "refs/tags"], b""),
+    ("for-each-ref sort count", ["for-each-ref", "--sort=-refname", "--count=2", "--format=%(refname)",
+                                 "refs/heads", "refs/tags"], b""),
+    ("for-each-ref points-at", ["for-each-ref", "--points-at=main~1", "--format=%(refname)"], b""),
+    ("show-ref", ["show-ref", "--heads"], b""),
+    ("show-ref --tags", ["show-ref", "--tags"], b""),
+    ("show-ref --verify", ["show-ref", "--verify", "refs/heads/main", "refs/tags/v1"], b""),
+    ("show-ref -s", ["show-ref", "-s", "--verify", "refs/heads/main"], b""),
+    ("show-ref --abbrev", ["show-ref", "--abbrev=7", "one"], b""),
+    ("ls-tree", ["ls-tree", "main"], b""),
+    ("ls-tree -r", ["ls-tree", "-r", "main~1"], b""),
+    ("ls-tree -z", ["ls-tree", "-z", "main"], b""),
+    ("ls-tree --name-only", ["ls-tree", "--name-only", "main"], b""),
+    ("ls-tree --name-only -z", ["ls-tree", "--name-only", "-z", "main"], b""),
 ]
 
 
@@ -96,3 +114,24 @@ def test_same_shape_as_git(pair: Pair, args: list[str], stdin: bytes) -> None:
     got = pair.reel(args, stdin)
     assert want, "git printed nothing: the case checks nothing"
     assert shape(got) == shape(want), (got, want)
+
+
+def test_update_ref_stdin_z_same_effect_as_git(pair: Pair) -> None:
+    """The same -z transaction (option line, create, update with an empty OLD, verify of an absent
+    ref, delete) leaves the same ref names in both, and a bad option fails in both."""
+    script = (b"option no-deref\0create refs/heads/z/new\0main~1\0update refs/heads/z/moved\0main\0\0"
+              b"verify refs/heads/z/absent\0\0start\0update refs/tags/z\0main\0\0commit\0")
+    for side in (pair.git, pair.reel):
+        side(["update-ref", "--stdin", "-z"], script)
+        side(["update-ref", "--stdin", "-z"], b"delete refs/heads/z/moved\0\0")
+    assert shape(pair.reel(["show-ref"])).replace(b"<commit>", b"") == shape(pair.git(["show-ref"]))
+    got = pair.reel(["show-ref", "-s", "--verify", "refs/heads/z/new"]).strip()
+    assert got == pair.reel(["show-ref", "-s", "--verify", "refs/heads/topic/one"]).strip()
+    bad = CliRunner().invoke(cli, ["-C", str(pair.reel_dir), "update-ref", "--stdin", "-z"],
+                             input=b"option deref-nothing\0")
+    assert bad.exit_code == 6 and "unknown option" in bad.stderr
+    assert subprocess.run(["git", "update-ref", "--stdin", "-z"], cwd=pair.git_dir, input=b"option deref-nothing\0",
+                          capture_output=True, env=GIT_ENV).returncode != 0
+    for side in (pair.git, pair.reel):
+        side(["update-ref", "-d", "refs/heads/z/new"])
+        side(["update-ref", "-d", "refs/tags/z"])

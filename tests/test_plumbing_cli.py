@@ -216,7 +216,12 @@ def test_show_ref_and_for_each_ref(run, tmp_path: Path):
     assert run("show-ref", "deep", "--hash").stdout == f"{a}\n"
     assert run("show-ref", "eep").exit_code == 4
     assert run("show-ref", "--verify", "refs/views/main").stdout == f"{a} refs/views/main\n"
-    assert run("show-ref", "--verify", "main").stdout == f"{main} refs/heads/main\n"
+    short = run("show-ref", "--verify", "main")
+    assert short.exit_code == 6 and "--verify wants refs/" in short.stderr
+    assert run("show-ref", "--verify", "-s", "refs/heads/main").stdout == f"{main}\n"
+    assert run("show-ref", "-q", "--verify", "refs/heads/main").stdout == ""
+    assert run("show-ref", "-q", "--verify", "refs/heads/nope").exit_code == 4
+    assert run("show-ref", "--abbrev", "8", "refs/heads/main").stdout == f"{main[:8]} refs/heads/main\n"
     assert run("show-ref", "--verify", "refs/views/nope").exit_code == 4
     assert json.loads(run("--json", "show-ref", "--views").stdout)[1] == {"ref": "refs/views/w/deep", "id": a}
     assert run("for-each-ref").stdout.splitlines()[0] == f"{main} record\trefs/heads/main"

@@ -74,7 +74,7 @@ def client(store: Path, target: Target) -> list[str]:
 
 def trunk_names(reel) -> dict[str, str]:
     out = reel("ls-tree", "-r", "main", check=True).stdout.decode().split("\n")
-    return dict(line.split(" ", 1) for line in out if line)
+    return {name: head.split()[2] for head, name in (line.split("\t", 1) for line in out if line)}
 
 
 def test_get_passes_through_post_is_captured_and_fires_once_on_commit(store, reel, target):

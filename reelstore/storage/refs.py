@@ -17,7 +17,7 @@ import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from reelstore.crashpoints import crash_point
@@ -194,6 +194,8 @@ class RefUpdate:
     old: Hash | None | _Any
     """None: the ref must not exist. ANY: no check. Verify-only updates have new == old."""
     verify_only: bool = False
+    create_reflog: bool = False
+    """Log this update even where `keeps_reflog` would not (git's --create-reflog)."""
 
 
 class RefTransaction:
@@ -203,10 +205,11 @@ class RefTransaction:
     writes. A failed check raises E002 and releases every lock, having written nothing.
     """
 
-    def __init__(self, store: RefStore, message: str = "", principal: str = "") -> None:
+    def __init__(self, store: RefStore, message: str = "", principal: str = "", create_reflog: bool = False) -> None:
         self.store = store
         self.message = message
         self.principal = principal
+        self.create_reflog = create_reflog
         self.updates: dict[str, RefUpdate] = {}
         self.state = "open"
         self._held: set[str] = set()
@@ -217,7 +220,7 @@ class RefTransaction:
         check_ref_name(upd.name)
         if upd.name in self.updates:
             raise BadInput(f"ref {upd.name} appears twice in one transaction")
-        self.updates[upd.name] = upd
+        self.updates[upd.name] = replace(upd, create_reflog=True) if self.create_reflog else upd
         return self
 
     def update(self, name: str, new: Hash, old: Hash | None | _Any = ANY) -> RefTransaction:
@@ -400,8 +403,9 @@ class RefStore:
                     out.append((name, value))
         return out
 
-    def transaction(self, message: str = "", principal: str = "") -> RefTransaction:
-        return RefTransaction(self, message, principal)
+    def transaction(self, message: str = "", principal: str = "", create_reflog: bool = False) -> RefTransaction:
+        """A transaction; with `create_reflog` every ref it writes gets a reflog, whatever its namespace."""
+        return RefTransaction(self, message, principal, create_reflog)
 
     def set(
         self, name: str, new: Hash, old: Hash | None | _Any = ANY, message: str = "", principal: str = ""
@@ -450,7 +454,7 @@ class MemoryRefStore(RefStore):
                 self._refs.pop(u.name, None)
                 self._logs.pop(u.name, None)
             else:
-                if keeps_reflog(u.name):
+                if keeps_reflog(u.name) or u.create_reflog or u.name in self._logs:
                     self._logs.setdefault(u.name, []).append(ReflogEntry(old, u.new, now, principal, message))
                 self._refs[u.name] = u.new
 
@@ -597,7 +601,7 @@ class DiskRefStore(RefStore):
             finally:
                 os.close(fd)
             crash_point("refs:lock-written")
-            if keeps_reflog(u.name):
+            if keeps_reflog(u.name) or u.create_reflog or self._log_path(u.name).exists():
                 self._append_log(u.name, ReflogEntry(old, u.new, now, principal, message))
             crash_point("refs:logged")
             os.replace(lock, self._path(u.name))

@@ -22,7 +22,7 @@ from reelstore.storage.refs import DiskRefStore, MemoryRefStore, RefStore, check
 REEL_DIR = ".reel"
 DEFAULT_TRUNK = "main"
 FORMAT_VERSION = "1"
-_SEARCH = ("refs/{}", "refs/heads/{}", "refs/views/{}", "refs/remotes/{}", "refs/drains/{}")
+_SEARCH = ("refs/{}", "refs/heads/{}", "refs/views/{}", "refs/remotes/{}", "refs/drains/{}", "refs/tags/{}")
 
 
 class Repo:
