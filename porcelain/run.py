@@ -14,6 +14,8 @@ from reelstore.api import Store
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.intercept.loop import DryRun, default_backends
 
+BLOCKED_EXIT = 6
+"""--commit refused because the command tried to go around the proxy (refused, as DESIGN §8 counts it)."""
 NO_TTY_EXIT = 1
 """Neither --commit nor --abort and no terminal to ask: aborted, and the caller is told by the status."""
 
@@ -32,6 +34,9 @@ def _summary_text(doc: dict[str, Any]) -> str:
     if doc["refused"]:
         lines.append("refused (not in the view):")
         lines += [f"  {r['what']}: {r['code']}: {r['message']}" for r in doc["refused"]]
+    if doc["blocked"]:
+        lines.append("blocked (tried to connect around the proxy; nothing was sent):")
+        lines += [f"  {b['target']}" for b in doc["blocked"]]
     if doc["notes"]:
         lines.append("notes:")
         lines += [f"  {n}" for n in doc["notes"]]
@@ -70,35 +75,59 @@ def _cmd_exit(status: int) -> int:
 @click.option("--dir", "prefix", default="", metavar="PREFIX",
               help="Scratch directory holds, and takes back, only names under PREFIX.")
 @click.option("-m", "--message", default="", help="Record message (default: reel run: CMD).")
-@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--allow", "allow", multiple=True, metavar="HOST:PORT",
+              help="Let the command reach this loopback target, through the proxy only; repeatable.")
+@click.option("--force", is_flag=True, help="With --commit: commit even if something was refused or blocked.")
+@click.option("--no-sandbox", "no_sandbox", is_flag=True,
+              help="Run without a network namespace: a client that ignores the proxy can send effects.")
+@click.option("--ca-path", "ca_path", is_flag=True, help="Print the path of the store's local CA certificate.")
+@click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 @pass_ctx
 def run(ctx: Context, view: str | None, source: str | None, caps: tuple[str, ...], do_commit: bool, do_abort: bool,
-        prefix: str, message: str, cmd: tuple[str, ...]) -> None:
-    """Run CMD in a fresh view: http requests through a capturing proxy, files in a scratch directory."""
+        prefix: str, message: str, allow: tuple[str, ...], force: bool, no_sandbox: bool, ca_path: bool,
+        cmd: tuple[str, ...]) -> None:
+    """Run CMD in a fresh view: http(s) requests through a capturing proxy, the network sealed off
+    around it, files in a scratch directory."""
+    if ca_path:
+        from reelstore.intercept.ca import ca_cert_path
+
+        path = str(ca_cert_path(ctx.repo))
+        click.echo(json.dumps({"ca": path}) if ctx.json else path)
+        return
+    if not cmd:
+        raise click.UsageError("missing the command to run (reel run [OPTIONS] -- CMD...)")
     if do_commit and do_abort:
         raise click.UsageError("--commit and --abort exclude each other")
-    loop = DryRun(Store(ctx.repo), cmd, view, source, list(caps) or None, default_backends(prefix))
+    if force and not do_commit:
+        raise click.UsageError("--force goes with --commit")
+    backends = default_backends(prefix, allow, sandbox=not no_sandbox)
+    if no_sandbox:
+        click.echo("warning: --no-sandbox: the command shares this machine's network; a client that ignores "
+                   "the proxy sends its requests for real, before any commit", err=True)
+    loop = DryRun(Store(ctx.repo), cmd, view, source, list(caps) or None, backends)
+    if no_sandbox:
+        loop.notes.append("run without a sandbox: requests that ignored the proxy were not seen and may have been sent")
     status = loop.execute(stdout=2 if ctx.json else None)
     interactive = not (do_commit or do_abort) and status == 0 and sys.stdin.isatty()
     if interactive:
         click.echo(_summary_text(loop.summary()), err=ctx.json)
         commit_it = click.confirm(f"commit view {loop.name}?", default=False, err=True)
     else:
-        commit_it = do_commit and loop.clean
+        commit_it = do_commit and (loop.clean or (force and status == 0))
     exit_status = 0
     if status != 0:
         reason = f"the command exited {status}; a failing command is never committed"
         exit_status = _cmd_exit(status)
     elif commit_it:
-        reason = "confirmed" if interactive else "--commit"
+        reason = "confirmed" if interactive else "--commit --force" if not loop.clean else "--commit"
     elif interactive:
         reason = "not confirmed"
     elif do_abort:
         reason = "--abort"
     elif do_commit:
-        first = loop.refused[0]
-        reason = f"{len(loop.refused)} refused; --commit lands only a run where nothing was refused"
-        exit_status = first.exit_status
+        reason = (f"{len(loop.refused)} refused, {len(loop.blocked)} blocked; --commit lands only a run where "
+                  f"nothing was refused or blocked (--force to commit anyway)")
+        exit_status = loop.refused[0].exit_status if loop.refused else BLOCKED_EXIT
     else:
         reason = "no terminal to ask and neither --commit nor --abort given"
         exit_status = NO_TTY_EXIT

@@ -31,6 +31,7 @@ from reelstore.kernel.history import LogEntry, log
 from reelstore.kernel.views import descendants, live_views, load_live, view_ref
 from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
+from reelstore.storage.secrets import SecretStore, secret_store
 
 if TYPE_CHECKING:  # imported where used: most callers never need gc, recovery or dulwich
     from reelstore.drain.ops import Operation
@@ -138,6 +139,11 @@ class Store:
     @classmethod
     def init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK) -> Store:
         return cls(Repo.init(path, trunk))
+
+    @property
+    def secrets(self) -> SecretStore:
+        """Credentials effects refer to as `{"$secret": NAME}`: `store.secrets.put(NAME, VALUE)`."""
+        return secret_store(self.repo)
 
     @classmethod
     def open_or_init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK) -> Store:

@@ -1,6 +1,7 @@
 """`reel run`, the dry-run loop, end to end: the real `reel` runs a real command (a Python subprocess)
-whose HTTP requests go through the capturing proxy to a real target on 127.0.0.1, and whose file
-changes in the scratch directory become the view's writes."""
+whose plain-HTTP requests go through the capturing proxy to a real target on 127.0.0.1 (named with
+`--allow`), and whose file changes in the scratch directory become the view's writes. HTTPS, the
+sandbox and secrets: test_run_tls.py."""
 
 from __future__ import annotations
 
@@ -72,13 +73,18 @@ def client(store: Path, target: Target) -> list[str]:
     return [sys.executable, str(store / "client.py"), target.url, str(target.ledger_path)]
 
 
+def allow(target: Target) -> list[str]:
+    """The target is on this machine's loopback: the run may reach it only when told so."""
+    return ["--allow", target.url.removeprefix("http://")]
+
+
 def trunk_names(reel) -> dict[str, str]:
     out = reel("ls-tree", "-r", "main", check=True).stdout.decode().split("\n")
     return {name: head.split()[2] for head, name in (line.split("\t", 1) for line in out if line)}
 
 
 def test_get_passes_through_post_is_captured_and_fires_once_on_commit(store, reel, target):
-    proc = reel("run", "--view", "agent", "--commit", "--", *client(store, target), check=True)
+    proc = reel("run", *allow(target), "--view", "agent", "--commit", "--", *client(store, target), check=True)
     out = proc.stdout.decode()
     assert "GET 200 ok" in out, out
     line = next(x for x in out.splitlines() if x.startswith("POST "))
@@ -95,7 +101,7 @@ def test_get_passes_through_post_is_captured_and_fires_once_on_commit(store, ree
 
 
 def test_abort_sends_nothing_and_gc_collects_the_effect(store, reel, target):
-    proc = reel("--json", "run", "--abort", "--", *client(store, target), check=True)
+    proc = reel("--json", "run", *allow(target), "--abort", "--", *client(store, target), check=True)
     doc = json.loads(proc.stdout)
     assert doc["decision"] == "abort" and doc["reason"] == "--abort"
     assert "GET 200 ok" in proc.stderr.decode()
@@ -128,7 +134,7 @@ def test_scratch_changes_vanish_on_abort(store, reel):
 
 
 def test_no_terminal_and_no_flag_aborts(store, reel, target):
-    proc = reel("run", "--view", "unasked", "--", *client(store, target))
+    proc = reel("run", *allow(target), "--view", "unasked", "--", *client(store, target))
     assert proc.returncode == 1, proc.stderr
     assert "no terminal to ask and neither --commit nor --abort given" in proc.stdout.decode()
     assert target.ledger() == []
@@ -137,7 +143,7 @@ def test_no_terminal_and_no_flag_aborts(store, reel, target):
 
 def test_capability_refusal_answers_403_and_queues_nothing(store, reel, target):
     caps = ["--cap", "read,write,delete=", "--cap", f"fire_c=http:POST:{target.url}/other"]
-    proc = reel("--json", "run", *caps, "--commit", "--", *client(store, target))
+    proc = reel("--json", "run", *allow(target), *caps, "--commit", "--", *client(store, target))
     assert proc.returncode == 6, proc.stderr
     assert "POST 403 E009" in proc.stderr.decode()
     doc = json.loads(proc.stdout)
@@ -149,19 +155,10 @@ def test_capability_refusal_answers_403_and_queues_nothing(store, reel, target):
 
 def test_failing_command_never_commits(store, reel, target):
     fail = [sys.executable, "-c", f"import subprocess, sys; subprocess.run({client(store, target)!r}); sys.exit(3)"]
-    proc = reel("run", "--commit", "--", *fail)
+    proc = reel("run", *allow(target), "--commit", "--", *fail)
     assert proc.returncode == 3
     assert "a failing command is never committed" in proc.stdout.decode()
     assert target.ledger() == []
-
-
-def test_https_is_refused_not_bypassed(store, reel):
-    code = ("import urllib.request, urllib.error\n"
-            "try:\n    urllib.request.urlopen('https://127.0.0.1:9/x', data=b'a', timeout=20)\n"
-            "except urllib.error.URLError as e:\n    print('REFUSED', e.reason)\n")
-    proc = reel("--json", "run", "--commit", "--", sys.executable, "-c", code, check=True)
-    assert "REFUSED Tunnel connection failed: 502" in proc.stderr.decode()
-    assert json.loads(proc.stdout)["effects"] == []
 
 
 def test_terminal_prompt_commits_on_yes(store, target):
@@ -170,7 +167,8 @@ def test_terminal_prompt_commits_on_yes(store, target):
     try:
         os.write(master, b"y\n")
         env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
-        proc = subprocess.run([REEL, "run", "--", *client(store, target)], stdin=slave, capture_output=True,
+        proc = subprocess.run([REEL, "run", *allow(target), "--", *client(store, target)], stdin=slave,
+                              capture_output=True,
                               cwd=store, env=env, timeout=120)
     finally:
         os.close(master)
@@ -223,9 +221,7 @@ def test_proxy_admits_nothing_once_the_command_exited(tmp_path):
     launch = Launch()
     proxy.start(launch)
     assert launch.env["HTTP_PROXY"] == proxy.url and launch.env["NO_PROXY"] is None
-    status, doc = proxy.capture("POST", "http://127.0.0.1:9/x", {}, b"a")
-    assert status == 202
+    assert proxy.capture("POST", "http://127.0.0.1:9/x", {}, b"a").status == 202
     proxy.finish()
-    status, doc = proxy.capture("POST", "http://127.0.0.1:9/y", {}, b"b")
-    assert status == 503
+    assert proxy.capture("POST", "http://127.0.0.1:9/y", {}, b"b").status == 503
     assert len(store.status("v")["effects"]) == 1

@@ -25,11 +25,13 @@ from urllib.parse import urlsplit
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import ConnectTimeoutError, HTTPError, NameResolutionError, NewConnectionError
 
-from reelstore.adapters.base import Adapter, Admission, Result, register
+from reelstore.adapters.base import Adapter, Admission, NotSent, Result, register
+from reelstore.adapters.trust import client_context
 from reelstore.codec import thaw
 from reelstore.drain.services import SAFE_METHODS, Service, classify
 from reelstore.errors import BadInput, Conflict, Unreachable
 from reelstore.objects.hash import Hash
+from reelstore.storage.secrets import MissingSecret, resolve_http, secret_store
 
 if TYPE_CHECKING:
     from reelstore.objects import Effect
@@ -117,6 +119,10 @@ class HttpAdapter(Adapter):
             headers["If-Match"] = etag
         if effect.delivery == "two-phase":
             headers["Reel-Phase"] = "prepare"
+        try:
+            url, headers = resolve_http(secret_store(self.repo), effect.op, url, headers)
+        except MissingSecret as exc:
+            raise NotSent(exc.message) from None
         token.consume(effect.id)
         result = self._send(method, url, headers, body)
         if effect.delivery != "two-phase" or result.state != "succeeded":
@@ -169,8 +175,9 @@ class HttpAdapter(Adapter):
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        conn: HTTPConnection = (HTTPSConnection(host, port, timeout=self.timeout) if parts.scheme == "https"
-                                else HTTPConnection(host, port, timeout=self.timeout))
+        conn: HTTPConnection = (HTTPSConnection(host, port, timeout=self.timeout,
+                                                ssl_context=client_context(self.repo.config))
+                                if parts.scheme == "https" else HTTPConnection(host, port, timeout=self.timeout))
         try:
             try:
                 conn.connect()

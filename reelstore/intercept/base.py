@@ -42,6 +42,11 @@ class Launch:
     env: dict[str, str | None] = field(default_factory=dict)
     """Variables to set; None removes the variable from the command's environment."""
     cwd: str | None = None
+    prefix: list[str] = field(default_factory=list)
+    """Argv the command is started under (the sandbox: `unshare -n … netns.py … --`)."""
+    proxy_port: int = 0
+    """The port the command must reach the capturing proxy on, once a backend provides one (the sandbox
+    forwards the same port inside the command's network namespace)."""
 
 
 class Backend:

@@ -1,65 +1,99 @@
-"""An HTTP proxy on 127.0.0.1 that passes safe requests through and captures unsafe ones as effects.
+"""`reel run`'s HTTP(S) proxy: safe requests pass through to the real host, unsafe ones are captured.
 
-The command finds it through `HTTP_PROXY` / `http_proxy`. GET, HEAD, OPTIONS and TRACE go to the real
-target and the answer is relayed unchanged. POST, PUT, PATCH, DELETE (any other method) never leave
-the machine: each is admitted into the view as an `http` effect (the op the http adapter delivers at
-commit: method, URL, the request's end-to-end headers, its body) and the command is answered
-`202 Accepted` with a JSON body and a `Reel-Effect: <id>` header. A request the view refuses
-(capability, budget, expiry, hold) is answered 403 with the E-code in the JSON body; a malformed one
-400. `CONNECT` (https) is refused with 502: intercepting TLS is out of scope, and `HTTPS_PROXY` points
-here too so that an https request fails loudly instead of slipping past the view.
+The command finds the proxy through `HTTP_PROXY` / `HTTPS_PROXY` (and the lower-case forms) and trusts
+its certificates through the usual CA variables (`SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE`, `CURL_CA_BUNDLE`,
+`NODE_EXTRA_CA_CERTS`, `GIT_SSL_CAINFO`, `AWS_CA_BUNDLE`, …): each names a bundle of the system's CAs
+plus the store's local CA (`reelstore.intercept.ca`). HTTPS is terminated with a leaf certificate
+per host; the protocol work is h11's and `ssl`'s (`reelstore.intercept.tls_proxy`).
+
+GET, HEAD, OPTIONS and TRACE go to the real host — over TLS verified against the system trust store
+plus `http.trust` — and the answer is relayed unchanged. Loopback hosts are reachable only when named
+with `--allow HOST:PORT` (the proxy runs outside the command's sandbox, so it must not become a way
+into this machine's local services). Every other method never leaves the machine: it is admitted
+into the view as an `http` effect (method, https or http URL, end-to-end headers, body; credentials
+moved to the secret store at admission) and answered `202 Accepted` with a JSON body and a
+`Reel-Effect: <id>` header. A request the view refuses is answered 403 with the E-code; anything that
+could not be intercepted (a refused certificate, a WebSocket upgrade, a raw tunnel, a failed
+pass-through) is reported as refused, so the run is not clean.
+
+Passed-through exchanges all go through `HttpProxy.passed_through`: the one place a recorder hooks in.
 """
 
 from __future__ import annotations
 
-import http.client
+import ipaddress
 import json
+import os
+import socket
+import tempfile
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
+from reelstore.adapters.trust import extra_trust
 from reelstore.drain.services import SAFE_METHODS
 from reelstore.errors import BadInput, ReelError
 from reelstore.intercept.base import Backend, Launch, Refusal
+from reelstore.intercept.ca import ca_cert_path, system_bundle, write_bundle
+from reelstore.intercept.engine import Answer, Request
 from reelstore.kernel import verbs as kernel
 from reelstore.storage.repo import Repo
+from reelstore.storage.secrets import hide_params, sensitive_headers, sensitive_params
 
 HOP_BY_HOP = frozenset(("connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
                         "te", "trailer", "trailers", "transfer-encoding", "upgrade", "host", "content-length"))
-MAX_BODY = 64 << 20
-"""Largest request body the proxy buffers (64 MiB); a larger one is answered 413."""
-UPSTREAM_TIMEOUT = 30.0
-PROXY_VARS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy")
+PROXY_VARS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 BYPASS_VARS = ("NO_PROXY", "no_proxy")
+CA_VARS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO",
+           "AWS_CA_BUNDLE", "PIP_CERT", "HTTPLIB2_CA_CERTS", "CARGO_HTTP_CAINFO", "NPM_CONFIG_CAFILE", "DENO_CERT")
+WGETRC_VAR = "WGETRC"
+"""wget reads no CA variable; it is given a wgetrc naming the bundle (after the user's own settings)."""
+INTERCEPT_FAILED = "E014"
 
 
 class HttpProxy(Backend):
     name = "http"
 
-    def __init__(self, repo: Repo, view: str) -> None:
+    def __init__(self, repo: Repo, view: str, allow: Iterable[str] = ()) -> None:
         super().__init__(repo, view)
+        self.allow = {_host_port(a) for a in allow}
         self.captured: list[dict[str, Any]] = []
         self.passed: list[dict[str, Any]] = []
+        self.secret_values: set[str] = set()
+        """Credentials seen in captured requests, so that summaries quoting the command can hide them."""
+        self.port = 0
         self._lock = threading.Lock()
         self._over = False
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._engine: Any = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
     @property
     def url(self) -> str:
-        assert self._server is not None, "the proxy is not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        assert self.port, "the proxy is not started"
+        return f"http://127.0.0.1:{self.port}"
 
     def start(self, launch: Launch) -> None:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="reel-run-proxy", daemon=True)
-        self._thread.start()
+        from reelstore.intercept.ca import LeafMinter
+        from reelstore.intercept.tls_proxy import TlsProxy
+
+        self._tmp = tempfile.TemporaryDirectory(prefix="reel-run-ca-")
+        tmp = Path(self._tmp.name)
+        system = system_bundle()
+        child_bundle = write_bundle(tmp / "ca-bundle.pem", system, ca_cert_path(self.repo))
+        upstream = write_bundle(tmp / "upstream.pem", system, extra_trust(self.repo.config))
+        os.chmod(tmp, 0o700)
+        self._engine = TlsProxy(self, LeafMinter(self.repo, tmp), upstream)
+        self.port = self._engine.start()
+        launch.proxy_port = self.port
         for var in PROXY_VARS:
             launch.env[var] = self.url
         for var in BYPASS_VARS:
             launch.env[var] = None
+        for var in CA_VARS:
+            launch.env[var] = str(child_bundle)
+        launch.env[WGETRC_VAR] = str(_wgetrc(tmp / "wgetrc", child_bundle))
 
     def finish(self) -> None:
         """Admit nothing more: a straggler the command left running cannot add to a view already shown."""
@@ -68,119 +102,119 @@ class HttpProxy(Backend):
         self.close()
 
     def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        if self._engine is not None:
+            self._engine.stop()
+            self._engine = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
 
-    def capture(self, method: str, url: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, Any]]:
-        """Admit one unsafe request into the view: (status, JSON answer) for the command."""
+    # The engine's Policy.
+
+    def decide(self, req: Request) -> Answer | None:
+        with self._lock:
+            if self._over:
+                return _json(503, {"reel": "error", "message": "the run is over; nothing was captured or sent"})
+        if req.method in SAFE_METHODS:
+            if _is_loopback(req.host) and not self._allowed(req.host, req.port):
+                why = (f"{req.host}:{req.port} is on this machine; name it with --allow {req.host}:{req.port} "
+                       f"to let the command reach it. Nothing was sent")
+                self.failed(f"{req.method} {hide_params(req.url, sensitive_params(self.repo.config))}", why)
+                return _json(403, {"reel": "refused", "message": why})
+            return None
+        return self.capture(req.method, req.url, _end_to_end(req.headers), req.body)
+
+    def passed_through(self, req: Request, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        """Every response the command got from a real host arrives here, in order."""
+        with self._lock:
+            self.passed.append({"method": req.method, "url": hide_params(req.url, sensitive_params(self.repo.config)),
+                                "status": status})
+
+
+    def failed(self, what: str, message: str) -> None:
+        with self._lock:
+            self.refused.append(Refusal(self.name, what, INTERCEPT_FAILED, message, BadInput.exit_status))
+
+    def capture(self, method: str, url: str, headers: dict[str, str], body: bytes) -> Answer:
+        """Admit one unsafe request into the view; the answer the command gets."""
         op: dict[str, Any] = {"method": method, "url": url, "headers": headers}
         if body:
             try:
                 op["body"] = body.decode("utf-8")
             except UnicodeDecodeError:
                 op["body"] = body
-        what = f"{method} {url}"
+        sensitive = sensitive_headers(self.repo.config)
+        params = sensitive_params(self.repo.config)
+        what = f"{method} {hide_params(url, params)}"
         with self._lock:
+            self.secret_values.update(v for k, v in headers.items() if k.lower() in sensitive)
+            self.secret_values.update(v for k, v in parse_qsl(urlsplit(url).query) if k in params)
             if self._over:
-                return 503, {"reel": "error", "message": "the run is over; nothing was captured or sent"}
+                return _json(503, {"reel": "error", "message": "the run is over; nothing was captured or sent"})
             try:
                 made = kernel.effect(self.repo, self.view, "http", op)
             except ReelError as err:
                 self.refused.append(Refusal.of(self.name, what, err))
-                status = 400 if isinstance(err, BadInput) else 403
-                return status, {"reel": "refused", "view": self.view, "error": err.to_json()}
-            self.captured.append({"method": method, "url": url, "effect": made.id.hex()})
-        return 202, {"reel": "pending", "view": self.view, "effect": made.id.hex(), "class": made.effect_class,
-                     "delivery": made.delivery, "resource": made.resource,
-                     "note": "captured by reel run; it is sent only if the view is committed"}
+                return _json(400 if isinstance(err, BadInput) else 403,
+                             {"reel": "refused", "view": self.view, "error": err.to_json()})
+            self.captured.append({"method": method, "url": made.resource.split(":", 2)[2], "effect": made.id.hex()})
+        return _json(202, {"reel": "pending", "view": self.view, "effect": made.id.hex(), "class": made.effect_class,
+                           "delivery": made.delivery, "resource": made.resource,
+                           "note": "captured by reel run; it is sent only if the view is committed"},
+                     [("Reel-Effect", made.id.hex())])
 
-    def relay(self, method: str, url: str, headers: dict[str, str],
-              body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-        """Send a safe request to its real target and bring the answer back."""
-        parts = urlsplit(url)
-        conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=UPSTREAM_TIMEOUT)
-        try:
-            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            conn.request(method, path, body=body or None, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-            with self._lock:
-                self.passed.append({"method": method, "url": url, "status": resp.status})
-            return resp.status, [(k, v) for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP], data
-        finally:
-            conn.close()
+    def _allowed(self, host: str, port: int) -> bool:
+        if (host.lower(), port) in self.allow:
+            return True
+        mine = _addresses(host)
+        return any(p == port and mine & _addresses(h) for h, p in self.allow)
 
 
-def _handler(proxy: HttpProxy) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "reel-run"
+def _json(status: int, doc: dict[str, Any], headers: list[tuple[str, str]] | None = None) -> Answer:
+    body = (json.dumps(doc, sort_keys=True) + "\n").encode("utf-8")
+    return Answer(status, body, [("Content-Type", "application/json"), *(headers or [])])
 
-        def log_message(self, *_: object) -> None:
-            pass
 
-        def _answer(self, status: int, body: bytes, headers: list[tuple[str, str]] | None = None,
-                    ctype: str | None = "application/json") -> None:
-            self.send_response(status)
-            for k, v in headers or ():
-                self.send_header(k, v)
-            if ctype:
-                self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Connection", "close")
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-            self.close_connection = True
+def _end_to_end(pairs: list[tuple[str, str]]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for k, v in pairs:
+        if k.lower() in HOP_BY_HOP or k.startswith(":"):
+            continue
+        sep = "; " if k.lower() == "cookie" else ", "
+        headers[k] = f"{headers[k]}{sep}{v}" if k in headers else v
+    return headers
 
-        def _json(self, status: int, doc: dict[str, Any], headers: list[tuple[str, str]] | None = None) -> None:
-            self._answer(status, (json.dumps(doc, sort_keys=True) + "\n").encode("utf-8"), headers)
 
-        def _error(self, status: int, message: str) -> None:
-            self._json(status, {"reel": "error", "message": message})
+def _host_port(spec: str) -> tuple[str, int]:
+    host, sep, port = spec.rpartition(":")
+    host = host.strip("[]").lower()
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise BadInput(f"--allow wants HOST:PORT, not {spec!r}")
+    return host, int(port)
 
-        def do_CONNECT(self) -> None:
-            self._error(502, "reel run intercepts plain http only; https (CONNECT) is refused because "
-                             "intercepting TLS is out of scope. Nothing was sent.")
 
-        def _handle(self) -> None:
-            url = self.path
-            parts = urlsplit(url)
-            if parts.scheme != "http" or not parts.hostname:
-                self._error(400, f"reel run's proxy needs an absolute http:// URL, not {url!r}")
-                return
-            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-                self._error(411, "reel run's proxy needs a Content-Length; chunked bodies are not accepted")
-                return
-            text = self.headers.get("Content-Length") or "0"
-            length = int(text) if text.isdigit() else -1
-            if length < 0:
-                self._error(400, f"bad Content-Length {text!r}")
-                return
-            if length > MAX_BODY:
-                self._error(413, f"request body of {length} bytes is over reel run's limit of {MAX_BODY}")
-                return
-            body = self.rfile.read(length) if length else b""
-            headers: dict[str, str] = {}
-            for k, v in self.headers.items():
-                if k.lower() not in HOP_BY_HOP:
-                    headers[k] = f"{headers[k]}, {v}" if k in headers else v
-            method = self.command
-            if method in SAFE_METHODS:
-                try:
-                    status, got, data = proxy.relay(method, url, headers, body)
-                except (OSError, http.client.HTTPException) as exc:
-                    self._error(502, f"reel run could not reach {url}: {exc}")
-                    return
-                self._answer(status, data, got, ctype=None)
-                return
-            status, doc = proxy.capture(method, url, headers, body)
-            extra = [("Reel-Effect", doc["effect"])] if "effect" in doc else []
-            self._json(status, doc, extra)
+def _addresses(host: str) -> set[str]:
+    try:
+        return {str(ipaddress.ip_address(host))}
+    except ValueError:
+        pass
+    try:
+        return {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
+    except (OSError, UnicodeError):
+        return set()
 
-        do_GET = do_HEAD = do_OPTIONS = do_TRACE = _handle
-        do_POST = do_PUT = do_PATCH = do_DELETE = _handle
 
-    return Handler
+def _is_loopback(host: str) -> bool:
+    """The host is this machine (a loopback or unspecified address, or a name that resolves to one)."""
+    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+        return True
+    ips = [ipaddress.ip_address(a.split("%")[0]) for a in _addresses(host.strip("[]"))]
+    return any(ip.is_loopback or ip.is_unspecified for ip in ips)
+
+
+def _wgetrc(path: Path, bundle: Path) -> Path:
+    """A wgetrc: the user's own (WGETRC or ~/.wgetrc), then the CA bundle."""
+    own = os.environ.get(WGETRC_VAR) or str(Path.home() / ".wgetrc")
+    text = Path(own).read_text(errors="replace") if Path(own).is_file() else ""
+    path.write_text(f"{text}\nca_certificate = {bundle}\n")
+    return path

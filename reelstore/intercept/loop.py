@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -24,11 +26,13 @@ from reelstore.api import Store
 from reelstore.errors import Conflict
 from reelstore.intercept.base import Backend, Launch, Refusal
 from reelstore.intercept.http_proxy import HttpProxy
+from reelstore.intercept.sandbox import Sandbox, require_unshare
 from reelstore.intercept.scratch import Scratch
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.views import view_ref
 from reelstore.objects import Capability, Hash
 from reelstore.storage.repo import Repo
+from reelstore.storage.secrets import redact
 
 VIEW_VAR = "REEL_VIEW"
 """The command is told its view's name, so it can also use `reel` verbs on it directly."""
@@ -39,9 +43,17 @@ def run_name() -> str:
     return f"run-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
 
 
-def default_backends(prefix: str = "") -> list[Callable[[Repo, str], Backend]]:
-    """The HTTP proxy and a scratch directory (limited to names under `prefix`)."""
-    return [HttpProxy, lambda repo, view: Scratch(repo, view, prefix)]
+def default_backends(prefix: str = "", allow: Sequence[str] = (), sandbox: bool = True,
+                     ) -> list[Callable[[Repo, str], Backend]]:
+    """The HTTP(S) proxy (loopback hosts reachable only if in `allow`), a scratch directory (limited
+    to names under `prefix`) and, unless `sandbox` is False, the network namespace the command runs
+    in. E014 if a namespace cannot be made here: the caller must choose to run without one."""
+    makers: list[Callable[[Repo, str], Backend]] = [lambda repo, view: HttpProxy(repo, view, allow),
+                                                    lambda repo, view: Scratch(repo, view, prefix)]
+    if sandbox:
+        unshare = require_unshare()
+        makers.append(lambda repo, view: Sandbox(repo, view, unshare, allow))
+    return makers
 
 
 class DryRun:
@@ -86,7 +98,7 @@ class DryRun:
                 else:
                     env[k] = v
             env[VIEW_VAR] = self.name
-            self.status = self._spawn(launch.cwd, env, stdout)
+            self.status = self._spawn(launch.prefix, launch.cwd, env, stdout)
             for b in self.backends:
                 b.finish()
             ref = view_ref(self.name)
@@ -102,10 +114,13 @@ class DryRun:
                 b.close()
         return self.status
 
-    def _spawn(self, cwd: str | None, env: dict[str, str], stdout: IO[Any] | int | None) -> int:
+    def _spawn(self, prefix: list[str], cwd: str | None, env: dict[str, str], stdout: IO[Any] | int | None) -> int:
         """The command's exit status; 127 / 126 (as a shell says) if it cannot be found / started."""
+        if prefix and not _runnable(self.cmd[0], cwd, env.get("PATH")):
+            self.notes.append(f"cannot run {self.cmd[0]!r}: no such executable")
+            return 127
         try:
-            proc = subprocess.Popen(self.cmd, cwd=cwd, env=env, stdout=stdout)
+            proc = subprocess.Popen([*prefix, *self.cmd], cwd=cwd, env=env, stdout=stdout)
         except OSError as exc:
             self.notes.append(f"cannot run {self.cmd[0]!r}: {exc.strerror or exc}")
             return 127 if isinstance(exc, FileNotFoundError) else 126
@@ -121,14 +136,30 @@ class DryRun:
         return [r for b in self.backends for r in b.refused]
 
     @property
+    def blocked(self) -> list[dict[str, Any]]:
+        """Connections the command tried around the proxy, which the sandbox stopped."""
+        return [b for be in self.backends for b in getattr(be, "blocked", ())]
+
+    @property
     def clean(self) -> bool:
-        """The command exited 0 and nothing it tried was refused: the only run `--commit` lands."""
-        return self.status == 0 and not self.refused
+        """The command exited 0, nothing it tried was refused or failed to be intercepted, and it tried
+        nothing around the proxy: the only run `--commit` lands (unless forced)."""
+        return self.status == 0 and not self.refused and not self.blocked
+
+    @property
+    def secret_values(self) -> set[str]:
+        return {v for b in self.backends for v in getattr(b, "secret_values", ())}
+
+    def shown_command(self) -> str:
+        """The command line as messages and summaries show it: credentials as `<secret>`."""
+        return redact(shlex.join(self.cmd), self.secret_values)
 
     def summary(self) -> dict[str, Any]:
         """What the view holds (as of the command's exit), what was refused, and the decision."""
-        return {"view": self.name, "command": self.cmd, "status": self.status, "clean": self.clean,
-                "changes": self.changes, "effects": self.effects, "refused": [r.to_json() for r in self.refused],
+        secret = self.secret_values
+        return {"view": self.name, "command": [redact(a, secret) for a in self.cmd], "status": self.status,
+                "clean": self.clean, "changes": self.changes, "effects": self.effects,
+                "refused": [r.to_json() for r in self.refused], "blocked": self.blocked,
                 "passed": [p for b in self.backends for p in getattr(b, "passed", ())],
                 "notes": self.notes + [n for b in self.backends for n in b.notes], "decision": self.decision,
                 "commit": self.result.to_json() if self.result else None}
@@ -139,13 +170,20 @@ class DryRun:
             raise Conflict(f"view {self.name!r} changed after its summary was taken; nothing was committed. "
                            f"Inspect it with `reel status {self.name}`, then commit or abort it", view=self.name)
         self.decision = "commit"
-        self.result = self.view.commit(message or f"reel run: {' '.join(self.cmd)}"[:200])
+        self.result = self.view.commit(message or f"reel run: {self.shown_command()}"[:200])
         return self.result
 
     def abort(self) -> None:
         self.decision = "abort"
         if self.view.live:
             self.view.abort()
+
+
+def _runnable(prog: str, cwd: str | None, path: str | None) -> bool:
+    """Checked before the sandbox starts the command, so that a typo is reported as one (exit 127)."""
+    if "/" in prog:
+        return os.access(os.path.join(cwd or ".", prog), os.X_OK)
+    return shutil.which(prog, path=path) is not None
 
 
 def _effect_line(e: dict[str, Any]) -> dict[str, Any]:

@@ -52,6 +52,7 @@ from reelstore.namespace.tree import Namespace
 from reelstore.objects import Blob, Capability, Delta, Effect, Effects, Hash, Record, View
 from reelstore.objects.view import BOUNDARIES, MAX_DEPTH
 from reelstore.storage.repo import Repo
+from reelstore.storage.secrets import scrub_http, secret_store
 
 CAS_ATTEMPTS = 64
 """Bound on compare-and-swap retries when other writers keep moving a ref."""
@@ -257,6 +258,8 @@ def effect(
     load_live(repo, name, settle=False)
     hold.check(repo)
     impl = adapter(adapter_name, repo)
+    if adapter_name == "http":
+        op = scrub_http(secret_store(repo), repo.config, op)
     decided = impl.classify(op)
     klass = effect_class or decided.effect_class
     if klass not in ("B", "C"):

@@ -1,0 +1,145 @@
+"""Fail closed: the command runs in its own network namespace, where the only reachable endpoint is
+the capturing proxy.
+
+`unshare -n` (with `-r`, a user namespace, when not root) gives the command a network of its own
+holding nothing but a loopback interface. Inside it, `netns.py` listens on 127.0.0.1 (and ::1) at
+the proxy's port and forwards each connection over a Unix socket to this process, which relays it to
+the real proxy on the host's loopback. A client that ignores the proxy variables cannot reach
+anything: a remote address is "network unreachable" (refused by the kernel, before any packet), and a
+loopback port is the namespace's own, empty loopback. Direct connections to the loopback targets
+named with `--allow HOST:PORT` — the only local services the command was meant to reach, and then
+only through the proxy — are caught by a listener there, closed unanswered, and reported as blocked
+escape attempts; a blocked attempt makes the run not clean.
+
+Where namespaces are unavailable `reel run` refuses (E014) unless told `--no-sandbox`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from reelstore.errors import BadInput
+from reelstore.intercept.base import Backend, Launch
+from reelstore.storage.repo import Repo
+
+HELPER = Path(__file__).with_name("netns.py")
+CHUNK = 64 * 1024
+
+
+def unshare_argv() -> list[str] | None:
+    """The `unshare` invocation that gives a new network namespace here, or None if none works."""
+    exe = shutil.which("unshare")
+    if exe is None:
+        return None
+    argv = [exe, "-n"] if os.geteuid() == 0 else [exe, "-r", "-n"]
+    try:
+        ok = subprocess.run([*argv, "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return argv if ok else None
+
+
+def require_unshare() -> list[str]:
+    argv = unshare_argv()
+    if argv is None:
+        raise BadInput("reel run cannot give the command a network namespace of its own here (`unshare -rn` "
+                       "is missing or not permitted), so a client that ignores the proxy could send effects "
+                       "before any commit. Nothing was run. Use --no-sandbox to run without it, knowing that")
+    return argv
+
+
+class Sandbox(Backend):
+    name = "sandbox"
+
+    def __init__(self, repo: Repo, view: str, unshare: list[str], catch: Iterable[str] = ()) -> None:
+        super().__init__(repo, view)
+        self.unshare = unshare
+        self.catch = list(catch)
+        self.blocked: list[dict[str, Any]] = []
+        """Direct connections the command tried around the proxy (caught, nothing sent)."""
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._server: socket.socket | None = None
+        self._port = 0
+
+    def start(self, launch: Launch) -> None:
+        if not launch.proxy_port:
+            raise RuntimeError("the sandbox needs the proxy backend to start first")
+        self._port = launch.proxy_port
+        self._tmp = tempfile.TemporaryDirectory(prefix="reel-run-ns-")
+        tmp = Path(self._tmp.name)
+        os.chmod(tmp, 0o700)
+        sock = tmp / "proxy.sock"
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(sock))
+        self._server.listen(128)
+        threading.Thread(target=self._accept, args=(self._server,), name="reel-run-bridge", daemon=True).start()
+        report = tmp / "blocked.jsonl"
+        report.touch()
+        catches = [a for spec in self.catch for a in ("--catch", spec)]
+        launch.prefix = [*self.unshare, sys.executable, "-I", str(HELPER), str(sock), str(self._port), str(report),
+                         *catches, "--"]
+
+    def _accept(self, server: socket.socket) -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
+
+    def _relay(self, conn: socket.socket) -> None:
+        try:
+            up = socket.create_connection(("127.0.0.1", self._port), timeout=30)
+        except OSError:
+            conn.close()
+            return
+        up.settimeout(None)
+        back = threading.Thread(target=_pump, args=(up, conn), daemon=True)
+        back.start()
+        _pump(conn, up)
+        back.join()
+        conn.close()
+        up.close()
+
+    def finish(self) -> None:
+        assert self._tmp is not None, "the sandbox is not started"
+        for line in (Path(self._tmp.name) / "blocked.jsonl").read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            self.blocked.append({"target": str(entry.get("target")),
+                                 "message": "a direct connection around the proxy; closed, nothing was sent"})
+        self.close()
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(CHUNK):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s, how in ((dst, socket.SHUT_WR), (src, socket.SHUT_RD)):
+            try:
+                s.shutdown(how)
+            except OSError:
+                pass

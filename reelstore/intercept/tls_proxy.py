@@ -1,0 +1,298 @@
+"""The engine behind `reel run`'s proxy: HTTP/1.1 through h11, TLS through the standard `ssl` module,
+leaf certificates from the store's local CA (`ca.LeafMinter`).
+
+h11 does the protocol work — request framing, Content-Length and chunked bodies, keep-alive,
+`Expect: 100-continue`, CONNECT and Upgrade handshakes — so this module is only the socket loop: a
+thread per client connection, each request turned into an `engine.Request` and put to the Policy.
+
+- Absolute-form requests (`GET http://h/x`) are plain-HTTP proxying.
+- `CONNECT host:port` opens a tunnel; if the client then starts TLS, it is terminated with a leaf
+  certificate for the host (the SNI name when there is one) and the requests inside are `https://`
+  URLs; plain HTTP inside a tunnel is read the same way; anything else (raw TCP) is refused.
+- HTTP/2 is not offered: ALPN advertises `http/1.1` only, which every client falls back to.
+- A WebSocket upgrade is refused (501) and reported; other `Upgrade` offers are simply not taken up.
+- A pass-through request is sent upstream over TLS verified against the bundle it is given (the
+  system trust store plus `http.trust`), on a fresh connection, and its answer relayed.
+
+Nothing reaches a host unless the Policy passes the request: no connection is opened upstream for a
+CONNECT, only for a request that passes. Every failure inside the engine answers the command with an
+error and reports through `Policy.failed`; none forwards anything.
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import ssl
+import threading
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import h11
+
+from reelstore.intercept.ca import LeafMinter
+from reelstore.intercept.engine import BODY_LIMIT, Answer, Policy, Request
+
+HOP_BY_HOP = frozenset(("connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
+                        "te", "trailer", "trailers", "transfer-encoding", "upgrade", "content-length"))
+IDLE_TIMEOUT = 120.0
+UPSTREAM_TIMEOUT = 60.0
+CHUNK = 64 * 1024
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class _Closed(Exception):  # noqa: N818
+    """The client went away or sent something h11 could not parse; the connection ends."""
+
+
+class TlsProxy:
+    """The engine: `start()` listens on 127.0.0.1 and returns the port; `stop()` ends every connection."""
+
+    def __init__(self, policy: Policy, minter: LeafMinter, upstream_ca: Path | None) -> None:
+        self.policy = policy
+        self.minter = minter
+        self.upstream = ssl.create_default_context(cafile=str(upstream_ca) if upstream_ca else None)
+        self.upstream.set_alpn_protocols(["http/1.1"])
+        self._listener: socket.socket | None = None
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    def start(self) -> int:
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        threading.Thread(target=self._accept, args=(self._listener,), name="reel-run-proxy", daemon=True).start()
+        return int(self._listener.getsockname()[1])
+
+    def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        with self._lock:
+            conns, self._conns = self._conns, set()
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                self._conns.add(conn)
+            threading.Thread(target=self._client, args=(conn,), daemon=True).start()
+
+    def _client(self, sock: socket.socket) -> None:
+        try:
+            sock.settimeout(IDLE_TIMEOUT)
+            self._http(sock, None, None)
+        except (OSError, _Closed):
+            pass
+        finally:
+            with self._lock:
+                self._conns.discard(sock)
+            sock.close()
+
+    # HTTP/1.1 over one connection (the proxy's own, or inside a tunnel).
+
+    def _http(self, sock: socket.socket, scheme: str | None, authority: tuple[str, int] | None) -> None:
+        conn = h11.Connection(h11.SERVER)
+        while True:
+            event = _next(sock, conn)
+            if not isinstance(event, h11.Request):
+                return
+            method = event.method.decode("ascii")
+            target = event.target.decode("latin-1")
+            headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in _raw(event.headers)]
+            if method == "CONNECT" and scheme is None:
+                self._connect(sock, conn, target)
+                return
+            if conn.they_are_waiting_for_100_continue:
+                sock.sendall(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
+            body = _body(sock, conn)
+            if body is None:
+                self.policy.failed(f"{method} {target}", f"a request body over {BODY_LIMIT} bytes; nothing was sent")
+                _answer(sock, conn, Answer(413, b"reel run: request body too large; nothing was sent\n"), method)
+                return
+            req = _request(method, target, headers, body, scheme, authority, event.http_version.decode())
+            if req is None:
+                self.policy.failed(f"{method} {target}", "not a proxy request (absolute http:// URL or CONNECT)")
+                _answer(sock, conn, Answer(400, b"reel run's proxy needs an absolute http:// URL or CONNECT\n"),
+                        method)
+                return
+            _answer(sock, conn, self._exchange(req), method)
+            if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
+                return
+            try:
+                conn.start_next_cycle()
+            except h11.LocalProtocolError:
+                return
+
+    def _exchange(self, req: Request) -> Answer:
+        """Ask the Policy; fail closed if it raises. Pass-through: fetch from the real host."""
+        what = f"{req.method} {req.url}"
+        try:
+            if any(k.lower() == "upgrade" and "websocket" in v.lower() for k, v in req.headers):
+                self.policy.failed(f"WEBSOCKET {req.url}", "WebSocket upgrades are refused: their messages cannot "
+                                                           "be held as pending effects. Nothing was sent")
+                return Answer(501, b'{"reel": "refused", "message": "reel run refuses WebSocket upgrades; '
+                                   b'nothing was sent"}\n', [("Content-Type", "application/json")])
+            answer = self.policy.decide(req)
+        except Exception as exc:  # noqa: BLE001  (any failure must stop the request, not let it pass)
+            self.policy.failed(what, f"the proxy could not decide ({exc!r}); nothing was sent")
+            return Answer(500, b"reel run failed to intercept this request; nothing was sent\n")
+        if answer is not None:
+            return answer
+        try:
+            status, headers, data = self._upstream(req)
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            self.policy.failed(what, f"the pass-through read failed: {exc}")
+            return Answer(502, f"reel run could not fetch {req.url}: {exc}\n".encode())
+        self.policy.passed_through(req, status, headers, data)
+        return Answer(status, data, headers)
+
+    def _upstream(self, req: Request) -> tuple[int, list[tuple[str, str]], bytes]:
+        parts = urlsplit(req.url)
+        conn: http.client.HTTPConnection
+        if parts.scheme == "https":
+            conn = http.client.HTTPSConnection(parts.hostname or "", parts.port, timeout=UPSTREAM_TIMEOUT,
+                                               context=self.upstream)
+        else:
+            conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=UPSTREAM_TIMEOUT)
+        try:
+            conn.putrequest(req.method, (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+                            skip_accept_encoding=True)
+            for k, v in req.headers:
+                if k.lower() not in HOP_BY_HOP and k.lower() != "host":
+                    conn.putheader(k, v)
+            if req.body or req.method not in ("GET", "HEAD", "OPTIONS", "TRACE"):
+                conn.putheader("Content-Length", str(len(req.body)))
+            conn.endheaders(req.body or None)
+            resp = conn.getresponse()
+            data = resp.read(BODY_LIMIT + 1)
+            if len(data) > BODY_LIMIT:
+                raise ValueError(f"the answer is over {BODY_LIMIT} bytes")
+            return resp.status, [(k, v) for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP], data
+        finally:
+            conn.close()
+
+    # Tunnels.
+
+    def _connect(self, sock: socket.socket, conn: h11.Connection, target: str) -> None:
+        host, port = _authority(target)
+        if port is None:
+            _answer(sock, conn, Answer(400, b"CONNECT needs host:port\n"), "CONNECT")
+            return
+        _next(sock, conn)  # the CONNECT's EndOfMessage
+        sock.sendall(conn.send(h11.Response(status_code=200, headers=[], reason=b"Connection established")))
+        early, _ = conn.trailing_data
+        if early:
+            self.policy.failed(f"CONNECT {target}", "data sent before the tunnel was established; refused")
+            return
+        first = sock.recv(1, socket.MSG_PEEK)
+        if not first:
+            return
+        if first == b"\x16":
+            self._tls(sock, host, port)
+        elif first.isalpha():
+            self._http(sock, "http", (host, port))
+        else:
+            self.policy.failed(f"TCP {host}:{port}", "a tunnel that is neither HTTP nor TLS is refused; "
+                                                     "nothing was sent")
+
+    def _tls(self, sock: socket.socket, host: str, port: int) -> None:
+        ctx = self.minter.context(host)
+        ctx.sni_callback = self._sni
+        try:
+            tls = ctx.wrap_socket(sock, server_side=True)
+        except (ssl.SSLError, OSError) as exc:
+            self.policy.failed(f"TLS {host}:{port}", f"the command refused the interception certificate ({exc}); "
+                                                     f"does it ignore the CA variables? Nothing was sent")
+            return
+        try:
+            self._http(tls, "https", (host, port))
+        finally:
+            try:
+                tls.unwrap()
+            except (ssl.SSLError, OSError, ValueError):
+                pass
+
+    def _sni(self, sslobj: ssl.SSLObject, name: str | None, ctx: ssl.SSLContext) -> None:
+        if name:
+            fresh = self.minter.context(name)
+            fresh.sni_callback = self._sni
+            sslobj.context = fresh
+
+
+def _raw(headers: Any) -> list[tuple[bytes, bytes]]:
+    """Header names with their original case (h11 lower-cases them in `headers`)."""
+    return list(headers.raw_items())
+
+
+def _next(sock: socket.socket, conn: h11.Connection) -> Any:
+    for _ in range(1 << 20):
+        try:
+            event = conn.next_event()
+        except h11.RemoteProtocolError as exc:
+            raise _Closed(str(exc)) from None
+        if event is not h11.NEED_DATA:
+            return event
+        conn.receive_data(sock.recv(CHUNK))
+    raise _Closed("too many reads for one event")
+
+
+def _body(sock: socket.socket, conn: h11.Connection) -> bytes | None:
+    """The request's whole body (h11 de-chunks it); None if it is over the limit."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        event = _next(sock, conn)
+        if isinstance(event, h11.Data):
+            size += len(event.data)
+            if size > BODY_LIMIT:
+                return None
+            parts.append(bytes(event.data))
+        elif isinstance(event, h11.EndOfMessage):
+            return b"".join(parts)
+        else:
+            raise _Closed(f"unexpected {event!r} in a request body")
+
+
+def _request(method: str, target: str, headers: list[tuple[str, str]], body: bytes, scheme: str | None,
+             authority: tuple[str, int] | None, version: str) -> Request | None:
+    if scheme is None:
+        parts = urlsplit(target)
+        if parts.scheme != "http" or not parts.hostname:
+            return None
+        return Request(method, target, parts.hostname, parts.port or 80, headers, body, f"HTTP/{version}")
+    assert authority is not None
+    host, port = authority
+    shown = f"[{host}]" if ":" in host else host
+    netloc = shown if DEFAULT_PORTS[scheme] == port else f"{shown}:{port}"
+    path = target if target.startswith("/") else "/" + target
+    return Request(method, f"{scheme}://{netloc}{path}", host, port, headers, body, f"HTTP/{version}")
+
+
+def _authority(target: str) -> tuple[str, int | None]:
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not host:
+        return target, None
+    return host.strip("[]"), int(port)
+
+
+def _answer(sock: socket.socket, conn: h11.Connection, answer: Answer, method: str) -> None:
+    no_body = method == "HEAD" or answer.status in (204, 304) or 100 <= answer.status < 200
+    headers = [(k, v) for k, v in answer.headers if k.lower() not in HOP_BY_HOP]
+    if answer.status not in (204, 304) and not 100 <= answer.status < 200:
+        length = next((v for k, v in answer.headers if k.lower() == "content-length"), None)
+        headers.append(("Content-Length", length if method == "HEAD" and length else str(len(answer.body))))
+    try:
+        sock.sendall(conn.send(h11.Response(status_code=answer.status, headers=headers)))
+        if answer.body and not no_body:
+            sock.sendall(conn.send(h11.Data(data=answer.body)))
+        sock.sendall(conn.send(h11.EndOfMessage()))
+    except h11.LocalProtocolError as exc:
+        raise _Closed(str(exc)) from None

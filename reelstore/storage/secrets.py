@@ -1,0 +1,246 @@
+"""The local secret store: credentials an effect needs, kept out of every content-addressed object.
+
+An http effect's op never holds a credential. Where one was (a sensitive header's value, a configured
+query parameter's value) the op holds the text `<secret>`, and a `secrets` map says where the drain
+finds the real value at send time:
+
+    {"method": "POST", "url": "https://h/pay?token=<secret>",
+     "headers": {"Authorization": "<secret>"},
+     "secrets": {"headers": {"Authorization": "store:h-3f…"}, "params": {"token": "env:PAY_TOKEN"}}}
+
+A reference is `store:NAME` (the file `.reel/secrets/NAME`, mode 0600, in a 0700 directory outside
+`.reel/objects`; sync never reads it, so it is never pushed or fetched) or `env:VAR` (the drain's
+environment). Scrubbing happens at effect admission, for every path in: `reel run`'s proxy, `reel
+effect`, the Python API. A raw sensitive value is moved into the store under a name derived by a keyed
+hash (the key is local, so the name reveals nothing about the value, and the same value is stored
+once). Callers may also give references directly: a header or parameter value `{"$secret": "stripe"}`
+or `{"$env": "STRIPE_KEY"}`.
+
+Sensitive headers: Authorization, Proxy-Authorization, Cookie, X-Api-Key and the names configured as
+`[secrets] header = NAME` (repeatable); sensitive parameters: those configured as `[secrets] param = NAME`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import re
+import secrets as pysecrets
+import weakref
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
+
+from reelstore.codec import thaw
+from reelstore.errors import BadInput
+from reelstore.storage.config import Config
+from reelstore.storage.fileio import atomic_write
+
+SHOWN = "<secret>"
+"""What stands in an op, a message, a summary or a log where a credential was."""
+SECRETS_DIR = "secrets"
+KEY_FILE = ".key"
+DEFAULT_HEADERS = ("authorization", "proxy-authorization", "cookie", "x-api-key")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
+
+
+class MissingSecret(BadInput):
+    """A reference the drain cannot resolve: the effect must fail before anything is sent. (The http
+    adapter maps it to the `not_sent` fate; nothing of the request was written.)"""
+
+
+class SecretStore:
+    """`.reel/secrets/`: one 0600 file per secret, plus the local key that names scrubbed values."""
+
+    def __init__(self, store_dir: Path | None) -> None:
+        self.root = store_dir / SECRETS_DIR if store_dir is not None else None
+        self._memory: dict[str, bytes] = {}
+        """A store without a directory (an in-memory repo) keeps its secrets in memory, for its lifetime."""
+
+    def _dir(self) -> Path:
+        assert self.root is not None
+        self.root.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(self.root, 0o700)
+        return self.root
+
+    def _key(self) -> bytes:
+        if self.root is None:
+            return self._memory.setdefault(KEY_FILE, pysecrets.token_bytes(32))
+        path = self._dir() / KEY_FILE
+        if not path.is_file():
+            _write_private(path, pysecrets.token_bytes(32))
+        return path.read_bytes()
+
+    def put(self, name: str, value: str) -> None:
+        """Store (or replace) the secret NAME."""
+        _check_name(name)
+        if self.root is None:
+            self._memory[name] = value.encode("utf-8")
+            return
+        _write_private(self._dir() / name, value.encode("utf-8"))
+
+    def get(self, name: str) -> str | None:
+        _check_name(name)
+        if self.root is None:
+            raw = self._memory.get(name)
+            return None if raw is None else raw.decode("utf-8")
+        try:
+            return (self.root / name).read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            return None
+
+    def keep(self, kind: str, value: str) -> str:
+        """Store a scrubbed value under a name that says nothing about it; the `store:` reference."""
+        digest = hmac.new(self._key(), value.encode("utf-8"), "sha256").hexdigest()[:32]
+        name = f"{kind}-{digest}"
+        if self.get(name) != value:
+            self.put(name, value)
+        return f"store:{name}"
+
+    def resolve(self, ref: str) -> str:
+        """The value a reference stands for; MissingSecret if there is none."""
+        kind, _, name = ref.partition(":")
+        value = os.environ.get(name) if kind == "env" else self.get(name) if kind == "store" else None
+        if value is None:
+            where = f"environment variable {name}" if kind == "env" else f"secret {name!r} in .reel/secrets"
+            raise MissingSecret(f"the credential this effect needs ({where}) is missing; nothing was sent")
+        return value
+
+
+_IN_MEMORY: weakref.WeakKeyDictionary[Any, SecretStore] = weakref.WeakKeyDictionary()
+
+
+def secret_store(repo: Any) -> SecretStore:
+    """The secret store of `repo` (a `Repo`): `.reel/secrets`, or one kept in memory for an in-memory repo."""
+    if repo.path is not None:
+        return SecretStore(repo.path)
+    if repo not in _IN_MEMORY:
+        _IN_MEMORY[repo] = SecretStore(None)
+    return _IN_MEMORY[repo]
+
+
+def _check_name(name: str) -> None:
+    if not _NAME.fullmatch(name) or name == KEY_FILE:
+        raise BadInput(f"secret name {name!r} must be letters, digits, '.', '_' or '-' (not starting with one)")
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    atomic_write(path, data, mode=0o600)
+
+
+def sensitive_headers(config: Config) -> frozenset[str]:
+    return frozenset(DEFAULT_HEADERS) | {h.strip().lower() for h in config.get_all("secrets.header") if h.strip()}
+
+
+def sensitive_params(config: Config) -> frozenset[str]:
+    return frozenset(p.strip() for p in config.get_all("secrets.param") if p.strip())
+
+
+def _given_ref(value: Any) -> str | None:
+    """`{"$secret": NAME}` → `store:NAME`, `{"$env": VAR}` → `env:VAR`; None for a plain value."""
+    if not isinstance(value, Mapping):
+        return None
+    if set(value) == {"$secret"} and isinstance(value["$secret"], str):
+        _check_name(value["$secret"])
+        return f"store:{value['$secret']}"
+    if set(value) == {"$env"} and isinstance(value["$env"], str) and _VAR.fullmatch(value["$env"]):
+        return f"env:{value['$env']}"
+    raise BadInput(f"a secret reference is {{\"$secret\": NAME}} or {{\"$env\": VAR}}, not {dict(value)!r}")
+
+
+def scrub_http(store: SecretStore, config: Config, op: Mapping[str, Any]) -> dict[str, Any]:
+    """The op to store: sensitive values moved to the secret store, references normalized. An op that
+    carries a `secrets` map already (scrubbed before) keeps its references."""
+    out = dict(thaw(op))
+    given = out.get("secrets") or {}
+    if not isinstance(given, Mapping) or not set(given) <= {"headers", "params"} or not all(
+            isinstance(v, Mapping) and all(isinstance(r, str) and _valid_ref(r) for r in v.values())
+            for v in given.values()):
+        raise BadInput("http op: secrets must map headers / params to store:NAME or env:VAR references")
+    refs: dict[str, dict[str, str]] = {k: dict(v) for k, v in given.items()}
+    heads = sensitive_headers(config)
+    headers = out.get("headers")
+    if isinstance(headers, Mapping):
+        clean: dict[str, Any] = {}
+        for name, value in headers.items():
+            ref = _given_ref(value)
+            if ref is None and isinstance(value, str) and str(name).lower() in heads and value != SHOWN:
+                ref = store.keep("h", value)
+            if ref is not None:
+                refs.setdefault("headers", {})[str(name)] = ref
+                value = SHOWN
+            elif value == SHOWN and str(name) not in refs.get("headers", {}):
+                raise BadInput(f"http op: header {name} is {SHOWN} but no reference says where it is")
+            clean[str(name)] = value
+        out["headers"] = clean
+    url = out.get("url")
+    params = sensitive_params(config)
+    if isinstance(url, str) and params:
+        out["url"] = _scrub_query(store, url, params, refs)
+    if refs:
+        out["secrets"] = refs
+    return out
+
+
+def _valid_ref(ref: str) -> bool:
+    kind, _, name = ref.partition(":")
+    return (kind == "store" and bool(_NAME.fullmatch(name))) or (kind == "env" and bool(_VAR.fullmatch(name)))
+
+
+def _scrub_query(store: SecretStore, url: str, params: frozenset[str], refs: dict[str, dict[str, str]]) -> str:
+    parts = urlsplit(url)
+    if not parts.query:
+        return url
+    pieces = []
+    for piece in parts.query.split("&"):
+        name, eq, value = piece.partition("=")
+        pairs = parse_qsl(piece, keep_blank_values=True)
+        key = pairs[0][0] if pairs else name
+        if eq and key in params and value != SHOWN:
+            refs.setdefault("params", {})[key] = store.keep("p", pairs[0][1])
+            piece = f"{name}={SHOWN}"
+        pieces.append(piece)
+    return urlunsplit(parts._replace(query="&".join(pieces)))
+
+
+def hide_params(url: str, params: frozenset[str]) -> str:
+    """`url` with the values of the sensitive parameters shown as `<secret>` (for summaries and logs)."""
+    if not params or "?" not in url:
+        return url
+    parts = urlsplit(url)
+    pieces = []
+    for piece in parts.query.split("&"):
+        name, eq, _ = piece.partition("=")
+        pairs = parse_qsl(piece, keep_blank_values=True)
+        pieces.append(f"{name}={SHOWN}" if eq and (pairs[0][0] if pairs else name) in params else piece)
+    return urlunsplit(parts._replace(query="&".join(pieces)))
+
+
+def resolve_http(store: SecretStore, op: Mapping[str, Any], url: str,
+                 headers: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """The URL and headers to send, every reference resolved (MissingSecret before anything is sent)."""
+    refs = thaw(op.get("secrets") or {})
+    for name, ref in (refs.get("headers") or {}).items():
+        headers[name] = store.resolve(ref)
+    params = refs.get("params") or {}
+    if params:
+        parts = urlsplit(url)
+        pieces = []
+        for piece in parts.query.split("&"):
+            name, eq, value = piece.partition("=")
+            if eq and value == SHOWN and name in params:
+                piece = f"{name}={quote(store.resolve(params[name]), safe='')}"
+            pieces.append(piece)
+        url = urlunsplit(parts._replace(query="&".join(pieces)))
+    return url, headers
+
+
+def redact(text: str, values: Iterable[str]) -> str:
+    """`text` with every given secret value, and anything after a sensitive header's name, shown as
+    `<secret>`: for record messages and summaries that quote the command line."""
+    for v in sorted({v for v in values if len(v) >= 4}, key=len, reverse=True):
+        text = text.replace(v, SHOWN)
+    pattern = "|".join(re.escape(h) for h in DEFAULT_HEADERS)
+    return re.sub(rf"(?i)\b({pattern})(\s*[:=]\s*)[^'\"\n]+", rf"\1\2{SHOWN}", text)
