@@ -36,7 +36,8 @@ def fetch(ctx: Context, remote: str, prune: bool) -> None:
                 where = t.new if t.status in ("fast-forward", "up-to-date") else t.old
                 lines.append(f"trunk {t.trunk} {_SAID[t.status]} {where.hex()[:12]}")
         lines += [f"view {name} was committed as {h.hex()}" for name, h in sorted(res.retired.items())]
-        lines += [f"{ref} is gone from {remote}" for ref in res.gone]
+        lines += [f"{ref} is gone from {remote}" for ref in res.gone
+                  if ref.removeprefix("refs/views/") not in res.retired]
         lines += [f"pruned {ref}" for ref in res.pruned]
         lines += [f"aborted view {name} (its copy on {remote} is gone)" for name in res.aborted]
         lines += [f"note: {n}" for n in res.notes]

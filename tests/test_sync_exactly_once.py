@@ -127,13 +127,16 @@ def test_unbinding_is_the_one_way_to_commit_locally_and_the_key_stays_the_same(
         assert target.requests == 0
         ok(d2, "views", "--unbind", "pay")
         assert "bound to" not in ok(d2, "views")
-        ok(d2, "commit", "pay")  # the user accepted the danger: d2 fires its own copy
+        local = json.loads(ok(d2, "--json", "commit", "pay"))  # the user accepted the danger
         refused(reel(a, "commit", "pay"), 5, "E015")  # the laptop's own copy is still bound
         won = json.loads(ok(a, "--json", "commit", "pay", "--remote", "origin"))
-        assert won["record"]
+        assert won["record"] != local["record"]
+        # both machines sent the keyed effect under one operation id, its idempotency key, so the
+        # keyed target acted once; the same holds for every effect of the view
+        ops = [[o["op"] for o in doc["drain"]["outcomes"]] for doc in (local, won)]
+        assert ops[0] == ops[1] and len(set(ops[0])) == 3
         keys = [e["key"] for e in target.ledger() if e["path"].startswith("/keyed")]
-        # both machines sent the keyed effect with one idempotency key, so the target acted once
-        assert target.count("/keyed") == 1 and len(set(keys)) == 1
+        assert target.count("/keyed") == 1 and keys == [ops[0][0]]
 
 
 def test_an_aborted_bound_view_is_gone_from_the_remote_and_from_fresh_clones(

@@ -194,3 +194,23 @@ def test_a_refused_update_is_quoted_in_words(tmp_path: Path) -> None:
     with pytest.raises(RemoteConflict) as err:
         sync.push(a, "origin")
     assert "b'" not in err.value.message and "refused" in err.value.message
+
+
+def test_commit_remote_over_smart_http_removes_the_view_ref_in_the_same_push(tmp_path: Path) -> None:
+    base = tmp_path / "http"
+    base.mkdir()
+    path = bare(base / "web.git")
+    git("--git-dir", str(path), "config", "http.receivepack", "true")
+    with GitHttp(base) as server:
+        a = Store.init(tmp_path / "a")
+        sync.add_remote(a.repo, "origin", server.url("web.git"))
+        a.fork("pay").put("f", b"x")
+        sync.push(a.repo, "origin")
+        b, _ = sync.clone(server.url("web.git"), tmp_path / "b")
+        fence = sync.remote_fence(a.repo, "origin")
+        record = a.commit("pay", fence=fence).record
+        assert fence.result is not None and fence.result.notes == []  # one atomic push
+        assert "refs/reel/views/pay" not in git("--git-dir", str(path), "for-each-ref")
+        fsck(path)
+        fetched = sync.fetch(b, "origin")
+        assert record is not None and fetched.retired == {"pay": record}
