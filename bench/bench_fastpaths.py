@@ -135,13 +135,30 @@ def git_repo(path: Path, n: int, reachable_share: float = 1.0) -> Path:
 
 
 def startup(tmp: Path, repeat: int) -> None:
-    print("== one CLI verb, whole process (PYTHONDONTWRITEBYTECODE as set in this environment)")
+    for cached in (False, True):
+        _startup(tmp / ("cached" if cached else "uncached"), repeat, cached)
+
+
+def _startup(tmp: Path, repeat: int, cached: bool) -> None:
+    """Without cached bytecode (PYTHONDONTWRITEBYTECODE=1, as this environment sets it: every module
+    is compiled at every start) and with it (after one warm-up run wrote __pycache__)."""
+    env = dict(os.environ)
+    if cached:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    print(f"== one CLI verb, whole process, bytecode {'cached' if cached else 'not cached'}")
+    tmp.mkdir(parents=True)
     r, g = tmp / "s-reel", tmp / "s-git"
     reel_store(r, 10)
     git_repo(g, 10)
     head = (r / ".reel" / "refs" / "heads" / "main").read_text()[:64]
     ghead = git("rev-parse", "main", cwd=g).decode().strip()
-    floor = interleaved({"f": lambda: run([sys.executable, "-c", FLOOR, str(r / ".reel/refs/heads/main")], r)}, repeat)
+    if cached:
+        for warm in ([REEL, "--help"], [REEL, "show-ref"], [REEL, "fork", "warm"]):
+            run(warm, r, env=env)
+    floor = interleaved({"f": lambda: run([sys.executable, "-c", FLOOR, str(r / ".reel/refs/heads/main")], r,
+                                          env=env)}, repeat)
     verbs = [
         ("--version", [REEL, "--version"], ["git", "--version"]),
         ("--help", [REEL, "--help"], ["git", "help", "-a"]),
@@ -151,10 +168,10 @@ def startup(tmp: Path, repeat: int) -> None:
                                                                                  ghead]),
     ]
     for name, rc, gc_ in verbs:
-        got = interleaved({"r": lambda rc=rc: run(rc, r), "g": lambda gc_=gc_: run(gc_, g)}, repeat)
+        got = interleaved({"r": lambda rc=rc: run(rc, r, env=env), "g": lambda gc_=gc_: run(gc_, g)}, repeat)
         row(name, got["r"], got["g"], floor["f"])
     n = iter(range(10**6))
-    got = interleaved({"r": lambda: run([REEL, "fork", f"v{next(n)}"], r),
+    got = interleaved({"r": lambda: run([REEL, "fork", f"v{next(n)}"], r, env=env),
                        "g": lambda: run(["git", "branch", f"b{next(n)}", "main"], g)}, repeat)
     row("fork / git branch", got["r"], got["g"], floor["f"])
 

@@ -6,12 +6,14 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from reelstore.errors import ReelError
-from reelstore.storage.repo import Repo
+
+if TYPE_CHECKING:  # imported when a command first needs the store: --help and --version never do
+    from reelstore.storage.repo import Repo
 
 
 class Context:
@@ -23,6 +25,8 @@ class Context:
     @property
     def repo(self) -> Repo:
         if self._repo is None:
+            from reelstore.storage.repo import Repo
+
             self._repo = Repo.discover(Path(self.directory) if self.directory else None)
         return self._repo
 

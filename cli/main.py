@@ -3,38 +3,37 @@
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import sys
 from typing import Any
 
 import click
 
-from reelstore import plumbing, porcelain
+from reelstore import __version__
+from reelstore.cli.command_index import COMMANDS as INDEX
 from reelstore.cli.context import Context, report
 from reelstore.errors import ReelError, StorageError
 
 
 class ReelGroup(click.Group):
-    """Loads a command's module only when that command runs (`cat-file` lives in `cat_file.py`), so a
-    command does not pay for importing every other one; maps ReelError to the design's exit statuses."""
+    """Loads a command's module only when that command runs, found through the command index, so a
+    command (or `--help`, which reads the index alone) does not pay for importing every other one;
+    maps ReelError to the design's exit statuses."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(_all_commands())
+        return sorted(INDEX)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        stem = name.replace("-", "_")
-        for package in (plumbing, porcelain) if stem.isidentifier() else ():
-            module_name = f"{package.__name__}.{stem}"
-            try:
-                module = importlib.import_module(module_name)
-            except ModuleNotFoundError as exc:
-                if exc.name != module_name:
-                    raise
-                continue
-            for command in getattr(module, "COMMANDS", ()):
-                if command.name == name:
-                    return command
-        return _all_commands().get(name)
+        entry = INDEX.get(name)
+        if entry is None:
+            return None
+        module = importlib.import_module(entry[0])
+        return next((c for c in getattr(module, "COMMANDS", ()) if c.name == name), None)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        with formatter.section("Commands"):
+            formatter.write_dl([(n, click.Command(n, help=INDEX[n][1]).get_short_help_str(limit)) for n in names])
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -58,22 +57,11 @@ def _as_json(ctx: click.Context) -> bool:
 @click.group(cls=ReelGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-C", "directory", metavar="DIR", help="Run as if started in DIR (or DIR is the .reel directory).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@click.version_option(package_name="reelstore", prog_name="reel")
+@click.version_option(version=__version__, prog_name="reel")
 @click.pass_context
 def cli(ctx: click.Context, directory: str | None, as_json: bool) -> None:
     """reel: fork, commit and abort views whose side effects fire only on commit."""
     ctx.obj = Context(directory, as_json)
-
-
-def _all_commands() -> dict[str, click.Command]:
-    """Every command of every plumbing and porcelain module (imports them all: for help and odd names)."""
-    found: dict[str, click.Command] = {}
-    for package in (plumbing, porcelain):
-        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-            module = importlib.import_module(f"{package.__name__}.{info.name}")
-            for command in getattr(module, "COMMANDS", ()):
-                found[command.name] = command
-    return found
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,6 +6,8 @@ from typing import Any
 
 from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
 
+__version__ = "0.1.0"
+
 __all__ = ["AsyncStore", "EffectFailed", "HttpRequest", "OutcomeUnknown", "ReelError", "Store", "ViewHandle"]
 
 _HOMES = {"AsyncStore": "reelstore.aio", "HttpRequest": "reelstore.adapters.http_request",
