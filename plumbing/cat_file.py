@@ -15,9 +15,10 @@ from reelstore import revisions
 from reelstore.cli import formats
 from reelstore.cli.context import Context, pass_ctx, write_bytes
 from reelstore.errors import BadInput, NotFound, StorageError
-from reelstore.objects import Blob, Hash, Object
+from reelstore.objects import Blob, Chunks, Hash, Object
 from reelstore.objects.block import peek
 from reelstore.objects.hash import is_full_hex, is_prefix
+from reelstore.storage import content
 from reelstore.storage.repo import Repo
 
 
@@ -201,6 +202,11 @@ def cat_file(ctx: Context, show_type: bool, show_size: bool, show_pretty: bool, 
         ctx.emit({"id": obj.id.hex(), "size": size}, str(size))
     elif ctx.json:
         ctx.emit({"id": obj.id.hex(), "kind": obj.kind, "object": obj.to_json()})
+    elif isinstance(obj, Chunks):
+        out = sys.stdout.buffer
+        for piece in content.read(repo.objects, obj.id):
+            out.write(piece)
+        out.flush()
     else:
         write_bytes(pretty(obj))
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sys
+from typing import BinaryIO
 
 import click
 
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.codec import frame
+from reelstore.codec import MAX_OBJECT_SIZE, frame
+from reelstore.errors import BadInput
 from reelstore.objects import KINDS, Blob, Object, decode
+from reelstore.storage import content
+from reelstore.storage.object_store import ObjectStore
 
 
 def object_from_content(kind: str, data: bytes) -> Object:
@@ -28,21 +32,33 @@ def hash_object(ctx: Context, kind: str, write: bool, use_stdin: bool, stdin_pat
     """Print the id of each FILE's (or stdin's) content as an object of KIND; -w also stores it."""
     if use_stdin and stdin_paths:
         raise click.UsageError("--stdin and --stdin-paths both read standard input; give one")
-    sources: list[bytes] = []
-    if use_stdin:
-        sources.append(sys.stdin.buffer.read())
     paths = list(files)
     if stdin_paths:
         paths += [line.rstrip("\n") for line in sys.stdin if line.strip()]
+    if not use_stdin and not paths:
+        raise click.UsageError("nothing to hash: give FILE arguments, --stdin or --stdin-paths")
+    store = ctx.repo.objects if write else None
+    ids: list[str] = []
+    if use_stdin:
+        ids.append(_hash(store, kind, sys.stdin.buffer))
     for path in paths:
         with open(path, "rb") as f:
-            sources.append(f.read())
-    if not sources:
-        raise click.UsageError("nothing to hash: give FILE arguments, --stdin or --stdin-paths")
-    objects = [object_from_content(kind, data) for data in sources]
-    if write:
-        ctx.repo.objects.put_many(objects)
-    ctx.emit([o.id.hex() for o in objects], "\n".join(o.id.hex() for o in objects))
+            ids.append(_hash(store, kind, f))
+    ctx.emit(ids, "\n".join(ids))
+
+
+def _hash(store: ObjectStore | None, kind: str, source: BinaryIO) -> str:
+    """A blob's content is streamed (chunked above 4 MiB, as `put` stores it); other kinds are read
+    whole, bounded by the object size limit."""
+    if kind == "blob":
+        return content.write(store, source)[0].hex()
+    data = source.read(MAX_OBJECT_SIZE + 1)
+    if len(data) > MAX_OBJECT_SIZE:
+        raise BadInput(f"a {kind} body is at most {MAX_OBJECT_SIZE} bytes")
+    obj = object_from_content(kind, data)
+    if store is not None:
+        store.put(obj)
+    return obj.id.hex()
 
 
 COMMANDS = [hash_object]

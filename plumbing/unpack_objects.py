@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import sys
+import mmap
+import tempfile
 
 import click
 
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.objects import decode
+from reelstore.cli.stdin import spool_stdin
+from reelstore.errors import StorageError
+from reelstore.objects import Object, decode
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.pack import scan_pack
+
+BATCH_BYTES = 16 << 20
 
 
 @click.command("unpack-objects")
@@ -18,15 +23,30 @@ from reelstore.storage.pack import scan_pack
 @pass_ctx
 def unpack_objects(ctx: Context, dry_run: bool, quiet: bool) -> None:
     """Read a pack on stdin, verify all of it (trailer, every entry inflated, decoded and re-hashed),
-    then store each object loose. A damaged pack stores nothing (exit 3)."""
-    rows, _ = scan_pack(sys.stdin.buffer.read())
-    objs = [decode(raw) for *_, raw in rows]
-    if not dry_run:
-        store = ctx.repo.objects
-        target = store.loose if isinstance(store, DiskObjectStore) else store
-        target.put_many(objs)
-    doc = {"count": len(objs), "ids": [o.id.hex() for o in objs], "dry_run": dry_run}
-    ctx.emit(doc, None if quiet else f"{'verified' if dry_run else 'unpacked'} {len(objs)} objects")
+    then store each object loose. A damaged pack stores nothing (exit 3). The pack is spooled to a
+    temporary file and read one entry at a time, so memory does not follow its size or what its
+    entries inflate to."""
+    store = ctx.repo.objects
+    target = store.loose if isinstance(store, DiskObjectStore) else store
+    with tempfile.TemporaryFile(dir=getattr(store, "root", None)) as spool:
+        if spool_stdin(spool) == 0:
+            raise StorageError("pack is truncated (stdin was empty)")
+        spool.flush()
+        with mmap.mmap(spool.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            scan = scan_pack(data)
+            ids = [decode(raw).id.hex() for _, _, _, raw in scan]
+            if not dry_run:
+                batch: list[Object] = []
+                held = 0
+                for _, _, _, raw in scan:
+                    batch.append(decode(raw))
+                    held += len(raw)
+                    if held >= BATCH_BYTES:
+                        target.put_many(batch)
+                        batch, held = [], 0
+                target.put_many(batch)
+    doc = {"count": len(ids), "ids": ids, "dry_run": dry_run}
+    ctx.emit(doc, None if quiet else f"{'verified' if dry_run else 'unpacked'} {len(ids)} objects")
 
 
 COMMANDS = [unpack_objects]

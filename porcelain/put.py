@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from reelstore.api import Store
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.kernel import verbs as kernel
 
 
 @click.command("put")
@@ -16,10 +16,14 @@ from reelstore.cli.context import Context, pass_ctx
 @click.argument("file", required=False, default="-")
 @pass_ctx
 def put(ctx: Context, view: str, name: str, file: str) -> None:
-    """Store FILE (or stdin, '-') under NAME in VIEW; prints the blob id."""
-    data = sys.stdin.buffer.read() if file == "-" else click.open_file(file, "rb").read()
-    blob = Store(ctx.repo).handle(view).put(name, data)
-    ctx.emit({"view": view, "name": name, "id": blob.hex(), "size": len(data)}, blob.hex())
+    """Store FILE (or stdin, '-') under NAME in VIEW; prints the content id. Any size is streamed:
+    content over 4 MiB is stored as content-defined chunks."""
+    if file == "-":
+        h, size = kernel.put_stream(ctx.repo, view, name, sys.stdin.buffer)
+    else:
+        with open(file, "rb") as f:
+            h, size = kernel.put_stream(ctx.repo, view, name, f)
+    ctx.emit({"view": view, "name": name, "id": h.hex(), "size": size}, h.hex())
 
 
 COMMANDS = [put]

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from reelstore.adapters.http_request import HttpRequest
 from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
@@ -65,12 +65,20 @@ class ViewHandle:
         """False once the view was committed or aborted (by this handle or anyone else)."""
         return self.repo.refs.get(view_ref(self.name)) is not None
 
-    def put(self, path: str, data: bytes | str) -> Hash:
-        """Write `data` (str is UTF-8 encoded) under `path`; returns the blob id."""
-        return kernel.put(self.repo, self.name, path, data.encode("utf-8") if isinstance(data, str) else data)
+    def put(self, path: str, data: bytes | str | BinaryIO) -> Hash:
+        """Write `data` (str is UTF-8 encoded; a binary file is read to its end, streamed) under
+        `path`; returns the content id (a blob, or a chunk list for content over 4 MiB)."""
+        if isinstance(data, (bytes, str)):
+            return kernel.put(self.repo, self.name, path, data.encode("utf-8") if isinstance(data, str) else data)
+        return kernel.put_stream(self.repo, self.name, path, data)[0]
 
     def get(self, path: str) -> bytes:
+        """The whole content under `path` (for content too large to hold, use `read`)."""
         return kernel.get(self.repo, self.name, path)
+
+    def read(self, path: str) -> Iterator[bytes]:
+        """The content under `path` piece by piece, with bounded memory whatever its size."""
+        return kernel.read(self.repo, self.name, path)
 
     def rm(self, path: str) -> None:
         kernel.rm(self.repo, self.name, path)

@@ -12,6 +12,7 @@ from reelstore.objects import (
     KINDS,
     Blob,
     Capability,
+    Chunks,
     Delta,
     Effect,
     Effects,
@@ -26,6 +27,7 @@ from reelstore.objects import (
     decode_verified,
 )
 from reelstore.objects.capability import OPS
+from reelstore.objects.chunks import CHUNK_MAX, THRESHOLD
 from reelstore.objects.effect import DELIVERIES
 from reelstore.objects.journal import OUTCOMES, STATES
 from reelstore.objects.notice import ACTIONS
@@ -94,6 +96,9 @@ journals = st.builds(
 )
 findings = st.builds(Finding, names, hashes, st.sampled_from(OUTCOMES), names, names, ints)
 op_events = st.builds(OpEvent, names, st.sampled_from(ACTIONS), names, ints, texts, ints, texts, texts, opt_hashes)
+chunk_lists = st.lists(st.tuples(hashes, st.integers(1, CHUNK_MAX)), min_size=2, max_size=5).filter(
+    lambda parts: sum(n for _, n in parts) > THRESHOLD).map(lambda parts: Chunks(sum(n for _, n in parts),
+                                                                                 tuple(parts)))
 objects = st.one_of(
     st.builds(Blob, st.binary(max_size=64)),
     trees,
@@ -106,12 +111,13 @@ objects = st.one_of(
     journals,
     findings,
     op_events,
+    chunk_lists,
 )
 
 
 def test_every_kind_has_a_strategy():
     assert set(KINDS) == {"blob", "tree", "delta", "capability", "effect", "effects", "view", "record", "journal",
-                          "finding", "opevent"}
+                          "finding", "opevent", "chunks"}
 
 
 @settings(max_examples=150, deadline=None)

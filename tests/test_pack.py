@@ -79,9 +79,9 @@ def test_index_lookup_mtimes_and_absent(tmp_path: Path) -> None:
 def test_scan_pack_recovers_every_object(tmp_path: Path) -> None:
     objs = [b for b, _ in versioned(files=2, versions=4)]
     pack = make_pack(tmp_path, objs)
-    rows, trailer = scan_pack(pack.path.read_bytes())
-    assert {raw for *_, raw in rows} == {o.encode() for o in objs}
-    assert trailer == pack.index.pack_checksum
+    scan = scan_pack(pack.path.read_bytes())
+    assert {raw for *_, raw in scan} == {o.encode() for o in objs}
+    assert scan.trailer == pack.index.pack_checksum
 
 
 def flip(path: Path, at: int) -> None:

@@ -19,7 +19,8 @@ from pathlib import Path
 from reelstore.errors import ReelError
 from reelstore.intercept.base import Backend, Launch, Refusal
 from reelstore.kernel import verbs as kernel
-from reelstore.objects import Blob, Hash
+from reelstore.objects import Hash
+from reelstore.storage import content
 from reelstore.storage.repo import Repo
 
 SCRATCH_VAR = "REEL_SCRATCH"
@@ -54,7 +55,8 @@ class Scratch(Backend):
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 with open(path, "xb") as f:
-                    f.write(kernel.get(self.repo, self.view, name))
+                    for piece in kernel.read(self.repo, self.view, name):
+                        f.write(piece)
             except (FileExistsError, NotADirectoryError, IsADirectoryError):
                 self.notes.append(f"left out {name!r}: it is also another name's directory")
                 continue
@@ -64,7 +66,7 @@ class Scratch(Backend):
 
     def finish(self) -> None:
         assert self.root is not None, "the scratch directory is not started"
-        seen: dict[str, bytes] = {}
+        seen: dict[str, Path] = {}
         for top, dirs, files in os.walk(self.root):
             for d in [d for d in dirs if (Path(top) / d).is_symlink()]:
                 self.notes.append(f"ignored {(Path(top) / d).relative_to(self.root).as_posix()!r}: a symbolic link")
@@ -77,22 +79,29 @@ class Scratch(Backend):
                 elif not name.startswith(self.prefix):
                     self.notes.append(f"ignored {name!r}: outside --dir {self.prefix!r}")
                 else:
-                    seen[name] = path.read_bytes()
+                    seen[name] = path
         for name in sorted(set(self.written) - set(seen)):
             self._apply("removed", name, None)
-        for name, data in seen.items():
+        for name, path in seen.items():
             old = self.written.get(name)
-            if old is None or Blob(data).id != old:
-                self._apply("modified" if old is not None else "added", name, data)
+            try:
+                with open(path, "rb") as f:
+                    h = content.write(self.repo.objects, f)[0]
+            except OSError as exc:
+                self.notes.append(f"ignored {name!r}: cannot be read ({exc.strerror})")
+                continue
+            if h != old:
+                self._apply("modified" if old is not None else "added", name, h)
 
-    def _apply(self, how: str, name: str, data: bytes | None) -> None:
+    def _apply(self, how: str, name: str, h: Hash | None) -> None:
+        """Bind or remove `name` in the view; its content (if any) is already stored, piece by piece."""
         try:
-            if data is None:
+            if h is None:
                 kernel.rm(self.repo, self.view, name)
             else:
-                kernel.put(self.repo, self.view, name, data)
+                kernel.put_stored(self.repo, self.view, name, h)
         except ReelError as err:
-            self.refused.append(Refusal.of(self.name, f"{'delete' if data is None else 'write'} {name}", err))
+            self.refused.append(Refusal.of(self.name, f"{'delete' if h is None else 'write'} {name}", err))
             return
         self.changes.append((how, name))
 

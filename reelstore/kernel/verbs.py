@@ -10,12 +10,13 @@ crash. So a killed commit is committed exactly once or not at all.
 
 from __future__ import annotations
 
+import io
 import secrets
 import time
 import weakref
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, BinaryIO
 
 from reelstore.adapters.base import adapter, adapter_class
 from reelstore.codec import FrozenMap, freeze
@@ -49,8 +50,9 @@ from reelstore.kernel.views import (
     view_ref,
 )
 from reelstore.namespace.tree import Namespace
-from reelstore.objects import Blob, Capability, Delta, Effect, Effects, Hash, Record, View
+from reelstore.objects import Capability, Delta, Effect, Effects, Hash, Record, View
 from reelstore.objects.view import BOUNDARIES, MAX_DEPTH
+from reelstore.storage import content
 from reelstore.storage.repo import Repo
 from reelstore.storage.secrets import scrub_http, secret_store
 
@@ -193,12 +195,27 @@ def _check_name(path: str) -> str:
 
 
 def put(repo: Repo, name: str, path: str, data: bytes) -> Hash:
-    """Write `data` under `path` in view `name` (needs write on `path`); returns the blob id."""
+    """Write `data` under `path` in view `name` (needs write on `path`); returns the content id (a
+    blob, or a chunk list for content over the chunking threshold)."""
+    return put_stream(repo, name, path, io.BytesIO(data))[0]
+
+
+def put_stream(repo: Repo, name: str, path: str, stream: BinaryIO) -> tuple[Hash, int]:
+    """`put` of everything `stream` yields, with bounded memory; (content id, size). The write
+    capability is checked before any content is read, and again when the name is bound."""
     _check_name(path)
-    blob = Blob(data)
-    repo.objects.put(blob)
-    _write(repo, name, path, blob.id)
-    return blob.id
+    live = load_live(repo, name, settle=False)
+    admission.require(admission.view_caps(repo, live.view), "write", path)
+    h, size = content.write(repo.objects, stream)
+    _write(repo, name, path, h)
+    return h, size
+
+
+def put_stored(repo: Repo, name: str, path: str, h: Hash) -> None:
+    """Bind `path` to content `h` already in the store (a blob or a chunk list; E007 otherwise)."""
+    _check_name(path)
+    content.size(repo.objects, h)
+    _write(repo, name, path, h)
 
 
 def rm(repo: Repo, name: str, path: str) -> None:
@@ -223,12 +240,18 @@ def _write(repo: Repo, name: str, path: str, value: Hash | None) -> None:
 
 def get(repo: Repo, name: str, path: str) -> bytes:
     """The bytes under `path` in view `name` (needs read; E001 if absent)."""
+    return b"".join(read(repo, name, path))
+
+
+def read(repo: Repo, name: str, path: str) -> Iterator[bytes]:
+    """The bytes under `path` in view `name`, piece by piece (bounded memory for any size). The
+    capability and the name are checked before the first piece is returned."""
     live = load_live(repo, name, settle=False)
     admission.require(admission.view_caps(repo, live.view), "read", path)
     h = namespace(repo).get(live.view.namespace, path)
     if h is None:
         raise NotFound(f"{path!r} is not in view {name}", name=path)
-    return repo.objects.get_as(h, Blob).data
+    return content.read(repo.objects, h)
 
 
 def ls(repo: Repo, name: str, prefix: str = "") -> list[tuple[str, Hash]]:

@@ -31,6 +31,9 @@ from reelstore.storage.object_store import MemoryObjectStore
 from reelstore.storage.pack import PackItem, PackOptions
 from reelstore.storage.repo import Repo
 
+HELD_RAW = 64 * 1024
+"""Objects up to this size are held in memory between marking and packing; larger ones (the pieces of
+large content) are read again by the pack writer, so gc's memory does not grow with the store's bytes."""
 DEFAULT_PRUNE_EXPIRE = "2.weeks.ago"
 DEFAULT_REFLOG_EXPIRE = "90.days.ago"
 LOCK_NAME = "gc.lock"
@@ -165,7 +168,9 @@ def _mark(repo: Repo, now: float, progress: Progress | None, keep_raw: dict[Hash
 
     def seen(obj: Object) -> None:
         if keep_raw is not None:
-            keep_raw[obj.id] = obj.encode()
+            raw = obj.encode()
+            if len(raw) <= HELD_RAW:
+                keep_raw[obj.id] = raw
 
     tick = (lambda n: progress("marking", n, None)) if progress else None
     roots = ref_roots(repo.refs, since_ms)
@@ -313,20 +318,26 @@ def gc(
         report.packed = len(keep)
         if dry_run:
             return report
-        for h in [h for h in keep if h not in raws]:
+        kinds = dict(w.kinds)
+        for h in [h for h in keep if h not in raws and h not in kinds]:
             try:
-                raws[h] = store.get_raw(h)
+                raw = store.get_raw(h)
             except StorageError:
                 # Unreachable, young and unreadable: nothing can be packed; a loose copy stays for fsck.
                 keep.discard(h)
                 report.damaged_skipped.append(h)
+                continue
+            if len(raw) <= HELD_RAW:
+                raws[h] = raw
+            else:
+                kinds[h] = raw[: raw.index(b"\0")].decode("ascii")
         report.packed = len(keep)
         current = packs[0].name if len(packs) == 1 and not loose and set(packs[0].ids()) == keep else None
         if current is None and keep:
 
             def items() -> Iterator[PackItem]:
-                for h in [h for h in raws if h in keep]:
-                    yield PackItem(h, raws[h], int(mtime(h)), w.hints.get(h, ""))
+                for h in [h for h in raws if h in keep] + [h for h in keep if h not in raws]:
+                    yield _item(store, h, raws.get(h), kinds.get(h, ""), int(mtime(h)), w.hints.get(h, ""))
 
             tick = (lambda n, total: progress("packing", n, total)) if progress else None
             current = store.add_pack(items(), _pack_options(repo), progress=tick).name
@@ -358,6 +369,18 @@ def _gc_memory(repo: Repo, cutoff: float | None, dry_run: bool, now: float) -> G
         for h in drop:
             store.delete(h)
     return report
+
+
+def _item(store: DiskObjectStore, h: Hash, raw: bytes | None, kind: str, mtime: int, hint: str) -> PackItem:
+    """A pack item: held bytes if small, else read by the pack writer when it gets to it (a large
+    object's kind is known from the walk; an unwalked one is read now, to learn its kind and size)."""
+    if raw is None and not kind:
+        raw = store.get_raw(h)
+        if len(raw) > HELD_RAW:
+            kind, raw = raw[: raw.index(b"\0")].decode("ascii"), None
+    if raw is not None:
+        return PackItem(h, raw, mtime, hint)
+    return PackItem(h, b"", mtime, hint, kind=kind, load=lambda: store.get_raw(h))
 
 
 def _pack_options(repo: Repo) -> PackOptions:
@@ -432,12 +455,18 @@ def repack(
         if not mtimes:
             return report
         raws: dict[Hash, bytes] = {}
-        hints = walk(store, ref_roots(repo.refs, None), on_object=lambda o: raws.__setitem__(o.id, o.encode())).hints
+
+        def seen(obj: Object) -> None:
+            raw = obj.encode()
+            if len(raw) <= HELD_RAW:
+                raws[obj.id] = raw
+
+        w = walk(store, ref_roots(repo.refs, None), on_object=seen)
+        hints = w.hints
 
         def items() -> Iterator[PackItem]:
             for h in [h for h in raws if h in mtimes] + [h for h in mtimes if h not in raws]:
-                raw = raws.get(h)
-                yield PackItem(h, raw if raw is not None else store.get_raw(h), int(mtimes[h]), hints.get(h, ""))
+                yield _item(store, h, raws.get(h), w.kinds.get(h, ""), int(mtimes[h]), hints.get(h, ""))
 
         tick = (lambda n, total: progress("packing", n, total)) if progress else None
         result = store.add_pack(items(), _pack_options(repo), progress=tick)

@@ -2,6 +2,7 @@
 
 from reelstore.objects.block import KINDS, Object, decode, decode_verified
 from reelstore.objects.capability import OPS, Capability, prefix_covers
+from reelstore.objects.chunks import Chunks
 from reelstore.objects.data import Blob, Tree
 from reelstore.objects.delta import Delta
 from reelstore.objects.effect import Effect, Effects
@@ -19,6 +20,7 @@ __all__ = [
     "ZERO_HEX",
     "Blob",
     "Capability",
+    "Chunks",
     "Delta",
     "Effect",
     "Effects",

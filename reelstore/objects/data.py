@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import msgpack
 
-from reelstore.codec import frame
+from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG, frame
 from reelstore.errors import BadInput
 from reelstore.objects.block import Object, register, v_bytes, v_hash, v_int, v_str, v_tuple
 from reelstore.objects.hash import HASH_SIZE, Hash
@@ -40,11 +40,38 @@ class Blob(Object):
     def content(self) -> bytes:
         return self.data
 
+    @cached_property
+    def _canonical(self) -> bytes:
+        """The generic encoder's bytes (a msgpack bin header, then the data), built in one copy:
+        large content passes through here a piece at a time."""
+        return b"".join((b"blob\x00", _bin_head(len(self.data)), self.data))
+
+    @classmethod
+    def from_canonical(cls, raw: bytes) -> Blob:
+        """Check the header in place and copy the data once (the generic path copies it four times)."""
+        if len(raw) > MAX_OBJECT_SIZE + MAX_TAG + 1:
+            raise BadInput(f"object of {len(raw)} bytes exceeds the size limit")
+        width = {0xC4: 1, 0xC5: 2, 0xC6: 4}.get(raw[5] if len(raw) > 5 else -1)
+        if width is None or raw[5 : 6 + width] != _bin_head(len(raw) - 6 - width):
+            raise BadInput("blob body is not a single msgpack bin in canonical form")
+        blob = cls(raw[6 + width :])
+        blob.__dict__["_canonical"] = raw
+        return blob
+
     def to_json(self) -> Any:
         try:
             return {"data": self.data.decode("utf-8")}
         except UnicodeDecodeError:
             return {"data": {"$bytes": self.data.hex()}}
+
+
+def _bin_head(n: int) -> bytes:
+    """msgpack's shortest bin header for `n` bytes."""
+    if n < 1 << 8:
+        return b"\xc4" + n.to_bytes(1, "big")
+    if n < 1 << 16:
+        return b"\xc5" + n.to_bytes(2, "big")
+    return b"\xc6" + n.to_bytes(4, "big")
 
 
 def _entry(value: Any, where: str) -> tuple[str, Hash]:

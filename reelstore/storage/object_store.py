@@ -74,7 +74,13 @@ class ObjectStore:
         return self.put_many([obj])[0]
 
     def put_many(self, objs: Iterable[Object]) -> list[Hash]:
+        """Store `objs`; E014 for one over the object size limit, which could never be read back
+        (content that large goes through `storage.content`, which chunks it)."""
         items = [(obj.id, obj.encode()) for obj in objs]
+        for h, raw in items:
+            if len(raw) > MAX_RAW:
+                raise BadInput(f"object {h.hex()} of {len(raw)} bytes exceeds the {MAX_OBJECT_SIZE}-byte object "
+                               "limit; store large content as chunks (`reel put` does)")
         self._store(items)
         return [h for h, _ in items]
 

@@ -34,6 +34,9 @@ MAX_DICT = 1 << 20
 MAX_CHAIN = 64
 MAX_WINDOW = 1 << 27
 """Largest zstd window a reader accepts (bytes); the writer's levels stay far below it."""
+RELEASE_AT = 1 << 20
+"""Mapped entries at least this large have their pages released once read."""
+HASH_PIECE = 8 << 20
 
 KIND_CODES = {
     "blob": 1,
@@ -46,6 +49,8 @@ KIND_CODES = {
     "record": 8,
     "journal": 9,
     "finding": 10,
+    "chunks": 11,
+    "opevent": 12,
 }
 KIND_NAMES = {code: kind for kind, code in KIND_CODES.items()}
 
@@ -91,17 +96,45 @@ def _read_varint(buf: mmap.mmap | bytes, pos: int, end: int) -> tuple[int, int]:
             return value, pos
 
 
+def release(buf: mmap.mmap | bytes, start: int, end: int) -> None:
+    """Let go of the mapped pages of `buf[start:end]` once they are read: a file mapping's pages
+    count as resident until the kernel evicts them, so without this, reading a large pack through
+    a map would look (and be accounted) like holding all of it in memory."""
+    if not isinstance(buf, mmap.mmap) or end - start < RELEASE_AT:
+        return
+    lo = start - start % mmap.PAGESIZE
+    hi = min(end, len(buf))
+    if hi > lo:
+        buf.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
+def hash_mapped(buf: mmap.mmap | bytes, end: int) -> bytes:
+    """BLAKE3 of `buf[:end]`, a piece at a time, releasing each piece's pages as it goes."""
+    hasher = blake3.blake3()
+    with memoryview(buf) as view:
+        for at in range(0, end, HASH_PIECE):
+            hasher.update(view[at : min(end, at + HASH_PIECE)])
+            release(buf, at, min(end, at + HASH_PIECE))
+    return hasher.digest()
+
+
 # Writing
 
 
 @dataclass
 class PackItem:
-    """One object to pack: id, canonical bytes, mtime (seconds) and an optional name hint for deltas."""
+    """One object to pack: id, canonical bytes, mtime (seconds) and an optional name hint for deltas.
+
+    A large object may come as `load` (a callable returning its canonical bytes) and its `kind`
+    instead of `raw`: the writer then reads it only when its turn comes and drops it once no later
+    entry can use it as a base, so a pack of any size is written in bounded memory."""
 
     id: Hash
     raw: bytes
     mtime: int
     hint: str = ""
+    kind: str = ""
+    load: Callable[[], bytes] | None = None
 
 
 @dataclass
@@ -127,16 +160,33 @@ class PackResult:
 
 
 class _Entry:
-    __slots__ = ("id", "code", "body", "mtime", "offset", "crc", "depth", "zc")
+    __slots__ = ("id", "code", "body", "mtime", "offset", "crc", "depth", "zc", "load")
 
     def __init__(self, item: PackItem) -> None:
         self.id = item.id
-        self.code, self.body = split_raw(item.raw)
+        self.load = item.load
+        if item.load is not None:
+            self.code, self.body = KIND_CODES[item.kind], b""
+        else:
+            self.code, self.body = split_raw(item.raw)
         self.mtime = int(item.mtime)
         self.offset = 0
         self.crc = 0
         self.depth = 0
         self.zc: zstandard.ZstdCompressor | None = None
+
+    def loaded(self) -> None:
+        """Read a lazy entry's body now (its kind must be the one it was listed with)."""
+        if self.load is not None and not self.body:
+            code, self.body = split_raw(self.load())
+            if code != self.code:
+                raise StorageError(f"object {self.id.hex()} changed kind while it was packed")
+
+    def drop(self) -> None:
+        """Forget the body and compressor once no later entry can use this one as a base."""
+        self.zc = None
+        if self.load is not None:
+            self.body = b""
 
 
 def _train(entries: list[_Entry], level: int) -> bytes:
@@ -234,8 +284,9 @@ def write_pack_stream(
         key = (entry.code, hints.get(entry.id, ""))
         if key != group:
             for old in window:
-                old.zc = None
+                old.drop()
             group, window = key, []
+        entry.loaded()
         # Named objects (versions of one file) try their neighbours first and skip compressing alone
         # when a delta is already small; unnamed ones compress alone first and try one neighbour.
         method, data, base = STORED, entry.body, None
@@ -268,7 +319,9 @@ def write_pack_stream(
         if len(entry.body) >= opts.min_delta:
             window.append(entry)
             if len(window) > opts.window:
-                window.pop(0).zc = None
+                window.pop(0).drop()
+        else:
+            entry.drop()
         if progress is not None and (n + 1) % 1000 == 0:
             progress(n + 1, len(entries))
     trailer = hasher.digest()
@@ -443,6 +496,8 @@ class Pack:
         return body
 
     def _remember(self, offset: int, body: bytes) -> None:
+        if len(body) > self.CACHE_BYTES:
+            return
         self._cache[offset] = body
         self._cached += len(body)
         while self._cached > self.CACHE_BYTES and self._cache:
@@ -486,6 +541,7 @@ class Pack:
         if i < 0:
             raise KeyError(h)
         offset = self.index.offset(i)
+        p: _Parsed | None = None
         try:
             p = self._parse(offset)
             if zlib.crc32(self.map[offset : p.end]) != self.index.crc(i):
@@ -493,6 +549,9 @@ class Pack:
             code, body = self.body_at(offset, p)
         except ValueError as exc:
             raise StorageError(f"object {h.hex()} in {self.name} is damaged: {exc}", id=h) from None
+        finally:
+            if p is not None:
+                release(self.map, offset, p.end)
         raw = join_raw(code, body)
         if Hash.of(raw) != h:
             raise StorageError(f"object {h.hex()} in {self.name} is damaged: content does not hash to its id", id=h)
@@ -515,7 +574,7 @@ class Pack:
         """Check everything: both trailers, every entry's CRC, inflation, hash and decoding by its kind, and
         that the entries tile the pack exactly. Returns the entries (in pack order) and the damage found, named."""
         problems: list[str] = []
-        if blake3.blake3(self.map[: self.data_end]).digest() != self.map[self.data_end :]:
+        if hash_mapped(self.map, self.data_end) != self.map[self.data_end :]:
             problems.append(f"{self.path.name}: pack checksum mismatch")
         if not self.index.checksum_ok():
             problems.append(f"{self.index.path.name}: index checksum mismatch")
@@ -547,34 +606,52 @@ class Pack:
         return infos, problems
 
 
-def scan_pack(data: bytes | mmap.mmap) -> tuple[list[tuple[Hash, int, int, bytes]], bytes]:
-    """Read a pack with no index (for index-pack and unpack-objects): every entry is inflated and
-    re-hashed. Returns (id, offset, crc, raw) per entry and the trailer; StorageError on any damage."""
-    size = len(data)
-    if size < PACK_HEADER.size + TRAILER:
-        raise StorageError("pack is truncated")
-    magic, version, count, dict_len = PACK_HEADER.unpack_from(data, 0)
-    if magic != PACK_MAGIC or version != VERSION:
-        raise StorageError("not a reel pack (bad magic or version)")
-    if blake3.blake3(data[: size - TRAILER]).digest() != data[size - TRAILER :]:
-        raise StorageError("pack checksum mismatch (truncated or damaged)")
-    view = _Scanner(data, size, dict_len)
-    out = []
-    offset = view.data_start
-    for _ in range(count):
-        try:
-            p = view._parse(offset)
-            code, body = view.body_at(offset)
-        except ValueError as exc:
-            raise StorageError(f"pack entry at offset {offset} is damaged: {exc}") from None
-        raw = join_raw(code, body)
-        crc = zlib.crc32(data[offset : p.end])
-        out.append((Hash.of(raw), offset, crc, raw))
-        view._remember(offset, body)
-        offset = p.end
-    if offset != size - TRAILER:
-        raise StorageError(f"pack declares {count} entries but they end at {offset}, not {size - TRAILER}")
-    return out, bytes(data[size - TRAILER :])
+class PackScan:
+    """A pack with no index (for index-pack and unpack-objects), read one entry at a time.
+
+    Opening checks the header and the trailer checksum. Iterating inflates each entry (within its
+    declared size, itself within the object limit), re-hashes it and yields (id, offset, crc, raw),
+    so memory stays at one entry plus the base cache, whatever the pack holds or claims. Damage
+    anywhere raises StorageError; a caller that must store all or nothing iterates twice."""
+
+    def __init__(self, data: bytes | mmap.mmap) -> None:
+        size = len(data)
+        if size < PACK_HEADER.size + TRAILER:
+            raise StorageError("pack is truncated")
+        magic, version, count, dict_len = PACK_HEADER.unpack_from(data, 0)
+        if magic != PACK_MAGIC or version != VERSION:
+            raise StorageError("not a reel pack (bad magic or version)")
+        if hash_mapped(data, size - TRAILER) != data[size - TRAILER :]:
+            raise StorageError("pack checksum mismatch (truncated or damaged)")
+        self.data = data
+        self.count = count
+        self.trailer = bytes(data[size - TRAILER :])
+        self._dict_len = dict_len
+
+    def __iter__(self) -> Iterator[tuple[Hash, int, int, bytes]]:
+        data, size = self.data, len(self.data)
+        view = _Scanner(data, size, self._dict_len)
+        offset = view.data_start
+        for _ in range(self.count):
+            try:
+                p = view._parse(offset)
+                code, body = view.body_at(offset)
+            except ValueError as exc:
+                raise StorageError(f"pack entry at offset {offset} is damaged: {exc}") from None
+            raw = join_raw(code, body)
+            crc = zlib.crc32(data[offset : p.end])
+            release(data, offset, p.end)
+            view._remember(offset, body)
+            del body
+            yield Hash.of(raw), offset, crc, raw
+            offset = p.end
+        if offset != size - TRAILER:
+            raise StorageError(f"pack declares {self.count} entries but they end at {offset}, not {size - TRAILER}")
+
+
+def scan_pack(data: bytes | mmap.mmap) -> PackScan:
+    """`PackScan(data)`: an index-less pack, checked whole, then read entry by entry."""
+    return PackScan(data)
 
 
 class _Scanner(Pack):
