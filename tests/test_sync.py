@@ -282,7 +282,8 @@ def test_damaged_packs_are_e007() -> None:
     from reelstore.sync.mapping import build_commit, read_pack, unpack
 
     objs = [Blob(b"pack %d" % i) for i in range(20)]
-    sync_commit = build_commit([(o.id, o.encode()) for o in objs], {"refs/heads/main": objs[0].id}, [])
+    raws = {o.id: o.encode() for o in objs}
+    sync_commit = build_commit(list(raws), raws.__getitem__, {"refs/heads/main": objs[0].id}, [])
     buf = io.BytesIO()
     count, records = pack_objects_to_data(sync_commit.objects, deltify=False)
     write_pack_data(buf.write, records, DEFAULT_OBJECT_FORMAT, num_records=count)

@@ -25,7 +25,8 @@ from reelstore.errors import BadInput, ReelError, StorageError
 from reelstore.kernel import binding
 from reelstore.kernel.verbs import abort as abort_view
 from reelstore.kernel.views import HEAD_PREFIX, VIEW_PREFIX, committed_in, find_record, live_views, retire
-from reelstore.objects import Hash, Record, View
+from reelstore.objects import Hash, Object, Record, View
+from reelstore.storage.object_store import LooseObjectStore
 from reelstore.storage.refs import ANY, check_ref_name, check_target
 from reelstore.storage.repo import DEFAULT_TRUNK, REEL_DIR, Repo
 from reelstore.sync.mapping import Omitted, Received, read_pack, reel_ref, tracking_ref, unpack
@@ -34,6 +35,7 @@ from reelstore.sync.state import Seen, SyncState
 from reelstore.sync.transport import Progress, Remote, connect, remote_progress, talking_to
 
 _SPOOL = 64 << 20
+_STORE_BATCH = 16 << 20
 _MAX_FETCH = 4 << 30
 _MAX_WALK = 1_000_000
 
@@ -88,16 +90,17 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
     conn = connect(remote, remote_url(repo, remote), repo.config)
     result = FetchResult(remote, conn.url)
     state = SyncState(repo)
+    staging = tempfile.TemporaryDirectory(prefix=".tmp-fetch-", dir=_staging_parent(repo))
     try:
         state.bind(remote, conn.url)
         try:
-            advertised, got = _receive(repo, conn, state, progress, incremental=True)
+            advertised, got = _receive(repo, conn, state, progress, staging.name, incremental=True)
             targets = _targets(state, remote, advertised, got)
             complete = _first_missing(repo, got, list(targets.values())) is None
         except Omitted:
             complete = False
         if not complete:
-            advertised, got = _receive(repo, conn, state, progress, incremental=False)
+            advertised, got = _receive(repo, conn, state, progress, staging.name, incremental=False)
             targets = _targets(state, remote, advertised, got)
             lacking = _first_missing(repo, got, list(targets.values()))
             if lacking is not None:
@@ -105,19 +108,20 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
                                    id=lacking)
         _check_kinds(repo, got, targets)
         if progress:
-            progress(f"received {len(got.objects)} objects from {remote}")
+            progress(f"received {len(got.objects) + len(got.staged)} objects from {remote}")
+        _store_staged(repo, got)
         repo.objects.put_many(got.objects.values())
         with state:
             result.gone = sorted(ref for ref in state.seen(remote) if ref not in targets)
             if not advertised:
                 state.forget(remote)
-            state.add_known(remote, got.objects)
+            state.add_known(remote, got.ids())
             state.add_commits(remote, {cid: (refs, got.parents[cid]) for cid, refs in got.commits.items()})
             for ref in result.gone:
                 state.drop_seen(remote, ref)
             for ref, target in targets.items():
                 state.set_seen(remote, ref, Seen(advertised[ref], target))
-        result.objects = len(got.objects)
+        result.objects = len(got.objects) + len(got.staged)
         result.updated = _update_tracking(repo, remote, targets)
         for ref, target in targets.items():
             if ref.startswith(VIEW_PREFIX):
@@ -131,6 +135,7 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
         return result
     finally:
         state.close()
+        staging.cleanup()
 
 
 def _fast_forward(repo: Repo, remote: str, targets: dict[str, Hash]) -> list[TrunkMove]:
@@ -209,7 +214,29 @@ def _prune(repo: Repo, remote: str, targets: dict[str, Hash], result: FetchResul
             result.notes.append(f"view {live.name} is gone from {remote} but was not aborted here: {exc.message}")
 
 
-def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | None, *,
+def _staging_parent(repo: Repo) -> str | None:
+    """Large received blobs wait beside the store's objects (the same file system), or in the
+    system's temporary directory for an in-memory store."""
+    return str(repo.path / "objects") if repo.path is not None else None
+
+
+def _store_staged(repo: Repo, got: Received) -> None:
+    """Move the verified large blobs from the staging store into the store, a batch at a time."""
+    if got.staging is None:
+        return
+    batch: list[Object] = []
+    held = 0
+    for h in sorted(got.staged):
+        obj = got.staging.get(h)
+        batch.append(obj)
+        held += len(obj.encode())
+        if held >= _STORE_BATCH:
+            repo.objects.put_many(batch)
+            batch, held = [], 0
+    repo.objects.put_many(batch)
+
+
+def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | None, staging: str, *,
              incremental: bool) -> tuple[dict[str, str], Received]:
     """One fetch round: the advertised reel refs (ref → sync commit) and the verified objects received."""
     advertised: dict[str, str] = {}
@@ -233,7 +260,8 @@ def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | No
             return spool.write(chunk)
 
         conn.client.fetch_pack(conn.path, determine_wants, walker, write, progress=remote_progress(progress))
-        return advertised, unpack(read_pack(spool, spool.tell()), repo.objects.has)
+        store = LooseObjectStore(Path(staging) / ("incremental" if incremental else "full"), fsync=False)
+        return advertised, unpack(read_pack(spool, spool.tell(), store), repo.objects.has)
 
 
 def _max_bytes(repo: Repo) -> int:
@@ -321,9 +349,10 @@ def _targets(state: SyncState, remote: str, advertised: dict[str, str], got: Rec
 def _check_kinds(repo: Repo, got: Received, targets: dict[str, Hash]) -> None:
     """E007 if a remote ref points at an object its namespace forbids (a trunk at a blob): nothing is stored."""
     for ref, target in targets.items():
-        obj = got.objects.get(target) or repo.objects.get(target)
+        obj = got.objects.get(target)
+        kind = "blob" if obj is None and target in got.staged else (obj or repo.objects.get(target)).kind
         try:
-            check_target(ref, obj.kind)
+            check_target(ref, kind)
         except BadInput as exc:
             raise StorageError(f"remote {exc.message}", ref=ref) from None
 
@@ -340,7 +369,7 @@ def _first_missing(repo: Repo, got: Received, targets: list[Hash]) -> Hash | Non
         obj = got.objects.get(h)
         if obj is not None:
             stack.extend(obj.references())
-        elif not repo.objects.has(h):
+        elif h not in got.staged and not repo.objects.has(h):
             return h
     return None
 

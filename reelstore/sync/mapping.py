@@ -21,9 +21,9 @@ from __future__ import annotations
 import struct
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any, overload
 
 from dulwich.errors import ApplyDeltaError, ChecksumMismatch, FileFormatException
 from dulwich.object_format import DEFAULT_OBJECT_FORMAT
@@ -35,8 +35,10 @@ from dulwich.pack import PackData, PackInflater
 
 from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG
 from reelstore.errors import BadInput, StorageError
-from reelstore.objects import Hash, Object, decode_verified
+from reelstore.objects import Hash, Object, decode, decode_verified
 from reelstore.objects.hash import is_hex
+from reelstore.storage.object_store import ObjectStore
+from reelstore.sync.pack_budget import check_sizes
 from reelstore.sync.state import format_refs, parse_refs
 
 TREE_MODE = 0o040000
@@ -44,6 +46,12 @@ BLOB_MODE = 0o100644
 IDENTITY = b"reelstore <sync@reelstore.invalid>"
 REMOTE_PREFIX = "refs/reel/"
 _MAX_RAW = MAX_OBJECT_SIZE + MAX_TAG + 1
+_BLOB_TAG = b"blob\x00"
+HELD_RAW = 64 * 1024
+"""Received blobs up to this size are held in memory until the fetch is verified; larger reel blobs wait
+in a staging store."""
+MAX_HELD = 512 * 1024 * 1024
+"""Most bytes a fetch holds in memory for blobs it cannot stage (small ones, and any that are not reel blobs)."""
 _DAMAGE = (ChecksumMismatch, ApplyDeltaError, FileFormatException, zlib.error, struct.error, KeyError, ValueError,
            AssertionError, EOFError, OSError)
 
@@ -69,24 +77,55 @@ class SyncCommit:
     """A sync commit ready to send: the commit and every git object it adds."""
 
     commit: GitCommit
-    objects: list[ShaFile]
+    objects: Sequence[ShaFile]
 
     @property
     def id(self) -> str:
         return self.commit.id.decode()
 
 
-def build_commit(new: Iterable[tuple[Hash, bytes]], refs: dict[str, Hash], parents: list[str]) -> SyncCommit:
-    """Wrap the objects new to the remote (id, canonical bytes) and the refs being set into one sync commit."""
+class _Objects(Sequence[ShaFile]):
+    """A sync commit's git objects with the blobs made on demand, one at a time, from the store: a
+    push of any size holds one object's bytes, not all of them."""
+
+    def __init__(self, blobs: Sequence[Hash], raw_of: Callable[[Hash], bytes], rest: list[ShaFile]) -> None:
+        self.blobs, self.raw_of, self.rest = blobs, raw_of, rest
+
+    def __len__(self) -> int:
+        return len(self.blobs) + len(self.rest)
+
+    @overload
+    def __getitem__(self, i: int) -> ShaFile: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[ShaFile]: ...
+
+    def __getitem__(self, i: int | slice) -> ShaFile | Sequence[ShaFile]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if i < len(self.blobs):
+            return GitBlob.from_string(self.raw_of(self.blobs[i]))
+        return self.rest[i - len(self.blobs)]
+
+    def __iter__(self) -> Iterator[ShaFile]:
+        for h in self.blobs:
+            yield GitBlob.from_string(self.raw_of(h))
+        yield from self.rest
+
+
+def build_commit(new: Sequence[Hash], raw_of: Callable[[Hash], bytes], refs: dict[str, Hash],
+                 parents: list[str]) -> SyncCommit:
+    """Wrap the objects new to the remote (ids; `raw_of` gives each one's canonical bytes) and the refs
+    being set into one sync commit. Each object is read here once to name its git blob, and again
+    when the pack is sent."""
     shards: dict[str, GitTree] = {}
     out: list[ShaFile] = []
-    count = 0
-    for rid, raw in new:
-        blob = GitBlob.from_string(raw)
+    for rid in new:
+        sha = GitBlob.from_string(raw_of(rid)).id
         hexid = rid.hex()
-        shards.setdefault(hexid[:2], GitTree()).add(hexid[2:].encode(), BLOB_MODE, blob.id)
-        out.append(blob)
-        count += 1
+        shards.setdefault(hexid[:2], GitTree()).add(hexid[2:].encode(), BLOB_MODE, sha)
     root = GitTree()
     if shards:
         fanout = GitTree()
@@ -105,30 +144,76 @@ def build_commit(new: Iterable[tuple[Hash, bytes]], refs: dict[str, Hash], paren
     commit.author_time = commit.commit_time = int(time.time())
     commit.author_timezone = commit.commit_timezone = 0
     names = ", ".join(sorted(refs)) or "no refs"
-    commit.message = f"reel sync: {count} objects; {names}\n".encode()
+    commit.message = f"reel sync: {len(new)} objects; {names}\n".encode()
     out.append(commit)
-    return SyncCommit(commit, out)
+    return SyncCommit(commit, _Objects(new, raw_of, out))
 
 
 @dataclass
 class Received:
-    """What a fetch brought, verified: the new reel objects and each new sync commit's refs and parents."""
+    """What a fetch brought, verified: the new reel objects and each new sync commit's refs and parents.
+
+    Large blobs (pieces of large content) are not held: they wait in `staging`, a store of their own,
+    and `staged` lists them."""
 
     objects: dict[Hash, Object] = field(default_factory=dict)
     commits: dict[str, dict[str, Hash]] = field(default_factory=dict)
     parents: dict[str, list[str]] = field(default_factory=dict)
+    staged: set[Hash] = field(default_factory=set)
+    staging: ObjectStore | None = None
+
+    def ids(self) -> list[Hash]:
+        return [*self.objects, *self.staged]
 
 
-def read_pack(stream: IO[bytes], size: int) -> dict[bytes, ShaFile]:
-    """Every object of a received pack by git id, deltas resolved; E007 if the pack is damaged."""
+@dataclass
+class ReceivedPack:
+    """A received pack, read one object at a time: commits and trees by git id, small blobs' bytes by
+    git id, and the large blobs that decode as reel blobs moved to a staging store (git id -> reel id)."""
+
+    meta: dict[bytes, ShaFile] = field(default_factory=dict)
+    raws: dict[bytes, bytes] = field(default_factory=dict)
+    staged: dict[bytes, Hash] = field(default_factory=dict)
+    staging: ObjectStore | None = None
+
+    def __contains__(self, sha: object) -> bool:
+        return sha in self.meta or sha in self.raws or sha in self.staged
+
+
+def read_pack(stream: IO[bytes], size: int, staging: ObjectStore | None = None) -> ReceivedPack:
+    """Every object of a received pack, deltas resolved; E007 if the pack is damaged. Sizes are checked
+    before anything inflates (`pack_budget`); then each object is read in turn and only small ones and
+    the git structure stay in memory: a blob over HELD_RAW that decodes as a reel blob goes to
+    `staging` (a temporary store; without one it is held too)."""
+    got = ReceivedPack(staging=staging)
     if size == 0:
-        return {}
+        return got
+    check_sizes(stream, size, _MAX_RAW)
     stream.seek(0)
     data = None
+    held = 0
     try:
         data = PackData.from_file(stream, DEFAULT_OBJECT_FORMAT, size)
         data.check()
-        return {obj.id: obj for obj in PackInflater.for_pack_data(data)}
+        for obj in PackInflater.for_pack_data(data):
+            if not isinstance(obj, GitBlob):
+                got.meta[obj.id] = obj
+                continue
+            raw = obj.as_raw_string()
+            if staging is not None and len(raw) > HELD_RAW and raw.startswith(_BLOB_TAG):
+                try:
+                    blob = decode(raw)
+                except BadInput:
+                    blob = None
+                if blob is not None:
+                    staging.put(blob)
+                    got.staged[obj.id] = blob.id
+                    continue
+            held += len(raw)
+            if held > MAX_HELD:
+                raise StorageError(f"the remote sent more than {MAX_HELD} bytes that are not reel content")
+            got.raws[obj.id] = raw
+        return got
     except _DAMAGE as exc:
         raise StorageError(f"the remote sent a damaged pack: {type(exc).__name__}: {exc}") from None
     finally:
@@ -136,30 +221,37 @@ def read_pack(stream: IO[bytes], size: int) -> dict[bytes, ShaFile]:
             data.close()
 
 
-def unpack(pack: dict[bytes, ShaFile], have: Callable[[Hash], bool]) -> Received:
+def unpack(pack: ReceivedPack, have: Callable[[Hash], bool]) -> Received:
     """Turn the sync commits of a received pack into verified reel objects (E007 on any fault).
 
     A blob the pack lacks is acceptable only if this store already holds the reel object it names
     (the remote left it out because our haves reach it).
     """
-    got = Received()
+    got = Received(staging=pack.staging)
     try:
-        for sha, obj in pack.items():
+        for sha, obj in pack.meta.items():
             if isinstance(obj, GitCommit):
                 cid = sha.decode()
                 tree = _get(pack, obj.tree, GitTree, f"tree of sync commit {cid}")
-                got.commits[cid] = _read_root(pack, tree, got.objects, have, cid)
+                got.commits[cid] = _read_root(pack, tree, got, have, cid)
                 got.parents[cid] = [p.decode() for p in obj.parents]
     except _DAMAGE as exc:
         raise StorageError(f"the remote sent a malformed git object: {type(exc).__name__}: {exc}") from None
     return got
 
 
-def _get(pack: dict[bytes, ShaFile], sha: bytes, kind: type, what: str) -> ShaFile:
-    obj = pack.get(sha)
+def _get(pack: ReceivedPack, sha: bytes, kind: type, what: str) -> ShaFile:
+    obj = pack.meta.get(sha)
     if not isinstance(obj, kind):
         raise StorageError(f"remote sent a sync commit without its {what} ({sha.decode()})")
     return obj
+
+
+def _refs_file(pack: ReceivedPack, sha: bytes) -> bytes:
+    raw = pack.raws.get(sha)
+    if raw is None:
+        raise StorageError(f"remote sent a sync commit without its refs file ({sha.decode()})")
+    return raw
 
 
 class Omitted(Exception):
@@ -167,20 +259,20 @@ class Omitted(Exception):
     fetch is then redone without haves, since the refs cannot be read from anything else."""
 
 
-def _subtree(pack: dict[bytes, ShaFile], sha: bytes, what: str) -> ShaFile | None:
+def _subtree(pack: ReceivedPack, sha: bytes, what: str) -> ShaFile | None:
     """A fan-out tree, or None when the remote left it out: git omits a tree that our haves reach, so
     every object under it was already sent to us (the fetch's closure check confirms it)."""
     return None if sha not in pack else _get(pack, sha, GitTree, what)
 
 
-def _read_root(pack: dict[bytes, ShaFile], tree: ShaFile, objects: dict[Hash, Object],
-               have: Callable[[Hash], bool], cid: str) -> dict[str, Hash]:
+def _read_root(pack: ReceivedPack, tree: ShaFile, got: Received, have: Callable[[Hash], bool],
+               cid: str) -> dict[str, Hash]:
     entries = {e.path: e for e in tree.iteritems()}
     if set(entries) - {b"objects", b"refs"} or b"refs" not in entries or entries[b"refs"].mode != BLOB_MODE:
         raise StorageError(f"sync commit {cid} does not have the tree of a sync commit")
     if entries[b"refs"].sha not in pack:
         raise Omitted(cid)
-    refs = parse_refs(_get(pack, entries[b"refs"].sha, GitBlob, "refs file").as_raw_string())
+    refs = parse_refs(_refs_file(pack, entries[b"refs"].sha))
     fanout = entries.get(b"objects")
     if fanout is not None:
         if fanout.mode != TREE_MODE:
@@ -191,29 +283,36 @@ def _read_root(pack: dict[bytes, ShaFile], tree: ShaFile, objects: dict[Hash, Ob
                 raise StorageError(f"sync commit {cid}: bad fan-out entry {shard.path!r}")
             leaves = _subtree(pack, shard.sha, "fan-out tree")
             for entry in leaves.iteritems() if leaves is not None else ():
-                _read_object(pack, shard.path + entry.path, entry, objects, have, cid)
+                _read_object(pack, shard.path + entry.path, entry, got, have, cid)
     return refs
 
 
-def _read_object(pack: dict[bytes, ShaFile], name: bytes, entry: object, objects: dict[Hash, Object],
-                 have: Callable[[Hash], bool], cid: str) -> None:
+def _read_object(pack: ReceivedPack, name: bytes, entry: Any, got: Received, have: Callable[[Hash], bool],
+                 cid: str) -> None:
     try:
         rid = Hash.from_hex(name.decode("ascii"))
     except (UnicodeDecodeError, BadInput):
         raise StorageError(f"sync commit {cid}: {name!r} is not a reel object id") from None
     if entry.mode != BLOB_MODE:
         raise StorageError(f"sync commit {cid}: object {rid.hex()} is not a plain blob")
-    blob = pack.get(entry.sha)
-    if blob is None:
-        if have(rid) or rid in objects:
+    staged = pack.staged.get(entry.sha)
+    if staged is not None:
+        if staged != rid:
+            raise StorageError(f"object {rid.hex()} from the remote does not hash to its name", id=rid)
+        got.staged.add(rid)
+        return
+    raw = pack.raws.get(entry.sha)
+    if raw is None:
+        if entry.sha in pack.meta:
+            raise StorageError(f"object {rid.hex()} arrived as a {pack.meta[entry.sha].type_name.decode()}", id=rid)
+        if have(rid) or rid in got.objects or rid in got.staged:
             return
         raise StorageError(f"the remote did not send object {rid.hex()}", id=rid)
-    if not isinstance(blob, GitBlob) or blob.raw_length() > _MAX_RAW:
-        raise StorageError(f"object {rid.hex()} arrived as a {blob.type_name.decode()} or oversized", id=rid)
-    raw = blob.as_raw_string()
+    if len(raw) > _MAX_RAW:
+        raise StorageError(f"object {rid.hex()} arrived oversized", id=rid)
     if Hash.of(raw) != rid:
         raise StorageError(f"object {rid.hex()} from the remote does not hash to its name", id=rid)
     try:
-        objects[rid] = decode_verified(raw, rid)
+        got.objects[rid] = decode_verified(raw, rid)
     except BadInput as exc:
         raise StorageError(f"object {rid.hex()} from the remote does not decode: {exc.message}", id=rid) from None

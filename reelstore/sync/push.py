@@ -262,10 +262,10 @@ def _came_from(repo: Repo, ref: str, head: Hash, earlier: Hash) -> bool:
     return False
 
 
-def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[Hash]) -> list[tuple[Hash, bytes]]:
-    """The closure of `targets` minus what the remote holds, as (id, canonical bytes): walk down and
-    stop at known objects. Blobs, the bulk of a store, have no edges and are not decoded."""
-    out: list[tuple[Hash, bytes]] = []
+def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[Hash]) -> list[Hash]:
+    """The closure of `targets` minus what the remote holds: walk down and stop at known objects.
+    Blobs, the bulk of a store, have no edges and are not decoded; no object's bytes are kept."""
+    out: list[Hash] = []
     visited: set[Hash] = set()
     frontier = list(dict.fromkeys(targets))
     while frontier:
@@ -279,7 +279,7 @@ def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[H
                 raw = repo.objects.get_raw(h)
             except NotFound:
                 raise StorageError(f"cannot push: object {h.hex()} is missing from this store", id=h) from None
-            out.append((h, raw))
+            out.append(h)
             if not raw.startswith(_LEAF):
                 nxt.extend(r for r in decode(raw).references() if r not in visited)
         frontier = list(dict.fromkeys(nxt))
@@ -340,10 +340,10 @@ def _attempt(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], 
     doomed = {git_ref(ref): commit.encode() for ref, commit in deletes.items()}
     parents = state.tips(conn.name)
     sync: SyncCommit | None = None
-    new: list[tuple[Hash, bytes]] = []
+    new: list[Hash] = []
     if plan:
         new = missing_on_remote(repo, state, conn.name, list(plan.values()))
-        sync = build_commit(new, plan, parents)
+        sync = build_commit(new, repo.objects.get_raw, plan, parents)
         if progress:
             progress(f"pushing {len(new)} objects to {conn.name} in sync commit {sync.id[:12]}")
 
@@ -397,10 +397,10 @@ class _NoAtomic(Exception):
 
 
 def _record(repo: Repo, state: SyncState, remote: str, commit: str | None, plan: dict[str, Hash],
-            deletes: dict[str, str], parents: list[str], new: list[tuple[Hash, bytes]]) -> None:
+            deletes: dict[str, str], parents: list[str], new: list[Hash]) -> None:
     with state:
         if commit is not None:
-            state.add_known(remote, (h for h, _ in new))
+            state.add_known(remote, new)
             state.add_commits(remote, {commit: (plan, parents)})
             for ref, target in plan.items():
                 state.set_seen(remote, ref, Seen(commit, target))
