@@ -1,7 +1,7 @@
 """Large content (issue 11, finding 6): stored as content-defined chunks, streamed in and out.
 
 Each command runs as a real `reel` under an address-space limit, and its peak resident memory is
-asserted far below the content's size. CI uses a file of SIZE bytes; bench/large_file.py runs the
+asserted far below the content's size. CI uses a file of SIZE bytes; bench/bench_large_file.py runs the
 same steps on 2 GiB."""
 
 from __future__ import annotations

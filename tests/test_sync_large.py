@@ -61,7 +61,7 @@ def test_a_remote_gib_of_zeros_is_refused_before_it_is_inflated(tmp_path: Path) 
     # git's upload-pack runs as our child and counts in the peak; past this threshold it streams blobs
     _git(remote, "config", "core.bigFileThreshold", "1m")
     bomb = tmp_path / "bomb"
-    size = 256 << 20  # a GiB behaves the same (bench/large_file.py); this keeps CI quick
+    size = 256 << 20  # a GiB behaves the same (bench/bench_large_file.py); this keeps CI quick
     with open(bomb, "wb") as f:
         f.write(b"blob\x00\xc6" + (size - 11).to_bytes(4, "big"))
         f.truncate(size)
