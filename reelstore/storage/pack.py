@@ -34,8 +34,8 @@ MAX_DICT = 1 << 20
 MAX_CHAIN = 64
 MAX_WINDOW = 1 << 27
 """Largest zstd window a reader accepts (bytes); the writer's levels stay far below it."""
-RELEASE_AT = 1 << 20
-"""Mapped entries at least this large have their pages released once read."""
+RELEASE_AT = 64 << 10
+"""Mapped ranges at least this large have their pages released once read."""
 HASH_PIECE = 8 << 20
 
 KIND_CODES = {
@@ -472,6 +472,7 @@ class Pack:
 
     def _inflate(self, p: _Parsed, base_body: bytes | None) -> bytes:
         data = self.map[p.start : p.end]
+        release(self.map, p.start, p.end)
         if p.method != STORED and (not data or data[0] & 0xE0):
             # A frame that declares its content size would make the decoder allocate that size up
             # front, whatever the entry says; our writer never emits one, so it is damage.
@@ -541,7 +542,6 @@ class Pack:
         if i < 0:
             raise KeyError(h)
         offset = self.index.offset(i)
-        p: _Parsed | None = None
         try:
             p = self._parse(offset)
             if zlib.crc32(self.map[offset : p.end]) != self.index.crc(i):
@@ -549,9 +549,6 @@ class Pack:
             code, body = self.body_at(offset, p)
         except ValueError as exc:
             raise StorageError(f"object {h.hex()} in {self.name} is damaged: {exc}", id=h) from None
-        finally:
-            if p is not None:
-                release(self.map, offset, p.end)
         raw = join_raw(code, body)
         if Hash.of(raw) != h:
             raise StorageError(f"object {h.hex()} in {self.name} is damaged: content does not hash to its id", id=h)
