@@ -113,7 +113,7 @@ def gc_lock(repo: Repo, wait_s: float = 0.0) -> Iterator[None]:
 def _lock_owner(path: Path) -> str | None:
     """A description of the live holder of the lock, or None if its holder is dead (stale lock)."""
     try:
-        parts = path.read_text("utf-8").split()
+        parts = path.read_bytes().decode("utf-8", "replace").split()
     except FileNotFoundError:
         return "a process that just released it"
     if len(parts) >= 2 and parts[0].isdigit() and parts[1] == socket.gethostname():
