@@ -30,6 +30,11 @@ class Context:
             self._repo = Repo.discover(Path(self.directory) if self.directory else None)
         return self._repo
 
+    @property
+    def opened(self) -> Repo | None:
+        """The store, if this command has opened one (without discovering it now)."""
+        return self._repo
+
     def emit(self, doc: Any, text: str | Callable[[], str] | None = None) -> None:
         """Print `doc` as one JSON document under --json, else `text` (or nothing)."""
         if self.json:

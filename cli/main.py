@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -11,7 +13,7 @@ import click
 from reelstore import __version__
 from reelstore.cli.command_index import COMMANDS as INDEX
 from reelstore.cli.context import Context, report
-from reelstore.errors import ReelError, StorageError
+from reelstore.errors import ReelError, StorageError, input_error
 
 
 class ReelGroup(click.Group):
@@ -45,8 +47,20 @@ class ReelGroup(click.Group):
             sys.stderr.close()
             ctx.exit(141)
         except OSError as exc:
-            report(StorageError(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")), _as_json(ctx))
-            ctx.exit(StorageError.exit_status)
+            mapped = _os_error(ctx, exc)
+            report(mapped, _as_json(ctx))
+            ctx.exit(mapped.exit_status)
+
+
+def _os_error(ctx: click.Context, exc: OSError) -> ReelError:
+    """An OSError no command mapped: E007 only if it concerns the store's own files (or names no file);
+    a file outside the store is the user's input (E001 / E014 with its path)."""
+    obj = ctx.find_object(Context)
+    store = obj.opened.path if obj is not None and obj.opened is not None else None
+    name = exc.filename
+    if name is not None and (store is None or not Path(os.path.abspath(name)).is_relative_to(store.resolve())):
+        return input_error(exc, name)
+    return StorageError(f"{exc.strerror or exc}: {name or ''}".rstrip(": "))
 
 
 def _as_json(ctx: click.Context) -> bool:

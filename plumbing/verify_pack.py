@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.errors import StorageError
+from reelstore.errors import BadInput, StorageError, input_error
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.pack import Pack
 
@@ -26,12 +26,20 @@ def _packs(ctx: Context, paths: tuple[str, ...]) -> tuple[list[Pack], list[str]]
         return packs, problems
     for p in paths:
         path = Path(p)
+        if path.is_dir():
+            raise BadInput(f"{p} is a directory, not a pack")
+        named = [path] + [f for f in (path.with_suffix(".pack"), path.with_suffix(".idx")) if f != path]
+        for f in named:
+            try:
+                f.stat()
+            except OSError as exc:
+                raise input_error(exc, f) from None
         try:
             packs.append(Pack(path.with_suffix(".pack"), path.with_suffix(".idx")))
         except StorageError as err:
             problems.append(err.message)
         except OSError as exc:
-            problems.append(f"{path.name}: {exc.strerror or exc}")
+            raise input_error(exc, exc.filename or p) from None
     return packs, problems
 
 
@@ -39,10 +47,11 @@ def _packs(ctx: Context, paths: tuple[str, ...]) -> tuple[list[Pack], list[str]]
 @click.option("-v", "verbose", is_flag=True,
               help="List every entry as git does: id, kind, size, packed size, offset (a delta: depth, base id).")
 @click.option("-s", "stat_only", is_flag=True, help="Only the histogram of delta chain lengths.")
-@click.argument("packs", nargs=-1, type=click.Path(dir_okay=False))
+@click.argument("packs", nargs=-1, type=click.Path())
 @pass_ctx
 def verify_pack(ctx: Context, verbose: bool, stat_only: bool, packs: tuple[str, ...]) -> None:
-    """Verify each PACK (a .pack or .idx path; default every pack of the store). Exit 3 on any damage."""
+    """Verify each PACK (a .pack or .idx path; default every pack of the store). Exit 3 on any damage;
+    a PACK (or its .idx) that does not exist is E001 (exit 4), a directory or an unreadable one E014."""
     opened, problems = _packs(ctx, packs)
     docs = []
     out: list[str] = []

@@ -6,14 +6,17 @@ DESIGN §8; the command line maps an uncaught ReelError to `error: E0NN: message
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 
 class ReelError(Exception):
-    """Base of every reelstore error; `code` and `exit_status` are class attributes."""
+    """Any other failure. The base of every reelstore error; `code` and `exit_status` are class attributes."""
 
     code = "E000"
     exit_status = 1
+    hint = "read the message: it says what failed"
+    """The next action, as the error table (`reel help errors`, docs/errors.md) shows it."""
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
@@ -43,51 +46,67 @@ def _jsonable(value: Any) -> Any:
 
 
 class NotFound(ReelError):
-    """An object, ref, view or operation that does not exist."""
+    """An object, ref, view, operation or input file that does not exist."""
 
     code, exit_status = "E001", 4
+    hint = "check the name or path the message gives (`reel views`, `reel show-ref`, `reel ops`)"
 
 
 class Conflict(ReelError):
     """A compare-and-swap lost, a base went stale, or a precondition no longer holds."""
 
     code, exit_status = "E002", 5
+    hint = "read the current state and try again: commit again, or fork afresh from the trunk"
 
 
 class EffectAfterAbort(ReelError):
     """A Class C effect of an aborted view reached the drain. Must be unreachable."""
 
     code, exit_status = "E003", 1
+    hint = "a bug: an aborted view's effect must never reach the drain; report it with `reel fsck` output"
 
 
 class ForkDepthExceeded(ReelError):
+    """A fork would make a view deeper than 64."""
+
     code, exit_status = "E005", 6
+    hint = "fork from the trunk or a shallower view"
 
 
 class DrainTimeout(ReelError):
+    """A drain did not finish in time."""
+
     code, exit_status = "E006", 1
+    hint = "run `reel recover` to resume the drain"
 
 
 class StorageError(ReelError):
-    """Corruption or an I/O fault: a hash mismatch, an undecodable stored object, a torn file."""
+    """Corruption or an I/O fault in the store's own files: a hash mismatch, an undecodable stored object,
+    a torn file. Never used for a file the user named."""
 
     code, exit_status = "E007", 3
+    hint = "the store's own bytes are damaged or unreadable: run `reel fsck`, then restore from a backup or a remote"
 
 
 class ViewTerminal(ReelError):
     """The view was already committed or aborted."""
 
     code, exit_status = "E008", 8
+    hint = "fork a new view; a committed or aborted view takes no more verbs"
 
 
 class CapabilityViolation(ReelError):
     """Not authorised: a missing capability, a widening at fork, or a refusing pre-hook."""
 
     code, exit_status = "E009", 6
+    hint = "fork a view with the capability it needs, or fix what the refusing hook says"
 
 
 class Unreachable(ReelError):
+    """A remote or a target that cannot be reached (a precondition could not be checked)."""
+
     code, exit_status = "E010", 4
+    hint = "check that the remote or target answers, then run the command again"
 
 
 class EffectsIncomplete(ReelError):
@@ -109,36 +128,44 @@ class OutcomeUnknown(EffectsIncomplete):
     """An effect's outcome cannot be established; an operator must reconcile it."""
 
     code, exit_status = "E011", 7
+    hint = ("`reel ops --unresolved`, establish what happened, `reel reconcile OP --outcome succeeded` (or "
+            "`absent`), then `reel recover`")
 
 
 class Held(ReelError):
     """The store is on hold: no effect is admitted or drained until release."""
 
     code, exit_status = "E012", 6
+    hint = "`reel release` when the hold's reason is settled, then `reel recover`"
 
 
 class BudgetExhausted(ReelError):
     """A capability's budget is spent or its expiry has passed."""
 
     code, exit_status = "E013", 6
+    hint = "fork a view whose capability has budget and time left"
 
 
 class BadInput(ReelError):
-    """Malformed input: an undecodable object, a bad ref name, a bad argument."""
+    """Malformed or unusable input: an undecodable object, a bad ref name or argument, an input file that
+    cannot be read, an adapter that cannot be loaded."""
 
     code, exit_status = "E014", 6
+    hint = "fix the input the message names (a path, an argument, an object)"
 
 
 class RemoteConflict(ReelError):
     """A compare-and-swap on a remote lost the race."""
 
     code, exit_status = "E015", 5
+    hint = "`reel fetch`, then commit or push again"
 
 
 class StaleEpoch(ReelError):
     """A fenced writer: its recovery epoch is older than the store's."""
 
     code, exit_status = "E016", 6
+    hint = "a `reel recover` fenced this process: let it finish, then run the command again"
 
 
 
@@ -146,3 +173,43 @@ class EffectFailed(EffectsIncomplete):
     """An effect definitely did not happen: the target refused it, or it was provably not sent."""
 
     code, exit_status = "E017", 9
+    hint = "not sent: fix the cause, then `reel recover` sends it again; failed: final, make a new effect in a new view"
+
+
+def catalogue() -> list[type[ReelError]]:
+    """Every error class with a code of its own, in code order."""
+    found: dict[str, type[ReelError]] = {}
+    todo: list[type[ReelError]] = [ReelError]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls.code not in found or cls is ReelError:
+            found.setdefault(cls.code, cls)
+    return [found[c] for c in sorted(found)]
+
+
+def meaning(cls: type[ReelError]) -> str:
+    """The first paragraph of the class's docstring, on one line."""
+    return " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+
+
+def table() -> str:
+    """The error table as Markdown: code, exit status, class, meaning, next action."""
+    rows = ["| code | exit | name | meaning | next action |", "|---|---|---|---|---|"]
+    for cls in catalogue():
+        cells = (cls.code, str(cls.exit_status), cls.__name__, meaning(cls), cls.hint)
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)
+
+
+def input_error(exc: OSError, path: str | os.PathLike[str]) -> ReelError:
+    """The error for a file the user named that cannot be read: it is their input, not the store's
+    bytes, so E001 (exit 4) if it does not exist and E014 (exit 6) otherwise, never E007."""
+    shown = os.fspath(path)
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+        return NotFound(f"{shown}: no such file", path=shown)
+    if isinstance(exc, IsADirectoryError):
+        return BadInput(f"{shown} is a directory, not a file", path=shown)
+    if isinstance(exc, PermissionError):
+        return BadInput(f"{shown}: permission denied", path=shown)
+    return BadInput(f"cannot read {shown}: {exc.strerror or exc}", path=shown)

@@ -260,9 +260,10 @@ def _etag(effect: Effect) -> str | None:
     ref = effect.version_ref
     if not ref:
         return None
-    if ref.get("kind") != "etag" or not isinstance(ref.get("value"), str):
+    value = ref.get("value")
+    if ref.get("kind") != "etag" or not isinstance(value, str):
         raise BadInput(f"an http Class B effect needs an etag version ref, not {dict(ref)!r}")
-    return ref["value"]
+    return value
 
 
 def _phase(data: bytes) -> str:
