@@ -99,8 +99,7 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @pytest.mark.parametrize("tier", TIERS)
-def test_an_untrusted_certificate_is_not_sent_until_it_is_trusted(tmp_path: Path, tier: str,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_untrusted_certificate_is_not_sent_until_it_is_trusted(tmp_path: Path, tier: str) -> None:
     cert, key = _self_signed(tmp_path)
     with Target(tmp_path / "ledger") as target:
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -117,7 +116,7 @@ def test_an_untrusted_certificate_is_not_sent_until_it_is_trusted(tmp_path: Path
         with pytest.raises(EffectFailed):
             recovery.recover(store.repo).check()
         assert target.requests == 0 and target.ledger() == []
-        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        store.repo.config.set("http.trust", str(cert))
         rep = recovery.recover(store.repo)
         rep.check()
         assert [x.state for x in rep.drains[0].outcomes] == ["succeeded"] and acted(target, tier) == 1
