@@ -18,6 +18,8 @@ came under and decode with the bounded decoder, and any fault rejects the whole 
 
 from __future__ import annotations
 
+import hashlib
+import mmap
 import struct
 import time
 import zlib
@@ -50,6 +52,7 @@ _BLOB_TAG = b"blob\x00"
 HELD_RAW = 64 * 1024
 """Received blobs up to this size are held in memory until the fetch is verified; larger reel blobs wait
 in a staging store."""
+_RELEASE_EVERY = 32 * 1024 * 1024
 MAX_HELD = 512 * 1024 * 1024
 """Most bytes a fetch holds in memory for blobs it cannot stage (small ones, and any that are not reel blobs)."""
 _DAMAGE = (ChecksumMismatch, ApplyDeltaError, FileFormatException, zlib.error, struct.error, KeyError, ValueError,
@@ -193,9 +196,24 @@ def read_pack(stream: IO[bytes], size: int, staging: ObjectStore | None = None) 
     data = None
     held = 0
     try:
+        _check_trailer(stream, size)
         data = PackData.from_file(stream, DEFAULT_OBJECT_FORMAT, size)
-        data.check()
-        for obj in PackInflater.for_pack_data(data):
+        mapped = _mapping(data)
+        walker = PackInflater(None, data.object_format.hash_func, object_format=data.object_format)
+        walker.set_pack_data(data)
+        read = 0
+        for unpacked in data.iter_unpacked(include_comp=False):
+            walker.record(unpacked)
+            read += unpacked.decomp_len or 0
+            if read >= _RELEASE_EVERY:
+                mapped()
+                read = 0
+        mapped()
+        for obj in walker:
+            read += obj.raw_length()
+            if read >= _RELEASE_EVERY:
+                mapped()
+                read = 0
             if not isinstance(obj, GitBlob):
                 got.meta[obj.id] = obj
                 continue
@@ -219,6 +237,38 @@ def read_pack(stream: IO[bytes], size: int, staging: ObjectStore | None = None) 
     finally:
         if data is not None:
             data.close()
+
+
+def _check_trailer(stream: IO[bytes], size: int) -> None:
+    """The pack's SHA-1 trailer, computed by reading the file a piece at a time (dulwich's own check
+    hashes its map of the file in one pass, which makes the whole pack resident at once)."""
+    if size < 32:
+        raise StorageError("the remote sent a truncated pack")
+    stream.seek(0)
+    digest = hashlib.sha1()
+    left = size - 20
+    while left:
+        piece = stream.read(min(left, 8 << 20))
+        if not piece:
+            raise StorageError("the remote sent a truncated pack")
+        digest.update(piece)
+        left -= len(piece)
+    if stream.read(20) != digest.digest():
+        raise StorageError("the remote sent a damaged pack: its checksum does not match")
+    stream.seek(0)
+
+
+def _mapping(data: PackData) -> Callable[[], None]:
+    """A way to let go of the pages of dulwich's map of the spooled pack (it maps the file and
+    reads every object through the map): without it, a fetch's resident memory would grow to the
+    pack's size although each object is dropped once read."""
+    contents = getattr(data, "_contents", None)
+
+    def release() -> None:
+        if isinstance(contents, mmap.mmap):
+            contents.madvise(mmap.MADV_DONTNEED)
+
+    return release
 
 
 def unpack(pack: ReceivedPack, have: Callable[[Hash], bool]) -> Received:
