@@ -15,6 +15,7 @@ import argparse
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -69,6 +70,22 @@ def measure(label: str, tool: str, cmd: list[str], cwd: Path, stdin: Path | None
     print(f"{label:<44} {tool:<5} {took:8.1f} s  {rss / MiB:8.1f} MiB  exit {proc.returncode}", flush=True)
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(port: int) -> None:
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    sys.exit(f"git daemon did not listen on port {port}")
+
+
 def make_file(path: Path, size: int) -> None:
     rng = random.Random(7)
     with open(path, "wb") as f:
@@ -100,8 +117,16 @@ def main() -> None:
             d.mkdir()
             subprocess.run([REEL, "init"], cwd=d, check=True, capture_output=True)
         subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
-        subprocess.run([REEL, "remote", "add", "origin", str(remote)], cwd=a, check=True)
-        subprocess.run([REEL, "remote", "add", "origin", str(remote)], cwd=b, check=True)
+        # Served by git daemon on loopback, so git's own processes are not reel's children and their
+        # memory (git maps its packs) is not counted as reel's.
+        port = free_port()
+        daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack",
+                                   f"--base-path={tmp}", "--listen=127.0.0.1", f"--port={port}", str(tmp)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(port)
+        url = f"git://127.0.0.1:{port}/remote.git"
+        subprocess.run([REEL, "remote", "add", "origin", url], cwd=a, check=True)
+        subprocess.run([REEL, "remote", "add", "origin", url], cwd=b, check=True)
         subprocess.run([REEL, "fork", "v"], cwd=a, check=True, capture_output=True)
         mib = size // MiB
         measure(f"put {mib} MiB", "reel", [REEL, "put", "v", "big"], a, stdin=src)
@@ -155,6 +180,8 @@ def main() -> None:
         git_out("update-ref", "refs/reel/heads/main", git_out("commit-tree", root, "-m", "bomb"))
         subprocess.run([REEL, "remote", "add", "evil", str(evil)], cwd=r, check=True)
         measure("fetch of a 1 GiB zero blob (refused)", "reel", [REEL, "fetch", "evil"], r, expect=3)
+        daemon.kill()
+        daemon.wait(timeout=30)
         over = [(label, rss) for label, tool, _, rss, _ in rows if tool == "reel" and rss > GOAL]
         print(f"\nreel steps over {GOAL // MiB} MiB: {over or 'none'}")
         shutil.rmtree(tmp, ignore_errors=True)
