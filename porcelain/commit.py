@@ -7,8 +7,9 @@ import click
 from reelstore.api import Store
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.kernel import binding
+from reelstore.kernel.names import VIEW_PREFIX
 from reelstore.kernel.verbs import CommitResult
-from reelstore.kernel.views import VIEW_PREFIX, load_live
+from reelstore.kernel.views import load_live
 
 
 def _text(res: CommitResult, notes: list[str]) -> str:

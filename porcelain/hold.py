@@ -6,7 +6,7 @@ import click
 
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.drain.hold import hold as put_on_hold
-from reelstore.kernel.views import principal
+from reelstore.kernel.stamp import principal
 from reelstore.porcelain.ops import json_flag
 
 

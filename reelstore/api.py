@@ -28,7 +28,8 @@ from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.binding import bound_remote
 from reelstore.kernel.history import LogEntry, log
-from reelstore.kernel.views import descendants, live_views, load_live, view_ref
+from reelstore.kernel.names import view_ref
+from reelstore.kernel.views import descendants, live_views, load_live
 from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
 from reelstore.storage.secrets import SecretStore, secret_store

@@ -31,7 +31,8 @@ from pydantic import BaseModel, Field
 from reelstore.api import Store
 from reelstore.errors import BadInput, ReelError
 from reelstore.kernel import admission
-from reelstore.kernel.views import HEAD_PREFIX, load_live
+from reelstore.kernel.names import HEAD_PREFIX
+from reelstore.kernel.views import load_live
 from reelstore.objects import Capability
 
 T = TypeVar("T")

@@ -10,18 +10,11 @@ it releases it, so a crash never leaves a stale lock behind.
 
 from __future__ import annotations
 
-import fcntl
-import os
-import threading
-import time
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from reelstore.errors import Conflict, StaleEpoch, StorageError
-from reelstore.storage.fileio import atomic_write
+from reelstore.errors import StaleEpoch, StorageError
 
 if TYPE_CHECKING:
     from reelstore.storage.repo import Repo
@@ -31,61 +24,25 @@ LOCK = "epoch.lock"
 LOCK_WAIT_S = 30.0
 
 
-@dataclass
-class MemoryState:
-    """What an in-memory store keeps instead of `.reel/epoch` and `.reel/HOLD`."""
-
-    epoch: int = 0
-    hold: dict[str, Any] | None = None
-    lock: threading.RLock = field(default_factory=threading.RLock)
-
-
-_MEMORY: weakref.WeakKeyDictionary[Repo, MemoryState] = weakref.WeakKeyDictionary()
-
-
-def memory_state(repo: Repo) -> MemoryState:
-    state = _MEMORY.get(repo)
-    if state is None:
-        state = _MEMORY[repo] = MemoryState()
-    return state
-
-
 def current(repo: Repo) -> int:
     """The store's epoch (0 before the first recovery)."""
-    if repo.path is None:
-        return memory_state(repo).epoch
-    try:
-        text = (repo.path / FILE).read_text("ascii").strip()
-    except FileNotFoundError:
+    raw = repo.files.read(FILE)
+    if raw is None:
         return 0
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StorageError(f"cannot read {repo.path / FILE}: {exc}") from None
+    try:
+        text = raw.decode("ascii").strip()
+    except UnicodeDecodeError:
+        text = repr(raw[:40])
     if not text.isdigit():
-        raise StorageError(f"{repo.path / FILE} is damaged: {text[:40]!r} is not an epoch number")
+        raise StorageError(f"{repo.files.where(FILE)} is damaged: {text[:40]!r} is not an epoch number")
     return int(text)
 
 
 @contextmanager
 def locked(repo: Repo) -> Iterator[None]:
     """Hold the store's drain lock: epoch bumps and journal appends are serialised under it."""
-    if repo.path is None:
-        with memory_state(repo).lock:
-            yield
-        return
-    fd = os.open(repo.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        deadline = time.monotonic() + LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise Conflict(f"the drain lock {repo.path / LOCK} stayed busy for {LOCK_WAIT_S:.0f}s") from None
-                time.sleep(0.002)
+    with repo.files.lock(LOCK, LOCK_WAIT_S):
         yield
-    finally:
-        os.close(fd)
 
 
 def check(repo: Repo, epoch: int) -> None:
@@ -101,9 +58,5 @@ def bump(repo: Repo) -> int:
     """Start a new epoch (under the lock) and return it; every older drainer is fenced from now on."""
     with locked(repo):
         new = current(repo) + 1
-        if repo.path is None:
-            memory_state(repo).epoch = new
-        else:
-            fsync = repo.config.get_bool("core.fsync", True)
-            atomic_write(repo.path / FILE, f"{new}\n".encode("ascii"), fsync=fsync)
+        repo.files.write(FILE, f"{new}\n".encode("ascii"))
         return new

@@ -11,9 +11,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from reelstore.drain.epoch import memory_state
 from reelstore.errors import BadInput, Held, StorageError
-from reelstore.storage.fileio import atomic_write
 
 if TYPE_CHECKING:
     from reelstore.storage.repo import Repo
@@ -23,18 +21,15 @@ FILE = "HOLD"
 
 def status(repo: Repo) -> dict[str, Any] | None:
     """The hold's {why, by, time} or None when the store is not held."""
-    if repo.path is None:
-        return memory_state(repo).hold
-    try:
-        raw = (repo.path / FILE).read_bytes()
-    except FileNotFoundError:
+    raw = repo.files.read(FILE)
+    if raw is None:
         return None
     try:
         doc = json.loads(raw)
     except ValueError:
         doc = {"why": raw.decode("utf-8", "replace").strip() or "(unreadable HOLD file)", "by": "", "time": 0}
     if not isinstance(doc, dict):
-        raise StorageError(f"{repo.path / FILE} is damaged")
+        raise StorageError(f"{repo.files.where(FILE)} is damaged")
     return doc
 
 
@@ -52,19 +47,12 @@ def hold(repo: Repo, why: str, by: str = "") -> dict[str, Any]:
     if not why.strip():
         raise BadInput("a hold needs a reason (--why)")
     doc = {"why": why, "by": by, "time": int(time.time() * 1000)}
-    if repo.path is None:
-        memory_state(repo).hold = doc
-    else:
-        atomic_write(repo.path / FILE, json.dumps(doc, sort_keys=True).encode("utf-8"),
-                     fsync=repo.config.get_bool("core.fsync", True))
+    repo.files.write(FILE, json.dumps(doc, sort_keys=True).encode("utf-8"))
     return doc
 
 
 def release(repo: Repo) -> dict[str, Any] | None:
     """Lift the hold; returns the hold that was lifted (None if the store was not held)."""
     doc = status(repo)
-    if repo.path is None:
-        memory_state(repo).hold = None
-    else:
-        (repo.path / FILE).unlink(missing_ok=True)
+    repo.files.remove(FILE)
     return doc

@@ -10,7 +10,6 @@ crash between the two leaves an unreferenced object and the old head, never a da
 from __future__ import annotations
 
 import time
-import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -53,7 +52,9 @@ class JournalIndex:
         self.count += 1
 
 
-_CACHE: weakref.WeakKeyDictionary[Repo, dict[str, JournalIndex]] = weakref.WeakKeyDictionary()
+def _indexes(repo: Repo) -> dict[str, JournalIndex]:
+    """Per open store: the journal index of each trunk, as this process last built it."""
+    return {}
 
 
 def walk(repo: Repo, head: Hash | None, stop: Hash | None = None) -> Iterator[Journal]:
@@ -74,7 +75,7 @@ def walk(repo: Repo, head: Hash | None, stop: Hash | None = None) -> Iterator[Jo
 def index(repo: Repo, trunk: str) -> JournalIndex:
     """The trunk's journal index, brought up to date incrementally from the last one this process built."""
     head = repo.refs.get(ref_name(trunk))
-    per_repo = _CACHE.setdefault(repo, {})
+    per_repo = repo.attached(_indexes)
     cached = per_repo.get(trunk)
     if cached is not None and cached.head == head:
         return cached

@@ -24,7 +24,7 @@ from reelstore.drain import log as drainlog
 from reelstore.drain.ops import UNRESOLVED, Operation, find, list_ops
 from reelstore.errors import BadInput, CapabilityViolation, Conflict
 from reelstore.hooks.runner import hook_path
-from reelstore.kernel.views import principal
+from reelstore.kernel.stamp import principal
 from reelstore.objects import Hash, OpEvent
 from reelstore.storage.repo import Repo
 

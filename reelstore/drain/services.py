@@ -15,7 +15,6 @@ longest matching rule wins. A request no rule matches is Class C, and `blind` if
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -63,14 +62,12 @@ class Service:
         return self
 
 
-_PARSED: weakref.WeakKeyDictionary[Config, tuple[list[str], list[Service]]] = weakref.WeakKeyDictionary()
-
-
 def services(config: Config) -> list[Service]:
     """Every configured service rule, validated (E014 on a bad rule); re-read only when the config changed."""
-    hit = _PARSED.get(config)
-    if hit is not None and hit[0] == config.lines:
-        return hit[1]
+    return config.derived(_parse)
+
+
+def _parse(config: Config) -> list[Service]:
     out = []
     for name in config.subsections("service"):
         def get(key: str, default: str | None = None, _n: str = name) -> str | None:
@@ -86,7 +83,6 @@ def services(config: Config) -> list[Service]:
             commit_url=get("commit-url"),
             absence=(get("absence", "provable") or "provable").lower(),
         ).validate())
-    _PARSED[config] = (list(config.lines), out)
     return out
 
 

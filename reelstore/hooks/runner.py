@@ -26,10 +26,7 @@ def hook_path(repo: Repo, name: str) -> Path | None:
     """The hook's file if it exists and is executable; an in-memory store has no hooks."""
     if name not in HOOK_NAMES:
         raise ValueError(f"unknown hook {name!r}")
-    if repo.path is None:
-        return None
-    path = repo.path / "hooks" / name
-    return path if path.is_file() and os.access(path, os.X_OK) else None
+    return repo.files.executable(f"hooks/{name}")
 
 
 def run_hook(repo: Repo, name: str, env: Mapping[str, str]) -> tuple[int, str] | None:

@@ -29,7 +29,7 @@ from reelstore.intercept.http_proxy import HttpProxy
 from reelstore.intercept.sandbox import Sandbox, require_unshare
 from reelstore.intercept.scratch import Scratch
 from reelstore.kernel import verbs as kernel
-from reelstore.kernel.views import view_ref
+from reelstore.kernel.names import view_ref
 from reelstore.objects import Capability, Hash
 from reelstore.storage.repo import Repo
 from reelstore.storage.secrets import redact

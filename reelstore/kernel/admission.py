@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterable, Sequence
 
 from reelstore.errors import BudgetExhausted, CapabilityViolation
-from reelstore.kernel.views import load
 from reelstore.objects import OPS, Capability, Effect, View
 from reelstore.storage.repo import Repo
 
@@ -32,7 +31,7 @@ def trunk_caps(repo: Repo, trunk: str) -> tuple[Capability, ...]:
 
 
 def view_caps(repo: Repo, view: View) -> tuple[Capability, ...]:
-    return tuple(load(repo, h, Capability) for h in view.caps)
+    return tuple(repo.cache.load(h, Capability) for h in view.caps)
 
 
 def narrow(parent: Sequence[Capability], requested: Iterable[Capability]) -> tuple[Capability, ...]:

@@ -13,55 +13,40 @@ A trunk that tracks a remote (`trunk.<name>.remote` in config, set by clone and 
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Collection
-from pathlib import Path
 
 from reelstore.errors import RemoteConflict, StorageError, ViewTerminal
 from reelstore.kernel.views import Live, find_record, fork_id
 from reelstore.objects import View
-from reelstore.storage.fileio import atomic_write
 from reelstore.storage.repo import Repo
 
 UNBOUND = "unbound"
-_MEMORY: weakref.WeakKeyDictionary[Repo, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
-def _path(repo: Repo, view: View) -> Path | None:
-    if repo.path is None:
-        return None
+def _name(view: View) -> str:
     fork = fork_id(view)
     if not fork or not all(c in "0123456789abcdef" for c in fork):
         raise StorageError(f"view {view.id.hex()} has a malformed fork id {fork!r}")
-    return repo.path / "bindings" / fork
+    return f"bindings/{fork}"
 
 
 def _read(repo: Repo, view: View) -> str | None:
-    path = _path(repo, view)
-    if path is None:
-        return _MEMORY.get(repo, {}).get(fork_id(view))
-    try:
-        text = path.read_text("utf-8").strip()
-    except FileNotFoundError:
+    name = _name(view)
+    raw = repo.files.read(name)
+    if raw is None:
         return None
-    except OSError as exc:
-        raise StorageError(f"cannot read the binding of view {view.id.hex()}: {exc}") from None
+    text = raw.decode("utf-8", "replace").strip()
     if text == UNBOUND:
         return UNBOUND
     kind, _, remote = text.partition(" ")
     if kind != "remote" or not remote:
-        raise StorageError(f"binding file {path} is malformed: {text[:80]!r}")
+        raise StorageError(f"binding file {repo.files.where(name)} is malformed: {text[:80]!r}")
     return remote
 
 
 def _write(repo: Repo, view: View, value: str) -> None:
-    path = _path(repo, view)
-    if path is None:
-        _MEMORY.setdefault(repo, {})[fork_id(view)] = value
-        return
-    path.parent.mkdir(exist_ok=True)
     text = UNBOUND if value == UNBOUND else f"remote {value}"
-    atomic_write(path, (text + "\n").encode(), fsync=repo.config.get_bool("core.fsync", True))
+    repo.files.write(_name(view), (text + "\n").encode())
 
 
 def bound_remote(repo: Repo, view: View) -> str | None:

@@ -14,7 +14,7 @@ from typing import Any
 from reelstore.drain import log as drainlog
 from reelstore.drain.drainer import record_ops
 from reelstore.drain.ops import trunk_records
-from reelstore.kernel.views import trunk_ref
+from reelstore.kernel.names import trunk_ref
 from reelstore.objects import Effect, Effects, Hash, View
 from reelstore.storage.repo import Repo
 

@@ -28,20 +28,9 @@ from reelstore.adapters.base import adapter
 from reelstore.codec import freeze
 from reelstore.errors import BadInput, Conflict, NotFound, ReelError
 from reelstore.kernel import admission
-from reelstore.kernel.views import (
-    HEAD_PREFIX,
-    VIEW_PREFIX,
-    live_views,
-    load,
-    load_live,
-    log_verb,
-    now_ms,
-    principal,
-    read_view,
-    save,
-    trunk_base,
-    view_ref,
-)
+from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX, view_ref
+from reelstore.kernel.stamp import now_ms, principal
+from reelstore.kernel.views import live_views, load_live, read_view, trunk_base
 from reelstore.objects import Effect, Effects, Hash, Record, View
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
@@ -155,8 +144,8 @@ def restore(repo: Repo, name: str, as_view: str | None = None, *, effects: bool 
     if effects and snap.effects is not None:
         gone = _committed_effects(repo, snap)
         busy = _pending_elsewhere(repo)
-        for eh in load(repo, snap.effects, Effects).items:
-            e = load(repo, eh, Effect)
+        for eh in repo.cache.load(snap.effects, Effects).items:
+            e = repo.cache.load(eh, Effect)
             where = gone.get(eh) or busy.get(eh)
             if where is not None:
                 result.left_out.append(_entry(e, where))
@@ -176,12 +165,12 @@ def restore(repo: Repo, name: str, as_view: str | None = None, *, effects: bool 
                 restored={"snapshot": name, "from": h.hex()})
     view = replace(snap, caps=tuple(c.id for c in caps), meta=freeze(meta),
                    effects=_effects_block(repo, snap, kept))
-    save(repo, [view])
+    repo.cache.save([view])
     try:
         repo.refs.set(vref, view.id, None, message=f"restore {name}", principal=principal())
     except Conflict:
         raise Conflict(f"a view named {target!r} already exists; restore with --as NAME", view=target) from None
-    log_verb(repo, "fork", target, view.id, f"restore {name}")
+    repo.verbs.append("fork", target, view.id, f"restore {name}")
     result.id = view.id
     for e in result.changed:
         warnings.warn(RestoreWarning(f"Class B effect {e.effect.hex()[:12]} on {e.resource}: {e.why}"), stacklevel=2)
@@ -215,9 +204,9 @@ def _committed_effects(repo: Repo, snap: View) -> dict[Hash, str]:
     out: dict[Hash, str] = {}
     h = head
     while h is not None and h != stop:
-        rec = load(repo, h, Record)
+        rec = repo.cache.load(h, Record)
         if rec.effects is not None:
-            for eh in load(repo, rec.effects, Effects).items:
+            for eh in repo.cache.load(rec.effects, Effects).items:
                 out.setdefault(eh, f"already committed in record {h.hex()[:12]}")
         h = rec.parent
     return out
@@ -227,7 +216,7 @@ def _pending_elsewhere(repo: Repo) -> dict[Hash, str]:
     out: dict[Hash, str] = {}
     for live in live_views(repo):
         if live.view.effects is not None:
-            for eh in load(repo, live.view.effects, Effects).items:
+            for eh in repo.cache.load(live.view.effects, Effects).items:
                 out.setdefault(eh, f"still pending in live view {live.name!r}")
     return out
 
@@ -247,8 +236,8 @@ def _precondition(repo: Repo, e: Effect) -> str:
 def _effects_block(repo: Repo, snap: View, kept: list[Hash]) -> Hash | None:
     if not kept:
         return None
-    if snap.effects is not None and len(kept) == len(load(repo, snap.effects, Effects).items):
+    if snap.effects is not None and len(kept) == len(repo.cache.load(snap.effects, Effects).items):
         return snap.effects
     block = Effects(tuple(kept))
-    save(repo, [block])
+    repo.cache.save([block])
     return block.id

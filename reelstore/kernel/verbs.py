@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import secrets
 import time
-import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
@@ -27,9 +26,9 @@ from reelstore.errors import BadInput, Conflict, ForkDepthExceeded, NotFound, Vi
 from reelstore.hooks.runner import run_hook, run_pre_hook
 from reelstore.kernel import admission, binding
 from reelstore.kernel.merge import changes_of, replay
+from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX, trunk_ref, view_ref
+from reelstore.kernel.stamp import now_ms, principal
 from reelstore.kernel.views import (
-    HEAD_PREFIX,
-    VIEW_PREFIX,
     Live,
     commit_target,
     descendants,
@@ -37,20 +36,13 @@ from reelstore.kernel.views import (
     fork_id,
     is_child_of,
     landed_in,
-    load,
     load_live,
-    log_verb,
-    now_ms,
-    principal,
     read_view,
     retire,
-    save,
     terminal_error,
-    trunk_ref,
-    view_ref,
 )
 from reelstore.namespace.tree import Namespace
-from reelstore.objects import Capability, Delta, Effect, Effects, Hash, Record, View
+from reelstore.objects import Capability, Delta, Effect, Effects, Hash, Object, Record, View
 from reelstore.objects.view import BOUNDARIES, MAX_DEPTH
 from reelstore.storage import content
 from reelstore.storage.repo import Repo
@@ -59,15 +51,13 @@ from reelstore.storage.secrets import scrub_http, secret_store
 CAS_ATTEMPTS = 64
 """Bound on compare-and-swap retries when other writers keep moving a ref."""
 
-_NAMESPACES: weakref.WeakKeyDictionary[Repo, Namespace] = weakref.WeakKeyDictionary()
+def _new_namespace(repo: Repo) -> Namespace:
+    return Namespace(repo.objects)
 
 
 def namespace(repo: Repo) -> Namespace:
-    """The store's namespace map (one per store, so its node cache is shared)."""
-    ns = _NAMESPACES.get(repo)
-    if ns is None:
-        ns = _NAMESPACES[repo] = Namespace(repo.objects)
-    return ns
+    """The store's namespace map (one per open store, so its node cache is shared)."""
+    return repo.attached(_new_namespace)
 
 
 def _backoff(attempt: int) -> None:
@@ -106,12 +96,12 @@ def fork(
         depth=depth + 1,
         meta=freeze(meta),
     )
-    save(repo, [*chosen, view])
+    repo.cache.save([*chosen, view])
     try:
         repo.refs.set(ref, view.id, None, message=f"fork {name} from {source}", principal=principal())
     except Conflict:
         raise Conflict(f"a view named {name!r} already exists", view=name) from None
-    log_verb(repo, "fork", name, view.id, parent_ref)
+    repo.verbs.append("fork", name, view.id, parent_ref)
     return Live(name, view)
 
 
@@ -128,7 +118,7 @@ def _fork_source(repo: Repo, source: str) -> tuple[str, Hash, Hash, tuple[Capabi
     head = repo.refs.get(trunk_ref(source))
     if head is None:
         raise terminal_error(repo, source)
-    rec = load(repo, head, Record)
+    rec = repo.cache.load(head, Record)
     return HEAD_PREFIX + source, head, rec.namespace, admission.trunk_caps(repo, source), 0, source
 
 
@@ -149,7 +139,7 @@ def _update(
         live = load_live(repo, name, settle=settle)
         settle = False
         view, objects = change(live)
-        save(repo, [*objects, view])
+        repo.cache.save([*objects, view])
         tx = repo.refs.transaction(what, principal()).update(live.ref, view.id, live.id)
         if verify is not None:
             tx.verify(*verify())
@@ -165,11 +155,11 @@ def current_delta(repo: Repo, live: Live) -> Delta:
     """What the view changed since its base. An open view stores none (`delta` nil): it is the diff
     of the base's namespace and the view's, O(changes · log n). A committed view object carries it."""
     if live.view.delta is not None:
-        delta = load(repo, live.view.delta)
+        delta = repo.cache.load(live.view.delta, Object)
         if isinstance(delta, Delta):
             return delta
         raise BadInput(f"view {live.name} names a {delta.kind} as its delta")
-    base = load(repo, live.view.base) if live.view.base is not None else None
+    base = repo.cache.load(live.view.base, Object) if live.view.base is not None else None
     base_ns = getattr(base, "namespace", Namespace.empty())
     ops = tuple(("put", name, new) if new is not None else ("remove", name)
                 for name, _, new in namespace(repo).diff(base_ns, live.view.namespace))
@@ -184,7 +174,7 @@ def _materialize(repo: Repo, live: Live) -> tuple[Live, Delta]:
     if live.view.delta is not None or not delta.ops:
         return live, delta
     view = replace(live.view, delta=delta.id)
-    save(repo, [delta, view])
+    repo.cache.save([delta, view])
     return Live(live.name, view), delta
 
 
@@ -320,7 +310,7 @@ def pending_effects(repo: Repo, view: View) -> list[Effect]:
     """The view's buffered effects, in submission order."""
     if view.effects is None:
         return []
-    return [load(repo, h, Effect) for h in load(repo, view.effects, Effects).items]
+    return [repo.cache.load(h, Effect) for h in repo.cache.load(view.effects, Effects).items]
 
 
 # commit
@@ -378,7 +368,7 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
         record = _advance_trunk(repo, live, at, delta, message, author or principal(), fence)
         result = CommitResult(name, target, record=record)
     crash_point("commit:advanced")
-    log_verb(repo, "commit", name, live.id, (result.record or result.parent_view or live.id).hex())
+    repo.verbs.append("commit", name, live.id, (result.record or result.parent_view or live.id).hex())
     crash_point("commit:logged")
     _retire_after_commit(repo, live)
     crash_point("commit:retired")
@@ -432,14 +422,14 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
             raise ViewTerminal(f"view {live.name!r} was committed as {found.hex()} (by another process)",
                                view=live.name, state="committed", record=found.hex())
         checked = head
-        top = load(repo, head, Record)
+        top = repo.cache.load(head, Record)
         if top.namespace == delta.base:
             root = live.view.namespace
         else:
             root = replay(ns, delta.base, top.namespace, changes, f"trunk {live.trunk} and view {live.name}")
         record = Record(parent=head, namespace=root, effects=live.view.effects, view=live.id, author=author,
                         message=message or f"commit view {live.name}", time=now_ms())
-        save(repo, [record])
+        repo.cache.save([record])
         crash_point("commit:record-written")
         if fence is not None:
             fence(live.trunk, head, record.id)
@@ -543,7 +533,7 @@ def _abort_one(repo: Repo, live: Live) -> bool:
         except (Conflict, NotFound):
             _backoff(attempt)
             continue
-        log_verb(repo, "abort", live.name, current)
+        repo.verbs.append("abort", live.name, current)
         run_hook(repo, "post-abort", {"REEL_VIEW": live.name})
         return True
     raise Conflict(f"view {live.name!r} kept changing; abort gave up after {CAS_ATTEMPTS} attempts", view=live.name)

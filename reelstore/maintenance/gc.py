@@ -25,7 +25,6 @@ from reelstore.errors import BadInput, Conflict, StorageError
 from reelstore.maintenance.reach import Walk, ref_roots, walk
 from reelstore.objects import Hash, Object
 from reelstore.storage.disk_store import DiskObjectStore
-from reelstore.storage.fileio import write_new
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.object_store import MemoryObjectStore
 from reelstore.storage.pack import PackItem, PackOptions
@@ -85,37 +84,29 @@ def config_cutoff(repo: Repo, key: str, default: str, now: float) -> float | Non
 def gc_lock(repo: Repo, wait_s: float = 0.0) -> Iterator[None]:
     """Hold `.reel/gc.lock`. A lock left by a dead process on this host is taken over; a live one makes
     us wait up to `wait_s`, then fail with E002."""
-    if repo.path is None:
-        yield
-        return
-    path = repo.path / LOCK_NAME
     me = f"{os.getpid()} {socket.gethostname()} {int(time.time())}\n".encode()
     deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            write_new(path, me, fsync=False)
-            break
-        except FileExistsError:
-            owner = _lock_owner(path)
-            if owner is None:
-                path.unlink(missing_ok=True)
-                continue
-            if time.monotonic() >= deadline:
-                raise Conflict(f"another gc is running ({owner}); wait for it, or remove {path} if it is not",
-                               path=str(path)) from None
-            time.sleep(0.05)
+    while not repo.files.create(LOCK_NAME, me):
+        owner = _lock_owner(repo.files.read(LOCK_NAME))
+        if owner is None:
+            repo.files.remove(LOCK_NAME)
+            continue
+        if time.monotonic() >= deadline:
+            where = repo.files.where(LOCK_NAME)
+            raise Conflict(f"another gc is running ({owner}); wait for it, or remove {where} if it is not",
+                           path=where) from None
+        time.sleep(0.05)
     try:
         yield
     finally:
-        path.unlink(missing_ok=True)
+        repo.files.remove(LOCK_NAME)
 
 
-def _lock_owner(path: Path) -> str | None:
+def _lock_owner(content: bytes | None) -> str | None:
     """A description of the live holder of the lock, or None if its holder is dead (stale lock)."""
-    try:
-        parts = path.read_bytes().decode("utf-8", "replace").split()
-    except FileNotFoundError:
+    if content is None:
         return "a process that just released it"
+    parts = content.decode("utf-8", "replace").split()
     if len(parts) >= 2 and parts[0].isdigit() and parts[1] == socket.gethostname():
         try:
             os.kill(int(parts[0]), 0)

@@ -9,7 +9,6 @@ of objects of which only a prefix landed; never a half-written object or ref.
 from __future__ import annotations
 
 import random
-import weakref
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from reelstore.objects import Hash, Object
 from reelstore.storage.object_store import MemoryObjectStore
 from reelstore.storage.refs import MemoryRefStore, RefUpdate
 from reelstore.storage.repo import Repo
+from reelstore.storage.state_files import MemoryFiles
 
 if TYPE_CHECKING:
     from reelstore.objects import Effect
@@ -109,18 +109,17 @@ class World:
             raise StorageError(f"simulated {what} write fault")
 
 
-_WORLDS: weakref.WeakKeyDictionary[Repo, World] = weakref.WeakKeyDictionary()
+def _no_world(repo: Repo) -> World:
+    raise BadInput("the sim adapter only works in a simulated store")
 
 
 def attach(repo: Repo, world: World) -> None:
-    _WORLDS[repo] = world
+    """Make `world` the simulated targets of `repo`'s sim adapter."""
+    repo.attach(_no_world, world)
 
 
 def world_of(repo: Repo) -> World:
-    try:
-        return _WORLDS[repo]
-    except KeyError:
-        raise BadInput("the sim adapter only works in a simulated store") from None
+    return repo.attached(_no_world)
 
 
 @register
@@ -194,7 +193,7 @@ class SimRefs(MemoryRefStore):
 def make_repo(world: World) -> Repo:
     base = Repo.memory()
     objects, refs = SimObjects(), SimRefs()
-    repo = Repo(None, objects, refs, base.config)
+    repo = Repo(MemoryFiles(), objects, refs, base.config)
     repo.start_trunk(repo.trunk)
     objects.world, refs.world = world, world
     attach(repo, world)

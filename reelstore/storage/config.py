@@ -7,11 +7,14 @@ Keys are `section.key` or `section.subsection.key`; section and key names are ca
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from reelstore.errors import BadInput, StorageError
 from reelstore.storage.fileio import atomic_write
 
+D = TypeVar("D")
 _SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]\s*(?:[;#].*)?$')
 _ENTRY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*?))?\s*$")
 
@@ -88,6 +91,16 @@ class Config:
         self.lines = text.split("\n")
         if self.lines and self.lines[-1] == "":
             self.lines.pop()
+        self._derived: dict[Callable[[Config], Any], tuple[list[str], Any]] = {}
+
+    def derived(self, make: Callable[[Config], D]) -> D:
+        """`make(self)`, remembered until the config's lines change (parsed service rules, say)."""
+        hit = self._derived.get(make)
+        if hit is not None and hit[0] == self.lines:
+            return hit[1]  # type: ignore[no-any-return]
+        value = make(self)
+        self._derived[make] = (list(self.lines), value)
+        return value
 
     def _scan(self) -> list[tuple[int, str, str | None, str, str]]:
         """(line index, section, subsection, key, value) for every entry."""

@@ -7,8 +7,11 @@ explicit directory, then `REEL_DIR`, then walking up from the working directory 
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from reelstore.errors import BadInput, NotFound
 from reelstore.objects import Hash, Record, Tree
@@ -16,28 +19,59 @@ from reelstore.objects.hash import is_full_hex, is_prefix
 from reelstore.storage.config import Config
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.inflight import Inflight
+from reelstore.storage.object_cache import ObjectCache
 from reelstore.storage.object_store import MemoryObjectStore, ObjectStore
 from reelstore.storage.refs import DiskRefStore, MemoryRefStore, RefStore, check_ref_name
+from reelstore.storage.state_files import DiskFiles, MemoryFiles, StateFiles
+from reelstore.storage.verb_log import VerbLog
 
 REEL_DIR = ".reel"
 DEFAULT_TRUNK = "main"
 FORMAT_VERSION = "1"
 _SEARCH = ("refs/{}", "refs/heads/{}", "refs/views/{}", "refs/remotes/{}", "refs/drains/{}", "refs/tags/{}")
+S = TypeVar("S")
 
 
 class Repo:
-    """`path` is the `.reel` directory itself (None for an in-memory store)."""
+    """One open store: its objects, refs, config and state files, and every piece of per-store state
+    the layers above keep while it is open (the object cache, the verb log, and through `attached` the
+    namespace map or a journal index). Memory and disk differ only in the stores passed in.
 
-    def __init__(self, path: Path | None, objects: ObjectStore, refs: RefStore, config: Config) -> None:
-        self.path = path
+    `path` is the `.reel` directory itself (None for an in-memory store).
+    """
+
+    def __init__(self, files: StateFiles, objects: ObjectStore, refs: RefStore, config: Config) -> None:
+        self.files = files
+        self.path = files.root
         self.objects = objects
         self.refs = refs
         self.config = config
+        self.cache = ObjectCache(objects)
+        self.verbs = VerbLog(files)
+        self._attached: dict[Callable[[Repo], Any], Any] = {}
+        self._attach_guard = threading.Lock()
+
+    def attached(self, make: Callable[[Repo], S]) -> S:
+        """The per-store state `make` builds, built once per open store: a higher layer keeps its state
+        here (`make` is the key), so it lives exactly as long as this store and never in a module global."""
+        try:
+            return self._attached[make]  # type: ignore[no-any-return]
+        except KeyError:
+            pass
+        with self._attach_guard:
+            if make not in self._attached:
+                self._attached[make] = make(self)
+            return self._attached[make]  # type: ignore[no-any-return]
+
+    def attach(self, make: Callable[[Repo], S], state: S) -> None:
+        """Set the state `attached(make)` returns (for state built elsewhere, such as a simulated world)."""
+        with self._attach_guard:
+            self._attached[make] = state
 
     @classmethod
     def memory(cls, trunk: str = DEFAULT_TRUNK) -> Repo:
         """An in-memory store with its trunk started, for tests and embedding."""
-        repo = cls(None, MemoryObjectStore(), MemoryRefStore(), Config(None, _initial_config(trunk)))
+        repo = cls(MemoryFiles(), MemoryObjectStore(), MemoryRefStore(), Config(None, _initial_config(trunk)))
         repo.start_trunk(trunk)
         return repo
 
@@ -83,7 +117,7 @@ class Repo:
         refs = DiskRefStore(path, fsync=fsync)
         if isinstance(objects, DiskObjectStore):
             objects.inflight = refs.inflight = Inflight(path)
-        return cls(path.resolve(), objects, refs, config)
+        return cls(DiskFiles(path.resolve(), fsync=fsync), objects, refs, config)
 
     @classmethod
     def discover(cls, start: Path | str | None = None) -> Repo:

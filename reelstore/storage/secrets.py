@@ -26,7 +26,6 @@ import hmac
 import os
 import re
 import secrets as pysecrets
-import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -109,16 +108,15 @@ class SecretStore:
         return value
 
 
-_IN_MEMORY: weakref.WeakKeyDictionary[Any, SecretStore] = weakref.WeakKeyDictionary()
+def _secrets_of(repo: Any) -> SecretStore:
+    return SecretStore(repo.path)
 
 
 def secret_store(repo: Any) -> SecretStore:
-    """The secret store of `repo` (a `Repo`): `.reel/secrets`, or one kept in memory for an in-memory repo."""
-    if repo.path is not None:
-        return SecretStore(repo.path)
-    if repo not in _IN_MEMORY:
-        _IN_MEMORY[repo] = SecretStore(None)
-    return _IN_MEMORY[repo]
+    """The secret store of `repo` (a `Repo`): `.reel/secrets`, or one kept in memory for an in-memory repo,
+    made once per open store."""
+    store: SecretStore = repo.attached(_secrets_of)
+    return store
 
 
 def _check_name(name: str) -> None:

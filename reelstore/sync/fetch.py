@@ -23,8 +23,9 @@ from dulwich.object_store import ObjectStoreGraphWalker
 
 from reelstore.errors import BadInput, ReelError, StorageError
 from reelstore.kernel import binding
+from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX
 from reelstore.kernel.verbs import abort as abort_view
-from reelstore.kernel.views import HEAD_PREFIX, VIEW_PREFIX, committed_in, find_record, live_views, retire
+from reelstore.kernel.views import committed_in, find_record, live_views, retire
 from reelstore.objects import Hash, Object, Record, View
 from reelstore.storage.object_store import LooseObjectStore
 from reelstore.storage.refs import ANY, check_ref_name, check_target

@@ -21,7 +21,8 @@ from dulwich.pack import pack_objects_to_data
 
 from reelstore.errors import BadInput, NotFound, ReelError, RemoteConflict, StorageError
 from reelstore.kernel import binding
-from reelstore.kernel.views import VIEW_PREFIX, fork_id
+from reelstore.kernel.names import VIEW_PREFIX
+from reelstore.kernel.views import fork_id
 from reelstore.objects import Blob, Hash, Record, View, decode
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo

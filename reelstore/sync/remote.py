@@ -6,7 +6,7 @@ import re
 
 from reelstore.errors import BadInput, NotFound
 from reelstore.kernel import binding
-from reelstore.kernel.views import trunk_ref
+from reelstore.kernel.names import trunk_ref
 from reelstore.storage.repo import Repo
 from reelstore.sync.state import SyncState
 

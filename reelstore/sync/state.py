@@ -45,10 +45,7 @@ class SyncState:
     """One connection per command; every change is made inside `with state:` (one SQLite transaction)."""
 
     def __init__(self, repo: Repo) -> None:
-        if repo.path is None:
-            raise BadInput("sync needs a store on disk")
-        directory = repo.path / "sync"
-        directory.mkdir(exist_ok=True)
+        directory = repo.files.directory("sync", "sync")
         try:
             self.db = sqlite3.connect(directory / "state.db", timeout=30, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")
