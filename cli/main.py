@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -29,7 +30,8 @@ class ReelGroup(click.Group):
         if entry is None:
             return None
         module = importlib.import_module(entry[0])
-        return next((c for c in getattr(module, "COMMANDS", ()) if c.name == name), None)
+        found = next((c for c in getattr(module, "COMMANDS", ()) if c.name == name), None)
+        return with_json(found) if found is not None else None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)
@@ -37,9 +39,29 @@ class ReelGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl([(n, click.Command(n, help=INDEX[n][1]).get_short_help_str(limit)) for n in names])
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        """Parse the global options; a usage error in them is a JSON error object when --json is asked."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as err:
+            if not wants_json(args):
+                raise
+            report_usage(err)
+            sys.exit(err.exit_code)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["reel.argv"] = list(args)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as err:
+            if not (_as_json(ctx) or wants_json(ctx.meta.get("reel.argv", []))):
+                raise
+            report_usage(err)
+            ctx.exit(err.exit_code)
         except ReelError as err:
             report(err, _as_json(ctx))
             ctx.exit(err.exit_status)
@@ -61,6 +83,41 @@ def _os_error(ctx: click.Context, exc: OSError) -> ReelError:
     if name is not None and (store is None or not Path(os.path.abspath(name)).is_relative_to(store.resolve())):
         return input_error(exc, name)
     return StorageError(f"{exc.strerror or exc}: {name or ''}".rstrip(": "))
+
+
+def wants_json(args: list[str]) -> bool:
+    """Whether `--json` is among the arguments before a `--` (which starts another program's)."""
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg == "--json":
+            return True
+    return False
+
+
+def report_usage(err: click.UsageError) -> None:
+    """A usage error as the JSON error object (docs/json.md): code `usage`, exit 2, the command's usage."""
+    doc: dict[str, Any] = {"code": "usage", "message": err.format_message(), "exit": err.exit_code}
+    if err.ctx is not None:
+        doc["usage"] = err.ctx.get_usage()
+    click.echo(json.dumps({"error": doc}, sort_keys=True), err=True)
+
+
+def _turn_on_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.ensure_object(Context).json = True
+
+
+def with_json(command: click.Command) -> click.Command:
+    """Give `command` (and each of its subcommands) a `--json` of its own, the same switch as the
+    global one, so `reel CMD ... --json` works as git users type it. Done once per command object."""
+    if not any(isinstance(p, click.Option) and "--json" in p.opts for p in command.params):
+        command.params.append(click.Option(["--json", "json_after"], is_flag=True, expose_value=False,
+                                           callback=_turn_on_json, help="Print one JSON document on stdout."))
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            with_json(sub)
+    return command
 
 
 def _as_json(ctx: click.Context) -> bool:

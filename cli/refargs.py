@@ -7,7 +7,7 @@ import os
 
 from reelstore import revisions
 from reelstore.errors import BadInput
-from reelstore.objects import ZERO_HEX, Hash
+from reelstore.objects import ZERO_HEX, Hash, Record
 from reelstore.objects.hash import is_full_hex
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
@@ -51,3 +51,18 @@ def principal(repo: Repo) -> str:
         except (KeyError, OSError):
             who = "unknown"
     return " ".join(who.split())
+
+
+def trunk_namespace(repo: Repo, name: str) -> Hash | None:
+    """The namespace root of trunk NAME's head (`NAME` or `refs/heads/NAME`) when NAME is not a live
+    view, so `reel ls main` and `reel get main x` read a trunk; None when NAME is a view (or nothing)."""
+    bare = name.removeprefix("refs/heads/")
+    if name == bare and repo.refs.get(f"refs/views/{name}") is not None:
+        return None
+    try:
+        head = repo.refs.get(f"refs/heads/{bare}")
+    except BadInput:
+        return None
+    if head is None:
+        return None
+    return repo.objects.get_as(head, Record).namespace

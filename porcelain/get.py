@@ -1,13 +1,29 @@
-"""`reel get`: read a name from a view."""
+"""`reel get`: read a name from a view, or from a trunk's head."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 
 import click
 
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.cli.refargs import trunk_namespace
+from reelstore.errors import NotFound
 from reelstore.kernel import verbs as kernel
+from reelstore.namespace.tree import Namespace
+from reelstore.storage import content
+
+
+def _pieces(ctx: Context, view: str, name: str) -> Iterator[bytes]:
+    """NAME's bytes piece by piece: from trunk VIEW's head record when VIEW is a trunk, else the view."""
+    root = trunk_namespace(ctx.repo, view)
+    if root is None:
+        return kernel.read(ctx.repo, view, name)
+    found = Namespace(ctx.repo.objects).get(root, name)
+    if found is None:
+        raise NotFound(f"{name!r} is not in trunk {view}", name=name)
+    return content.read(ctx.repo.objects, found)
 
 
 @click.command("get")
@@ -15,8 +31,9 @@ from reelstore.kernel import verbs as kernel
 @click.argument("name")
 @pass_ctx
 def get(ctx: Context, view: str, name: str) -> None:
-    """Print the bytes stored under NAME in VIEW, streamed piece by piece whatever their size."""
-    pieces = kernel.read(ctx.repo, view, name)
+    """Print the bytes stored under NAME in VIEW (or in a trunk's head: `main`, `refs/heads/main`),
+    streamed piece by piece whatever their size."""
+    pieces = _pieces(ctx, view, name)
     if ctx.json:
         data = b"".join(pieces)
         try:

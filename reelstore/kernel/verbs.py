@@ -77,7 +77,7 @@ def fork(
     """A new view `name` over a trunk or a live view: one view object and one ref, whatever the
     namespace's size. Caps default to the source's; a wider one is E009, depth past 64 is E005."""
     ref = view_ref(name)
-    source = source or repo.trunk
+    source = source or HEAD_PREFIX + repo.trunk
     if boundary is not None and boundary not in BOUNDARIES:
         raise BadInput(f"boundary must be one of {', '.join(BOUNDARIES)}, not {boundary!r}")
     parent_ref, base, ns_root, parent_caps, depth, trunk = _fork_source(repo, source)
@@ -106,16 +106,21 @@ def fork(
 
 
 def _fork_source(repo: Repo, source: str) -> tuple[str, Hash, Hash, tuple[Capability, ...], int, str]:
-    """(parent ref, base object, namespace, caps, depth, trunk) of a fork's source."""
-    if source.startswith(VIEW_PREFIX):
-        source = source[len(VIEW_PREFIX) :]
-    if source.startswith(HEAD_PREFIX):
-        source = source[len(HEAD_PREFIX) :]
-    if repo.refs.get(view_ref(source)) is not None:
+    """(parent ref, base object, namespace, caps, depth, trunk) of a fork's source. `refs/heads/X` is
+    only ever the trunk and `refs/views/X` only the view; a bare name that is both is E014, so a view
+    named like a trunk never silently stands in for it."""
+    only = None
+    for prefix in (VIEW_PREFIX, HEAD_PREFIX):
+        if source.startswith(prefix):
+            source, only = source[len(prefix) :], prefix
+    is_view = only != HEAD_PREFIX and repo.refs.get(view_ref(source)) is not None
+    if is_view and only is None and repo.refs.get(trunk_ref(source)) is not None:
+        raise BadInput(f"{source!r} is both a trunk and a view; say {HEAD_PREFIX}{source} or {VIEW_PREFIX}{source}")
+    if is_view:
         live = load_live(repo, source)
         caps = admission.view_caps(repo, live.view)
         return live.ref, live.id, live.view.namespace, caps, live.view.depth, live.trunk
-    head = repo.refs.get(trunk_ref(source))
+    head = repo.refs.get(trunk_ref(source)) if only != VIEW_PREFIX else None
     if head is None:
         raise terminal_error(repo, source)
     rec = repo.cache.load(head, Record)
