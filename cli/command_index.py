@@ -64,7 +64,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gc": ("reelstore.porcelain.gc",
         "Mark from every ref and young reflog entry, then pack and prune (holds .reel/gc.lock)."),
     "get": ("reelstore.porcelain.get",
-        "Print the bytes stored under NAME in VIEW, streamed piece by piece whatever their size."),
+        "Print the bytes stored under NAME in VIEW (or in a trunk's head: `main`, `refs/heads/main`), "
+        "streamed piece by piece whatever their size."),
     "help": ("reelstore.porcelain.help",
         "Show help on TOPIC: `errors` (every E-code with its exit status, meaning and next action) or a "
         "command name (the same as `reel COMMAND --help`); with no TOPIC, the list of commands."),
