@@ -232,3 +232,15 @@ def test_damaged_unreachable_young_object_does_not_block_gc(repo: Repo) -> None:
     assert report.damaged_skipped == [junk.id] and path.exists()
     assert repo.objects.get(other.id) == other
     assert not fsck(repo).clean
+
+
+def test_gc_sweeps_a_staging_directory_left_by_a_killed_fetch(repo: Repo) -> None:
+    objects = repo.path / "objects"
+    old, young = objects / ".tmp-fetch-old", objects / ".tmp-fetch-young"
+    for d in (old, young):
+        (d / "full" / "ab").mkdir(parents=True)
+        (d / "full" / "ab" / ("c" * 62)).write_bytes(b"staged")
+    long_ago = time.time() - 7200
+    os.utime(old, (long_ago, long_ago))
+    assert gc(repo, "now").temp_removed == 1
+    assert not old.exists() and young.exists()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -234,7 +235,8 @@ TEMP_AGE = 3600
 
 
 def _sweep_temp(store: DiskObjectStore, now: float) -> int:
-    """Delete `.tmp-*` files a killed writer left in objects/XX/ or objects/pack/; returns how many."""
+    """Delete `.tmp-*` files a killed writer left in objects/XX/ or objects/pack/, and staging
+    directories a killed fetch left in objects/; returns how many."""
     removed = 0
     dirs = [store.pack_dir] + [Path(e.path) for e in os.scandir(store.root) if len(e.name) == 2 and e.is_dir()]
     for d in dirs:
@@ -249,6 +251,15 @@ def _sweep_temp(store: DiskObjectStore, now: float) -> int:
                     removed += 1
             except FileNotFoundError:
                 continue
+    for entry in os.scandir(store.root):
+        # A fetch stages large objects in objects/.tmp-fetch-*/ and removes it when done; a killed one
+        # leaves it behind.
+        try:
+            if entry.name.startswith(".tmp-fetch-") and entry.is_dir() and entry.stat().st_mtime < now - TEMP_AGE:
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed += 1
+        except FileNotFoundError:
+            continue
     return removed
 
 
