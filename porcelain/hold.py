@@ -6,8 +6,8 @@ import click
 
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.drain.hold import hold as put_on_hold
-from reelstore.kernel.stamp import principal
 from reelstore.porcelain.ops import json_flag
+from reelstore.stamp import principal
 
 
 @click.command("hold")

@@ -1,23 +1,73 @@
-"""reelstore: views whose side effects fire only on commit. `Store` is the Python API's entry point."""
+"""reelstore: views whose side effects fire only on commit. `Store` is the Python API's entry point.
+
+Every public name is importable from here with its real type. The errors are imported at once (they
+are small); the API classes and result types load on first use, so `import reelstore.codec` (and the
+`reel` command's start-up) does not pay for the whole kernel. Type checkers read the
+`TYPE_CHECKING` imports below, so `reelstore.Store.open(...)` is a `Store` to them, not `Any`.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
+from reelstore.errors import (
+    BadInput,
+    BudgetExhausted,
+    CapabilityViolation,
+    Conflict,
+    DrainTimeout,
+    EffectAfterAbort,
+    EffectFailed,
+    EffectsIncomplete,
+    ForkDepthExceeded,
+    Held,
+    NotFound,
+    OutcomeUnknown,
+    ReelError,
+    RemoteConflict,
+    StaleEpoch,
+    StorageError,
+    Unreachable,
+    ViewTerminal,
+)
+
+if TYPE_CHECKING:
+    from reelstore.adapters.http_request import HttpRequest
+    from reelstore.aio import AsyncStore
+    from reelstore.api import Store, ViewHandle
+    from reelstore.drain.drainer import DrainReport, Outcome
+    from reelstore.kernel.history import EffectOutcome, LogEntry
+    from reelstore.kernel.verbs import CommitResult
 
 __version__ = "0.1.0"
 
-__all__ = ["AsyncStore", "EffectFailed", "HttpRequest", "OutcomeUnknown", "ReelError", "Store", "ViewHandle"]
+_HOMES = {
+    "AsyncStore": "reelstore.aio",
+    "CommitResult": "reelstore.kernel.verbs",
+    "DrainReport": "reelstore.drain.drainer",
+    "EffectOutcome": "reelstore.kernel.history",
+    "HttpRequest": "reelstore.adapters.http_request",
+    "LogEntry": "reelstore.kernel.history",
+    "Outcome": "reelstore.drain.drainer",
+    "Store": "reelstore.api",
+    "ViewHandle": "reelstore.api",
+}
 
-_HOMES = {"AsyncStore": "reelstore.aio", "HttpRequest": "reelstore.adapters.http_request",
-          "Store": "reelstore.api", "ViewHandle": "reelstore.api"}
+__all__ = [
+    "AsyncStore", "BadInput", "BudgetExhausted", "CapabilityViolation", "CommitResult", "Conflict", "DrainReport",
+    "DrainTimeout", "EffectAfterAbort", "EffectFailed", "EffectOutcome", "EffectsIncomplete", "ForkDepthExceeded",
+    "Held", "HttpRequest", "LogEntry", "NotFound", "Outcome", "OutcomeUnknown", "ReelError", "RemoteConflict",
+    "StaleEpoch", "StorageError", "Store", "Unreachable", "ViewHandle", "ViewTerminal",
+]
 
 
-def __getattr__(name: str) -> Any:
-    # Lazy, so `import reelstore.codec` does not load the whole kernel.
-    if name in _HOMES:
-        import importlib
+def __getattr__(name: str) -> object:
+    """Load a lazily exported name from its home module on first use."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'reelstore' has no attribute {name!r}")
+    import importlib
 
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module 'reelstore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

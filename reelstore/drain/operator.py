@@ -24,8 +24,8 @@ from reelstore.drain import log as drainlog
 from reelstore.drain.ops import UNRESOLVED, Operation, find, list_ops
 from reelstore.errors import BadInput, CapabilityViolation, Conflict
 from reelstore.hooks.runner import hook_path
-from reelstore.kernel.stamp import principal
 from reelstore.objects import Hash, OpEvent
+from reelstore.stamp import principal
 from reelstore.storage.repo import Repo
 
 OPS_PREFIX = "refs/ops/"

@@ -29,9 +29,9 @@ from reelstore.codec import freeze
 from reelstore.errors import BadInput, Conflict, NotFound, ReelError
 from reelstore.kernel import admission
 from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX, view_ref
-from reelstore.kernel.stamp import now_ms, principal
 from reelstore.kernel.views import live_views, load_live, read_view, trunk_base
 from reelstore.objects import Effect, Effects, Hash, Record, View
+from reelstore.stamp import now_ms, principal
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
 

@@ -27,7 +27,6 @@ from reelstore.hooks.runner import run_hook, run_pre_hook
 from reelstore.kernel import admission, binding
 from reelstore.kernel.merge import changes_of, replay
 from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX, trunk_ref, view_ref
-from reelstore.kernel.stamp import now_ms, principal
 from reelstore.kernel.views import (
     Live,
     commit_target,
@@ -44,6 +43,7 @@ from reelstore.kernel.views import (
 from reelstore.namespace.tree import Namespace
 from reelstore.objects import Capability, Delta, Effect, Effects, Hash, Object, Record, View
 from reelstore.objects.view import BOUNDARIES, MAX_DEPTH
+from reelstore.stamp import now_ms, principal
 from reelstore.storage import content
 from reelstore.storage.repo import Repo
 from reelstore.storage.secrets import scrub_http, secret_store

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from reelstore.errors import Conflict, NotFound, ViewTerminal
 from reelstore.kernel.names import VIEW_PREFIX, trunk_ref, view_ref
-from reelstore.kernel.stamp import principal
 from reelstore.objects import Hash, Object, Record, View
+from reelstore.stamp import principal
 from reelstore.storage.repo import Repo
 
 

@@ -1,0 +1,93 @@
+"""The import graph of the library: arrows point down the layers only, and the library never imports
+the CLI packages (nor click). Imports under `if TYPE_CHECKING:` are annotations only, not arrows."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "reelstore"
+CLI = ("cli", "plumbing", "porcelain")
+
+LAYERS = [
+    {"errors", "crashpoints", "codec", "stamp"},
+    {"objects", "hooks"},  # hooks: the sample installer and the runner, which needs only a Repo's type
+    {"storage"},
+    {"namespace"},
+    {"adapters", "drain", "maintenance"},  # adapters fire under the drain and read its service rules
+    {"kernel", "revisions"},
+    {"sync", "sim"},
+    {"api", "aio"},
+    {"agents", "intercept"},
+]
+LEVEL = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _runtime_imports(tree: ast.Module) -> list[str]:
+    out: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out.append(node.module)
+            if node.module == "reelstore":
+                out.extend(f"reelstore.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.extend(a.name for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return out
+
+
+def _library() -> list[tuple[str, Path]]:
+    out = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        if rel.parts[1] in CLI or rel == Path("reelstore/__init__.py"):
+            continue
+        out.append((_unit(".".join(rel.with_suffix("").parts)), path))
+    return out
+
+
+def test_every_library_unit_has_a_layer() -> None:
+    units = {unit for unit, _ in _library()}
+    assert units - set(LEVEL) == set(), "place new subpackages in LAYERS"
+
+
+def test_arrows_point_down_only() -> None:
+    upward = []
+    for unit, path in _library():
+        for module in _runtime_imports(ast.parse(path.read_text("utf-8"))):
+            if not module.startswith("reelstore."):
+                continue
+            target = _unit(module)
+            if target in LEVEL and LEVEL[target] > LEVEL[unit]:
+                upward.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert upward == []
+
+
+def test_the_library_never_imports_the_cli_or_click() -> None:
+    bad = []
+    for _, path in _library():
+        for module in _runtime_imports(ast.parse(path.read_text("utf-8"))):
+            if module == "click" or module.startswith("click.") or _unit(module) in CLI and module.startswith(
+                    "reelstore."):
+                bad.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert bad == []
+
+
+def test_the_checker_sees_an_upward_arrow() -> None:
+    tree = ast.parse("from reelstore.api import Store\nif TYPE_CHECKING:\n    from reelstore.kernel import verbs\n")
+    assert _runtime_imports(tree) == ["reelstore.api"]
+    assert LEVEL[_unit("reelstore.api")] > LEVEL["storage"]

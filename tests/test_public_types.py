@@ -1,0 +1,63 @@
+"""A user's type checker sees the real types of the public API: `reveal_type(Store.open())` is a
+Store, the errors are exported classes, and the package ships `py.typed`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import reelstore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SNIPPET = """\
+import reelstore
+from reelstore import CommitResult, NotFound, ReelError, Store
+
+store = Store.open(".")
+reveal_type(store)
+reveal_type(reelstore.Store.memory())
+reveal_type(store.open_view("v"))
+reveal_type(store.commit("v"))
+err: ReelError = NotFound("x")
+reveal_type(err.code)
+result: CommitResult = store.commit("v")
+"""
+
+
+def test_reveal_type_of_store_open_is_store(tmp_path: Path) -> None:
+    user = tmp_path / "user.py"
+    user.write_text(SNIPPET)
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental",
+                           str(user)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    revealed = [line.split("Revealed type is ", 1)[1] for line in proc.stdout.splitlines() if "Revealed type" in line]
+    assert revealed[:4] == ['"reelstore.api.Store"', '"reelstore.api.Store"', '"reelstore.api.ViewHandle"',
+                            '"reelstore.kernel.verbs.CommitResult"'], proc.stdout
+    assert revealed[4] in ('"str"', '"builtins.str"'), proc.stdout
+    assert " error: " not in proc.stdout, proc.stdout
+
+
+def test_every_error_class_is_exported() -> None:
+    from reelstore import errors
+
+    classes = {n for n, v in vars(errors).items() if isinstance(v, type) and issubclass(v, errors.ReelError)}
+    assert classes <= set(reelstore.__all__)
+    assert all(getattr(reelstore, n) is getattr(errors, n) for n in classes)
+
+
+def test_lazy_names_resolve_and_unknown_names_fail() -> None:
+    from reelstore.api import Store
+
+    assert reelstore.Store is Store
+    try:
+        reelstore.NoSuchThing  # noqa: B018
+    except AttributeError as exc:
+        assert "NoSuchThing" in str(exc)
+    else:
+        raise AssertionError("an unknown name must raise AttributeError")
+
+
+def test_py_typed_ships() -> None:
+    assert (ROOT / "reelstore" / "py.typed").is_file()
+    assert "reelstore = py.typed" in (ROOT / "setup.cfg").read_text()
