@@ -9,7 +9,7 @@ import click
 
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.codec import MAX_OBJECT_SIZE, frame
-from reelstore.errors import BadInput
+from reelstore.errors import BadInput, input_error
 from reelstore.objects import KINDS, Blob, Object, decode
 from reelstore.storage import content
 from reelstore.storage.object_store import ObjectStore
@@ -26,7 +26,7 @@ def object_from_content(kind: str, data: bytes) -> Object:
 @click.option("-w", "write", is_flag=True, help="Store the object.")
 @click.option("--stdin", "use_stdin", is_flag=True, help="Read the content from standard input.")
 @click.option("--stdin-paths", is_flag=True, help="Read file paths, one per line, from standard input.")
-@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+@click.argument("files", nargs=-1, type=click.Path())
 @pass_ctx
 def hash_object(ctx: Context, kind: str, write: bool, use_stdin: bool, stdin_paths: bool, files: tuple) -> None:
     """Print the id of each FILE's (or stdin's) content as an object of KIND; -w also stores it."""
@@ -42,7 +42,11 @@ def hash_object(ctx: Context, kind: str, write: bool, use_stdin: bool, stdin_pat
     if use_stdin:
         ids.append(_hash(store, kind, sys.stdin.buffer))
     for path in paths:
-        with open(path, "rb") as f:
+        try:
+            source = open(path, "rb")
+        except OSError as exc:
+            raise input_error(exc, path) from None
+        with source as f:
             ids.append(_hash(store, kind, f))
     ctx.emit(ids, "\n".join(ids))
 

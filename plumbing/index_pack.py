@@ -11,7 +11,7 @@ import click
 
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.stdin import spool_stdin
-from reelstore.errors import BadInput, StorageError
+from reelstore.errors import BadInput, StorageError, input_error
 from reelstore.objects import decode
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.fileio import atomic_write, fsync_dir, temp_name
@@ -21,7 +21,7 @@ from reelstore.storage.pack_index import index_bytes
 
 @click.command("index-pack")
 @click.option("--stdin", "from_stdin", is_flag=True, help="Read the pack from stdin and store it in objects/pack.")
-@click.argument("pack", required=False, type=click.Path(exists=True, dir_okay=False))
+@click.argument("pack", required=False, type=click.Path())
 @pass_ctx
 def index_pack(ctx: Context, from_stdin: bool, pack: str | None) -> None:
     """Inflate, re-hash and decode every entry of PACK (as unpack-objects does), check its trailer, and
@@ -31,6 +31,11 @@ def index_pack(ctx: Context, from_stdin: bool, pack: str | None) -> None:
         raise click.UsageError("give either a PACK file or --stdin")
     if not from_stdin:
         pack_path = Path(pack)  # type: ignore[arg-type]
+        try:
+            with open(pack_path, "rb"):
+                pass
+        except OSError as exc:
+            raise input_error(exc, pack_path) from None
         idx, trailer, count = _index(pack_path)
         atomic_write(pack_path.with_suffix(".idx"), idx)
     else:

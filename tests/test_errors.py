@@ -87,3 +87,14 @@ def test_an_os_error_outside_the_store_is_not_called_corruption(reel) -> None:  
     """No command maps this one itself: the entry point tells the store's files from everything else."""
     refused = reel("init", "/sys/reel-cannot-be-here")
     assert refused.returncode == 6 and refused.stderr == b"error: E014: /sys/reel-cannot-be-here: permission denied\n"
+
+
+def test_hash_object_and_index_pack_name_a_missing_or_directory_input(tmp_path: Path, reel) -> None:  # noqa: ANN001
+    assert reel("init").returncode == 0
+    missing = reel("hash-object", "/nonexistent-file")
+    assert missing.returncode == 4 and missing.stderr == b"error: E001: /nonexistent-file: no such file\n"
+    listed = reel("hash-object", "--stdin-paths", input=b"/nonexistent-file\n")
+    assert listed.returncode == 4 and b"E001: /nonexistent-file" in listed.stderr
+    folder = reel("index-pack", str(tmp_path))
+    assert folder.returncode == 6 and folder.stderr.decode() == f"error: E014: {tmp_path} is a directory, not a file\n"
+    assert reel("index-pack", "/nonexistent.pack").returncode == 4
