@@ -30,7 +30,7 @@ def prefix_covers(prefix: str, name: str) -> bool:
 def _op(value: object, where: str) -> str:
     if value not in OPS:
         raise BadInput(f"{where}: unknown operation {value!r}; expected one of {', '.join(OPS)}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 @register

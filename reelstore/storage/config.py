@@ -45,7 +45,8 @@ def _escape_sub(sub: str) -> str:
 def _value(raw: str | None) -> str:
     if raw is None:
         return "true"
-    out, quoted, i = [], False, 0
+    out: list[str] = []
+    quoted, i = False, 0
     kept = 0  # length of `out` up to its last character that was quoted, escaped or not whitespace
     while i < len(raw):
         ch = raw[i]

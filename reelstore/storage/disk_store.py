@@ -197,7 +197,8 @@ class DiskObjectStore(ObjectStore):
         if len(items) < self.pack_batch:
             self.loose._store(items)
             return
-        loose, packable = [], []
+        loose: list[tuple[Hash, bytes]] = []
+        packable: list[tuple[Hash, bytes]] = []
         for item in items:
             (loose if self.loose.has(item[0]) else packable).append(item)
         self.loose._store(loose)

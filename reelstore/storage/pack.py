@@ -447,7 +447,7 @@ class Pack:
         return isinstance(h, bytes) and len(h) == 32 and self.index.find(h) >= 0
 
     def __len__(self) -> int:
-        return self.count
+        return int(self.count)
 
     def _parse(self, offset: int) -> _Parsed:
         m, end = self.map, self.data_end

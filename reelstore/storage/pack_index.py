@@ -100,17 +100,20 @@ class PackIndex:
             elif here > h:
                 hi = mid
             else:
-                return mid
+                return int(mid)
         return -1
 
     def offset(self, i: int) -> int:
-        return struct.unpack_from(">Q", self.map, self._offsets + 8 * i)[0]
+        value: int = struct.unpack_from(">Q", self.map, self._offsets + 8 * i)[0]
+        return value
 
     def crc(self, i: int) -> int:
-        return struct.unpack_from(">I", self.map, self._crcs + 4 * i)[0]
+        value: int = struct.unpack_from(">I", self.map, self._crcs + 4 * i)[0]
+        return value
 
     def mtime(self, i: int) -> int:
-        return struct.unpack_from(">Q", self.map, self._mtimes + 8 * i)[0]
+        value: int = struct.unpack_from(">Q", self.map, self._mtimes + 8 * i)[0]
+        return value
 
     def ids(self) -> Iterator[Hash]:
         m, base = self.map, self._ids
