@@ -355,7 +355,7 @@ def _attempt(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], 
             if remote_refs.get(name) != want:
                 raise RemoteConflict(f"{name.decode()} on remote {conn.name} moved since this store last "
                                      f"saw it; `reel fetch {conn.name}` first", ref=name.decode())
-        out = {name: ZERO_SHA for name in doomed}
+        out: dict[bytes, bytes] = {name: bytes(ZERO_SHA) for name in doomed}
         if sync is not None:
             out.update({name: sync.commit.id for name in expected})
         return out
