@@ -13,6 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.namespace.node import (
@@ -304,7 +305,7 @@ class Namespace:
 
     def _level_nodes(self, top: Node, level: int, key: str) -> Iterator[Node]:
         """The nodes of `level` in order, from the one that covers `key` to the last."""
-        stack: list[list] = []
+        stack: list[list[Any]] = []
         node = top
         while node.level > level:
             index = _cover(node, key)
@@ -357,7 +358,7 @@ class Namespace:
                 self._expand(stack)
 
 
-def _bounded_put(cache: OrderedDict, limit: int, key: Hash, value: object) -> None:
+def _bounded_put(cache: OrderedDict[Hash, object], limit: int, key: Hash, value: object) -> None:
     """Insert, dropping the oldest entry when full; each step is one atomic call, so threads may share it."""
     if len(cache) >= limit:
         try:

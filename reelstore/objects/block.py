@@ -203,7 +203,7 @@ def v_map(value: Any, where: str) -> FrozenMap:
 
 
 def v_tuple(check: Validator, max_len: int = 1 << 20) -> Validator:
-    def each(value: Any, where: str) -> tuple:
+    def each(value: Any, where: str) -> tuple[Any, ...]:
         if not isinstance(value, (tuple, list)) or len(value) > max_len:
             raise BadInput(f"{where} must be a list of at most {max_len} items")
         return tuple(check(v, f"{where}[{i}]") for i, v in enumerate(value))

@@ -11,7 +11,7 @@ from reelstore.objects.data import MAX_NAME
 from reelstore.objects.hash import Hash
 
 
-def _op(value: Any, where: str) -> tuple:
+def _op(value: Any, where: str) -> tuple[Any, ...]:
     name = v_str(MAX_NAME, empty=False)
     if isinstance(value, (tuple, list)) and len(value) == 3 and value[0] == "put":
         return ("put", name(value[1], where), v_hash(value[2], where))
@@ -27,7 +27,7 @@ class Delta(Object):
 
     kind: ClassVar[str] = "delta"
     base: Hash | None
-    ops: tuple[tuple, ...]
+    ops: tuple[tuple[Any, ...], ...]
     SPEC: ClassVar = {"base": ("base", v_opt(v_hash)), "ops": ("ops", v_tuple(_op))}
 
     def validate(self) -> None:
