@@ -122,12 +122,13 @@ def test_clients_forced_around_the_proxy_are_blocked_and_listed(store, reel, tar
         f"node {CLIENTS / 'nodeclient.js'} {target.url} bypass",
         f"REQUESTS_CA_BUNDLE={target.ca} {py} {CLIENTS / 'pyclient.py'} requests {target.url} bypass",
         f"{py} {CLIENTS / 'pyclient.py'} urllib {target.url} bypass",
+        "curl -s --noproxy '*' https://localhost/default-port",
         "true",
     ])
     proc, doc = run_json(reel, target, "--commit", script=script)
     assert target.ledger() == [], "a client reached the target around the proxy"
-    assert len(doc["blocked"]) >= 4, doc
-    assert all(b["target"] == f"127.0.0.1:{target.port}" for b in doc["blocked"])
+    assert len(doc["blocked"]) >= 5, doc
+    assert {b["target"] for b in doc["blocked"]} == {f"127.0.0.1:{target.port}", "localhost:443"}
     assert not doc["clean"] and doc["decision"] == "abort"
     assert proc.returncode == 6
     assert "BYPASS REACHED" not in proc.stderr.decode()
@@ -287,3 +288,22 @@ def test_a_raw_tunnel_is_refused_and_keep_alive_serves_many_requests(store, reel
     assert [e["url"] for e in doc["effects"]] == [f"{target.url}/keep/{i}" for i in range(3)]
     assert [r["what"] for r in doc["refused"]] == [f"TCP 127.0.0.1:{target.port}"] and not doc["clean"]
     assert target.ledger() == []
+
+
+def test_python_api_takes_secret_references_and_scrubs_raw_credentials(tmp_path):
+    s = Store.init(tmp_path / "api")
+    s.secrets.put("stripe", "sk_api_value")
+    v = s.fork("v")
+    v.effect("http", {"method": "POST", "url": "https://pay.example/charge",
+                      "headers": {"Authorization": {"$secret": "stripe"}, "X-Api-Key": "raw-key-value",
+                                  "X-Plain": "visible"}})
+    [e] = v.status()["effects"]
+    op = e["op"]
+    assert op["headers"] == {"Authorization": "<secret>", "X-Api-Key": "<secret>", "X-Plain": "visible"}
+    assert op["secrets"]["headers"]["Authorization"] == "store:stripe"
+    kept = op["secrets"]["headers"]["X-Api-Key"].removeprefix("store:")
+    assert s.secrets.get(kept) == "raw-key-value"
+    dump = subprocess.run([_reel(), "-C", str(tmp_path / "api"), "cat-file", "--batch", "--batch-all-objects"],
+                          capture_output=True, check=True).stdout
+    assert b"<secret>" in dump and b"raw-key-value" not in dump and b"sk_api_value" not in dump
+    v.abort()

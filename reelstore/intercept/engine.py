@@ -9,8 +9,10 @@ replayer that answers reads from a recording drives the same Policy.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 BODY_LIMIT = 64 << 20
 """Largest request or response body an engine buffers (64 MiB); a larger request is answered 413."""
@@ -36,6 +38,16 @@ class Answer:
     headers: list[tuple[str, str]] = field(default_factory=list)
 
 
+class Engine(Protocol):
+    """What `HttpProxy` drives: listen on 127.0.0.1, put every request to the Policy, stop."""
+
+    def start(self) -> int:
+        """Start listening; the port."""
+
+    def stop(self) -> None:
+        """End every connection."""
+
+
 class Policy(Protocol):
     def decide(self, req: Request) -> Answer | None:
         """None: pass the request to its real host; an Answer: reply with it, send nothing."""
@@ -45,3 +57,7 @@ class Policy(Protocol):
 
     def failed(self, what: str, message: str) -> None:
         """Something the command did could not be intercepted (and was not sent)."""
+
+
+EngineFactory = Callable[[Policy, Any, Path | None], Engine]
+"""(policy, leaf minter, upstream CA bundle) → engine; `tls_proxy.TlsProxy` is the default."""

@@ -16,7 +16,9 @@ moved to the secret store at admission) and answered `202 Accepted` with a JSON 
 could not be intercepted (a refused certificate, a WebSocket upgrade, a raw tunnel, a failed
 pass-through) is reported as refused, so the run is not clean.
 
-Passed-through exchanges all go through `HttpProxy.passed_through`: the one place a recorder hooks in.
+Passed-through exchanges all go through `HttpProxy.passed_through` (request, status, headers, body):
+the one place a recorder hooks in. The engine is a constructor argument (`engine.EngineFactory`), so
+a replayer that answers from a recording can replace the network side without touching the policy.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from reelstore.drain.services import SAFE_METHODS
 from reelstore.errors import BadInput, ReelError
 from reelstore.intercept.base import Backend, Launch, Refusal
 from reelstore.intercept.ca import ca_cert_path, system_bundle, write_bundle
-from reelstore.intercept.engine import Answer, Request
+from reelstore.intercept.engine import Answer, EngineFactory, Request
 from reelstore.kernel import verbs as kernel
 from reelstore.storage.repo import Repo
 from reelstore.storage.secrets import hide_params, sensitive_headers, sensitive_params
@@ -56,8 +58,10 @@ INTERCEPT_FAILED = "E014"
 class HttpProxy(Backend):
     name = "http"
 
-    def __init__(self, repo: Repo, view: str, allow: Iterable[str] = ()) -> None:
+    def __init__(self, repo: Repo, view: str, allow: Iterable[str] = (), engine: EngineFactory | None = None) -> None:
         super().__init__(repo, view)
+        self.make_engine = engine
+        """The protocol engine (default `tls_proxy.TlsProxy`); a replayer can stand in for it."""
         self.allow = {_host_port(a) for a in allow}
         self.captured: list[dict[str, Any]] = []
         self.passed: list[dict[str, Any]] = []
@@ -84,7 +88,7 @@ class HttpProxy(Backend):
         child_bundle = write_bundle(tmp / "ca-bundle.pem", system, ca_cert_path(self.repo))
         upstream = write_bundle(tmp / "upstream.pem", system, extra_trust(self.repo.config))
         os.chmod(tmp, 0o700)
-        self._engine = TlsProxy(self, LeafMinter(self.repo, tmp), upstream)
+        self._engine = (self.make_engine or TlsProxy)(self, LeafMinter(self.repo, tmp), upstream)
         self.port = self._engine.start()
         launch.proxy_port = self.port
         for var in PROXY_VARS:

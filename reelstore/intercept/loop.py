@@ -34,6 +34,8 @@ from reelstore.objects import Capability, Hash
 from reelstore.storage.repo import Repo
 from reelstore.storage.secrets import redact
 
+SENTINELS = ("localhost:80", "localhost:443")
+"""Inside the sandbox, direct connections to the usual web ports on loopback are caught too."""
 VIEW_VAR = "REEL_VIEW"
 """The command is told its view's name, so it can also use `reel` verbs on it directly."""
 
@@ -52,7 +54,7 @@ def default_backends(prefix: str = "", allow: Sequence[str] = (), sandbox: bool 
                                                     lambda repo, view: Scratch(repo, view, prefix)]
     if sandbox:
         unshare = require_unshare()
-        makers.append(lambda repo, view: Sandbox(repo, view, unshare, allow))
+        makers.append(lambda repo, view: Sandbox(repo, view, unshare, [*allow, *SENTINELS]))
     return makers
 
 
