@@ -8,6 +8,7 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.progress import end_progress, tty_progress
 from reelstore.errors import StorageError
 from reelstore.maintenance.fsck import fsck as do_fsck
+from reelstore.wording import plural
 
 
 @click.command("fsck")
@@ -34,11 +35,11 @@ def fsck(ctx: Context, full: bool, unreachable: bool) -> None:
         doc.pop("unreachable")
     ctx.emit(doc, "\n".join(lines))
     if not report.clean:
-        raise StorageError(f"fsck found {len(report.problems)} problems; first: {report.problems[0]}",
+        raise StorageError(f"fsck found {plural(len(report.problems), 'problem')}; first: {report.problems[0]}",
                            problems=len(report.problems))
     if not ctx.json:
-        click.echo(f"checked {report.objects} objects ({report.loose} loose, {report.packed} in "
-                   f"{report.packs} packs), {report.reachable} reachable: ok", err=True)
+        click.echo(f"checked {plural(report.objects, 'object')} ({report.loose} loose, {report.packed} in "
+                   f"{plural(report.packs, 'pack')}), {report.reachable} reachable: ok", err=True)
 
 
 COMMANDS = [fsck]

@@ -6,6 +6,7 @@ import click
 
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.maintenance.gc import prune as do_prune
+from reelstore.wording import plural
 
 
 @click.command("prune")
@@ -19,7 +20,7 @@ def prune(ctx: Context, expire: str | None, dry_run: bool, verbose: bool) -> Non
     doc = {"removed": [h.hex() for h in report.removed], "kept_recent": report.kept_recent, "dry_run": dry_run}
     lines = [f"{'would remove' if dry_run else 'removed'} {h.hex()}" for h in report.removed] if verbose else []
     verb = "would remove" if dry_run else "removed"
-    lines.append(f"{verb} {len(report.removed)} objects; kept {report.kept_recent} unreachable young objects")
+    lines.append(f"{verb} {plural(len(report.removed), 'object')}; kept {report.kept_recent} unreachable young objects")
     ctx.emit(doc, "\n".join(lines))
 
 

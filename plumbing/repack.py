@@ -7,6 +7,7 @@ import click
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.progress import end_progress, tty_progress
 from reelstore.maintenance.gc import repack as do_repack
+from reelstore.wording import plural
 
 
 @click.command("repack")
@@ -19,8 +20,9 @@ def repack(ctx: Context, all_objects: bool, delete: bool) -> None:
     report = do_repack(ctx.repo, all_objects=all_objects, delete=delete, progress=progress.count if progress else None)
     end_progress(progress)
     doc = dict(report.__dict__)
-    text = (f"packed {report.packed} objects into {report.pack}; removed {report.packs_removed} packs and "
-            f"{report.loose_removed} loose objects") if report.pack else "nothing to pack"
+    text = (f"packed {plural(report.packed, 'object')} into {report.pack}; "
+            f"removed {plural(report.packs_removed, 'pack')} and {plural(report.loose_removed, 'loose object')}"
+            ) if report.pack else "nothing to pack"
     ctx.emit(doc, text)
 
 

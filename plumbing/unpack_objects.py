@@ -13,6 +13,7 @@ from reelstore.errors import StorageError
 from reelstore.objects import Object, decode
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.pack import scan_pack
+from reelstore.wording import plural
 
 BATCH_BYTES = 16 << 20
 
@@ -46,7 +47,7 @@ def unpack_objects(ctx: Context, dry_run: bool, quiet: bool) -> None:
                         batch, held = [], 0
                 target.put_many(batch)
     doc = {"count": len(ids), "ids": ids, "dry_run": dry_run}
-    ctx.emit(doc, None if quiet else f"{'verified' if dry_run else 'unpacked'} {len(ids)} objects")
+    ctx.emit(doc, None if quiet else f"{'verified' if dry_run else 'unpacked'} {plural(len(ids), 'object')}")
 
 
 COMMANDS = [unpack_objects]

@@ -11,6 +11,7 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, StorageError, input_error
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.pack import Pack
+from reelstore.wording import plural
 
 
 def _packs(ctx: Context, paths: tuple[str, ...]) -> tuple[list[Pack], list[str]]:
@@ -81,7 +82,7 @@ def verify_pack(ctx: Context, verbose: bool, stat_only: bool, packs: tuple[str, 
         if not ctx.json:
             for line in problems:
                 click.echo(f"damage: {line}", err=True)
-        raise StorageError(f"{len(problems)} problems; first: {problems[0]}", problems=len(problems))
+        raise StorageError(f"{plural(len(problems), 'problem')}; first: {problems[0]}", problems=len(problems))
 
 
 COMMANDS = [verify_pack]

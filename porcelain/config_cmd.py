@@ -9,6 +9,7 @@ from reelstore.errors import BadInput, NotFound
 
 
 @click.command("config")
+@click.option("--get", "mode", flag_value="get", help="Print KEY's (last) value; E001 if unset.")
 @click.option("--get-all", "mode", flag_value="get-all", help="Print every value of KEY, one per line.")
 @click.option("--add", "mode", flag_value="add", help="Add VALUE to KEY, keeping its other values.")
 @click.option("--unset", "mode", flag_value="unset", help="Remove KEY (E014 if it has several values).")
@@ -31,7 +32,7 @@ def config(ctx: Context, mode: str | None, key: str | None, value: str | None) -
     needs_value = mode in (None, "add") and (mode == "add" or value is not None)
     if mode == "add" and value is None:
         raise click.UsageError("--add needs KEY and VALUE")
-    if mode in ("get-all", "unset", "unset-all") and value is not None:
+    if mode in ("get", "get-all", "unset", "unset-all") and value is not None:
         raise click.UsageError(f"--{mode} takes only KEY")
     if needs_value:
         assert value is not None

@@ -11,6 +11,24 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.kernel.history import LogEntry
 
 
+def _oneline(entries: list[LogEntry], graph: bool) -> str:
+    """git's `--oneline`: the short id and the message's first line (`* ` in front with --graph)."""
+    mark = "* " if graph else ""
+    return "\n".join(f"{mark}{e.record.short} {e.message.splitlines()[0] if e.message else ''}".rstrip()
+                     for e in entries)
+
+
+def _graphed(text: str) -> str:
+    """git's --graph for a single-parent history: `* ` on a record's first line, `| ` on the rest."""
+    out = []
+    for line in text.split("\n"):
+        if line.startswith("record "):
+            out.append("* " + line)
+        else:
+            out.append(("| " + line).rstrip())
+    return "\n".join(out)
+
+
 def _text(entries: list[LogEntry]) -> str:
     out = []
     for e in entries:
@@ -27,12 +45,20 @@ def _text(entries: list[LogEntry]) -> str:
 
 @click.command("log")
 @click.argument("trunk", required=False)
-@click.option("-n", "--max-count", "limit", type=int, help="Show at most N records.")
+@click.option("-n", "--max-count", "limit", type=click.IntRange(min=0), help="Show at most N records.")
+@click.option("--oneline", is_flag=True, help="One line per record: its short id and message.")
+@click.option("--graph", is_flag=True, help="Draw the history's line at the left, as git's --graph.")
 @pass_ctx
-def log(ctx: Context, trunk: str | None, limit: int | None) -> None:
+def log(ctx: Context, trunk: str | None, limit: int | None, oneline: bool, graph: bool) -> None:
     """Show TRUNK's records (default: the store's trunk), newest first, with their effects' outcomes."""
     entries = Store(ctx.repo).log(trunk, limit)
-    ctx.emit({"trunk": trunk or ctx.repo.trunk, "records": [e.to_json() for e in entries]}, lambda: _text(entries))
+
+    def text() -> str:
+        if oneline:
+            return _oneline(entries, graph)
+        return _graphed(_text(entries)) if graph else _text(entries)
+
+    ctx.emit({"trunk": trunk or ctx.repo.trunk, "records": [e.to_json() for e in entries]}, text)
 
 
 COMMANDS = [log]

@@ -108,7 +108,7 @@ def test_repack_prune_count_objects(tmp_path: Path, run) -> None:
     assert after["count"] == 0 and after["in-pack"] == 11 and after["packs"] == 1 and after["size-pack"] >= 0
     repo.objects.put(Blob(b"junk 2"))
     res = run("prune", "--expire", "now", "-v")
-    assert res.exit_code == 0 and "removed 1 objects" in res.output
+    assert res.exit_code == 0 and "removed 1 object;" in res.output
     assert run("repack", "-a", "-d").exit_code == 0
     assert json.loads(run("--json", "count-objects", "-v").output)["packs"] == 1
     (tmp_path / ".reel/objects/pack/.tmp-stray").write_bytes(b"x")
