@@ -96,6 +96,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Lift the hold."),
     "remote": ("reelstore.porcelain.remote",
         "Add, remove or list remotes (with no subcommand: list)."),
+    "replay": ("reelstore.porcelain.replay",
+        "Run CMD with its reads answered from SOURCE's recording (a view or a record made by `reel run "
+        "--record`), in order and with no network; its effects go into a new view of the same trunk."),
     "restore": ("reelstore.porcelain.restore",
         "Restore SNAPSHOT as a new live view: names exactly, Class B re-checked, Class C pending."),
     "rm": ("reelstore.porcelain.rm",

@@ -12,9 +12,14 @@ _MARK = {"added": "A", "modified": "M", "removed": "D"}
 
 @click.command("diff")
 @click.argument("view")
+@click.argument("other", required=False)
 @pass_ctx
-def diff(ctx: Context, view: str) -> None:
-    """List VIEW's changes against its base: A added, M modified, D removed, with old and new ids."""
+def diff(ctx: Context, view: str, other: str | None) -> None:
+    """List VIEW's changes against its base: A added, M modified, D removed, with old and new ids.
+    With OTHER, compare two runs (views or records): their names, and their effects aligned."""
+    if other is not None:
+        _runs(ctx, view, other)
+        return
     rows = Store(ctx.repo).handle(view).diff()
 
     def text() -> str:
@@ -22,6 +27,28 @@ def diff(ctx: Context, view: str) -> None:
                          for r in rows)
 
     ctx.emit({"view": view, "changes": rows}, text)
+
+
+_EFFECT_MARK = {"same": " ", "changed": "M", "added": "A", "removed": "D"}
+
+
+def _runs(ctx: Context, a: str, b: str) -> None:
+    from reelstore.kernel.rundiff import diff_runs
+
+    result = diff_runs(ctx.repo, a, b)
+
+    def text() -> str:
+        lines = [f"names ({a} -> {b}):" if result.names else f"names: no difference between {a} and {b}"]
+        lines += [f"  {_MARK[n['status']]}\t{n['name']}" for n in result.names]
+        lines.append("effects:" if result.effects else "effects: none on either side")
+        for e in result.effects:
+            side = e.b or e.a
+            assert side is not None
+            lines.append(f"  {_EFFECT_MARK[e.status]} {e.status:<8} {side.adapter} {side.resource}")
+            lines += [f"      {line}" for line in e.diff.splitlines()[2:]]
+        return "\n".join(lines)
+
+    ctx.emit(result.to_json(), text)
 
 
 COMMANDS = [diff]

@@ -13,6 +13,7 @@ import click
 from reelstore.api import Store
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.intercept.loop import DryRun, default_backends
+from reelstore.intercept.recording import RecordingProxy
 
 BLOCKED_EXIT = 6
 """--commit refused because the command tried to go around the proxy (refused, as DESIGN §8 counts it)."""
@@ -31,6 +32,12 @@ def _summary_text(doc: dict[str, Any]) -> str:
     if doc["passed"]:
         lines.append("passed through (safe requests):")
         lines += [f"  {p['method']} {p['url']} -> {p['status']}" for p in doc["passed"]]
+    if doc.get("divergences"):
+        lines.append("diverged from the recording:")
+        for d in doc["divergences"]:
+            near = d["nearest"]
+            lines.append(f"  read {d['index']}: {d['method']} {d['url']}"
+                         + (f" (nearest recorded: {near['method']} {near['url']})" if near else ""))
     if doc["refused"]:
         lines.append("refused (not in the view):")
         lines += [f"  {r['what']}: {r['code']}: {r['message']}" for r in doc["refused"]]
@@ -81,11 +88,13 @@ def _cmd_exit(status: int) -> int:
 @click.option("--no-sandbox", "no_sandbox", is_flag=True,
               help="Run without a network namespace: a client that ignores the proxy can send effects.")
 @click.option("--ca-path", "ca_path", is_flag=True, help="Print the path of the store's local CA certificate.")
+@click.option("--record", is_flag=True, help="Keep every passed-through response in the view, for `reel replay`.")
+@click.option("--keep", is_flag=True, help="Leave the view live after the summary: neither commit nor abort it.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 @pass_ctx
 def run(ctx: Context, view: str | None, source: str | None, caps: tuple[str, ...], do_commit: bool, do_abort: bool,
         prefix: str, message: str, allow: tuple[str, ...], force: bool, no_sandbox: bool, ca_path: bool,
-        cmd: tuple[str, ...]) -> None:
+        record: bool, keep: bool, cmd: tuple[str, ...]) -> None:
     """Run CMD in a fresh view: http(s) requests through a capturing proxy, the network sealed off
     around it, files in a scratch directory."""
     if ca_path:
@@ -96,19 +105,31 @@ def run(ctx: Context, view: str | None, source: str | None, caps: tuple[str, ...
         return
     if not cmd:
         raise click.UsageError("missing the command to run (reel run [OPTIONS] -- CMD...)")
-    if do_commit and do_abort:
-        raise click.UsageError("--commit and --abort exclude each other")
-    if force and not do_commit:
-        raise click.UsageError("--force goes with --commit")
-    backends = default_backends(prefix, allow, sandbox=not no_sandbox)
+    check_decision_flags(do_commit, do_abort, keep, force)
+    proxy = (lambda repo, v: RecordingProxy(repo, v, allow)) if record else None
+    backends = default_backends(prefix, allow, sandbox=not no_sandbox, proxy=proxy)
     if no_sandbox:
         click.echo("warning: --no-sandbox: the command shares this machine's network; a client that ignores "
                    "the proxy sends its requests for real, before any commit", err=True)
     loop = DryRun(Store(ctx.repo), cmd, view, source, list(caps) or None, backends)
+    execute_and_decide(ctx, loop, do_commit, do_abort, force, message, no_sandbox, keep)
+
+
+def check_decision_flags(do_commit: bool, do_abort: bool, keep: bool, force: bool) -> None:
+    if sum((do_commit, do_abort, keep)) > 1:
+        raise click.UsageError("--commit, --abort and --keep exclude each other")
+    if force and not do_commit:
+        raise click.UsageError("--force goes with --commit")
+
+
+def execute_and_decide(ctx: Context, loop: DryRun, do_commit: bool, do_abort: bool, force: bool, message: str,
+                       no_sandbox: bool, keep: bool = False) -> None:
+    """Run the loop's command, show what it would land, then commit or abort it as asked (or as the
+    user answers on a terminal); `reel run` and `reel replay` share it."""
     if no_sandbox:
         loop.notes.append("run without a sandbox: requests that ignored the proxy were not seen and may have been sent")
     status = loop.execute(stdout=2 if ctx.json else None)
-    interactive = not (do_commit or do_abort) and status == 0 and sys.stdin.isatty()
+    interactive = not (do_commit or do_abort or keep) and status == 0 and sys.stdin.isatty()
     if interactive:
         click.echo(_summary_text(loop.summary()), err=ctx.json)
         commit_it = click.confirm(f"commit view {loop.name}?", default=False, err=True)
@@ -124,6 +145,8 @@ def run(ctx: Context, view: str | None, source: str | None, caps: tuple[str, ...
         reason = "not confirmed"
     elif do_abort:
         reason = "--abort"
+    elif keep:
+        reason = "--keep: the view stays live; commit or abort it later"
     elif do_commit:
         reason = (f"{len(loop.refused)} refused, {len(loop.blocked)} blocked; --commit lands only a run where "
                   f"nothing was refused or blocked (--force to commit anyway)")
@@ -133,6 +156,8 @@ def run(ctx: Context, view: str | None, source: str | None, caps: tuple[str, ...
         exit_status = NO_TTY_EXIT
     if commit_it:
         loop.commit(message)
+    elif keep and status == 0:
+        loop.decision = "keep"
     else:
         loop.abort()
     doc = loop.summary()

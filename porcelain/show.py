@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
 from reelstore import revisions
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.codec import thaw
+from reelstore.objects import Object, Record, Recording, View
 
 
 @click.command("show")
@@ -18,9 +20,29 @@ def show(ctx: Context, obj: str) -> None:
     """Show OBJ (an id, a unique prefix, or a ref/view/trunk name): its kind, id and fields."""
     h = revisions.resolve(ctx.repo, obj)
     o = ctx.repo.objects.get(h)
-    doc = {"id": h.hex(), "kind": o.kind, "object": thaw(o.to_json())}
-    ctx.emit(doc, lambda: f"{o.kind} {h.hex()}\n" + json.dumps(doc["object"], indent=2, sort_keys=True,
-                                                                 ensure_ascii=False))
+    doc: dict[str, Any] = {"id": h.hex(), "kind": o.kind, "object": thaw(o.to_json())}
+    reads = _recorded_reads(ctx, o)
+    if reads is not None:
+        doc["recorded_reads"] = reads
+
+    def text() -> str:
+        out = f"{o.kind} {h.hex()}\n" + json.dumps(doc["object"], indent=2, sort_keys=True, ensure_ascii=False)
+        if reads:
+            out += "\nrecorded reads (reel run --record):\n" + "\n".join(
+                f"  {r['index']}  {r['method']} {r['url']} -> {r['status']}" for r in reads)
+        return out
+
+    ctx.emit(doc, text)
+
+
+def _recorded_reads(ctx: Context, o: Object) -> list[dict[str, Any]] | None:
+    """The recording of a view, or of the view a record committed, entry by entry."""
+    view = ctx.repo.objects.get(o.view) if isinstance(o, Record) and o.view is not None else o
+    if not isinstance(view, View) or view.recording is None:
+        return None
+    rec = ctx.repo.objects.get_as(view.recording, Recording)
+    return [{"index": i, "method": e["method"], "url": e["url"], "status": e["status"], "fingerprint": e["fp"]}
+            for i, e in enumerate(rec.entries)]
 
 
 COMMANDS = [show]

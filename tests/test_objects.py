@@ -21,6 +21,7 @@ from reelstore.objects import (
     Journal,
     OpEvent,
     Record,
+    Recording,
     Tree,
     View,
     decode,
@@ -99,6 +100,10 @@ op_events = st.builds(OpEvent, names, st.sampled_from(ACTIONS), names, ints, tex
 chunk_lists = st.lists(st.tuples(hashes, st.integers(1, CHUNK_MAX)), min_size=2, max_size=5).filter(
     lambda parts: sum(n for _, n in parts) > THRESHOLD).map(lambda parts: Chunks(sum(n for _, n in parts),
                                                                                  tuple(parts)))
+exchanges = st.fixed_dictionaries({
+    "fp": names, "method": st.sampled_from(("GET", "HEAD")), "url": names, "status": st.integers(100, 999),
+    "headers": st.dictionaries(names, texts, max_size=3), "body": hashes})
+recordings = st.builds(Recording, st.lists(exchanges, max_size=3).map(tuple), ints, texts)
 objects = st.one_of(
     st.builds(Blob, st.binary(max_size=64)),
     trees,
@@ -112,12 +117,13 @@ objects = st.one_of(
     findings,
     op_events,
     chunk_lists,
+    recordings,
 )
 
 
 def test_every_kind_has_a_strategy():
     assert set(KINDS) == {"blob", "tree", "delta", "capability", "effect", "effects", "view", "record", "journal",
-                          "finding", "opevent", "chunks"}
+                          "finding", "opevent", "chunks", "recording"}
 
 
 @settings(max_examples=150, deadline=None)

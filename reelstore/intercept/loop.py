@@ -46,11 +46,12 @@ def run_name() -> str:
 
 
 def default_backends(prefix: str = "", allow: Sequence[str] = (), sandbox: bool = True,
-                     ) -> list[Callable[[Repo, str], Backend]]:
-    """The HTTP(S) proxy (loopback hosts reachable only if in `allow`), a scratch directory (limited
-    to names under `prefix`) and, unless `sandbox` is False, the network namespace the command runs
-    in. E014 if a namespace cannot be made here: the caller must choose to run without one."""
-    makers: list[Callable[[Repo, str], Backend]] = [lambda repo, view: HttpProxy(repo, view, allow),
+                     proxy: Callable[[Repo, str], Backend] | None = None) -> list[Callable[[Repo, str], Backend]]:
+    """The HTTP(S) proxy (loopback hosts reachable only if in `allow`; `proxy` replaces it, e.g. with
+    one that records or replays), a scratch directory (limited to names under `prefix`) and, unless
+    `sandbox` is False, the network namespace the command runs in. E014 if a namespace cannot be made
+    here: the caller must choose to run without one."""
+    makers: list[Callable[[Repo, str], Backend]] = [proxy or (lambda repo, view: HttpProxy(repo, view, allow)),
                                                     lambda repo, view: Scratch(repo, view, prefix)]
     if sandbox:
         unshare = require_unshare()
@@ -163,6 +164,7 @@ class DryRun:
                 "clean": self.clean, "changes": self.changes, "effects": self.effects,
                 "refused": [r.to_json() for r in self.refused], "blocked": self.blocked,
                 "passed": [p for b in self.backends for p in getattr(b, "passed", ())],
+                "divergences": [d.to_json() for b in self.backends for d in getattr(b, "divergences", ())],
                 "notes": self.notes + [n for b in self.backends for n in b.notes], "decision": self.decision,
                 "commit": self.result.to_json() if self.result else None}
 

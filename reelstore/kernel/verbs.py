@@ -41,7 +41,7 @@ from reelstore.kernel.views import (
     terminal_error,
 )
 from reelstore.namespace.tree import Namespace
-from reelstore.objects import Capability, Delta, Effect, Effects, Hash, Object, Record, View
+from reelstore.objects import Capability, Delta, Effect, Effects, Hash, Object, Record, Recording, View
 from reelstore.objects.view import BOUNDARIES, MAX_DEPTH
 from reelstore.stamp import now_ms, principal
 from reelstore.storage import content
@@ -589,3 +589,10 @@ def _op_json(op: tuple) -> dict[str, Any]:
 def _effect_json(e: Effect, index: int) -> dict[str, Any]:
     return {"index": index, "id": e.id.hex(), "adapter": e.adapter, "class": e.effect_class,
             "resource": e.resource, "delivery": e.delivery, "op": e.to_json()["op"]}
+
+
+def attach_recording(repo: Repo, name: str, recording: Recording, bodies: Sequence[Object]) -> View:
+    """Make `recording` (and the response bodies it names) view `name`'s recording of passed-through
+    reads: one new view object and one ref CAS, like any write to the view."""
+    return _update(repo, name, lambda live: (replace(live.view, recording=recording.id), [*bodies, recording]),
+                   f"record {len(recording.entries)} reads")

@@ -10,6 +10,7 @@ from reelstore.objects.hash import HASH_SIZE, HEX_SIZE, ZERO_HEX, Hash
 from reelstore.objects.journal import Finding, Journal
 from reelstore.objects.notice import OpEvent
 from reelstore.objects.record import Record
+from reelstore.objects.recording import Recording
 from reelstore.objects.view import View
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "Object",
     "OpEvent",
     "Record",
+    "Recording",
     "Tree",
     "View",
     "decode",

@@ -31,6 +31,8 @@ class View(Object):
     boundary: str = "isolated"
     depth: int = 1
     meta: FrozenMap = field(default_factory=FrozenMap)
+    recording: Hash | None = None
+    """The reads a `reel run --record` passed through (a `recording`), kept as long as the view is."""
     SPEC: ClassVar = {
         "base": ("base", v_opt(v_hash)),
         "boundary": ("boundary", v_enum(*BOUNDARIES)),
@@ -41,8 +43,10 @@ class View(Object):
         "meta": ("meta", v_map),
         "namespace": ("namespace", v_hash),
         "parent": ("parent", v_str(1024, empty=False)),
+        "recording": ("recording", v_opt(v_hash)),
     }
+    LATER: ClassVar = {"recording": None}
 
     def references(self) -> tuple[Hash, ...]:
-        refs = [h for h in (self.base, self.namespace, self.delta, self.effects) if h is not None]
+        refs = [h for h in (self.base, self.namespace, self.delta, self.effects, self.recording) if h is not None]
         return tuple(refs) + self.caps

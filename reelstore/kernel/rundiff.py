@@ -1,0 +1,96 @@
+"""`reel diff A B`: what two runs did differently, names and effects (KEEL's fork-and-diff loop).
+
+A and B are views or records (any name `reel` resolves: a view, a trunk, a record id or prefix). Names
+are compared by the two namespaces. Effects are aligned as sequences by what they touch (adapter and
+resource), so an inserted or dropped effect does not make every later one look changed; aligned
+effects whose operations differ are `changed`, with a line diff of their operations.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from reelstore.codec import thaw
+from reelstore.errors import BadInput
+from reelstore.kernel.views import view_ref
+from reelstore.namespace.tree import Namespace
+from reelstore.objects import Effect, Effects, Hash, Record, View
+from reelstore.storage.repo import Repo
+
+
+@dataclass
+class EffectChange:
+    status: str
+    """same, changed, added (only in B) or removed (only in A)."""
+    a: Effect | None
+    b: Effect | None
+    diff: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        def side(e: Effect | None) -> dict[str, Any] | None:
+            return None if e is None else {"id": e.id.hex(), "adapter": e.adapter, "resource": e.resource,
+                                           "class": e.effect_class, "op": thaw(e.op)}
+
+        return {"status": self.status, "a": side(self.a), "b": side(self.b), "diff": self.diff}
+
+
+@dataclass
+class RunDiff:
+    a: str
+    b: str
+    names: list[dict[str, Any]] = field(default_factory=list)
+    effects: list[EffectChange] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"a": self.a, "b": self.b, "names": self.names, "effects": [e.to_json() for e in self.effects]}
+
+
+def _state(repo: Repo, name: str) -> tuple[Hash, Hash | None]:
+    """(namespace root, effects block) of a view (live, by name) or of any record or view object."""
+    if repo.refs.get(view_ref(name)) is not None:
+        obj: Any = repo.objects.get(repo.refs[view_ref(name)])
+    else:
+        obj = repo.objects.get(repo.resolve(name))
+    if isinstance(obj, (View, Record)):
+        return obj.namespace, obj.effects
+    raise BadInput(f"{name} is a {obj.kind}; diff compares views and records")
+
+
+def _effects(repo: Repo, block: Hash | None) -> list[Effect]:
+    if block is None:
+        return []
+    return [repo.objects.get_as(h, Effect) for h in repo.objects.get_as(block, Effects).items]
+
+
+def _op_lines(e: Effect) -> list[str]:
+    return json.dumps(thaw(e.op), indent=1, sort_keys=True, ensure_ascii=False).splitlines()
+
+
+def diff_runs(repo: Repo, a: str, b: str) -> RunDiff:
+    (ns_a, fx_a), (ns_b, fx_b) = _state(repo, a), _state(repo, b)
+    out = RunDiff(a, b)
+    for name, old, new in Namespace(repo.objects).diff(ns_a, ns_b):
+        status = "added" if old is None else "removed" if new is None else "modified"
+        out.names.append({"status": status, "name": name, "a": old.hex() if old else None,
+                          "b": new.hex() if new else None})
+    ea, eb = _effects(repo, fx_a), _effects(repo, fx_b)
+    keys_a = [(e.adapter, e.resource) for e in ea]
+    keys_b = [(e.adapter, e.resource) for e in eb]
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=keys_a, b=keys_b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            for x, y in zip(ea[i1:i2], eb[j1:j2]):
+                out.effects.append(_pair(x, y))
+            continue
+        out.effects += [EffectChange("removed", x, None) for x in ea[i1:i2]]
+        out.effects += [EffectChange("added", None, y) for y in eb[j1:j2]]
+    return out
+
+
+def _pair(x: Effect, y: Effect) -> EffectChange:
+    if x.id == y.id or (x.op == y.op and x.effect_class == y.effect_class):
+        return EffectChange("same", x, y)
+    lines = difflib.unified_diff(_op_lines(x), _op_lines(y), "a", "b", lineterm="")
+    return EffectChange("changed", x, y, "\n".join(lines))
