@@ -269,3 +269,9 @@ def test_peek_refuses_a_blob_whose_length_lies() -> None:
 
     with pytest.raises(BadInput):
         peek(b"blob\x00\xc4\x05abc")
+
+
+def test_every_kind_has_a_pack_code():
+    from reelstore.storage.pack import KIND_CODES
+
+    assert set(KIND_CODES) == set(KINDS) and len(set(KIND_CODES.values())) == len(KIND_CODES)

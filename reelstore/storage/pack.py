@@ -51,6 +51,7 @@ KIND_CODES = {
     "finding": 10,
     "chunks": 11,
     "opevent": 12,
+    "recording": 13,
 }
 KIND_NAMES = {code: kind for kind, code in KIND_CODES.items()}
 
