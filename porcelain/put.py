@@ -1,15 +1,17 @@
-"""`reel put`: write a name in a view (Class A: undone by abort)."""
+"""`reel put`: write a name in a view (Class A: undone by abort), or import files in one transaction."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import BinaryIO
 
 import click
 
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.errors import input_error
+from reelstore.errors import BadInput, input_error
 from reelstore.kernel import verbs as kernel
+from reelstore.kernel.tree_import import import_paths
 
 
 def _open(file: str) -> BinaryIO:
@@ -22,12 +24,30 @@ def _open(file: str) -> BinaryIO:
 
 @click.command("put")
 @click.argument("view")
-@click.argument("name")
-@click.argument("file", required=False, default="-")
+@click.argument("args", nargs=-1)
+@click.option("--stdin-paths", is_flag=True, help="Read the paths of files to import from stdin, one a line.")
 @pass_ctx
-def put(ctx: Context, view: str, name: str, file: str) -> None:
-    """Store FILE (or stdin, '-') under NAME in VIEW; prints the content id. Any size is streamed:
-    content over 4 MiB is stored as content-defined chunks."""
+def put(ctx: Context, view: str, args: tuple[str, ...], stdin_paths: bool) -> None:
+    """Store FILE (or stdin, '-') under NAME in VIEW and print the content id: `reel put VIEW NAME
+    [FILE]` (any size is streamed; over 4 MiB it is stored as content-defined chunks). With directories
+    (`reel put VIEW DIR…`) or --stdin-paths, import the files as one transaction."""
+    cwd = Path.cwd()
+    if stdin_paths or (args and Path(args[0]).is_dir() and not Path(args[0]).is_symlink()):
+        paths = list(args)
+        if stdin_paths:
+            paths += [line for line in sys.stdin.read().split("\n") if line]
+        if not paths:
+            raise BadInput("nothing to import: name a directory or give paths on stdin")
+        with kernel.transaction(ctx.repo, view) as tx:
+            report = import_paths(tx, paths, cwd)
+        for path, reason in report.skipped:
+            click.echo(f"skipped {path}: {reason}", err=True)
+        doc = {"view": view, **report.to_json()}
+        ctx.emit(doc, f"put {report.count} names ({report.bytes} bytes) into view {view}")
+        return
+    if not args or len(args) > 2:
+        raise BadInput("usage: reel put VIEW NAME [FILE|-], reel put VIEW DIR… or reel put VIEW --stdin-paths")
+    name, file = args[0], args[1] if len(args) > 1 else "-"
     if file == "-":
         h, size = kernel.put_stream(ctx.repo, view, name, sys.stdin.buffer)
     else:

@@ -29,6 +29,7 @@ from reelstore.kernel import verbs as kernel
 from reelstore.kernel.binding import bound_remote
 from reelstore.kernel.history import LogEntry, log
 from reelstore.kernel.names import view_ref
+from reelstore.kernel.transaction import Transaction
 from reelstore.kernel.views import descendants, live_views, load_live
 from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
@@ -49,13 +50,37 @@ def _caps(caps: Iterable[Capability | str] | None) -> list[Capability] | None:
 
 
 class ViewHandle:
-    """A live view by name. Each call re-reads the view's ref, so handles never go stale."""
+    """A live view by name. Each call re-reads the view's ref, so handles never go stale.
 
-    def __init__(self, store: Store, name: str) -> None:
+    A handle from `Store.view` gathers its puts, removes and effects in one transaction that lands
+    (one view object, one ref update, one fsync of the objects) when the block ends or at `flush()`;
+    any other handle lands each call on its own.
+    """
+
+    def __init__(self, store: Store, name: str, *, batched: bool = False) -> None:
         self.store = store
         self.name = name
+        self.batched = batched
+        self._tx: Transaction | None = None
         self.result: kernel.CommitResult | None = None
         """Set by this handle's commit (also the one `Store.view` makes on a clean exit), before it raises."""
+
+    def _open_tx(self) -> Transaction | None:
+        if self.batched and self._tx is None:
+            self._tx = kernel.transaction(self.repo, self.name)
+        return self._tx
+
+    def flush(self) -> None:
+        """Land what this handle has gathered so far (nothing to do outside a `Store.view` block)."""
+        tx, self._tx = self._tx, None
+        if tx is not None:
+            tx.commit()
+
+    def discard(self) -> None:
+        """Drop what this handle has gathered and not flushed."""
+        tx, self._tx = self._tx, None
+        if tx is not None:
+            tx.abort()
 
     @property
     def repo(self) -> Repo:
@@ -69,22 +94,36 @@ class ViewHandle:
     def put(self, path: str, data: bytes | str | BinaryIO) -> Hash:
         """Write `data` (str is UTF-8 encoded; a binary file is read to its end, streamed) under
         `path`; returns the content id (a blob, or a chunk list for content over 4 MiB)."""
+        tx = self._open_tx()
         if isinstance(data, (bytes, str)):
-            return kernel.put(self.repo, self.name, path, data.encode("utf-8") if isinstance(data, str) else data)
+            raw = data.encode("utf-8") if isinstance(data, str) else data
+            return tx.put(path, raw) if tx is not None else kernel.put(self.repo, self.name, path, raw)
+        if tx is not None:
+            return tx.put_stream(path, data)[0]
         return kernel.put_stream(self.repo, self.name, path, data)[0]
 
     def get(self, path: str) -> bytes:
         """The whole content under `path` (for content too large to hold, use `read`)."""
+        if self._tx is not None:
+            return self._tx.get(path)
         return kernel.get(self.repo, self.name, path)
 
     def read(self, path: str) -> Iterator[bytes]:
         """The content under `path` piece by piece, with bounded memory whatever its size."""
+        if self._tx is not None:
+            return self._tx.read(path)
         return kernel.read(self.repo, self.name, path)
 
     def rm(self, path: str) -> None:
-        kernel.rm(self.repo, self.name, path)
+        tx = self._open_tx()
+        if tx is not None:
+            tx.rm(path)
+        else:
+            kernel.rm(self.repo, self.name, path)
 
     def ls(self, prefix: str = "") -> list[tuple[str, Hash]]:
+        if self._tx is not None:
+            return self._tx.ls(prefix)
         return kernel.ls(self.repo, self.name, prefix)
 
     def effect(
@@ -107,27 +146,36 @@ class ViewHandle:
             from reelstore.drain.operator import supersede_link
 
             link = supersede_link(self.repo, supersedes, approved_by)
+        tx = self._open_tx()
+        if tx is not None:
+            return tx.effect(adapter, op, effect_class, version_ref, link)
         return kernel.effect(self.repo, self.name, adapter, op, effect_class, version_ref, link)
 
     def status(self) -> dict[str, Any]:
+        self.flush()
         return kernel.status(self.repo, self.name)
 
     def diff(self) -> list[dict[str, Any]]:
+        self.flush()
         return kernel.diff(self.repo, self.name)
 
     def fork(
         self, name: str, caps: Iterable[Capability | str] | None = None, boundary: str | None = None
     ) -> ViewHandle:
         """A child of this view (isolated by default: its commit merges into this view)."""
+        self.flush()
         return self.store.fork(name, source=f"refs/views/{self.name}", caps=caps, boundary=boundary)
 
     def commit(self, message: str = "", check: bool = True) -> kernel.CommitResult:
-        """Commit this view; raises OutcomeUnknown / EffectFailed unless every effect succeeded
-        (the commit stands either way; `check=False` returns the result without raising)."""
+        """Commit this view (what the handle gathered lands first); raises OutcomeUnknown / EffectFailed
+        unless every effect succeeded (the commit stands either way; `check=False` returns the result
+        without raising)."""
+        self.flush()
         self.result = kernel.commit(self.repo, self.name, message)
         return checked(self.result, check)
 
     def abort(self) -> list[str]:
+        self.discard()
         return self.store.abort(self.name)
 
     def __repr__(self) -> str:
@@ -203,15 +251,20 @@ class Store:
         message: str = "",
         check: bool = True,
     ) -> Iterator[ViewHandle]:
-        """Fork a view for the block: commit on clean exit, abort if the block raises. The commit
-        raises as `ViewHandle.commit` does (the handle's `result` is set first) unless `check=False`."""
-        handle = self.fork(name, source, caps, boundary)
+        """Fork a view for the block: its writes gather in one transaction; commit on clean exit (the
+        transaction lands first), abort if the block raises (nothing it gathered becomes visible). The
+        commit raises as `ViewHandle.commit` does (the handle's `result` is set first) unless
+        `check=False`."""
+        kernel.fork(self.repo, name, source, _caps(caps), boundary)
+        handle = ViewHandle(self, name, batched=True)
         try:
             yield handle
         except BaseException:
+            handle.discard()
             if handle.live:
                 handle.abort()
             raise
+        handle.flush()
         if handle.live:
             handle.commit(message, check=check)
 

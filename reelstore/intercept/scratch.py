@@ -3,8 +3,9 @@
 Before the command runs, the view's names (those its capabilities let it read; with a prefix, only
 names under it) are written out as files under a temporary directory, one file per name, the name
 being the relative path. After the command exits the directory is compared with what was written:
-a new or modified regular file is a `put`, a missing one an `rm`, each through the kernel (so
-`write` / `delete` capabilities apply). Names that cannot be files (an absolute path, `.` or `..`
+a new or modified regular file is a `put`, a missing one an `rm`, each checked by the kernel (so
+`write` / `delete` capabilities apply) and all landed as one transaction: one view object, one ref
+update, one fsync of the objects, however many files changed. Names that cannot be files (an absolute path, `.` or `..`
 segments, a name that is also another name's directory) are left out and reported; symbolic links
 and other special files the command leaves are ignored and reported, as are files outside the prefix.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 from reelstore.errors import ReelError
 from reelstore.intercept.base import Backend, Launch, Refusal
 from reelstore.kernel import verbs as kernel
+from reelstore.kernel.transaction import Transaction
 from reelstore.objects import Hash
 from reelstore.storage import content
 from reelstore.storage.repo import Repo
@@ -80,26 +82,28 @@ class Scratch(Backend):
                     self.notes.append(f"ignored {name!r}: outside --dir {self.prefix!r}")
                 else:
                     seen[name] = path
-        for name in sorted(set(self.written) - set(seen)):
-            self._apply("removed", name, None)
-        for name, path in seen.items():
-            old = self.written.get(name)
-            try:
-                with open(path, "rb") as f:
-                    h = content.write(self.repo.objects, f)[0]
-            except OSError as exc:
-                self.notes.append(f"ignored {name!r}: cannot be read ({exc.strerror})")
-                continue
-            if h != old:
-                self._apply("modified" if old is not None else "added", name, h)
+        with kernel.transaction(self.repo, self.view) as tx:
+            for name in sorted(set(self.written) - set(seen)):
+                self._apply(tx, "removed", name, None)
+            for name, path in seen.items():
+                old = self.written.get(name)
+                try:
+                    with open(path, "rb") as f:
+                        h = content.write(self.repo.objects, f)[0]
+                except OSError as exc:
+                    self.notes.append(f"ignored {name!r}: cannot be read ({exc.strerror})")
+                    continue
+                if h != old:
+                    self._apply(tx, "modified" if old is not None else "added", name, h)
 
-    def _apply(self, how: str, name: str, h: Hash | None) -> None:
-        """Bind or remove `name` in the view; its content (if any) is already stored, piece by piece."""
+    def _apply(self, tx: Transaction, how: str, name: str, h: Hash | None) -> None:
+        """Bind or remove `name` in the transaction; its content (if any) is already stored, piece by
+        piece, in the transaction's batch."""
         try:
             if h is None:
-                kernel.rm(self.repo, self.view, name)
+                tx.rm(name)
             else:
-                kernel.put_stored(self.repo, self.view, name, h)
+                tx.put_stored(name, h)
         except ReelError as err:
             self.refused.append(Refusal.of(self.name, f"{'delete' if h is None else 'write'} {name}", err))
             return

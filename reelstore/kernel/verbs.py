@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import secrets
-import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
@@ -27,6 +26,7 @@ from reelstore.hooks.runner import run_hook, run_pre_hook
 from reelstore.kernel import admission, binding
 from reelstore.kernel.merge import changes_of, replay
 from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX, trunk_ref, view_ref
+from reelstore.kernel.transaction import CAS_ATTEMPTS, Transaction, backoff
 from reelstore.kernel.views import (
     Live,
     commit_target,
@@ -46,10 +46,7 @@ from reelstore.objects.view import BOUNDARIES, MAX_DEPTH
 from reelstore.stamp import now_ms, principal
 from reelstore.storage import content
 from reelstore.storage.repo import Repo
-from reelstore.storage.secrets import scrub_http, secret_store
 
-CAS_ATTEMPTS = 64
-"""Bound on compare-and-swap retries when other writers keep moving a ref."""
 
 def _new_namespace(repo: Repo) -> Namespace:
     return Namespace(repo.objects)
@@ -58,10 +55,6 @@ def _new_namespace(repo: Repo) -> Namespace:
 def namespace(repo: Repo) -> Namespace:
     """The store's namespace map (one per open store, so its node cache is shared)."""
     return repo.attached(_new_namespace)
-
-
-def _backoff(attempt: int) -> None:
-    time.sleep(min(0.05, 0.0005 * (1 << min(attempt, 7))) * (0.5 + secrets.randbelow(100) / 100))
 
 
 # fork
@@ -96,9 +89,10 @@ def fork(
         depth=depth + 1,
         meta=freeze(meta),
     )
-    repo.cache.save([*chosen, view])
     try:
-        repo.refs.set(ref, view.id, None, message=f"fork {name} from {source}", principal=principal())
+        with repo.objects.batch():
+            repo.cache.save([*chosen, view])
+            repo.refs.transaction(f"fork {name} from {source}", principal()).create(ref, view.id).commit()
     except Conflict:
         raise Conflict(f"a view named {name!r} already exists", view=name) from None
     repo.verbs.append("fork", name, view.id, parent_ref)
@@ -140,19 +134,20 @@ def _update(
     """Apply `change` to the newest view object and CAS the ref, retrying while others write.
     `verify` names another ref that must hold a given value in the same atomic step."""
     settle = True
-    for attempt in range(CAS_ATTEMPTS):
-        live = load_live(repo, name, settle=settle)
-        settle = False
-        view, objects = change(live)
-        repo.cache.save([*objects, view])
-        tx = repo.refs.transaction(what, principal()).update(live.ref, view.id, live.id)
-        if verify is not None:
-            tx.verify(*verify())
-        try:
-            tx.commit()
-            return view
-        except Conflict:
-            _backoff(attempt)
+    with repo.objects.batch():
+        for attempt in range(CAS_ATTEMPTS):
+            live = load_live(repo, name, settle=settle)
+            settle = False
+            view, objects = change(live)
+            repo.cache.save([*objects, view])
+            tx = repo.refs.transaction(what, principal()).update(live.ref, view.id, live.id)
+            if verify is not None:
+                tx.verify(*verify())
+            try:
+                tx.commit()
+                return view
+            except Conflict:
+                backoff(attempt)
     raise Conflict(f"view {name!r} kept changing under {what}; gave up after {CAS_ATTEMPTS} attempts", view=name)
 
 
@@ -183,10 +178,9 @@ def _materialize(repo: Repo, live: Live) -> tuple[Live, Delta]:
     return Live(live.name, view), delta
 
 
-def _check_name(path: str) -> str:
-    if not path or len(path) > 4096 or "\0" in path:
-        raise BadInput(f"invalid name {path!r}: a name is 1 to 4096 characters without NUL")
-    return path
+def transaction(repo: Repo, name: str) -> Transaction:
+    """A transaction on view `name`: gather puts, removes and effects, land them with `commit()`."""
+    return Transaction(repo, name, namespace(repo))
 
 
 def put(repo: Repo, name: str, path: str, data: bytes) -> Hash:
@@ -197,40 +191,21 @@ def put(repo: Repo, name: str, path: str, data: bytes) -> Hash:
 
 def put_stream(repo: Repo, name: str, path: str, stream: BinaryIO) -> tuple[Hash, int]:
     """`put` of everything `stream` yields, with bounded memory; (content id, size). The write
-    capability is checked before any content is read, and again when the name is bound."""
-    _check_name(path)
-    live = load_live(repo, name, settle=False)
-    admission.require(admission.view_caps(repo, live.view), "write", path)
-    h, size = content.write(repo.objects, stream)
-    _write(repo, name, path, h)
-    return h, size
+    capability is checked before any content is read, and again when the change lands."""
+    with transaction(repo, name) as tx:
+        return tx.put_stream(path, stream)
 
 
 def put_stored(repo: Repo, name: str, path: str, h: Hash) -> None:
     """Bind `path` to content `h` already in the store (a blob or a chunk list; E007 otherwise)."""
-    _check_name(path)
-    content.size(repo.objects, h)
-    _write(repo, name, path, h)
+    with transaction(repo, name) as tx:
+        tx.put_stored(path, h)
 
 
 def rm(repo: Repo, name: str, path: str) -> None:
     """Remove `path` from view `name` (needs delete on `path`; E001 if it is not there)."""
-    _check_name(path)
-    _write(repo, name, path, None)
-
-
-def _write(repo: Repo, name: str, path: str, value: Hash | None) -> None:
-    ns = namespace(repo)
-
-    def change(live: Live) -> tuple[View, list[Any]]:
-        caps = admission.view_caps(repo, live.view)
-        admission.require(caps, "write" if value is not None else "delete", path)
-        if value is None and ns.get(live.view.namespace, path) is None:
-            raise NotFound(f"{path!r} is not in view {live.name}", name=path)
-        root = ns.update(live.view.namespace, {path: value})
-        return replace(live.view, namespace=root, delta=None), []
-
-    _update(repo, name, change, f"{'put' if value is not None else 'rm'} {path}")
+    with transaction(repo, name) as tx:
+        tx.rm(path)
 
 
 def get(repo: Repo, name: str, path: str) -> bytes:
@@ -273,42 +248,9 @@ def effect(
     """Admit an effect into view `name`'s buffer: classified by its adapter, checked against the
     view's fire capabilities, budget, expiry and the store's hold. Nothing is sent. `link` goes into
     the effect's meta (a fresh attempt's `supersedes` and `approved_by`)."""
-    load_live(repo, name, settle=False)
-    hold.check(repo)
-    impl = adapter(adapter_name, repo)
-    if adapter_name == "http":
-        op = scrub_http(secret_store(repo), repo.config, op)
-    decided = impl.classify(op)
-    klass = effect_class or decided.effect_class
-    if klass not in ("B", "C"):
-        raise BadInput(f"effect class must be B or C, not {klass!r}")
-    ref = version_ref if version_ref is not None else decided.version_ref
-    if klass == "B" and not ref:
-        raise BadInput("a Class B effect needs a version ref (--version-ref KIND=VALUE)")
-
-    made: list[Effect] = []
-
-    def change(live: Live) -> tuple[View, list[Any]]:
-        made.clear()
-        pending = pending_effects(repo, live.view)
-        item = Effect(
-            adapter=adapter_name,
-            effect_class=klass,
-            resource=decided.resource,
-            op=freeze(dict(op)),
-            delivery=decided.delivery,
-            version_ref=freeze(dict(ref)) if ref else None,
-            principal=str(live.view.meta.get("principal", principal())),
-            meta=freeze({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": len(pending),
-                         **(link or {})}),
-        )
-        admission.admit_effect(admission.view_caps(repo, live.view), pending, item)
-        block = Effects(tuple(e.id for e in pending) + (item.id,))
-        made.append(item)
-        return replace(live.view, effects=block.id), [item, block]
-
-    _update(repo, name, change, f"effect {adapter_name} {decided.resource}")
-    return made[0]
+    with transaction(repo, name) as tx:
+        tx.effect(adapter_name, op, effect_class, version_ref, link)
+    return tx.effects[-1]
 
 
 def pending_effects(repo: Repo, view: View) -> list[Effect]:
@@ -364,14 +306,15 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
         if e.effect_class == "B":
             adapter(e.adapter, repo).check_precondition(e)
     at = live.id
-    live, delta = _materialize(repo, live)
-    crash_point("commit:checked")
-    if into_parent:
-        parent = _merge_into_parent(repo, live, at, delta, effects)
-        result = CommitResult(name, target, parent_view=parent)
-    else:
-        record = _advance_trunk(repo, live, at, delta, message, author or principal(), fence)
-        result = CommitResult(name, target, record=record)
+    with repo.objects.batch():
+        live, delta = _materialize(repo, live)
+        crash_point("commit:checked")
+        if into_parent:
+            parent = _merge_into_parent(repo, live, at, delta, effects)
+            result = CommitResult(name, target, parent_view=parent)
+        else:
+            record = _advance_trunk(repo, live, at, delta, message, author or principal(), fence)
+            result = CommitResult(name, target, record=record)
     crash_point("commit:advanced")
     repo.verbs.append("commit", name, live.id, (result.record or result.parent_view or live.id).hex())
     crash_point("commit:logged")
@@ -408,7 +351,7 @@ def _retire_after_commit(repo: Repo, live: Live) -> None:
             repo.refs.delete(live.ref, current, message=f"commit {live.name}", principal=principal())
             return
         except (Conflict, NotFound):
-            _backoff(attempt)
+            backoff(attempt)
 
 
 def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str, author: str,
@@ -437,6 +380,7 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
         repo.cache.save([record])
         crash_point("commit:record-written")
         if fence is not None:
+            repo.objects.flush()
             fence(live.trunk, head, record.id)
         tx = repo.refs.transaction(commit_message(live.name), author).update(ref, record.id, head).verify(live.ref, at)
         try:
@@ -444,7 +388,7 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
             return record.id
         except Conflict:
             _view_unchanged(repo, live, at)
-            _backoff(attempt)
+            backoff(attempt)
     raise Conflict(f"trunk {live.trunk} kept moving; gave up after {CAS_ATTEMPTS} attempts", trunk=live.trunk)
 
 
@@ -536,7 +480,7 @@ def _abort_one(repo: Repo, live: Live) -> bool:
         try:
             tx.commit()
         except (Conflict, NotFound):
-            _backoff(attempt)
+            backoff(attempt)
             continue
         repo.verbs.append("abort", live.name, current)
         run_hook(repo, "post-abort", {"REEL_VIEW": live.name})

@@ -15,9 +15,13 @@ from pathlib import Path
 
 from reelstore.errors import NotFound, StorageError
 from reelstore.objects import Hash
+from reelstore.storage.batch import PackBatch, rebuild_index, torn_index
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.object_store import LooseObjectStore, ObjectStore
 from reelstore.storage.pack import Pack, PackItem, PackOptions, PackResult, write_pack
+
+INDEX_GRACE = 60.0
+"""Seconds a pack must have been in place before a missing or torn index is rebuilt from it."""
 
 PACK_BATCH = 1000
 """A put_many of at least this many new objects is written as one pack instead of loose files."""
@@ -36,6 +40,8 @@ class DiskObjectStore(ObjectStore):
         self._packs: dict[str, Pack] = {}
         self._problems: dict[str, str] = {}
         self._scanned: int | None = None
+        self._batch: PackBatch | None = None
+        self._batch_depth = 0
 
     # Pack bookkeeping
 
@@ -57,6 +63,9 @@ class DiskObjectStore(ObjectStore):
         for stem, exts in names.items():
             if ".pack" in exts and ".idx" in exts:
                 found[stem] = self.pack_dir / f"{stem}.pack"
+            elif ".pack" in exts and _old_enough(self.pack_dir / f"{stem}.pack") and rebuild_index(
+                    self.pack_dir / f"{stem}.pack", fsync=self.fsync):
+                found[stem] = self.pack_dir / f"{stem}.pack"
             elif ".pack" in exts:
                 problems[f"{stem}.pack"] = "pack has no index"
             else:
@@ -71,7 +80,7 @@ class DiskObjectStore(ObjectStore):
             if stem in self._packs:
                 continue
             try:
-                self._packs[stem] = Pack(path)
+                self._packs[stem] = self._open_pack(stem, path)
                 changed = True
             except StorageError as err:
                 problems[f"{stem}.pack"] = err.message.split(": ", 1)[-1]
@@ -79,6 +88,17 @@ class DiskObjectStore(ObjectStore):
                 problems[f"{stem}.pack"] = str(exc)
         self._problems = problems
         return changed
+
+    def _open_pack(self, stem: str, path: Path) -> Pack:
+        """A pack whose index is torn (a crash after the pack was made durable, before its unsynced index
+        reached the disk: short, or with a zeroed page) gets it rebuilt from the pack. An index of the
+        right size with wrong bytes is damage, left for fsck to report."""
+        try:
+            return Pack(path)
+        except StorageError:
+            if not torn_index(path) or not rebuild_index(path, fsync=self.fsync):
+                raise
+            return Pack(path)
 
     def packs(self) -> list[Pack]:
         if self._scanned is None:
@@ -143,6 +163,8 @@ class DiskObjectStore(ObjectStore):
     def has(self, h: Hash) -> bool:
         # Rescan first (one stat when nothing changed): a pack gc has just deleted must not answer yes
         # for an object it dropped, or a writer trusting has() would reference a collected object.
+        if self._batch is not None and h in self._batch:
+            return True
         self.refresh()
         return self._in_packs(h) or os.path.exists(self.loose_path(h))
 
@@ -157,6 +179,10 @@ class DiskObjectStore(ObjectStore):
         return None
 
     def get_raw(self, h: Hash) -> bytes:
+        if self._batch is not None and h in self._batch:
+            pending = self._batch.get_raw(h)
+            if pending is not None:
+                return pending
         errors: list[StorageError] = []
         raw = self._read_packs(h, errors)
         if raw is not None:
@@ -188,12 +214,45 @@ class DiskObjectStore(ObjectStore):
             bad = "; ".join(f"{k}: {v}" for k, v in sorted(problems.items()))
             raise StorageError(f"no object {prefix}, and some packs are unusable ({bad})") from None
 
+    def begin_batch(self) -> None:
+        """Objects stored from here go into one new pack, durable (one fsync) at `flush` or at the end
+        of the outermost batch."""
+        self._batch_depth += 1
+
+    def end_batch(self, keep: bool) -> None:
+        self._batch_depth = max(0, self._batch_depth - 1)
+        if self._batch_depth:
+            return
+        if keep:
+            self.flush()
+        elif self._batch is not None:
+            self._batch.discard()
+            self._batch = None
+
+    def flush(self) -> None:
+        pending, self._batch = self._batch, None
+        if pending is not None and pending.finish() is not None:
+            self.refresh(force=True)
+
     def _store(self, items: list[tuple[Hash, bytes]]) -> None:
-        """Small batches go loose. A large batch becomes one pack, except objects already loose, which
-        only have their mtime refreshed; objects already packed are packed again with a fresh mtime,
-        which is what keeps them inside the gc grace period."""
+        """Inside a batch, new objects join the batch's pack (an object already loose only has its mtime
+        refreshed). Outside one, small batches go loose. A large batch becomes one pack, except objects
+        already loose, which only have their mtime refreshed; objects already packed are packed again
+        with a fresh mtime, which is what keeps them inside the gc grace period."""
         if self.inflight is not None:
             self.inflight.register(h for h, _ in items)
+        if self._batch_depth:
+            now = int(time.time())
+            for h, raw in items:
+                if self._batch is not None and h in self._batch:
+                    continue
+                if os.path.exists(self.loose_path(h)):
+                    os.utime(self.loose_path(h))
+                    continue
+                if self._batch is None:
+                    self._batch = PackBatch(self.pack_dir, fsync=self.fsync)
+                self._batch.add(h, raw, now)
+            return
         if len(items) < self.pack_batch:
             self.loose._store(items)
             return
@@ -254,6 +313,15 @@ class DiskObjectStore(ObjectStore):
         if best is None:
             raise NotFound(f"no object {h.hex()}", id=h)
         return best
+
+
+def _old_enough(pack_path: Path) -> bool:
+    """A pack without a usable index is repaired only once no writer can still be finishing it (gc's
+    writer renames the pack before its index)."""
+    try:
+        return time.time() - pack_path.stat().st_mtime > INDEX_GRACE
+    except OSError:
+        return False
 
 
 def _listing(pack_dir: Path) -> dict[str, set[str]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -72,6 +73,28 @@ class ObjectStore:
 
     def put(self, obj: Object) -> Hash:
         return self.put_many([obj])[0]
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group every object stored inside the block into one durable write (group commit); if the
+        block raises, what was not flushed is discarded."""
+        self.begin_batch()
+        try:
+            yield
+        except BaseException:
+            self.end_batch(keep=False)
+            raise
+        self.end_batch(keep=True)
+
+    def begin_batch(self) -> None:
+        """Open a batch (batches nest: the outermost one decides). A backend without durable writes has
+        nothing to group, so by default objects are stored at once."""
+
+    def end_batch(self, keep: bool) -> None:
+        """Close a batch: the outermost one makes what it holds durable (`keep`) or discards it."""
+
+    def flush(self) -> None:
+        """Make every object stored so far in the open batch durable (before a ref may name them)."""
 
     def put_many(self, objs: Iterable[Object]) -> list[Hash]:
         """Store `objs`; E014 for one over the object size limit, which could never be read back

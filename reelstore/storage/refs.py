@@ -15,7 +15,7 @@ import re
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,6 +38,13 @@ ANY = _Any()
 
 MAX_REF = 1024
 LOGGED = ("refs/heads/", "refs/views/", "refs/remotes/")
+
+
+def durable_reflog(name: str) -> bool:
+    """A trunk's reflog is fsynced with its ref: it marks the records this store committed and must
+    drain. Other reflogs are audit trails gc reads as extra roots; their newest line rides on the ref's
+    own durability point (after a power cut it may be missing, the ref never is)."""
+    return name.startswith("refs/heads/")
 
 
 def keeps_reflog(name: str) -> bool:
@@ -266,6 +273,10 @@ class RefTransaction:
     def commit(self) -> None:
         self.prepare()
         try:
+            if self.store.before_apply is not None:
+                # Every ref is locked and checked: now make durable what the new values may name.
+                self.store.before_apply()
+            crash_point("refs:prepared")
             writes = [u for n in sorted(self.updates) if not (u := self.updates[n]).verify_only]
             self.store._apply(writes, self.message, self.principal, self._held)
             self.store._settle()
@@ -359,6 +370,11 @@ def parse_reflog(name: str, data: bytes) -> list[ReflogEntry]:
 
 class RefStore:
     """The interface: read, list, compare-and-swap, transactions, reflogs."""
+
+    before_apply: Callable[[], None] | None = None
+    """Called once every ref of a transaction is locked and checked, before anything is written: the
+    store points it at its object store's `flush`, so a ref never names an object not yet durable and
+    a lost race (caught while locking) makes nothing durable."""
 
     def _read(self, name: str) -> Hash | None:
         raise NotImplementedError
@@ -639,7 +655,7 @@ class DiskRefStore(RefStore):
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, entry.line(name).encode("utf-8"))
-            if self.fsync:
+            if self.fsync and durable_reflog(name):
                 os.fsync(fd)
         finally:
             os.close(fd)

@@ -47,6 +47,7 @@ class Repo:
         self.refs = refs
         self.config = config
         self.cache = ObjectCache(objects)
+        refs.before_apply = objects.flush
         self.verbs = VerbLog(files)
         self._attached: dict[Callable[[Repo], Any], Any] = {}
         self._attach_guard = threading.Lock()
