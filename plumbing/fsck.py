@@ -30,7 +30,11 @@ def fsck(ctx: Context, full: bool, unreachable: bool) -> None:
             except StorageError:
                 kind = "damaged"
             lines.append(f"unreachable {kind} {h.hex()}")
+    stale = repo.refs.stale_locks()
+    lines += [f"stale lock {lock.describe()}: remove it with `reel gc --clear-stale-locks`" for lock in stale]
     doc = report.to_json()
+    doc["stale_locks"] = [{"path": str(lock.path), "holder": lock.holder(), "age": round(lock.age), "dead": lock.dead}
+                          for lock in stale]
     if not unreachable:
         doc.pop("unreachable")
     ctx.emit(doc, "\n".join(lines))

@@ -18,11 +18,26 @@ from reelstore.maintenance.gc import gc as do_gc
 @click.option("--wait", "wait_s", type=click.FloatRange(0, 3600), default=0.0, show_default=True,
               help="Seconds to wait for another gc's lock before failing with E002.")
 @click.option("-v", "--verbose", is_flag=True, help="Name each object deleted.")
+@click.option("--clear-stale-locks", is_flag=True,
+              help="Only remove ref locks whose holder is provably dead (a process of this host that is gone).")
+@click.option("--force", is_flag=True, help="With --clear-stale-locks: also locks older than the lock timeout.")
 @pass_ctx
-def gc(ctx: Context, prune: str | None, no_prune: bool, dry_run: bool, wait_s: float, verbose: bool) -> None:
-    """Mark from every ref and young reflog entry, then pack and prune (holds .reel/gc.lock)."""
+def gc(ctx: Context, prune: str | None, no_prune: bool, dry_run: bool, wait_s: float, verbose: bool,
+       clear_stale_locks: bool, force: bool) -> None:
+    """Mark from every ref and young reflog entry, then pack and prune (holds .reel/gc.lock). Ref locks
+    left by dead processes of this host are removed first."""
     if no_prune and prune:
         raise click.UsageError("--prune and --no-prune exclude each other")
+    if force and not clear_stale_locks:
+        raise click.UsageError("--force goes with --clear-stale-locks")
+    cleared = [] if dry_run else ctx.repo.refs.clear_stale_locks(force=force)
+    cleared_lines = [f"removed stale lock {c.describe()}" for c in cleared]
+    if clear_stale_locks:
+        left = ctx.repo.refs.stale_locks()
+        ctx.emit({"removed": [str(c.path) for c in cleared], "stale": [str(c.path) for c in left]},
+                 "\n".join(cleared_lines + [f"left stale lock {c.describe()}: its holder may be alive; "
+                                             "--force removes it" for c in left]) or "no stale locks")
+        return
     progress = tty_progress()
     report = do_gc(ctx.repo, "never" if no_prune else prune, dry_run=dry_run,
                    progress=progress.count if progress else None, wait_s=wait_s)
@@ -37,7 +52,8 @@ def gc(ctx: Context, prune: str | None, no_prune: bool, dry_run: bool, wait_s: f
     )
     if report.damaged_skipped:
         lines.append(f"left {len(report.damaged_skipped)} damaged unreachable objects unpacked; see reel fsck")
-    ctx.emit(report.to_json(), "\n".join(lines))
+    ctx.emit({**report.to_json(), "stale_locks_removed": [str(c.path) for c in cleared]},
+             "\n".join(cleared_lines + lines))
 
 
 COMMANDS = [gc]

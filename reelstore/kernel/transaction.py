@@ -55,6 +55,15 @@ class _Admission:
     link: Any = None
 
 
+def give_up(exc: Conflict, attempt: int) -> bool:
+    """A stale lock (its holder is dead, or it is too old) is worth one retry, not 64: it will not go
+    away by itself, and each retry would only repeat the same E002. On the last attempt, a lock still
+    held is reported as what it is rather than as a view that kept changing."""
+    if "lock" in exc.details and attempt == CAS_ATTEMPTS - 1:
+        return True
+    return bool(exc.details.get("stale")) and attempt >= 1
+
+
 def check_name(path: str) -> str:
     """E014 unless `path` can be a name: 1 to 4096 characters, no NUL."""
     if not path or len(path) > 4096 or "\0" in path:
@@ -272,7 +281,9 @@ class Transaction:
             tx = self.repo.refs.transaction(what, principal()).update(live.ref, view.id, live.id)
             try:
                 tx.commit()
-            except Conflict:
+            except Conflict as exc:
+                if give_up(exc, attempt):
+                    raise
                 backoff(attempt)
                 continue
             crash_point("transaction:landed")

@@ -26,7 +26,7 @@ from reelstore.hooks.runner import run_hook, run_pre_hook
 from reelstore.kernel import admission, binding
 from reelstore.kernel.merge import changes_of, replay
 from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX, trunk_ref, view_ref
-from reelstore.kernel.transaction import CAS_ATTEMPTS, Transaction, backoff
+from reelstore.kernel.transaction import CAS_ATTEMPTS, Transaction, backoff, give_up
 from reelstore.kernel.views import (
     Live,
     commit_target,
@@ -93,7 +93,9 @@ def fork(
         with repo.objects.batch():
             repo.cache.save([*chosen, view])
             repo.refs.transaction(f"fork {name} from {source}", principal()).create(ref, view.id).commit()
-    except Conflict:
+    except Conflict as exc:
+        if "lock" in exc.details:
+            raise
         raise Conflict(f"a view named {name!r} already exists", view=name) from None
     repo.verbs.append("fork", name, view.id, parent_ref)
     return Live(name, view)
@@ -146,7 +148,9 @@ def _update(
             try:
                 tx.commit()
                 return view
-            except Conflict:
+            except Conflict as exc:
+                if give_up(exc, attempt):
+                    raise
                 backoff(attempt)
     raise Conflict(f"view {name!r} kept changing under {what}; gave up after {CAS_ATTEMPTS} attempts", view=name)
 
@@ -350,7 +354,9 @@ def _retire_after_commit(repo: Repo, live: Live) -> None:
         try:
             repo.refs.delete(live.ref, current, message=f"commit {live.name}", principal=principal())
             return
-        except (Conflict, NotFound):
+        except (Conflict, NotFound) as exc:
+            if isinstance(exc, Conflict) and give_up(exc, attempt):
+                return
             backoff(attempt)
 
 
@@ -386,7 +392,9 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
         try:
             tx.commit()
             return record.id
-        except Conflict:
+        except Conflict as exc:
+            if give_up(exc, attempt):
+                raise
             _view_unchanged(repo, live, at)
             backoff(attempt)
     raise Conflict(f"trunk {live.trunk} kept moving; gave up after {CAS_ATTEMPTS} attempts", trunk=live.trunk)
@@ -479,7 +487,9 @@ def _abort_one(repo: Repo, live: Live) -> bool:
         tx = repo.refs.transaction(f"abort {live.name}", principal()).delete(live.ref, current).verify(target, value)
         try:
             tx.commit()
-        except (Conflict, NotFound):
+        except (Conflict, NotFound) as exc:
+            if isinstance(exc, Conflict) and give_up(exc, attempt):
+                raise
             backoff(attempt)
             continue
         repo.verbs.append("abort", live.name, current)

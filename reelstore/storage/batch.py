@@ -4,10 +4,11 @@ one fsync (git's `core.fsyncMethod=batch`, done with a pack instead of a dummy f
 While a batch is open, objects stream into a temporary pack in arrival order (each entry compressed
 alone, so memory stays bounded however many blobs arrive); nothing is visible to other processes.
 `finish` writes the count into the header, the trailer, fsyncs the pack once, writes its index,
-renames the index and then the pack into place and fsyncs the directory once. The index is not
-fsynced: it is derived from the pack, and a store that finds a pack with a missing or torn index
-rebuilds it from the pack (`rebuild_index`). A batch that is discarded (the operation failed before
-its commit point) leaves nothing but a temporary file, which is deleted at once.
+renames the pack and then the index into place and fsyncs the directory once. The index is not
+fsynced: it is derived from the pack, and a store that finds a pack whose index is torn, or missing
+because its writer died between the two renames, rebuilds it from the pack (`rebuild_index`). A batch
+that is discarded (the operation failed before its commit point) leaves nothing: its temporary file
+is deleted at once.
 """
 
 from __future__ import annotations
@@ -147,10 +148,11 @@ class PackBatch:
         try:
             with open(tmp_idx, "xb") as out:
                 out.write(index_bytes(self._rows, trailer))
-            # The index first: a reader uses a pack only once both files are there.
-            os.replace(tmp_idx, idx_path)
-            crash_point("batch:index-renamed")
+            # The pack first, as gc's writer does: a reader uses a pack only once its index is there,
+            # and a pack left without one by a killed writer gets it rebuilt (see `orphaned_by_dead`).
             os.replace(self.tmp, self.directory / f"{name}.pack")
+            crash_point("batch:pack-renamed")
+            os.replace(tmp_idx, idx_path)
         finally:
             tmp_idx.unlink(missing_ok=True)
             self.tmp.unlink(missing_ok=True)
@@ -200,3 +202,29 @@ def torn_index(pack_path: Path) -> bool:
         return True
     zero = bytes(4096)
     return any(data[i : i + 4096] == zero[: len(data[i : i + 4096])] for i in range(0, len(data), 4096))
+
+
+def orphaned_by_dead(pack_path: Path) -> list[Path]:
+    """The temporary index files a writer of this pack left, if every such writer is dead: the pack
+    lacks its index because its writer was killed between its two renames. Empty otherwise (no
+    temporary index: damage; a live writer: it is about to rename it)."""
+    prefix = f".tmp-{pack_path.stem}.idx-"
+    try:
+        found = [pack_path.parent / n for n in os.listdir(pack_path.parent) if n.startswith(prefix)]
+    except OSError:
+        return []
+    for tmp in found:
+        pid = tmp.name[len(prefix):].split("-")[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            return []
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

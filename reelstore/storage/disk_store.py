@@ -15,13 +15,10 @@ from pathlib import Path
 
 from reelstore.errors import NotFound, StorageError
 from reelstore.objects import Hash
-from reelstore.storage.batch import PackBatch, rebuild_index, torn_index
+from reelstore.storage.batch import PackBatch, orphaned_by_dead, rebuild_index, torn_index
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.object_store import LooseObjectStore, ObjectStore
 from reelstore.storage.pack import Pack, PackItem, PackOptions, PackResult, write_pack
-
-INDEX_GRACE = 60.0
-"""Seconds a pack must have been in place before a missing or torn index is rebuilt from it."""
 
 PACK_BATCH = 1000
 """A put_many of at least this many new objects is written as one pack instead of loose files."""
@@ -63,8 +60,7 @@ class DiskObjectStore(ObjectStore):
         for stem, exts in names.items():
             if ".pack" in exts and ".idx" in exts:
                 found[stem] = self.pack_dir / f"{stem}.pack"
-            elif ".pack" in exts and _old_enough(self.pack_dir / f"{stem}.pack") and rebuild_index(
-                    self.pack_dir / f"{stem}.pack", fsync=self.fsync):
+            elif ".pack" in exts and self._repair_orphan(self.pack_dir / f"{stem}.pack"):
                 found[stem] = self.pack_dir / f"{stem}.pack"
             elif ".pack" in exts:
                 problems[f"{stem}.pack"] = "pack has no index"
@@ -88,6 +84,15 @@ class DiskObjectStore(ObjectStore):
                 problems[f"{stem}.pack"] = str(exc)
         self._problems = problems
         return changed
+
+    def _repair_orphan(self, pack_path: Path) -> bool:
+        """Give a pack its index back if its writer was killed between renaming the pack and the index."""
+        leftovers = orphaned_by_dead(pack_path)
+        if not leftovers or not rebuild_index(pack_path, fsync=self.fsync):
+            return False
+        for tmp in leftovers:
+            tmp.unlink(missing_ok=True)
+        return True
 
     def _open_pack(self, stem: str, path: Path) -> Pack:
         """A pack whose index is torn (a crash after the pack was made durable, before its unsynced index
@@ -313,15 +318,6 @@ class DiskObjectStore(ObjectStore):
         if best is None:
             raise NotFound(f"no object {h.hex()}", id=h)
         return best
-
-
-def _old_enough(pack_path: Path) -> bool:
-    """A pack without a usable index is repaired only once no writer can still be finishing it (gc's
-    writer renames the pack before its index)."""
-    try:
-        return time.time() - pack_path.stat().st_mtime > INDEX_GRACE
-    except OSError:
-        return False
 
 
 def _listing(pack_dir: Path) -> dict[str, set[str]]:

@@ -1,10 +1,13 @@
 """Ref (reel type 3 of 6): a name under `refs/` pointing at an object id.
 
-Every change is a compare-and-swap against an expected old value, taken under a lock file exactly as
-git does it: create `NAME.lock` exclusively, re-read the ref under the lock, compare, write and fsync
-the new value into the lock, log it, rename the lock over the ref. A multi-ref transaction locks every
+Every change is a compare-and-swap against an expected old value, taken under a lock file as git does
+it: create `NAME.lock` exclusively (it names its holder: pid, host, time), re-read the ref under the
+lock, compare, write and fsync the new value into a temporary file, log it, rename that over the ref,
+remove the lock. A multi-ref transaction locks every
 ref (in name order) and checks every old value before it writes anything, so a failed check changes
-nothing. A lock that is already there is reported, never broken: it may belong to a live writer.
+nothing. A lock that is already there is reported, never broken by a writer: it may belong to a live one. A
+lock whose holder is provably dead (a process of this host that no longer runs), or that is older
+than the lock timeout, is reported as stale with its remedy; `clear_stale_locks` removes the former.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+import socket
 import threading
 import time
 import zlib
@@ -24,7 +28,7 @@ from reelstore.crashpoints import crash_point
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import ZERO_HEX, Hash
 from reelstore.objects.hash import is_full_hex
-from reelstore.storage.fileio import atomic_write, fsync_dir, write_new
+from reelstore.storage.fileio import atomic_write, fsync_dir, temp_name, write_new
 from reelstore.storage.inflight import Inflight
 
 
@@ -109,6 +113,79 @@ def check_ref_name(name: str) -> str:
     if problem:
         raise BadInput(f"invalid ref name {name!r}: {problem}")
     return name
+
+
+LOCK_TIMEOUT = 600.0
+"""Seconds after which a lock whose holder cannot be checked (another host) counts as stale."""
+
+
+def holder_line() -> bytes:
+    """What a lock file says about its holder: `pid PID host HOST time SECONDS`."""
+    return f"pid {os.getpid()} host {socket.gethostname()} time {int(time.time())}\n".encode()
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """A lock file and what it says about its holder (pid and host are unknown for a lock written by
+    an older reel, which left it empty)."""
+
+    path: Path
+    pid: int | None
+    host: str | None
+    age: float
+    dead: bool
+    """Provably dead: the holder is a process of this host that no longer runs."""
+    stale: bool
+    """Dead, or older than the lock timeout."""
+
+    def holder(self) -> str:
+        if self.pid is None:
+            return "an unknown holder"
+        return f"pid {self.pid} on {self.host}"
+
+    def describe(self) -> str:
+        why = ("no longer running" if self.dead else
+               "not checkable from here" if self.host != socket.gethostname() else "unknown")
+        return f"{self.path.name} held by {self.holder()} ({why}), {self.age:.0f}s old"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_lock(path: Path, timeout: float = LOCK_TIMEOUT) -> LockInfo:
+    """Who holds lock file `path`, how long it has been held and whether it is stale."""
+    try:
+        st = path.stat()
+        text = path.read_text("utf-8", errors="replace")
+    except OSError:
+        return LockInfo(path, None, None, 0.0, False, False)
+    fields = text.split()
+    info = dict(zip(fields[::2], fields[1::2]))
+    pid = int(info["pid"]) if info.get("pid", "").isdigit() else None
+    host = info.get("host")
+    since = int(info["time"]) if info.get("time", "").isdigit() else st.st_mtime
+    age = max(0.0, time.time() - since)
+    dead = pid is not None and host == socket.gethostname() and not _alive(pid)
+    return LockInfo(path, pid, host, age, dead, dead or age > timeout)
+
+
+def lock_conflict(name: str, lock: LockInfo) -> Conflict:
+    """E002 for a ref whose lock is taken: the live holder, or the stale lock and its remedy."""
+    if lock.stale:
+        return Conflict(
+            f"cannot lock ref {name}: its lock is stale ({lock.describe()}); nothing was written. "
+            f"Remove it with `reel gc --clear-stale-locks`{'' if lock.dead else ' --force'} "
+            f"(or delete {lock.path} once you know no reel process uses it)",
+            ref=name, lock=str(lock.path), stale=True)
+    return Conflict(f"cannot lock ref {name}: {lock.path} is held by {lock.holder()} for {lock.age:.0f}s; another "
+                    "reel process is updating it", ref=name, lock=str(lock.path))
 
 
 class NameSet:
@@ -386,7 +463,7 @@ class RefStore:
         raise NotImplementedError
 
     def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str]) -> None:
-        """Write under the locks in `held`; a lock renamed over its ref leaves `held`."""
+        """Write under the locks in `held` (released by the caller afterwards)."""
         raise NotImplementedError
 
     def names(self) -> Iterator[str]:
@@ -399,6 +476,14 @@ class RefStore:
 
     def reflog(self, name: str) -> list[ReflogEntry]:
         raise NotImplementedError
+
+    def stale_locks(self) -> list[LockInfo]:
+        """Lock files whose holder is dead or that are older than the lock timeout."""
+        return []
+
+    def clear_stale_locks(self, force: bool = False) -> list[LockInfo]:
+        """Remove the stale locks whose holder is provably dead; returns them."""
+        return []
 
     def get(self, name: str) -> Hash | None:
         return self._read(check_ref_name(name))
@@ -484,9 +569,10 @@ class MemoryRefStore(RefStore):
 class DiskRefStore(RefStore):
     """Loose refs under `refs/`, `packed-refs`, reflogs under `logs/`, all inside the `.reel` dir."""
 
-    def __init__(self, root: Path, *, fsync: bool = True) -> None:
+    def __init__(self, root: Path, *, fsync: bool = True, lock_timeout: float = LOCK_TIMEOUT) -> None:
         self.root = Path(root)
         self.fsync = fsync
+        self.lock_timeout = lock_timeout
         self.packed_path = self.root / "packed-refs"
         self.inflight: Inflight | None = None
         """The gc fence's registry of this thread's unreferenced writes; set by Repo.open."""
@@ -548,15 +634,7 @@ class DiskRefStore(RefStore):
                 except (NotADirectoryError, IsADirectoryError):
                     raise Conflict(f"cannot lock ref {name}: a ref is in the way of its path", ref=name) from None
                 except FileExistsError:
-                    try:
-                        age = time.time() - lock.stat().st_mtime
-                    except OSError:
-                        age = 0.0
-                    raise Conflict(
-                        f"cannot lock ref {name}: {lock} exists (for {age:.0f}s); another reel process may be"
-                        " updating it. If none is running, that lock is stale: remove the file.",
-                        ref=name,
-                    ) from None
+                    raise lock_conflict(name, read_lock(lock, self.lock_timeout)) from None
                 taken.append(name)
         except BaseException:
             self._unlock(taken)
@@ -570,7 +648,7 @@ class DiskRefStore(RefStore):
             except FileExistsError:
                 raise NotADirectoryError(lock.parent) from None
             try:
-                write_new(lock, b"", fsync=False)
+                write_new(lock, holder_line(), fsync=False)
                 return
             except FileNotFoundError:
                 if attempt == attempts - 1:
@@ -607,24 +685,24 @@ class DiskRefStore(RefStore):
         for u in updates:
             if u.new is None:
                 continue
-            lock = self._path(u.name + ".lock")
+            # The new value goes into a temporary file renamed over the ref while the lock is held, so
+            # the lock keeps naming its holder to the end (a killed writer's lock is provably stale).
+            path = self._path(u.name)
             old = self._read(u.name)
-            fd = os.open(lock, os.O_WRONLY | os.O_TRUNC)
-            try:
-                os.write(fd, format_loose(u.name, u.new))
-                if self.fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
+            tmp = temp_name(path)
+            write_new(tmp, format_loose(u.name, u.new), fsync=self.fsync)
             crash_point("refs:lock-written")
             if keeps_reflog(u.name) or u.create_reflog or self._log_path(u.name).exists():
                 self._append_log(u.name, ReflogEntry(old, u.new, now, principal, message))
             crash_point("refs:logged")
-            os.replace(lock, self._path(u.name))
-            held.discard(u.name)
+            try:
+                os.replace(tmp, path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
             crash_point("refs:renamed")
             if self.fsync:
-                fsync_dir(lock.parent)
+                fsync_dir(path.parent)
         if deletes:
             if any(u.name in self._packed_view() for u in deletes):
                 with self._packed_locked():
@@ -648,6 +726,37 @@ class DiskRefStore(RefStore):
             except OSError:
                 return
             d = d.parent
+
+    def stale_locks(self) -> list[LockInfo]:
+        """Every stale lock file of this store (refs and packed-refs), by path."""
+        out = []
+        paths = [self.root / "packed-refs.lock"]
+        for dirpath, _, files in os.walk(self.root / "refs"):
+            paths += [Path(dirpath) / f for f in files if f.endswith(".lock")]
+        for path in sorted(paths):
+            if path.exists():
+                info = read_lock(path, self.lock_timeout)
+                if info.stale:
+                    out.append(info)
+        return out
+
+    def clear_stale_locks(self, force: bool = False) -> list[LockInfo]:
+        """Remove the locks whose holder is provably dead (with `force`, every stale one) and the
+        temporary ref files dead writers left; returns the locks removed."""
+        removed = []
+        for info in self.stale_locks():
+            if info.dead or force:
+                again = read_lock(info.path, self.lock_timeout)
+                if again.pid == info.pid and (again.dead or (force and again.stale)):
+                    info.path.unlink(missing_ok=True)
+                    removed.append(info)
+        for dirpath, _, files in os.walk(self.root / "refs"):
+            for f in files:
+                parts = f.split("-")
+                if f.startswith(".tmp-") and len(parts) >= 3 and parts[-2].isdigit():
+                    if not _alive(int(parts[-2])):
+                        (Path(dirpath) / f).unlink(missing_ok=True)
+        return removed
 
     def _append_log(self, name: str, entry: ReflogEntry) -> None:
         path = self._log_path(name)
@@ -709,7 +818,7 @@ class DiskRefStore(RefStore):
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                write_new(lock, b"", fsync=False)
+                write_new(lock, holder_line(), fsync=False)
                 break
             except FileExistsError:
                 if time.monotonic() > deadline:

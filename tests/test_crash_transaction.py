@@ -1,0 +1,60 @@
+"""SIGKILL at every crash point of a transaction and of its group commit (the one pack of objects, then
+the ref): afterwards the view holds all of the transaction or none of it, fsck is clean, and the next
+writer succeeds once the killed writer's lock (if it left one) is cleared as provably stale."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reelstore.kernel import verbs as kernel
+from reelstore.storage.repo import Repo
+
+REEL = [sys.executable, "-c", "from reelstore.cli.main import main; main()"]
+POINTS = ("refs:prepared", "batch:pack-synced", "batch:pack-renamed", "batch:renamed", "refs:lock-written",
+          "refs:logged", "refs:renamed", "transaction:landed")
+BEFORE = ("refs:prepared", "batch:pack-synced", "batch:pack-renamed", "batch:renamed", "refs:lock-written",
+          "refs:logged")
+
+
+def reel(cwd: Path, *args: str, crash: str | None = None) -> subprocess.CompletedProcess[bytes]:
+    env = {k: v for k, v in os.environ.items() if k not in ("REEL_DIR", "REEL_TEST_CRASH_AT")}
+    if crash:
+        env["REEL_TEST_CRASH_AT"] = crash
+    return subprocess.run([*REEL, *args], cwd=cwd, env=env, capture_output=True, timeout=120)
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_killed_tree_import_lands_whole_or_not_at_all(tmp_path: Path, point: str) -> None:
+    repo = Repo.init(tmp_path)
+    kernel.fork(repo, "v")
+    kernel.put(repo, "v", "kept.txt", b"before")
+    at = repo.refs["refs/views/v"]
+    tree = tmp_path / "tree"
+    for i in range(40):
+        (tree / f"d{i % 4}").mkdir(parents=True, exist_ok=True)
+        (tree / f"d{i % 4}" / f"f{i}").write_bytes(b"file %d" % i)
+
+    killed = reel(tmp_path, "put", "v", "tree", crash=point)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
+
+    fresh = Repo.open(tmp_path)
+    names = [n for n, _ in kernel.ls(fresh, "v")]
+    if point in BEFORE:
+        assert fresh.refs["refs/views/v"] == at
+        assert names == ["kept.txt"]
+    else:
+        assert len(names) == 41 and "kept.txt" in names
+        assert kernel.get(fresh, "v", "tree/d3/f39") == b"file 39"
+    fsck = reel(tmp_path, "fsck")
+    assert fsck.returncode == 0, fsck.stdout.decode() + fsck.stderr.decode()
+    cleared = reel(tmp_path, "gc", "--clear-stale-locks")
+    assert cleared.returncode == 0, cleared.stderr.decode()
+    again = reel(tmp_path, "put", "v", "tree")
+    assert again.returncode == 0, again.stderr.decode()
+    assert len(kernel.ls(Repo.open(tmp_path), "v")) == 41
