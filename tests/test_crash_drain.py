@@ -85,8 +85,9 @@ def test_kill_then_recover(tmp_path: Path, tier: str, point: str) -> None:
 def test_negative_control_forgetting_the_journal_duplicates(tmp_path: Path) -> None:
     with Target(tmp_path / "ledger.jsonl") as target:
         crashed_commit(tmp_path, target, "blind", "target-kills")
-        drains = tmp_path / ".reel" / "refs" / "drains" / "main"
-        drains.unlink()
+        # The journal is the trunk's segment (its durable record) and the drain ref that follows it.
+        (tmp_path / ".reel" / "objects" / "journal" / "main.seg").unlink()
+        (tmp_path / ".reel" / "refs" / "drains" / "main").unlink()
         rec = reel(tmp_path, "recover")
         with pytest.raises(AssertionError, match="reached the target 2 times"):
             assert_ledger("blind", target.count("/"), rec.returncode, op_state(tmp_path)["state"])

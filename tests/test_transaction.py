@@ -175,3 +175,17 @@ def test_cli_tree_import_and_stdin_paths(tmp_path: Path) -> None:
     repo = Repo.open(tmp_path)
     assert [e.message for e in repo.refs.reflog("refs/views/v")][-2:] == [
         "transaction: 2 put, 0 rm, 0 effect", "transaction: 2 put, 0 rm, 0 effect"]
+
+
+def test_small_packs_are_rolled_up_geometrically_and_nothing_is_lost(repo: Repo) -> None:
+    from reelstore.maintenance.fsck import fsck
+    from reelstore.storage.disk_store import ROLL_UP_PACKS
+
+    kernel.fork(repo, "v")
+    for i in range(ROLL_UP_PACKS + 8):
+        kernel.put(repo, "v", f"f{i:03d}", b"%d" % i)
+    assert len(packs(repo)) <= ROLL_UP_PACKS + 1
+    fresh = Repo.open(repo.path)  # type: ignore[arg-type]
+    assert [kernel.get(fresh, "v", f"f{i:03d}") for i in range(ROLL_UP_PACKS + 8)] == [
+        b"%d" % i for i in range(ROLL_UP_PACKS + 8)]
+    assert fsck(fresh).clean

@@ -253,6 +253,7 @@ def drain(repo: Repo, trunk: str, record: Hash, *, epoch: int | None = None, rec
     and CapabilityViolation (E009) if the pre-drain hook refuses (nothing is sent; all stays pending).
     """
     report = DrainReport(trunk, record, epochs.current(repo) if epoch is None else epoch)
+    drainlog.catch_up(repo, trunk)
     items = record_effects(repo, record)
     idx = drainlog.index(repo, trunk)
     ops = record_ops(repo, trunk, record, items)

@@ -3,8 +3,15 @@
 Appending is the one durable step of the drain, so it carries every guard: under the store's drain
 lock it checks the drainer's epoch (a fenced drainer cannot journal) and compares the operation's
 newest entry with the one the drainer last saw (a per-operation compare-and-swap: two drainers can
-never both record an intent for the same send). The object is written before the ref moves, so a
-crash between the two leaves an unreferenced object and the old head, never a dangling ref.
+never both record an intent for the same send).
+
+On disk, an append is one frame of the trunk's journal segment (`objects/journal/<trunk>.seg`, see
+`storage.segment`) and one fsync: the outcome of effect i and the intent of effect i+1 go in the same
+frame, so a drain of N effects costs N + 1 fsyncs. The segment is the durable record and its newest
+entry is the journal's head; `refs/drains/<trunk>` follows it without an fsync of its own (a cache for
+gc, fsck and the reflog-less readers that start from refs), and is moved forward by the next append
+if a crash left it behind. The chain stays hash-verified: each entry names its `prev` by id, and
+every read re-hashes. A store in memory keeps the journal as objects and a ref, as before.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ from reelstore.crashpoints import crash_point
 from reelstore.drain import epoch as epochs
 from reelstore.errors import Conflict, NotFound, StorageError
 from reelstore.objects import Hash, Journal
+from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.object_store import expect_kind
+from reelstore.storage.segment import Segment
 
 if TYPE_CHECKING:
     from reelstore.storage.repo import Repo
@@ -72,9 +81,28 @@ def walk(repo: Repo, head: Hash | None, stop: Hash | None = None) -> Iterator[Jo
             raise StorageError("journal chain does not end")
 
 
+def _segment(repo: Repo, trunk: str) -> Segment | None:
+    """The trunk's journal segment, for a store on disk."""
+    objects = repo.objects
+    return objects.segments.segment(trunk) if isinstance(objects, DiskObjectStore) else None
+
+
+def head_of(repo: Repo, trunk: str) -> Hash | None:
+    """The journal's newest entry: the segment's last one (the ref may lag it after a crash), else the
+    ref (a store in memory, or a journal whose entries all predate segments)."""
+    seg = _segment(repo, trunk)
+    if seg is not None:
+        seg.refresh()
+        if seg.problem is not None:
+            raise StorageError(f"the journal segment is damaged ({seg.problem}); run `reel fsck`")
+        if seg.tail is not None:
+            return seg.tail
+    return repo.refs.get(ref_name(trunk))
+
+
 def index(repo: Repo, trunk: str) -> JournalIndex:
     """The trunk's journal index, brought up to date incrementally from the last one this process built."""
-    head = repo.refs.get(ref_name(trunk))
+    head = head_of(repo, trunk)
     per_repo = repo.attached(_indexes)
     cached = per_repo.get(trunk)
     if cached is not None and cached.head == head:
@@ -125,10 +153,33 @@ def append(repo: Repo, trunk: str, epoch: int, *steps: Step, principal: str = "r
                             s.finding)
             entries.append(entry)
             head = latest[s.op] = entry.id
-        repo.objects.put_many(entries)
-        crash_point("journal:object-written")
         what = ", ".join(f"{e.op} {e.state}" for e in entries)
-        repo.refs.set(ref_name(trunk), head, idx.head, message=f"journal {what}", principal=principal)
+        seg = _segment(repo, trunk)
+        if seg is None:
+            repo.objects.put_many(entries)
+            crash_point("journal:object-written")
+            repo.refs.set(ref_name(trunk), head, idx.head, message=f"journal {what}", principal=principal)
+        else:
+            seg.append([e.encode() for e in entries])
+            crash_point("journal:object-written")
+            # Under the drain lock no one else moves the drain ref, so whatever it holds (it may lag
+            # the segment after a crash) is replaced; the segment is already durable.
+            tx = repo.refs.transaction(f"journal {what}", principal, durable=False)
+            tx.update(ref_name(trunk), entries[-1].id).commit()
+            crash_point("journal:ref-moved")
         for entry in entries:
             idx.apply(entry)
         return entries
+
+
+def catch_up(repo: Repo, trunk: str) -> None:
+    """Move the drain ref to the segment's newest entry if a crash left it behind (without an fsync:
+    the segment is the durable record). Under the drain lock, like every journal write."""
+    seg = _segment(repo, trunk)
+    if seg is None:
+        return
+    with epochs.locked(repo):
+        head = head_of(repo, trunk)
+        if head is not None and repo.refs.get(ref_name(trunk)) != head:
+            repo.refs.transaction("journal catch up with its segment", "reel drain",
+                                  durable=False).update(ref_name(trunk), head).commit()

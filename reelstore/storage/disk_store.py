@@ -19,6 +19,12 @@ from reelstore.storage.batch import PackBatch, orphaned_by_dead, rebuild_index, 
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.object_store import LooseObjectStore, ObjectStore
 from reelstore.storage.pack import Pack, PackItem, PackOptions, PackResult, write_pack
+from reelstore.storage.segment import Segments
+
+ROLL_UP_PACKS = 32
+"""Past this many packs, the end of a batch merges the small ones (git's gc.autoPackLimit is 50)."""
+ROLL_UP_BYTES = 32 << 20
+"""The most bytes of packs one roll-up merges (it holds them in memory)."""
 
 PACK_BATCH = 1000
 """A put_many of at least this many new objects is written as one pack instead of loose files."""
@@ -39,6 +45,7 @@ class DiskObjectStore(ObjectStore):
         self._scanned: int | None = None
         self._batch: PackBatch | None = None
         self._batch_depth = 0
+        self.segments = Segments(self.root / "journal", fsync=fsync)
 
     # Pack bookkeeping
 
@@ -171,7 +178,7 @@ class DiskObjectStore(ObjectStore):
         if self._batch is not None and h in self._batch:
             return True
         self.refresh()
-        return self._in_packs(h) or os.path.exists(self.loose_path(h))
+        return self._in_packs(h) or os.path.exists(self.loose_path(h)) or self.segments.find(h) is not None
 
     def _read_packs(self, h: Hash, first_error: list[StorageError]) -> bytes | None:
         for pack in self.packs():
@@ -202,6 +209,12 @@ class DiskObjectStore(ObjectStore):
             raw = self._read_packs(h, errors)
             if raw is not None:
                 return raw
+        try:
+            raw = self.segments.get_raw(h)
+            if raw is not None:
+                return raw
+        except StorageError as err:
+            errors.append(err)
         if errors:
             raise errors[0]
         if self._problems:
@@ -230,9 +243,41 @@ class DiskObjectStore(ObjectStore):
             return
         if keep:
             self.flush()
+            self.roll_up()
         elif self._batch is not None:
             self._batch.discard()
             self._batch = None
+
+    def roll_up(self, limit: int = ROLL_UP_PACKS, factor: int = 2) -> str | None:
+        """Past `limit` packs, merge the small ones geometrically (git's `repack --geometric`): every
+        pack smaller than `factor` times all the smaller ones together joins one new pack, each object
+        with its mtime. Only small packs (ROLL_UP_BYTES together) are merged; gc merges the rest. Nothing
+        is dropped, so it needs no reachability and can run while others write; not while gc runs."""
+        packs = sorted(self.packs(), key=lambda p: p.count)
+        if len(packs) <= limit or (self.root.parent / "gc.lock").exists():
+            return None
+        roll, acc = 0, 0
+        for i, pack in enumerate(packs):
+            if i and pack.count >= factor * acc:
+                continue
+            if sum(p.size for p in packs[: i + 1]) > ROLL_UP_BYTES:
+                break
+            roll, acc = i + 1, acc + pack.count
+        chosen = packs[:roll]
+        if len(chosen) < 2:
+            return None
+        items: dict[Hash, PackItem] = {}
+        for pack in chosen:
+            for h, _, mtime in pack.entries():
+                if h not in items or items[h].mtime < mtime:
+                    items[h] = PackItem(h, pack.get_raw(h), mtime)
+        result = write_pack(self.pack_dir, items.values(), fsync=self.fsync)
+        for pack in chosen:
+            if pack.name != result.name:
+                pack.path.with_suffix(".idx").unlink(missing_ok=True)
+                pack.path.unlink(missing_ok=True)
+        self.refresh(force=True)
+        return result.name
 
     def flush(self) -> None:
         pending, self._batch = self._batch, None
@@ -292,6 +337,10 @@ class DiskObjectStore(ObjectStore):
             if h not in seen:
                 seen.add(h)
                 yield h
+        for h in self.segments.ids():
+            if h not in seen:
+                seen.add(h)
+                yield h
 
     def _candidates(self, prefix: str) -> Iterable[Hash]:
         found = set(self.loose._candidates(prefix))
@@ -315,6 +364,9 @@ class DiskObjectStore(ObjectStore):
             t = pack.mtime(h)
             if t is not None and (best is None or t > best):
                 best = float(t)
+        seg = self.segments.find(h) if best is None else None
+        if seg is not None:
+            best = seg.path.stat().st_mtime
         if best is None:
             raise NotFound(f"no object {h.hex()}", id=h)
         return best

@@ -179,6 +179,11 @@ def read_lock(path: Path, timeout: float = LOCK_TIMEOUT) -> LockInfo:
     return LockInfo(path, pid, host, age, dead, dead or age > timeout)
 
 
+Locks = list[LockInfo]
+Updates = list["RefUpdate"]
+"""A list of lock files (named so the annotation is not shadowed by `RefStore.list`)."""
+
+
 def lock_conflict(name: str, lock: LockInfo) -> Conflict:
     """E002 for a ref whose lock is taken: the live holder, or the stale lock and its remedy."""
     if lock.stale:
@@ -292,11 +297,15 @@ class RefTransaction:
     writes. A failed check raises E002 and releases every lock, having written nothing.
     """
 
-    def __init__(self, store: RefStore, message: str = "", principal: str = "", create_reflog: bool = False) -> None:
+    def __init__(self, store: RefStore, message: str = "", principal: str = "", create_reflog: bool = False,
+                 *, durable: bool = True) -> None:
         self.store = store
         self.message = message
         self.principal = principal
         self.create_reflog = create_reflog
+        self.durable = durable
+        """False: write without fsync, for a ref that only caches what a durable log already holds
+        (a drain ref: its journal segment is the durable record)."""
         self.updates: dict[str, RefUpdate] = {}
         self.state = "open"
         self._held: set[str] = set()
@@ -358,7 +367,7 @@ class RefTransaction:
                 self.store.before_apply()
             crash_point("refs:prepared")
             writes = [u for n in sorted(self.updates) if not (u := self.updates[n]).verify_only]
-            self.store._apply(writes, self.message, self.principal, self._held)
+            self.store._apply_as(writes, self.message, self.principal, self._held, self.durable)
             self.store._settle()
         finally:
             self._release()
@@ -480,11 +489,11 @@ class RefStore:
     def reflog(self, name: str) -> list[ReflogEntry]:
         raise NotImplementedError
 
-    def stale_locks(self) -> list[LockInfo]:
+    def stale_locks(self) -> Locks:
         """Lock files whose holder is dead or that are older than the lock timeout."""
         return []
 
-    def clear_stale_locks(self, force: bool = False) -> list[LockInfo]:
+    def clear_stale_locks(self, force: bool = False) -> Locks:
         """Remove the stale locks whose holder is provably dead; returns them."""
         return []
 
@@ -507,9 +516,16 @@ class RefStore:
                     out.append((name, value))
         return out
 
-    def transaction(self, message: str = "", principal: str = "", create_reflog: bool = False) -> RefTransaction:
-        """A transaction; with `create_reflog` every ref it writes gets a reflog, whatever its namespace."""
-        return RefTransaction(self, message, principal, create_reflog)
+    def _apply_as(self, updates: Updates, message: str, principal: str, held: set[str],
+                  durable: bool) -> None:
+        """`_apply`, durably or not; a store without fsyncs has nothing to relax."""
+        self._apply(updates, message, principal, held)
+
+    def transaction(self, message: str = "", principal: str = "", create_reflog: bool = False, *,
+                    durable: bool = True) -> RefTransaction:
+        """A transaction; with `create_reflog` every ref it writes gets a reflog, whatever its namespace;
+        `durable=False` writes without fsync (see `RefTransaction.durable`)."""
+        return RefTransaction(self, message, principal, create_reflog, durable=durable)
 
     def set(
         self, name: str, new: Hash, old: Hash | None | _Any = ANY, message: str = "", principal: str = ""
@@ -682,8 +698,14 @@ class DiskRefStore(RefStore):
             if not self._path(name).exists():
                 self._prune_dirs(lock.parent)
 
-    def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str]) -> None:
+    def _apply_as(self, updates: list[RefUpdate], message: str, principal: str, held: set[str],
+                  durable: bool) -> None:
+        self._apply(updates, message, principal, held, durable=durable)
+
+    def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str],
+               durable: bool = True) -> None:
         now = int(time.time() * 1000)
+        sync = self.fsync and durable
         deletes = [u for u in updates if u.new is None]
         for u in updates:
             if u.new is None:
@@ -693,7 +715,7 @@ class DiskRefStore(RefStore):
             path = self._path(u.name)
             old = self._read(u.name)
             tmp = temp_name(path)
-            write_new(tmp, format_loose(u.name, u.new), fsync=self.fsync)
+            write_new(tmp, format_loose(u.name, u.new), fsync=sync)
             crash_point("refs:lock-written")
             if keeps_reflog(u.name) or u.create_reflog or self._log_path(u.name).exists():
                 self._append_log(u.name, ReflogEntry(old, u.new, now, principal, message))
@@ -704,7 +726,7 @@ class DiskRefStore(RefStore):
                 tmp.unlink(missing_ok=True)
                 raise
             crash_point("refs:renamed")
-            if self.fsync:
+            if sync:
                 fsync_dir(path.parent)
         if deletes:
             if any(u.name in self._packed_view() for u in deletes):
@@ -730,7 +752,7 @@ class DiskRefStore(RefStore):
                 return
             d = d.parent
 
-    def stale_locks(self) -> list[LockInfo]:
+    def stale_locks(self) -> Locks:
         """Every stale lock file of this store (refs and packed-refs), by path."""
         out = []
         paths = [self.root / "packed-refs.lock"]
@@ -743,7 +765,7 @@ class DiskRefStore(RefStore):
                     out.append(info)
         return out
 
-    def clear_stale_locks(self, force: bool = False) -> list[LockInfo]:
+    def clear_stale_locks(self, force: bool = False) -> Locks:
         """Remove the locks whose holder is provably dead (with `force`, every stale one) and the
         temporary ref files dead writers left; returns the locks removed."""
         removed = []
