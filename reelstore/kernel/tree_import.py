@@ -49,22 +49,25 @@ def name_of(path: str, cwd: Path) -> str:
     return name
 
 
-def _walk(top: str, cwd: Path, report: ImportReport) -> Iterator[str]:
-    """Regular files under `top` (a path relative to or inside `cwd`), in name order; links and
-    special files go to the report."""
-    for dirpath, dirs, files in os.walk(cwd / top, followlinks=False):
+def _walk(top: str, cwd: Path, report: ImportReport) -> Iterator[tuple[str, str]]:
+    """(path, name) of the regular-file candidates under `top` (inside `cwd`), in name order; links
+    to directories go to the report. Plain string paths: this runs once per file."""
+    root = str(cwd)
+    start = os.path.abspath(os.path.join(root, top))
+    for dirpath, dirs, files in os.walk(start, followlinks=False):
+        rel = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        prefix = "" if rel == "." else rel + "/"
         keep = []
         for d in sorted(dirs):
-            full = Path(dirpath) / d
             if d in SKIP_DIRS:
                 continue
-            if full.is_symlink():
-                report.skipped.append((name_of(str(full), cwd), "symbolic link (not followed)"))
+            if os.path.islink(os.path.join(dirpath, d)):
+                report.skipped.append((prefix + d, "symbolic link (not followed)"))
                 continue
             keep.append(d)
         dirs[:] = keep
         for f in sorted(files):
-            yield str(Path(dirpath) / f)
+            yield os.path.join(dirpath, f), prefix + f
 
 
 def import_paths(tx: Transaction, paths: Iterable[str], cwd: Path,
@@ -81,12 +84,11 @@ def import_paths(tx: Transaction, paths: Iterable[str], cwd: Path,
         if stat.S_ISDIR(st.st_mode):
             if Path(os.path.abspath(cwd / path)) != cwd:
                 name_of(path, cwd)  # E014 for a directory outside the working directory
-            files: Iterable[str] = _walk(path, cwd, report)
+            files: Iterable[tuple[str, str]] = _walk(path, cwd, report)
         else:
-            files = (path,)
-        for file in files:
-            name = name_of(file, cwd)
-            st = os.lstat(cwd / file)
+            files = ((str(cwd / path), name_of(path, cwd)),)
+        for file, name in files:
+            st = os.lstat(file)
             if stat.S_ISLNK(st.st_mode):
                 report.skipped.append((name, "symbolic link (not followed)"))
                 continue
@@ -94,7 +96,7 @@ def import_paths(tx: Transaction, paths: Iterable[str], cwd: Path,
                 report.skipped.append((name, "not a regular file"))
                 continue
             try:
-                with open(cwd / file, "rb") as f:
+                with open(file, "rb") as f:
                     _, size = tx.put_stream(name, f)
             except OSError as exc:
                 raise input_error(exc, file) from None
