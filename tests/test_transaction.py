@@ -189,3 +189,28 @@ def test_small_packs_are_rolled_up_geometrically_and_nothing_is_lost(repo: Repo)
     assert [kernel.get(fresh, "v", f"f{i:03d}") for i in range(ROLL_UP_PACKS + 8)] == [
         b"%d" % i for i in range(ROLL_UP_PACKS + 8)]
     assert fsck(fresh).clean
+
+
+def test_each_thread_has_its_own_batch(repo: Repo) -> None:
+    """One thread dropping its transaction never drops another's objects, nor sees them early."""
+    import threading
+
+    kernel.fork(repo, "a")
+    kernel.fork(repo, "b")
+    a = kernel.transaction(repo, "a")
+    blob = a.put("kept", b"thread a")
+    seen: list[bool] = []
+
+    def other() -> None:
+        seen.append(repo.objects.has(blob))
+        with pytest.raises(RuntimeError):
+            with kernel.transaction(repo, "b") as b:
+                b.put("dropped", b"thread b")
+                raise RuntimeError("drop b")
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    a.commit()
+    assert seen == [False]
+    assert kernel.get(Repo.open(repo.path), "a", "kept") == b"thread a"  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ it is listed in `problems()` and named in the error when an object cannot be fou
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -43,9 +44,29 @@ class DiskObjectStore(ObjectStore):
         self._packs: dict[str, Pack] = {}
         self._problems: dict[str, str] = {}
         self._scanned: int | None = None
-        self._batch: PackBatch | None = None
-        self._batch_depth = 0
+        self._local = threading.local()
         self.segments = Segments(self.root / "journal", fsync=fsync)
+
+    # The open batch is per thread: a thread's uncommitted objects are its own (another thread's flush
+    # or discard never touches them, and other threads do not read them before they are durable).
+
+    @property
+    def _batch(self) -> PackBatch | None:
+        batch: PackBatch | None = getattr(self._local, "batch", None)
+        return batch
+
+    @_batch.setter
+    def _batch(self, batch: PackBatch | None) -> None:
+        self._local.batch = batch
+
+    @property
+    def _batch_depth(self) -> int:
+        depth: int = getattr(self._local, "depth", 0)
+        return depth
+
+    @_batch_depth.setter
+    def _batch_depth(self, depth: int) -> None:
+        self._local.depth = depth
 
     # Pack bookkeeping
 
