@@ -185,7 +185,8 @@ def op_rows(n: int) -> list[str]:
         kernel.fork(repo, "base")
         fork_t, fork_f = per_op(lambda i: kernel.fork(repo, f"f{i}"), n)
         put_t, put_f = per_op(lambda i: kernel.put(repo, "base", f"dir/file{i}", b"payload %d" % i), n)
-        (tmp / "out").mkdir()
+        out_dir = tmp / "reel" / "out"
+        out_dir.mkdir()
         effects = 20
         kernel.fork(repo, "empty")
         kernel.put(repo, "empty", "x", b"x")
@@ -201,7 +202,7 @@ def op_rows(n: int) -> list[str]:
         commit_t = time.perf_counter() - t0
         assert result.drain is not None and result.drain.complete
         drain_calls = len(calls)
-        adapter = sum(1 for path in calls if path.startswith(str(tmp / "out")))
+        adapter = sum(1 for path in calls if path.startswith(str(out_dir)))
         journal = drain_calls - adapter - commit_only
         git_dir = tmp / "git"
         env = git_env(tmp)
@@ -216,6 +217,14 @@ def op_rows(n: int) -> list[str]:
             git_br.append(run(["git", "branch", f"b{i}"], git_dir, env)[0])
         git_ur_f = strace_fsyncs(["git", "update-ref", "refs/heads/strace", head], git_dir, env)
         git_br_f = strace_fsyncs(["git", "branch", "strace-b"], git_dir, env)
+        all_ur, all_br = [], []
+        for i in range(n):
+            all_ur.append(run(["git", "-c", "core.fsync=all", "update-ref", f"refs/heads/ua{i}", head], git_dir,
+                              env)[0])
+            all_br.append(run(["git", "-c", "core.fsync=all", "branch", f"ba{i}"], git_dir, env)[0])
+        all_ur_f = strace_fsyncs(["git", "-c", "core.fsync=all", "update-ref", "refs/heads/strace-a", head], git_dir,
+                                 env)
+        all_br_f = strace_fsyncs(["git", "-c", "core.fsync=all", "branch", "strace-ba"], git_dir, env)
         reel_put_f = strace_fsyncs([*REEL, "put", "base", "cli/strace", "/dev/null"], tmp / "reel", reel_env(tmp / "c"))
         out.append(f"fork in process: {fork_t * 1000:.2f} ms, {fork_f:.1f} fsyncs")
         out.append(f"durable put in process: {put_t * 1000:.2f} ms, {put_f:.1f} fsyncs")
@@ -225,6 +234,10 @@ def op_rows(n: int) -> list[str]:
         out.append(f"reel put CLI: {statistics.median(reel_cli) * 1000:.1f} ms wall, {reel_put_f} fsyncs (strace)")
         out.append(f"git update-ref CLI: {statistics.median(git_ur) * 1000:.1f} ms wall, {git_ur_f} fsyncs (strace)")
         out.append(f"git branch CLI: {statistics.median(git_br) * 1000:.1f} ms wall, {git_br_f} fsyncs (strace)")
+        out.append(f"git -c core.fsync=all update-ref CLI: {statistics.median(all_ur) * 1000:.1f} ms wall, "
+                   f"{all_ur_f} fsyncs (strace)")
+        out.append(f"git -c core.fsync=all branch CLI: {statistics.median(all_br) * 1000:.1f} ms wall, "
+                   f"{all_br_f} fsyncs (strace)")
     return out
 
 
