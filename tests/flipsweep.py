@@ -6,7 +6,8 @@ never a traceback. Shared by tests/test_flip_sweep.py (sampled, in CI) and bench
 The store holds three blind payments: `a` drained (succeeded), `b` sent and then killed (unknown: it
 must never be sent again), `c` committed and killed before its drain (pending: recover must send it
 exactly once). Its refs are packed (`refs/drains/main` lives only in packed-refs) but for a live view
-`d`; the older objects are packed, the newer loose. For one flip, on a fresh copy: `fsck`, `ops`,
+`d`; objects are packed (one pack per operation; gc packed the oldest), one stray object is loose, and
+the journal is the trunk's segment file. For one flip, on a fresh copy: `fsck`, `ops`,
 `recover`, `ops` again, in-process; the target's ledger says what was sent.
 """
 
@@ -28,7 +29,7 @@ from target import Target, pay_op
 from reelstore.api import Store
 from reelstore.cli.main import cli
 from reelstore.maintenance.gc import gc
-from reelstore.objects import Journal, decode
+from reelstore.objects import Blob, Journal, decode
 from reelstore.storage.repo import Repo
 
 FLIPS = (0x01, 0x20, 0x80)
@@ -59,6 +60,9 @@ def build(where: Path, target: Target) -> Path:
     repo = Repo.open(where)
     repo.refs.pack_refs()
     Store.open(where).fork("d").put("notes.txt", "a live view keeps a loose ref and a reflog\n")
+    # A verb's objects go into one pack per operation; objects written outside one (hash-object -w,
+    # a fetch) stay loose, so the store has loose objects too.
+    Repo.open(where).objects.put_many([Blob(b"a loose object written outside any operation\n")])
     return where
 
 
@@ -76,6 +80,7 @@ def kinds(store: Path) -> dict[str, list[Path]]:
     out["config"].append(dot / "config")
     out["pack"] = sorted((dot / "objects/pack").glob("*.pack"))
     out["idx"] = sorted((dot / "objects/pack").glob("*.idx"))
+    out["journal"] = sorted((dot / "objects" / "journal").rglob("*.seg"))
     repo = Repo.open(store)
     for h in sorted(repo.objects.loose, key=bytes):
         path = Path(repo.objects.loose_path(h))

@@ -1,5 +1,5 @@
-"""Issue 11's byte-flip sweep, sampled for CI: flips in loose refs, packed-refs, reflogs, journal
-entries, config, the verb log, packs, indexes and loose objects of a store that owes one blind payment and must never
+"""Issue 11's byte-flip sweep, sampled for CI: flips in loose refs, packed-refs, reflogs, the journal
+segment, config, the verb log, packs, indexes and loose objects of a store that owes one blind payment and must never
 resend another. Every flip is caught (exit 3), refused with a clear error, or harmless; none re-sends,
 drops or mis-reports an effect, none raises a traceback. bench/bench_flips.py runs every byte."""
 

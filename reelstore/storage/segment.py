@@ -6,12 +6,16 @@ directory fsync. The object store reads segments like packs: every object read i
 
 A segment is a sequence of frames, each written with one `write` of an O_APPEND descriptor:
 
-    magic "RJS1" | payload length (u32 BE) | CRC-32 of the payload (u32 BE) | payload
+    magic "RJS1" | payload length (u32 BE) | CRC-32 of the payload (u32 BE) | CRC-32 of the first
+    12 bytes (u32 BE) | payload
     payload = one or more of: object length (u32 BE) | the object's canonical bytes
 
-A reader takes frames up to the first one that is incomplete or fails its CRC: that is a frame being
-written right now, or one a crash cut short before its fsync returned (its writer never acted on it).
-The writer (under the drain lock, so alone) truncates such a torn tail before it appends.
+A reader takes whole frames. What follows the last one is either a *torn tail* — shorter than a
+header, a valid header whose payload is not all there, or only zero bytes (what a crash leaves of a
+write whose fsync never returned; that writer never acted on it): a frame being written right now,
+skipped, and cut off by the next writer (under the drain lock, so alone) before it appends — or
+*damage*: a complete frame failing a checksum, or a header failing its own. Damage is never cut off:
+it is reported (`problem`), and nothing more is appended.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from reelstore.objects import Hash
 from reelstore.storage.fileio import fsync_dir
 
 MAGIC = b"RJS1"
-FRAME = struct.Struct(">4sII")
+FRAME = struct.Struct(">4sIII")
+HEAD = struct.Struct(">4sII")
 LENGTH = struct.Struct(">I")
 MAX_FRAME = 64 << 20
 SUFFIX = ".seg"
@@ -62,18 +67,18 @@ class Segment:
             data = f.read(size - self.end)
         pos = 0
         while pos + FRAME.size <= len(data):
-            magic, length, crc = FRAME.unpack_from(data, pos)
+            magic, length, crc, head_crc = FRAME.unpack_from(data, pos)
             start = pos + FRAME.size
-            if magic != MAGIC or length > MAX_FRAME:
-                self.problem = f"{self.path.name}: bad frame header at offset {self.end + pos}"
+            if zlib.crc32(data[pos : pos + HEAD.size]) != head_crc or magic != MAGIC or length > MAX_FRAME:
+                if data[pos:].strip(b"\0"):
+                    self.problem = f"{self.path.name}: bad frame header at offset {self.end + pos}"
                 break
             if start + length > len(data):
                 break
             payload = data[start : start + length]
             found = _objects(payload) if zlib.crc32(payload) == crc else None
             if found is None:
-                if start + length < len(data):
-                    self.problem = f"{self.path.name}: frame at offset {self.end + pos} fails its checksum"
+                self.problem = f"{self.path.name}: frame at offset {self.end + pos} fails its checksum"
                 break
             for off, n in found:
                 h = Hash.of(payload[off : off + n])
@@ -109,7 +114,8 @@ class Segment:
         if created:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         payload = b"".join(LENGTH.pack(len(r)) + r for r in raws)
-        frame = FRAME.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
+        head = HEAD.pack(MAGIC, len(payload), zlib.crc32(payload))
+        frame = head + LENGTH.pack(zlib.crc32(head)) + payload
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             if os.fstat(fd).st_size > self.end:
