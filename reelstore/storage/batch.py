@@ -13,6 +13,7 @@ is deleted at once.
 
 from __future__ import annotations
 
+import mmap
 import os
 import zlib
 from pathlib import Path
@@ -167,16 +168,17 @@ def rebuild_index(pack_path: Path, *, fsync: bool = True) -> bool:
     """Rewrite the index of a pack whose own checksum verifies (every entry is re-hashed); each entry
     gets the pack file's mtime. False if the pack itself is damaged."""
     try:
-        with open(pack_path, "rb") as f:
-            data = f.read()
-        rows, trailer = scan_pack(data)
-        mtime = int(os.stat(pack_path).st_mtime)
-    except (OSError, StorageError):
+        with open(pack_path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            mtime = int(os.fstat(f.fileno()).st_mtime)
+            scan = scan_pack(data)
+            rows = [(h, off, crc, mtime) for h, off, crc, _ in scan]
+            trailer = scan.trailer
+    except (OSError, ValueError, StorageError):
         return False
     idx_path = pack_path.with_suffix(".idx")
     tmp = temp_name(idx_path)
     with open(tmp, "xb") as out:
-        out.write(index_bytes([(h, off, crc, mtime) for h, off, crc, _ in rows], trailer))
+        out.write(index_bytes(rows, trailer))
         if fsync:
             out.flush()
             os.fsync(out.fileno())
