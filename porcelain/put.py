@@ -28,9 +28,10 @@ def _open(file: str) -> BinaryIO:
 @click.option("--stdin-paths", is_flag=True, help="Read the paths of files to import from stdin, one a line.")
 @pass_ctx
 def put(ctx: Context, view: str, args: tuple[str, ...], stdin_paths: bool) -> None:
-    """Store FILE (or stdin, '-') under NAME in VIEW and print the content id: `reel put VIEW NAME
-    [FILE]` (any size is streamed; over 4 MiB it is stored as content-defined chunks). With directories
-    (`reel put VIEW DIR…`) or --stdin-paths, import the files as one transaction."""
+    """Store FILE (or stdin, '-') under NAME in VIEW; prints the content id.
+
+    Any size is streamed (over 4 MiB as content-defined chunks). `reel put VIEW DIR…` or
+    --stdin-paths imports the files as one transaction."""
     cwd = Path.cwd()
     if stdin_paths or (args and Path(args[0]).is_dir() and not Path(args[0]).is_symlink()):
         paths = list(args)
