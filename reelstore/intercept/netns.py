@@ -37,7 +37,8 @@ def loopback_up() -> None:
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
 
 
-def _pump(src: socket.socket, dst: socket.socket) -> None:
+def pump(src: socket.socket, dst: socket.socket) -> None:
+    """Copy `src` to `dst` until `src` ends, then half-close both: one direction of a forwarded connection."""
     try:
         while data := src.recv(CHUNK):
             dst.sendall(data)
@@ -59,9 +60,9 @@ def _bridge(conn: socket.socket, path: str) -> None:
         conn.close()
         out.close()
         return
-    back = threading.Thread(target=_pump, args=(out, conn), daemon=True)
+    back = threading.Thread(target=pump, args=(out, conn), daemon=True)
     back.start()
-    _pump(conn, out)
+    pump(conn, out)
     back.join()
     conn.close()
     out.close()

@@ -30,10 +30,10 @@ from typing import Any
 
 from reelstore.errors import BadInput
 from reelstore.intercept.base import Backend, Launch
+from reelstore.intercept.netns import pump
 from reelstore.storage.repo import Repo
 
 HELPER = Path(__file__).with_name("netns.py")
-CHUNK = 64 * 1024
 
 
 def unshare_argv() -> list[str] | None:
@@ -104,9 +104,9 @@ class Sandbox(Backend):
             conn.close()
             return
         up.settimeout(None)
-        back = threading.Thread(target=_pump, args=(up, conn), daemon=True)
+        back = threading.Thread(target=pump, args=(up, conn), daemon=True)
         back.start()
-        _pump(conn, up)
+        pump(conn, up)
         back.join()
         conn.close()
         up.close()
@@ -129,17 +129,3 @@ class Sandbox(Backend):
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
-
-
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    try:
-        while data := src.recv(CHUNK):
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for s, how in ((dst, socket.SHUT_WR), (src, socket.SHUT_RD)):
-            try:
-                s.shutdown(how)
-            except OSError:
-                pass

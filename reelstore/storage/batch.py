@@ -24,7 +24,7 @@ import zstandard
 from reelstore.crashpoints import crash_point
 from reelstore.errors import StorageError
 from reelstore.objects import Hash
-from reelstore.storage.fileio import fsync_dir, temp_name
+from reelstore.storage.fileio import fsync_dir, pid_alive, temp_name
 from reelstore.storage.pack import (
     _FLAGS,
     _FORMAT,
@@ -217,16 +217,8 @@ def orphaned_by_dead(pack_path: Path) -> list[Path]:
         return []
     for tmp in found:
         pid = tmp.name[len(prefix):].split("-")[0]
-        if not pid.isdigit() or _alive(int(pid)):
+        if not pid.isdigit() or pid_alive(int(pid)):
             return []
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

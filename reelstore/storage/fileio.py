@@ -49,3 +49,15 @@ def atomic_write(path: Path, data: bytes, *, fsync: bool = True, mode: int = 0o6
         raise
     if fsync:
         fsync_dir(path.parent)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists on this host (one owned by another user counts): how a lock or a
+    registration tells a holder that died from one still at work."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

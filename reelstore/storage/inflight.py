@@ -20,6 +20,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from reelstore.objects import Hash
+from reelstore.storage.fileio import pid_alive
 
 DIR = "inflight"
 
@@ -69,7 +70,7 @@ class Inflight:
             pid, _, _ = entry.name.partition("-")
             if entry.name == own:
                 continue
-            if not pid.isdigit() or not _alive(int(pid)):
+            if not pid.isdigit() or not pid_alive(int(pid)):
                 with suppress(OSError):
                     os.unlink(entry.path)
                 continue
@@ -85,11 +86,3 @@ class Inflight:
         return out
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -27,7 +27,7 @@ from reelstore.crashpoints import crash_point
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import ZERO_HEX, Hash
 from reelstore.objects.hash import is_full_hex
-from reelstore.storage.fileio import atomic_write, fsync_dir, temp_name, write_new
+from reelstore.storage.fileio import atomic_write, fsync_dir, pid_alive, temp_name, write_new
 from reelstore.storage.inflight import Inflight
 
 
@@ -152,16 +152,6 @@ class LockInfo:
         return f"{self.path.name} held by {self.holder()} ({why}), {self.age:.0f}s old"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def read_lock(path: Path, timeout: float = LOCK_TIMEOUT) -> LockInfo:
     """Who holds lock file `path`, how long it has been held and whether it is stale."""
     try:
@@ -175,7 +165,7 @@ def read_lock(path: Path, timeout: float = LOCK_TIMEOUT) -> LockInfo:
     host = info.get("host")
     since = int(info["time"]) if info.get("time", "").isdigit() else st.st_mtime
     age = max(0.0, time.time() - since)
-    dead = pid is not None and host == _HOST and not _alive(pid)
+    dead = pid is not None and host == _HOST and not pid_alive(pid)
     return LockInfo(path, pid, host, age, dead, dead or age > timeout)
 
 
@@ -779,7 +769,7 @@ class DiskRefStore(RefStore):
             for f in files:
                 parts = f.split("-")
                 if f.startswith(".tmp-") and len(parts) >= 3 and parts[-2].isdigit():
-                    if not _alive(int(parts[-2])):
+                    if not pid_alive(int(parts[-2])):
                         (Path(dirpath) / f).unlink(missing_ok=True)
         return removed
 
