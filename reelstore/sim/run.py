@@ -27,8 +27,10 @@ from reelstore.objects import Effect, Effects, Journal, Record
 from reelstore.sim.world import TIERS, Rates, World, make_repo
 from reelstore.storage.repo import Repo
 
-LOCKED_POINTS = frozenset({"journal:object-written"})
-"""Points reached while holding the drain lock: a crash may land there, a concurrent actor may not."""
+LOCKED_POINTS = frozenset({"journal:object-written", "refs:prepared"})
+"""Points reached while holding a lock (the drain's, or a ref transaction's ref locks, once prepared): a
+crash may land there, a concurrent actor may not. In a real store that actor would wait for the lock;
+simulated in the lock holder's own thread it could only spin until its retries ran out."""
 
 
 class SimCrash(BaseException):
