@@ -32,9 +32,12 @@ def _commands(group: click.Group, names: list[str]) -> list[tuple[str, ...]]:
 
 @pytest.mark.parametrize("path", _commands(cli, EVERY), ids=" ".join)
 def test_usage_error_is_one_json_error_object(tmp_path: Path, path: tuple[str, ...]) -> None:
-    # `run` passes unknown options on to its command, so its usage error is another one.
-    bad, said = (["--commit", "--abort", "--json", "--", "true"], "--abort") if path == ("run",) else (
-        ["--no-such-option-here", "--json"], "--no-such-option-here")
+    # `run` and `replay` pass unknown options on to their command, so their usage error is another one.
+    if path in (("run",), ("replay",)):
+        source = ["SOURCE"] if path == ("replay",) else []
+        bad, said = ["--commit", "--abort", "--json", *source, "--", "true"], "--abort"
+    else:
+        bad, said = ["--no-such-option-here", "--json"], "--no-such-option-here"
     out = _invoke(tmp_path, *path, *bad)
     assert out.exit_code == 2, out.output
     assert out.stdout == ""
