@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import sys
@@ -104,7 +105,8 @@ def _records(sep: bytes) -> Iterator[str]:
             yield line.rstrip(b"\n").decode("utf-8", "replace")
         return
     pending = b""
-    while chunk := stream.read1(65536):
+    read = stream.read1 if isinstance(stream, io.BufferedIOBase) else stream.read  # read1: no waiting for a full chunk
+    while chunk := read(65536):
         pending += chunk
         *done, pending = pending.split(sep)
         for record in done:

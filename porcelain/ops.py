@@ -109,12 +109,11 @@ def _deadline(text: str | None) -> int:
 @click.group("ops", invoke_without_command=True)
 @json_flag
 @click.option("--unresolved", is_flag=True, help="Only pending, not-sent and unknown operations.")
-@click.pass_context
-def ops(cctx: click.Context, unresolved: bool) -> None:
+@pass_ctx
+def ops(ctx: Context, unresolved: bool) -> None:
     """List the operations of committed records: state, tier, resource, and what to do next."""
-    if cctx.invoked_subcommand is not None:
+    if click.get_current_context().invoked_subcommand is not None:
         return
-    ctx = cctx.find_object(Context)
     found = list_ops(ctx.repo, unresolved)
 
     now = int(time.time() * 1000)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -140,7 +140,7 @@ class AsyncViewHandle:
         self.result: kernel.CommitResult | None = None
         """Set when `AsyncStore.view`'s block exits cleanly and commits."""
 
-    def _on(self, fn: Callable[[ViewHandle], T]) -> Any:
+    def _on(self, fn: Callable[[ViewHandle], T]) -> Coroutine[Any, Any, T]:
         return self.store.run(lambda s: fn(s.handle(self.name)))
 
     async def live(self) -> bool:

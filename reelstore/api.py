@@ -238,7 +238,7 @@ class Store:
 
     def open_view(self, name: str) -> ViewHandle:
         """A handle on an existing live view (E001 / E008 if there is none)."""
-        kernel.load_live(self.repo, name, settle=False)
+        load_live(self.repo, name, settle=False)
         return ViewHandle(self, name)
 
     @contextmanager

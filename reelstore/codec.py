@@ -8,7 +8,7 @@ value has exactly one encoding and an id can never name two different byte strin
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import msgpack
@@ -32,7 +32,7 @@ class FrozenMap(Mapping[str, Any]):
 
     __slots__ = ("_d", "_h")
 
-    def __init__(self, items: Mapping[str, Any] | Iterator[tuple[str, Any]] | None = None) -> None:
+    def __init__(self, items: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None) -> None:
         self._d: dict[str, Any] = dict(items or ())
         self._h: int | None = None
 
@@ -126,9 +126,10 @@ def _plain(value: Any, depth: int) -> Any:
 def pack_body(value: Any) -> bytes:
     """Canonical msgpack bytes of a plain value (E014 for a string that is not valid Unicode text)."""
     try:
-        return msgpack.packb(_plain(value, 0), use_bin_type=True)
+        packed: bytes = msgpack.packb(_plain(value, 0), use_bin_type=True)
     except UnicodeEncodeError as exc:
         raise BadInput(f"string is not valid UTF-8 text: {exc.reason}") from None
+    return packed
 
 
 def _pairs(pairs: list[tuple[Any, Any]]) -> FrozenMap:

@@ -93,7 +93,8 @@ class ReelTools:
         requested = [Capability.parse(c) for c in caps] if caps else list(self.caps)
         narrowed = admission.narrow(self.caps, requested)
         self.store.fork(name, HEAD_PREFIX + self.trunk, narrowed)
-        return _plain(self.store.status(name))
+        status: dict[str, Any] = _plain(self.store.status(name))
+        return status
 
     async def on_view(self, view: str, fn: Callable[[], T]) -> T:
         def run() -> T:

@@ -85,6 +85,10 @@ class FireToken:
     """
 
     __slots__ = ("_effect", "_epoch", "_repo", "_used", "__weakref__")
+    _effect: Hash
+    _epoch: int
+    _repo: weakref.ref[Repo]
+    _used: bool
 
     def __init__(self, *_: Any, **__: Any) -> None:
         raise CapabilityViolation("a fire token is minted only inside the drain of a committed record")

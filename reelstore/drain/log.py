@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from reelstore.codec import freeze
 from reelstore.crashpoints import crash_point
 from reelstore.drain import epoch as epochs
 from reelstore.errors import Conflict, NotFound, StorageError
@@ -71,10 +72,11 @@ def walk(repo: Repo, head: Hash | None, stop: Hash | None = None) -> Iterator[Jo
     seen = 0
     while head is not None and head != stop:
         try:
-            entry = repo.objects.get(head)
+            obj = repo.objects.get(head)
         except NotFound:
             raise StorageError(f"the journal chain is broken: entry {head.hex()} is missing") from None
-        yield expect_kind(entry, Journal)
+        entry = expect_kind(obj, Journal)
+        yield entry
         head = entry.prev
         seen += 1
         if seen > 1 << 40:
@@ -114,6 +116,8 @@ def index(repo: Repo, trunk: str) -> JournalIndex:
             break
         new.append(entry)
     else:
+        cached = None  # `stop` is not on the chain (or there was none): index it from the start
+    if cached is None:
         cached = JournalIndex()
     for entry in reversed(new):
         cached.apply(entry)
@@ -149,7 +153,8 @@ def append(repo: Repo, trunk: str, epoch: int, *steps: Step, principal: str = "r
                 have = idx.latest.get(s.op)
                 shown = f"{have.state} ({have.id.hex()[:12]})" if have is not None else "nothing"
                 raise Conflict(f"operation {s.op} moved on under another drainer: its journal shows {shown}", op=s.op)
-            entry = Journal(head, trunk, s.record, s.index, s.effect, s.op, s.state, epoch, clock(), s.receipt, s.note,
+            entry = Journal(head, trunk, s.record, s.index, s.effect, s.op, s.state, epoch, clock(),
+                            freeze(s.receipt) if s.receipt is not None else None, s.note,
                             s.finding)
             entries.append(entry)
             head = latest[s.op] = entry.id
@@ -158,7 +163,7 @@ def append(repo: Repo, trunk: str, epoch: int, *steps: Step, principal: str = "r
         if seg is None:
             repo.objects.put_many(entries)
             crash_point("journal:object-written")
-            repo.refs.set(ref_name(trunk), head, idx.head, message=f"journal {what}", principal=principal)
+            repo.refs.set(ref_name(trunk), entries[-1].id, idx.head, message=f"journal {what}", principal=principal)
         else:
             seg.append([e.encode() for e in entries])
             crash_point("journal:object-written")

@@ -47,7 +47,8 @@ class Operation:
             return f"{f.observer}: {f.evidence}" + (f" ({where})" if where else "")
         if self.latest is None:
             return "no journal entry yet: the record was committed but its drain never reached this effect"
-        status = (self.latest.receipt or {}).get("status")
+        receipt = self.latest.receipt
+        status = receipt.get("status") if receipt is not None else None
         return self.latest.note + (f" (HTTP {status})" if status is not None and "HTTP" not in self.latest.note else "")
 
     @property

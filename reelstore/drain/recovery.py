@@ -63,7 +63,7 @@ class RecoveryReport:
 
 def unfinished(repo: Repo) -> list[tuple[str, Hash]]:
     """(trunk, record) for every record committed here with an effect not yet settled, oldest first."""
-    out = []
+    out: list[tuple[str, Hash]] = []
     for trunk in trunks(repo):
         ownership(repo, trunk).check()
         idx = drainlog.index(repo, trunk)

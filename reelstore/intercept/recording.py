@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from reelstore.codec import freeze
 from reelstore.drain.services import SAFE_METHODS
 from reelstore.errors import BadInput, NotFound
 from reelstore.intercept.engine import Answer, Request
@@ -74,7 +75,7 @@ class RecordingProxy(HttpProxy):
     def finish(self) -> None:
         super().finish()
         with self._rec_lock:
-            entries = tuple(e for e, _ in self.exchanges)
+            entries = tuple(freeze(e) for e, _ in self.exchanges)
             bodies = list({b.id: b for _, b in self.exchanges}.values())
         recording = Recording(entries, self.started, env_digest(dict(os.environ)))
         kernel.attach_recording(self.repo, self.view, recording, bodies)

@@ -15,7 +15,7 @@ from typing import Any
 
 from reelstore.codec import thaw
 from reelstore.errors import BadInput
-from reelstore.kernel.views import view_ref
+from reelstore.kernel.names import view_ref
 from reelstore.namespace.tree import Namespace
 from reelstore.objects import Effect, Effects, Hash, Record, View
 from reelstore.storage.repo import Repo

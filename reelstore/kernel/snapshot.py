@@ -172,8 +172,9 @@ def restore(repo: Repo, name: str, as_view: str | None = None, *, effects: bool 
         raise Conflict(f"a view named {target!r} already exists; restore with --as NAME", view=target) from None
     repo.verbs.append("fork", target, view.id, f"restore {name}")
     result.id = view.id
-    for e in result.changed:
-        warnings.warn(RestoreWarning(f"Class B effect {e.effect.hex()[:12]} on {e.resource}: {e.why}"), stacklevel=2)
+    for changed in result.changed:
+        said = f"Class B effect {changed.effect.hex()[:12]} on {changed.resource}: {changed.why}"
+        warnings.warn(RestoreWarning(said), stacklevel=2)
     return result
 
 

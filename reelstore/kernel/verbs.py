@@ -170,6 +170,11 @@ def current_delta(repo: Repo, live: Live) -> Delta:
     return Delta(base_ns, ops)
 
 
+def _base_of(delta: Delta) -> Hash:
+    """The namespace a delta applies to; one without a base changed the empty map (as `current_delta` builds it)."""
+    return delta.base if delta.base is not None else Namespace.empty()
+
+
 def _materialize(repo: Repo, live: Live) -> tuple[Live, Delta]:
     """The view object a commit names: the live one with its delta written in, so the committed view
     says what it changed. Only objects are written; the view's ref is left alone until the commit
@@ -380,7 +385,7 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
         if top.namespace == delta.base:
             root = live.view.namespace
         else:
-            root = replay(ns, delta.base, top.namespace, changes, f"trunk {live.trunk} and view {live.name}")
+            root = replay(ns, _base_of(delta), top.namespace, changes, f"trunk {live.trunk} and view {live.name}")
         record = Record(parent=head, namespace=root, effects=live.view.effects, view=live.id, author=author,
                         message=message or f"commit view {live.name}", time=now_ms())
         repo.cache.save([record])
@@ -426,7 +431,7 @@ def _merge_into_parent(repo: Repo, live: Live, at: Hash, delta: Delta, effects: 
         if fork_id(live.view) in merged:
             raise ViewTerminal(f"view {live.name!r} is terminal: another process committed it", view=live.name)
         pview = parent.view
-        root = replay(ns, delta.base, pview.namespace, changes, f"view {parent.name} and view {live.name}")
+        root = replay(ns, _base_of(delta), pview.namespace, changes, f"view {parent.name} and view {live.name}")
         objects: list[Any] = []
         block_id = pview.effects
         if effects:
@@ -528,7 +533,7 @@ def diff(repo: Repo, name: str) -> list[dict[str, Any]]:
     ns = namespace(repo)
     out = []
     for op in delta.ops:
-        old = ns.get(delta.base, op[1])
+        old = ns.get(_base_of(delta), op[1])
         entry = _op_json(op)
         entry["old"] = old.hex() if old else None
         entry["status"] = "removed" if op[0] == "remove" else ("added" if old is None else "modified")
@@ -536,7 +541,7 @@ def diff(repo: Repo, name: str) -> list[dict[str, Any]]:
     return out
 
 
-def _op_json(op: tuple) -> dict[str, Any]:
+def _op_json(op: tuple[Any, ...]) -> dict[str, Any]:
     return {"op": op[0], "name": op[1], "id": op[2].hex() if op[0] == "put" else None}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from reelstore.drain.ops import ownership
 from reelstore.errors import BadInput, NotFound, StorageError
@@ -40,7 +41,7 @@ class FsckReport:
     def clean(self) -> bool:
         return not self.problems and not self.missing
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "objects": self.objects, "loose": self.loose, "packs": self.packs, "packed": self.packed,
             "reachable": self.reachable, "refs": self.refs, "legacy_reflog_lines": self.legacy_reflog_lines,
@@ -53,12 +54,17 @@ class FsckReport:
 def _chain_links(obj: Object) -> list[tuple[str, Hash, tuple[str, ...]]]:
     """(field, target, kinds the target may be) for the links that form hash chains."""
     if isinstance(obj, Record):
-        links = [("parent", obj.parent, ("record",)), ("namespace", obj.namespace, ("tree",))]
-        if obj.effects is not None:
-            links.append(("effects", obj.effects, ("effects",)))
-        return [(f, h, k) for f, h, k in links if h is not None]
+        maybe: list[tuple[str, Hash | None, tuple[str, ...]]] = [
+            ("parent", obj.parent, ("record",)),
+            ("namespace", obj.namespace, ("tree",)),
+            ("effects", obj.effects, ("effects",)),
+        ]
+        return [(f, h, k) for f, h, k in maybe if h is not None]
     if isinstance(obj, Journal):
-        links = [("record", obj.record, ("record",)), ("effect", obj.effect, ("effect",))]
+        links: list[tuple[str, Hash, tuple[str, ...]]] = [
+            ("record", obj.record, ("record",)),
+            ("effect", obj.effect, ("effect",)),
+        ]
         if obj.prev is not None:
             links.append(("prev", obj.prev, ("journal",)))
         return links

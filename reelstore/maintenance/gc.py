@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from reelstore.errors import BadInput, Conflict, StorageError
 from reelstore.maintenance.reach import Walk, ref_roots, walk
@@ -137,7 +138,7 @@ class GcReport:
     damaged_skipped: list[Hash] = field(default_factory=list)
     """Unreachable young objects that could not be read, so not packed (fsck names them)."""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         doc = {k: v for k, v in self.__dict__.items() if k not in ("pruned_ids", "damaged_skipped")}
         doc["pruned_ids"] = [h.hex() for h in self.pruned_ids]
         doc["damaged_skipped"] = [h.hex() for h in self.damaged_skipped]
@@ -295,8 +296,8 @@ def gc(
         packs = store.packs()
         packed: dict[Hash, int] = {}
         for pack in packs:
-            for h, _, mtime in pack.entries():
-                packed[h] = max(mtime, packed.get(h, 0))
+            for h, _, packed_at in pack.entries():
+                packed[h] = max(packed_at, packed.get(h, 0))
         raws: dict[Hash, bytes] = {}
         w = _mark(repo, now, progress, raws)
         _require_complete(w, "gc")

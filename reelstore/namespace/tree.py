@@ -13,7 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.namespace.node import (
@@ -37,6 +37,7 @@ _EMPTY = Tree(0, ())
 _INNER_CACHE = 4096
 _LEAF_CACHE = 1024
 _COUNT_CACHE = 1 << 17
+_V = TypeVar("_V")
 
 
 class Namespace:
@@ -241,7 +242,7 @@ class Namespace:
             self.objects.put_many([_EMPTY])
             return
         found: list[Tree] = []
-        todo = [root] if root.id in fresh else []
+        todo = [fresh[root.id]] if root.id in fresh else []
         seen: set[Hash] = set()
         while todo:
             node = todo.pop()
@@ -358,7 +359,7 @@ class Namespace:
                 self._expand(stack)
 
 
-def _bounded_put(cache: OrderedDict[Hash, object], limit: int, key: Hash, value: object) -> None:
+def _bounded_put(cache: OrderedDict[Hash, _V], limit: int, key: Hash, value: _V) -> None:
     """Insert, dropping the oldest entry when full; each step is one atomic call, so threads may share it."""
     if len(cache) >= limit:
         try:
@@ -380,15 +381,14 @@ def _cover(node: Node, key: str) -> int:
 def _merge(chunker: Chunker, entries: tuple[Entry, ...], changes: list[Change]) -> None:
     """Feed `entries` with sorted `changes` applied to the chunker, in name order."""
     i, n = 0, len(entries)
-    for change in changes:
-        name = change[0]
+    for name, value in changes:
         while i < n and entries[i][0] < name:
             chunker.add(entries[i])
             i += 1
         if i < n and entries[i][0] == name:
             i += 1
-        if change[1] is not None:
-            chunker.add(change)
+        if value is not None:
+            chunker.add((name, value))
     while i < n:
         chunker.add(entries[i])
         i += 1

@@ -18,6 +18,7 @@ from reelstore.objects.hash import Hash
 Validator = Callable[[Any, str], Any]
 KINDS: dict[str, type[Object]] = {}
 T = TypeVar("T", bound="Object")
+_Item = TypeVar("_Item")
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ def v_int(lo: int = 0, hi: int = 2**63 - 1) -> Validator:
 
 def v_enum(*choices: str) -> Validator:
     def check(value: Any, where: str) -> str:
-        if value not in choices:
+        if not isinstance(value, str) or value not in choices:
             raise BadInput(f"{where} must be one of {', '.join(choices)}")
         return value
 
@@ -202,8 +203,8 @@ def v_map(value: Any, where: str) -> FrozenMap:
     return value if isinstance(value, FrozenMap) else freeze(value)
 
 
-def v_tuple(check: Validator, max_len: int = 1 << 20) -> Validator:
-    def each(value: Any, where: str) -> tuple[Any, ...]:
+def v_tuple(check: Callable[[Any, str], _Item], max_len: int = 1 << 20) -> Callable[[Any, str], tuple[_Item, ...]]:
+    def each(value: Any, where: str) -> tuple[_Item, ...]:
         if not isinstance(value, (tuple, list)) or len(value) > max_len:
             raise BadInput(f"{where} must be a list of at most {max_len} items")
         return tuple(check(v, f"{where}[{i}]") for i, v in enumerate(value))

@@ -16,6 +16,7 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from reelstore import crashpoints
@@ -185,7 +186,7 @@ class Run:
             self.plan = self.pick_plan(others)
             self.hits = 0
             self.process(f"commit {name} ({self.plan.kind if self.plan else 'clean'})",
-                         lambda n=name: kernel.commit(self.repo, n), faults=True)
+                         partial(kernel.commit, self.repo, name), faults=True)
             self.plan = None
             if self.rng.random() < 0.5:
                 self.plan = Plan("crash", self.rng.randint(1, 8)) if self.rng.random() < 0.3 else None
@@ -209,7 +210,7 @@ class Run:
         """Faults off: retry what a user would retry, recover, and let an operator settle blind unknowns."""
         for name in self.views:
             if name not in self.aborted and self.repo.refs.get(f"refs/views/{name}") is not None:
-                self.process(f"calm commit {name}", lambda n=name: kernel.commit(self.repo, n))
+                self.process(f"calm commit {name}", partial(kernel.commit, self.repo, name))
         self.process("calm recover", lambda: recovery.recover(self.repo))
         self.check_blind_at_most_once()
         for _ in range(8):
@@ -222,7 +223,7 @@ class Run:
                 truth = "succeeded" if self.world.acted[o.op] else "absent"
                 self.result.counts["operator-finding"] += 1
                 self.process(f"operator finds {o.effect.op['id']} {truth}",
-                             lambda o=o, t=truth: ops.reconcile(self.repo, o.op, t, "sim oracle", "sim-operator"))
+                             partial(ops.reconcile, self.repo, o.op, truth, "sim oracle", "sim-operator"))
             self.process("calm recover", lambda: recovery.recover(self.repo))
 
     # the invariants

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from reelstore.errors import BadInput, StorageError
 from reelstore.storage.fileio import atomic_write
@@ -125,6 +125,12 @@ class Config:
     def get_all(self, key: str) -> list[str]:
         sec, sub, name = split_key(key)
         return [v for _, s, ss, k, v in self._scan() if (s, ss, k) == (sec, sub, name)]
+
+    @overload
+    def get(self, key: str, default: str) -> str: ...
+
+    @overload
+    def get(self, key: str, default: None = None) -> str | None: ...
 
     def get(self, key: str, default: str | None = None) -> str | None:
         values = self.get_all(key)

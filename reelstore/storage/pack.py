@@ -192,7 +192,8 @@ class _Entry:
 
 def _train(entries: list[_Entry], level: int) -> bytes:
     """A zstd dictionary for this pack's small bodies, or b"" when it would not pay for itself."""
-    samples = [e.body for e in entries if 16 <= len(e.body) <= 4096]
+    # typed as zstandard's ByteString so the list can be handed to train_dictionary as it is
+    samples: list[bytes | bytearray | memoryview] = [e.body for e in entries if 16 <= len(e.body) <= 4096]
     small = len(samples)
     if small < 256:
         return b""

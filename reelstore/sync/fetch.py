@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dulwich.object_store import ObjectStoreGraphWalker
+from dulwich.objects import ObjectID
+from dulwich.refs import Ref
 
 from reelstore.errors import BadInput, ReelError, StorageError
 from reelstore.kernel import binding
@@ -242,15 +245,15 @@ def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | No
     """One fetch round: the advertised reel refs (ref → sync commit) and the verified objects received."""
     advertised: dict[str, str] = {}
 
-    def determine_wants(refs: dict[bytes, bytes], depth: int | None = None) -> list[bytes]:
+    def determine_wants(refs: Mapping[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
         for name, sha in refs.items():
             ref = reel_ref(name)
             if ref is not None and sha is not None:
                 advertised[_checked(ref)] = sha.decode()
-        return sorted({sha.encode() for sha in advertised.values()
+        return sorted({ObjectID(sha.encode()) for sha in advertised.values()
                        if not incremental or state.commit_refs(conn.name, sha) is None})
 
-    tips = [t.encode() for t in state.tips(conn.name)] if incremental else []
+    tips = [ObjectID(t.encode()) for t in state.tips(conn.name)] if incremental else []
     walker = ObjectStoreGraphWalker(tips, lambda _sha: [])
     limit = _max_bytes(repo)
     with tempfile.SpooledTemporaryFile(_SPOOL) as spool, talking_to(conn):
@@ -285,7 +288,7 @@ def clone(url: str, directory: Path | str, progress: Progress | None = None) -> 
     url = _absolute(url)
     conn = connect(DEFAULT_REMOTE, url)
     with talking_to(conn):
-        listed = conn.client.get_refs(conn.path).refs
+        listed = conn.client.get_refs(conn.path.encode()).refs
     trunks = sorted(ref.removeprefix("refs/heads/") for ref in filter(None, map(reel_ref, listed))
                     if ref.startswith("refs/heads/"))
     trunk = DEFAULT_TRUNK if DEFAULT_TRUNK in trunks or not trunks else trunks[0]

@@ -25,15 +25,16 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, overload
+from typing import IO, Any, TypeVar, overload
 
 from dulwich.errors import ApplyDeltaError, ChecksumMismatch, FileFormatException
 from dulwich.object_format import DEFAULT_OBJECT_FORMAT
 from dulwich.objects import Blob as GitBlob
 from dulwich.objects import Commit as GitCommit
-from dulwich.objects import ShaFile
+from dulwich.objects import ObjectID, ShaFile
 from dulwich.objects import Tree as GitTree
 from dulwich.pack import PackData, PackInflater
+from dulwich.refs import Ref
 
 from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG
 from reelstore.errors import BadInput, StorageError
@@ -47,6 +48,7 @@ TREE_MODE = 0o040000
 BLOB_MODE = 0o100644
 IDENTITY = b"reelstore <sync@reelstore.invalid>"
 REMOTE_PREFIX = "refs/reel/"
+_Git = TypeVar("_Git", bound=ShaFile)
 _MAX_RAW = MAX_OBJECT_SIZE + MAX_TAG + 1
 _BLOB_TAG = b"blob\x00"
 HELD_RAW = 64 * 1024
@@ -59,9 +61,9 @@ _DAMAGE = (ChecksumMismatch, ApplyDeltaError, FileFormatException, zlib.error, s
            AssertionError, EOFError, OSError)
 
 
-def git_ref(reel_ref: str) -> bytes:
+def git_ref(reel_ref: str) -> Ref:
     """`refs/heads/main` → `refs/reel/heads/main`."""
-    return (REMOTE_PREFIX + reel_ref.removeprefix("refs/")).encode()
+    return Ref((REMOTE_PREFIX + reel_ref.removeprefix("refs/")).encode())
 
 
 def reel_ref(git_name: bytes) -> str | None:
@@ -142,7 +144,7 @@ def build_commit(new: Sequence[Hash], raw_of: Callable[[Hash], bytes], refs: dic
     out += [refs_blob, root]
     commit = GitCommit()
     commit.tree = root.id
-    commit.parents = [p.encode() for p in parents]
+    commit.parents = [ObjectID(p.encode()) for p in parents]
     commit.author = commit.committer = IDENTITY
     commit.author_time = commit.commit_time = int(time.time())
     commit.author_timezone = commit.commit_timezone = 0
@@ -290,7 +292,7 @@ def unpack(pack: ReceivedPack, have: Callable[[Hash], bool]) -> Received:
     return got
 
 
-def _get(pack: ReceivedPack, sha: bytes, kind: type, what: str) -> ShaFile:
+def _get(pack: ReceivedPack, sha: bytes, kind: type[_Git], what: str) -> _Git:
     obj = pack.meta.get(sha)
     if not isinstance(obj, kind):
         raise StorageError(f"remote sent a sync commit without its {what} ({sha.decode()})")
@@ -309,13 +311,13 @@ class Omitted(Exception):
     fetch is then redone without haves, since the refs cannot be read from anything else."""
 
 
-def _subtree(pack: ReceivedPack, sha: bytes, what: str) -> ShaFile | None:
+def _subtree(pack: ReceivedPack, sha: bytes, what: str) -> GitTree | None:
     """A fan-out tree, or None when the remote left it out: git omits a tree that our haves reach, so
     every object under it was already sent to us (the fetch's closure check confirms it)."""
     return None if sha not in pack else _get(pack, sha, GitTree, what)
 
 
-def _read_root(pack: ReceivedPack, tree: ShaFile, got: Received, have: Callable[[Hash], bool],
+def _read_root(pack: ReceivedPack, tree: GitTree, got: Received, have: Callable[[Hash], bool],
                cid: str) -> dict[str, Hash]:
     entries = {e.path: e for e in tree.iteritems()}
     if set(entries) - {b"objects", b"refs"} or b"refs" not in entries or entries[b"refs"].mode != BLOB_MODE:

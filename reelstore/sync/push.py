@@ -12,12 +12,15 @@ trunk (atomically where the server offers it; otherwise the trunk first, then th
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
 from dulwich.errors import GitProtocolError
-from dulwich.objects import ZERO_SHA
-from dulwich.pack import pack_objects_to_data
+from dulwich.objects import ZERO_SHA, ObjectID
+from dulwich.pack import UnpackedObject, pack_objects_to_data
+from dulwich.refs import Ref
 
 from reelstore.errors import BadInput, NotFound, ReelError, RemoteConflict, StorageError
 from reelstore.kernel import binding
@@ -348,24 +351,25 @@ def _attempt(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], 
         if progress:
             progress(f"pushing {len(new)} objects to {conn.name} in sync commit {sync.id[:12]}")
 
-    def update_refs(remote_refs: dict[bytes, bytes]) -> dict[bytes, bytes]:
+    def update_refs(remote_refs: dict[Ref, ObjectID]) -> dict[Ref, ObjectID]:
         if plan and parents and not any(name.startswith(REMOTE_PREFIX.encode()) for name in remote_refs):
             raise _RemoteEmptied
         for name, want in [*expected.items(), *doomed.items()]:
             if remote_refs.get(name) != want:
                 raise RemoteConflict(f"{name.decode()} on remote {conn.name} moved since this store last "
                                      f"saw it; `reel fetch {conn.name}` first", ref=name.decode())
-        out: dict[bytes, bytes] = {name: bytes(ZERO_SHA) for name in doomed}
+        out = {name: ObjectID(bytes(ZERO_SHA)) for name in doomed}
         if sync is not None:
             out.update({name: sync.commit.id for name in expected})
         return out
 
-    def generate(have: set[bytes], want: set[bytes], ofs_delta: bool = True, progress: object = None) -> Any:
+    def generate(have: AbstractSet[ObjectID], want: AbstractSet[ObjectID], ofs_delta: bool = True,
+                 progress: Callable[[bytes], None] | None = None) -> tuple[int, Iterator[UnpackedObject]]:
         return pack_objects_to_data(sync.objects if sync is not None else [], deltify=False, ofs_delta=ofs_delta)
 
     with talking_to(conn):
         try:
-            sent = conn.client.send_pack(conn.path, update_refs, generate, progress=remote_progress(progress),
+            sent = conn.client.send_pack(conn.path.encode(), update_refs, generate, progress=remote_progress(progress),
                                          atomic=atomic)
         except GitProtocolError as exc:
             said = text(exc)
