@@ -10,6 +10,7 @@ import pytest
 from gitserver import bare, fsck, git
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from test_sync_outgoing import pack_bytes
 
 from reelstore import sync
 from reelstore.codec import FrozenMap
@@ -17,6 +18,7 @@ from reelstore.errors import NotFound, RemoteConflict, StorageError
 from reelstore.maintenance.fsck import fsck as reel_fsck
 from reelstore.objects import Blob, Hash, Record, Tree, View
 from reelstore.storage.repo import Repo
+from reelstore.sync.outgoing import OutgoingPack
 
 
 def grow(repo: Repo, n: int, tag: str, trunk: str = "main") -> Hash:
@@ -276,21 +278,17 @@ def test_pointing_a_remote_elsewhere_forgets_what_was_known(tmp_path: Path, stor
 def test_damaged_packs_are_e007() -> None:
     import io
 
-    from dulwich.object_format import DEFAULT_OBJECT_FORMAT
-    from dulwich.pack import pack_objects_to_data, write_pack_data
-
-    from reelstore.sync.mapping import build_commit, read_pack, unpack
+    from reelstore.sync.mapping import read_pack, unpack
 
     objs = [Blob(b"pack %d" % i) for i in range(20)]
-    raws = {o.id: o.encode() for o in objs}
-    sync_commit = build_commit(list(raws), raws.__getitem__, {"refs/heads/main": objs[0].id}, [])
-    buf = io.BytesIO()
-    count, records = pack_objects_to_data(sync_commit.objects, deltify=False)
-    write_pack_data(buf.write, records, DEFAULT_OBJECT_FORMAT, num_records=count)
-    good = buf.getvalue()
+    out = OutgoingPack()
+    for o in objs:
+        out.add_object(o.id, o.encode())
+    commit = out.finish({"refs/heads/main": objs[0].id}, [])
+    good = pack_bytes(out)
     got = unpack(read_pack(io.BytesIO(good), len(good)), lambda _h: False)
     assert set(got.objects) == {o.id for o in objs}
-    assert got.commits == {sync_commit.id: {"refs/heads/main": objs[0].id}}
+    assert got.commits == {commit: {"refs/heads/main": objs[0].id}}
     flipped = bytearray(good)
     flipped[len(good) // 2] ^= 0xFF
     for bad in (good[: len(good) // 2], bytes(flipped), b"PACK" + good[4:12], b"garbage"):

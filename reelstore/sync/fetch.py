@@ -33,6 +33,7 @@ from reelstore.objects import Hash, Object, Record, View
 from reelstore.storage.object_store import LooseObjectStore
 from reelstore.storage.refs import ANY, check_ref_name, check_target
 from reelstore.storage.repo import DEFAULT_TRUNK, REEL_DIR, Repo
+from reelstore.sync import messages
 from reelstore.sync.mapping import Omitted, Received, read_pack, reel_ref, tracking_ref, unpack
 from reelstore.sync.remote import DEFAULT_REMOTE, add_remote, remote_url
 from reelstore.sync.state import Seen, SyncState
@@ -112,7 +113,7 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
                                    id=lacking)
         _check_kinds(repo, got, targets)
         if progress:
-            progress(f"received {len(got.objects) + len(got.staged)} objects from {remote}")
+            progress(messages.received(len(got.objects) + len(got.staged), remote))
         _store_staged(repo, got)
         repo.objects.put_many(got.objects.values())
         with state:

@@ -21,17 +21,16 @@ from __future__ import annotations
 import hashlib
 import mmap
 import struct
-import time
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any, TypeVar, overload
+from typing import IO, Any, TypeVar
 
 from dulwich.errors import ApplyDeltaError, ChecksumMismatch, FileFormatException
 from dulwich.object_format import DEFAULT_OBJECT_FORMAT
 from dulwich.objects import Blob as GitBlob
 from dulwich.objects import Commit as GitCommit
-from dulwich.objects import ObjectID, ShaFile
+from dulwich.objects import ShaFile
 from dulwich.objects import Tree as GitTree
 from dulwich.pack import PackData, PackInflater
 from dulwich.refs import Ref
@@ -42,7 +41,7 @@ from reelstore.objects import Hash, Object, decode, decode_verified
 from reelstore.objects.hash import is_hex
 from reelstore.storage.object_store import ObjectStore
 from reelstore.sync.pack_budget import check_sizes
-from reelstore.sync.state import format_refs, parse_refs
+from reelstore.sync.state import parse_refs
 
 TREE_MODE = 0o040000
 BLOB_MODE = 0o100644
@@ -75,83 +74,6 @@ def reel_ref(git_name: bytes) -> str | None:
 def tracking_ref(remote: str, ref: str) -> str:
     """`refs/heads/main` of remote `origin` → `refs/remotes/origin/heads/main`."""
     return f"refs/remotes/{remote}/{ref.removeprefix('refs/')}"
-
-
-@dataclass
-class SyncCommit:
-    """A sync commit ready to send: the commit and every git object it adds."""
-
-    commit: GitCommit
-    objects: Sequence[ShaFile]
-
-    @property
-    def id(self) -> str:
-        return self.commit.id.decode()
-
-
-class _Objects(Sequence[ShaFile]):
-    """A sync commit's git objects with the blobs made on demand, one at a time, from the store: a
-    push of any size holds one object's bytes, not all of them."""
-
-    def __init__(self, blobs: Sequence[Hash], raw_of: Callable[[Hash], bytes], rest: list[ShaFile]) -> None:
-        self.blobs, self.raw_of, self.rest = blobs, raw_of, rest
-
-    def __len__(self) -> int:
-        return len(self.blobs) + len(self.rest)
-
-    @overload
-    def __getitem__(self, i: int) -> ShaFile: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[ShaFile]: ...
-
-    def __getitem__(self, i: int | slice) -> ShaFile | Sequence[ShaFile]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if i < len(self.blobs):
-            return GitBlob.from_string(self.raw_of(self.blobs[i]))
-        return self.rest[i - len(self.blobs)]
-
-    def __iter__(self) -> Iterator[ShaFile]:
-        for h in self.blobs:
-            yield GitBlob.from_string(self.raw_of(h))
-        yield from self.rest
-
-
-def build_commit(new: Sequence[Hash], raw_of: Callable[[Hash], bytes], refs: dict[str, Hash],
-                 parents: list[str]) -> SyncCommit:
-    """Wrap the objects new to the remote (ids; `raw_of` gives each one's canonical bytes) and the refs
-    being set into one sync commit. Each object is read here once to name its git blob, and again
-    when the pack is sent."""
-    shards: dict[str, GitTree] = {}
-    out: list[ShaFile] = []
-    for rid in new:
-        sha = GitBlob.from_string(raw_of(rid)).id
-        hexid = rid.hex()
-        shards.setdefault(hexid[:2], GitTree()).add(hexid[2:].encode(), BLOB_MODE, sha)
-    root = GitTree()
-    if shards:
-        fanout = GitTree()
-        for prefix, shard in shards.items():
-            fanout.add(prefix.encode(), TREE_MODE, shard.id)
-            out.append(shard)
-        out.append(fanout)
-        root.add(b"objects", TREE_MODE, fanout.id)
-    refs_blob = GitBlob.from_string(format_refs(refs))
-    root.add(b"refs", BLOB_MODE, refs_blob.id)
-    out += [refs_blob, root]
-    commit = GitCommit()
-    commit.tree = root.id
-    commit.parents = [ObjectID(p.encode()) for p in parents]
-    commit.author = commit.committer = IDENTITY
-    commit.author_time = commit.commit_time = int(time.time())
-    commit.author_timezone = commit.commit_timezone = 0
-    names = ", ".join(sorted(refs)) or "no refs"
-    commit.message = f"reel sync: {len(new)} objects; {names}\n".encode()
-    out.append(commit)
-    return SyncCommit(commit, _Objects(new, raw_of, out))
 
 
 @dataclass

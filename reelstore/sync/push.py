@@ -19,7 +19,7 @@ from typing import Any
 
 from dulwich.errors import GitProtocolError
 from dulwich.objects import ZERO_SHA, ObjectID
-from dulwich.pack import UnpackedObject, pack_objects_to_data
+from dulwich.pack import UnpackedObject
 from dulwich.refs import Ref
 
 from reelstore.errors import BadInput, NotFound, ReelError, RemoteConflict, StorageError
@@ -29,7 +29,9 @@ from reelstore.kernel.views import fork_id
 from reelstore.objects import Blob, Hash, Record, View, decode
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
-from reelstore.sync.mapping import REMOTE_PREFIX, SyncCommit, build_commit, git_ref, tracking_ref
+from reelstore.sync import messages
+from reelstore.sync.mapping import REMOTE_PREFIX, git_ref, tracking_ref
+from reelstore.sync.outgoing import OutgoingPack
 from reelstore.sync.remote import remote_url
 from reelstore.sync.state import Seen, SyncState
 from reelstore.sync.transport import Progress, Remote, connect, remote_progress, talking_to, text
@@ -266,9 +268,11 @@ def _came_from(repo: Repo, ref: str, head: Hash, earlier: Hash) -> bool:
     return False
 
 
-def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[Hash]) -> list[Hash]:
+def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[Hash],
+                      take: Callable[[Hash, bytes], None] | None = None) -> list[Hash]:
     """The closure of `targets` minus what the remote holds: walk down and stop at known objects.
-    Blobs, the bulk of a store, have no edges and are not decoded; no object's bytes are kept."""
+    Each new object is read once, and handed with its bytes to `take` (the outgoing pack); blobs, the
+    bulk of a store, have no edges and are not decoded; no object's bytes are kept."""
     out: list[Hash] = []
     visited: set[Hash] = set()
     frontier = list(dict.fromkeys(targets))
@@ -284,6 +288,8 @@ def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[H
             except NotFound:
                 raise StorageError(f"cannot push: object {h.hex()} is missing from this store", id=h) from None
             out.append(h)
+            if take is not None:
+                take(h, raw)
             if not raw.startswith(_LEAF):
                 nxt.extend(r for r in decode(raw).references() if r not in visited)
         frontier = list(dict.fromkeys(nxt))
@@ -329,8 +335,7 @@ def _send(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], del
                                      f"{exc}") from None
             with state:
                 state.forget_haves(conn.name)
-            note = (f"remote {conn.name} lacked objects this store believed it held ({exc}): a ref was probably "
-                    "deleted there and the server pruned; forgot what this store knew it had and pushed again in full")
+            note = messages.stale_haves(conn.name, str(exc))
             result.notes.append(note)
             if progress:
                 progress(note)
@@ -339,17 +344,28 @@ def _send(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], del
 
 def _attempt(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], deletes: dict[str, str],
              result: PushResult, progress: Progress | None, *, atomic: bool = False) -> None:
+    outgoing = OutgoingPack() if plan else None
+    try:
+        _exchange(repo, state, conn, plan, deletes, result, progress, outgoing, atomic)
+    finally:
+        if outgoing is not None:
+            outgoing.close()
+
+
+def _exchange(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], deletes: dict[str, str],
+              result: PushResult, progress: Progress | None, outgoing: OutgoingPack | None, atomic: bool) -> None:
+    """One push: walk and pack what the remote lacks, then send it with the refs' compare-and-swap."""
     seen = state.seen(conn.name)
     expected = {git_ref(ref): seen[ref].git_commit.encode() if ref in seen else None for ref in plan}
     doomed = {git_ref(ref): commit.encode() for ref, commit in deletes.items()}
     parents = state.tips(conn.name)
-    sync: SyncCommit | None = None
+    commit: str | None = None
     new: list[Hash] = []
-    if plan:
-        new = missing_on_remote(repo, state, conn.name, list(plan.values()))
-        sync = build_commit(new, repo.objects.get_raw, plan, parents)
+    if outgoing is not None:
+        new = missing_on_remote(repo, state, conn.name, list(plan.values()), outgoing.add_object)
+        commit = outgoing.finish(plan, parents)
         if progress:
-            progress(f"pushing {len(new)} objects to {conn.name} in sync commit {sync.id[:12]}")
+            progress(messages.pushing(len(new), conn.name, commit))
 
     def update_refs(remote_refs: dict[Ref, ObjectID]) -> dict[Ref, ObjectID]:
         if plan and parents and not any(name.startswith(REMOTE_PREFIX.encode()) for name in remote_refs):
@@ -359,13 +375,15 @@ def _attempt(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], 
                 raise RemoteConflict(f"{name.decode()} on remote {conn.name} moved since this store last "
                                      f"saw it; `reel fetch {conn.name}` first", ref=name.decode())
         out = {name: ObjectID(bytes(ZERO_SHA)) for name in doomed}
-        if sync is not None:
-            out.update({name: sync.commit.id for name in expected})
+        if commit is not None:
+            out.update({name: ObjectID(commit.encode()) for name in expected})
         return out
 
     def generate(have: AbstractSet[ObjectID], want: AbstractSet[ObjectID], ofs_delta: bool = True,
                  progress: Callable[[bytes], None] | None = None) -> tuple[int, Iterator[UnpackedObject]]:
-        return pack_objects_to_data(sync.objects if sync is not None else [], deltify=False, ofs_delta=ofs_delta)
+        if outgoing is None:
+            return 0, iter(())
+        return len(outgoing), outgoing.records()
 
     with talking_to(conn):
         try:
@@ -381,12 +399,12 @@ def _attempt(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], 
     failed = {k.decode(): text(v) for k, v in (sent.ref_status or {}).items() if v}
     if failed:
         said = "; ".join(f"{k}: {v}" for k, v in sorted(failed.items()))
-        if sync is not None and any(s in said for s in _STALE_HAVES):
+        if commit is not None and any(s in said for s in _STALE_HAVES):
             raise _StaleHaves(said)
         raise RemoteConflict(f"remote {conn.name} refused the update: {said}", refs=sorted(failed))
-    _record(repo, state, conn.name, sync.id if sync else None, plan, deletes, parents, new)
-    if sync is not None:
-        result.commit, result.objects = sync.id, len(new)
+    _record(repo, state, conn.name, commit, plan, deletes, parents, new)
+    if commit is not None:
+        result.commit, result.objects = commit, len(new)
 
 
 class _RemoteEmptied(Exception):

@@ -1,0 +1,183 @@
+"""The pack a push sends, built in one pass as the push's walk finds each new object.
+
+Each reel object is read from the store once (verified there), named once (one SHA-1 for its git
+blob id) and deflated once into a spooled file: a push of any size holds the entries' ids and
+offsets, not their bytes. Content the probe finds incompressible (zstd cannot shrink a sample of it)
+is stored in deflate's "stored" blocks, which costs a copy instead of a full deflate per object
+(deflate's set-up alone costs more than the copy for the small objects that make up most stores).
+
+The fan-out trees, the `refs` file and the commit (see `mapping`) are written after the blobs, from
+the names collected on the way; dulwich's send-pack then streams the finished entries as they are
+(`records`), so it neither re-encodes, re-hashes nor re-deflates anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import tempfile
+import time
+import zlib
+from collections.abc import Iterator
+from typing import IO
+
+import zstandard
+from dulwich.objects import Commit as GitCommit
+from dulwich.objects import ObjectID
+from dulwich.pack import UnpackedObject
+
+from reelstore.objects import Hash
+from reelstore.sync.mapping import IDENTITY
+from reelstore.sync.state import format_refs
+
+_COMMIT, _TREE, _BLOB = 1, 2, 3
+_TYPE_NAMES = {_COMMIT: b"commit ", _TREE: b"tree ", _BLOB: b"blob "}
+_SPOOL = 16 << 20
+_READ = 1 << 20
+_SAMPLE = 8192
+_PROBE = zstandard.ZstdCompressor(level=1)
+_ZLIB_HEADER = b"\x78\x01"
+_STORED_MAX = 0xFFFF
+_STORED_HEAD = struct.Struct("<BHH")
+_ADLER = struct.Struct(">I")
+
+
+def entry_header(kind: int, size: int) -> bytes:
+    """A pack entry's type-and-size header (git's little-endian base-128, type in the first byte)."""
+    out = bytearray()
+    byte = (kind << 4) | (size & 0x0F)
+    size >>= 4
+    while size:
+        out.append(byte | 0x80)
+        byte = size & 0x7F
+        size >>= 7
+    out.append(byte)
+    return bytes(out)
+
+
+def deflate(data: bytes) -> bytes:
+    """`data` as one zlib stream: compressed if a zstd probe of its start shrinks it by a tenth, else in
+    stored blocks."""
+    sample = data[:_SAMPLE]
+    if len(sample) >= 64 and len(_PROBE.compress(sample)) * 10 < len(sample) * 9:
+        return zlib.compress(data)
+    return stored(data)
+
+
+def stored(data: bytes) -> bytes:
+    """A zlib stream of `data` in stored (uncompressed) blocks, written out directly: zlib's own level 0
+    still sets up a whole compressor per call."""
+    out = [_ZLIB_HEADER]
+    end = len(data)
+    start = 0
+    while True:
+        piece = data[start : start + _STORED_MAX]
+        start += _STORED_MAX
+        final = start >= end
+        out.append(_STORED_HEAD.pack(final, len(piece), len(piece) ^ 0xFFFF))
+        out.append(piece)
+        if final:
+            break
+    out.append(_ADLER.pack(zlib.adler32(data)))
+    return b"".join(out)
+
+
+class OutgoingPack:
+    """The entries of one sync commit's pack, added in any order; `finish` adds the trees and the commit."""
+
+    def __init__(self) -> None:
+        self.spool: IO[bytes] | None = None
+        self.buf = bytearray()
+        self.spilled = 0
+        self.ends: list[int] = []
+        self.kinds: list[int] = []
+        self.shas: list[bytes] = []
+        self.shards: dict[bytes, list[tuple[bytes, bytes]]] = {}
+        self.blobs = 0
+        self.commit: GitCommit | None = None
+
+    def _add(self, kind: int, body: bytes) -> bytes:
+        head = entry_header(kind, len(body))
+        sha = hashlib.sha1(_TYPE_NAMES[kind] + b"%d\0" % len(body) + body).digest()
+        buf = self.buf
+        buf += head
+        buf += deflate(body)
+        self.ends.append(self.spilled + len(buf))
+        self.kinds.append(kind)
+        self.shas.append(sha)
+        if len(buf) >= _SPOOL:
+            self._spill()
+        return sha
+
+    def _spill(self) -> None:
+        """Move the entries held in memory to the spool file (made on first use)."""
+        if self.spool is None:
+            self.spool = tempfile.TemporaryFile()
+        self.spool.write(self.buf)
+        self.spilled += len(self.buf)
+        self.buf.clear()
+
+    def add_object(self, rid: Hash, raw: bytes) -> None:
+        """One reel object (its canonical bytes), filed under `objects/<2 hex>/<62 hex>`."""
+        hexid = rid.hex().encode()
+        sha = self._add(_BLOB, raw)
+        self.shards.setdefault(hexid[:2], []).append((hexid[2:], sha))
+        self.blobs += 1
+
+    def finish(self, refs: dict[str, Hash], parents: list[str]) -> str:
+        """Add the fan-out trees, the `refs` file, the root tree and the commit; the commit's id."""
+        fanout = [(prefix, self._tree(b"100644", entries)) for prefix, entries in sorted(self.shards.items())]
+        root: list[tuple[bytes, bytes, bytes]] = []
+        if fanout:
+            root.append((b"40000", b"objects", self._add(_TREE, _tree_body(b"40000", fanout))))
+        root.append((b"100644", b"refs", self._add(_BLOB, format_refs(refs))))
+        root_sha = self._add(_TREE, b"".join(mode + b" " + name + b"\0" + sha for mode, name, sha in root))
+        commit = GitCommit()
+        commit.tree = ObjectID(root_sha.hex().encode())
+        commit.parents = [ObjectID(p.encode()) for p in parents]
+        commit.author = commit.committer = IDENTITY
+        commit.author_time = commit.commit_time = int(time.time())
+        commit.author_timezone = commit.commit_timezone = 0
+        names = ", ".join(sorted(refs)) or "no refs"
+        commit.message = f"reel sync: {self.blobs} objects; {names}\n".encode()
+        sha = self._add(_COMMIT, commit.as_raw_string())
+        if sha != bytes.fromhex(commit.id.decode()):
+            raise AssertionError("sync commit named differently by dulwich and by the pack writer")
+        self.commit = commit
+        return commit.id.decode()
+
+    def _tree(self, mode: bytes, entries: list[tuple[bytes, bytes]]) -> bytes:
+        return self._add(_TREE, _tree_body(mode, sorted(entries)))
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def records(self) -> Iterator[UnpackedObject]:
+        """Every entry, finished, for dulwich's pack writer: it sends a record's `comp_chunks` as they are."""
+        if self.spool is None:
+            chunks: Iterator[bytes] = iter((bytes(self.buf),))
+        else:
+            self._spill()
+            self.spool.seek(0)
+            chunks = iter(lambda: self.spool.read(_READ) if self.spool else b"", b"")
+        buf = b""
+        base = start = 0
+        for end, kind, sha in zip(self.ends, self.kinds, self.shas, strict=True):
+            while end > base + len(buf):
+                more = next(chunks, b"")
+                if not more:
+                    raise AssertionError("the outgoing pack's spool is shorter than its entries")
+                buf, base = buf[start - base :] + more, start
+            record = UnpackedObject(kind, sha=sha)
+            record.comp_chunks = [buf[start - base : end - base]]
+            start = end
+            yield record
+
+    def close(self) -> None:
+        if self.spool is not None:
+            self.spool.close()
+
+
+def _tree_body(mode: bytes, entries: list[tuple[bytes, bytes]]) -> bytes:
+    """A git tree of entries that all have one mode: sorting by name is then git's own order."""
+    return b"".join(mode + b" " + name + b"\0" + sha for name, sha in entries)

@@ -1,0 +1,65 @@
+"""The pack a push sends (`sync.outgoing`): git itself must accept every entry it writes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+from gitserver import GIT_ENV, bare, git
+
+from reelstore.objects import Blob
+from reelstore.sync import outgoing
+from reelstore.sync.outgoing import OutgoingPack, deflate, stored
+
+
+def pack_bytes(out: OutgoingPack) -> bytes:
+    """A whole git pack of `out`'s entries: header, entries as sent, SHA-1 trailer."""
+    body = b"PACK" + struct.pack(">II", 2, len(out)) + b"".join(b"".join(r.comp_chunks or []) for r in out.records())
+    return body + hashlib.sha1(body).digest()
+
+
+@pytest.mark.parametrize("size", [0, 1, 63, 64, 300, 0xFFFF, 0x10000, 200_000])
+def test_stored_and_deflated_streams_inflate_to_the_data(size: int) -> None:
+    for data in (os.urandom(size), b"reel " * (size // 5)):
+        for stream in (stored(data), deflate(data)):
+            z = zlib.decompressobj()
+            assert z.decompress(stream) == data and z.eof and not z.unused_data
+
+
+def test_only_compressible_content_is_compressed() -> None:
+    text, noise = b"the same words again " * 500, os.urandom(10_000)
+    assert len(deflate(text)) < len(text) // 10
+    assert deflate(noise) == stored(noise)
+
+
+@pytest.mark.parametrize("spill", [False, True])
+def test_git_indexes_the_pack_and_reads_every_object_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          spill: bool) -> None:
+    if spill:  # entries move to the spool file every few kilobytes, and one is larger than a read
+        monkeypatch.setattr(outgoing, "_SPOOL", 4096)
+        monkeypatch.setattr(outgoing, "_READ", 1000)
+    blobs = [Blob(os.urandom(n)) for n in (0, 10, 5000, 70_000)] + [Blob(b"text %d " % i * 40) for i in range(50)]
+    out = OutgoingPack()
+    for b in blobs:
+        out.add_object(b.id, b.encode())
+    commit = out.finish({"refs/heads/main": blobs[0].id}, [])
+    repo = bare(tmp_path / "r.git")
+    pack = tmp_path / "r.git" / "objects" / "pack" / "incoming.pack"
+    pack.write_bytes(pack_bytes(out))
+    git("--git-dir", str(repo), "index-pack", "--strict", str(pack))
+    git("--git-dir", str(repo), "update-ref", "refs/reel/heads/main", commit)
+    git("--git-dir", str(repo), "fsck", "--strict", "--no-dangling")
+    for b in blobs:
+        hexid = b.id.hex()
+        assert _blob(repo, f"{commit}:objects/{hexid[:2]}/{hexid[2:]}") == b.encode()
+    assert git("--git-dir", str(repo), "cat-file", "-p", f"{commit}:refs") == f"{blobs[0].id.hex()} refs/heads/main\n"
+
+
+def _blob(repo: Path, name: str) -> bytes:
+    return subprocess.run(["git", "--git-dir", str(repo), "cat-file", "blob", name], capture_output=True, check=True,
+                          env=GIT_ENV, timeout=60).stdout
