@@ -275,25 +275,34 @@ def test_pointing_a_remote_elsewhere_forgets_what_was_known(tmp_path: Path, stor
     fsck(other)
 
 
-def test_damaged_packs_are_e007() -> None:
-    import io
+@pytest.mark.parametrize("engine", ["git", "dulwich"])
+def test_damaged_packs_are_e007(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
+    from reelstore.sync import incoming
+    from reelstore.sync.mapping import unpack
 
-    from reelstore.sync.mapping import read_pack, unpack
-
+    if engine == "dulwich":  # no git on PATH: dulwich reads the pack in Python
+        monkeypatch.setenv("PATH", str(tmp_path))
+    assert incoming.git_tools() == (engine == "git")
     objs = [Blob(b"pack %d" % i) for i in range(20)]
     out = OutgoingPack()
     for o in objs:
         out.add_object(o.id, o.encode())
     commit = out.finish({"refs/heads/main": objs[0].id}, [])
     good = pack_bytes(out)
-    got = unpack(read_pack(io.BytesIO(good), len(good)), lambda _h: False)
-    assert set(got.objects) == {o.id for o in objs}
+    path = tmp_path / "received.pack"
+    path.write_bytes(good)
+    got = unpack(incoming.read_pack(path), lambda _h: False)
+    assert set(got.raws) == {o.id for o in objs}
     assert got.commits == {commit: {"refs/heads/main": objs[0].id}}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["received.pack"]
     flipped = bytearray(good)
     flipped[len(good) // 2] ^= 0xFF
-    for bad in (good[: len(good) // 2], bytes(flipped), b"PACK" + good[4:12], b"garbage"):
+    trailer = good[:-1] + bytes([good[-1] ^ 1])
+    for bad in (good[: len(good) // 2], bytes(flipped), trailer, b"PACK" + good[4:12], b"garbage"):
+        path.write_bytes(bad)
         with pytest.raises(StorageError):
-            read_pack(io.BytesIO(bad), len(bad))
+            incoming.read_pack(path)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["received.pack"]
 
 
 def test_fetch_size_is_bounded(tmp_path: Path, store_a: Repo, remote: Path) -> None:

@@ -330,7 +330,7 @@ class DiskObjectStore(ObjectStore):
         loose: list[tuple[Hash, bytes]] = []
         packable: list[tuple[Hash, bytes]] = []
         for item in items:
-            (loose if self.loose.has(item[0]) else packable).append(item)
+            (loose if os.path.exists(self.loose_path(item[0])) else packable).append(item)
         self.loose._store(loose)
         if packable:
             now = int(time.time())

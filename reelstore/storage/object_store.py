@@ -99,7 +99,11 @@ class ObjectStore:
     def put_many(self, objs: Iterable[Object]) -> list[Hash]:
         """Store `objs`; E014 for one over the object size limit, which could never be read back
         (content that large goes through `storage.content`, which chunks it)."""
-        items = [(obj.id, obj.encode()) for obj in objs]
+        return self.put_verified([(obj.id, obj.encode()) for obj in objs])
+
+    def put_verified(self, items: list[tuple[Hash, bytes]]) -> list[Hash]:
+        """Store canonical bytes that the caller has already hashed to their ids and decoded (a fetch
+        does, to verify what it received), without encoding or hashing them again; E014 as `put_many`."""
         for h, raw in items:
             if len(raw) > MAX_RAW:
                 raise BadInput(f"object {h.hex()} of {len(raw)} bytes exceeds the {MAX_OBJECT_SIZE}-byte object "

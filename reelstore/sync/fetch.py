@@ -34,12 +34,12 @@ from reelstore.storage.object_store import LooseObjectStore
 from reelstore.storage.refs import ANY, check_ref_name, check_target
 from reelstore.storage.repo import DEFAULT_TRUNK, REEL_DIR, Repo
 from reelstore.sync import messages
-from reelstore.sync.mapping import Omitted, Received, read_pack, reel_ref, tracking_ref, unpack
+from reelstore.sync.incoming import read_pack
+from reelstore.sync.mapping import Omitted, Received, reel_ref, tracking_ref, unpack
 from reelstore.sync.remote import DEFAULT_REMOTE, add_remote, remote_url
 from reelstore.sync.state import Seen, SyncState
 from reelstore.sync.transport import Progress, Remote, connect, remote_progress, talking_to
 
-_SPOOL = 64 << 20
 _STORE_BATCH = 16 << 20
 _MAX_FETCH = 4 << 30
 _MAX_WALK = 1_000_000
@@ -113,9 +113,9 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
                                    id=lacking)
         _check_kinds(repo, got, targets)
         if progress:
-            progress(messages.received(len(got.objects) + len(got.staged), remote))
+            progress(messages.received(len(got.raws) + len(got.staged), remote))
         _store_staged(repo, got)
-        repo.objects.put_many(got.objects.values())
+        repo.objects.put_verified(list(got.raws.items()))
         with state:
             result.gone = sorted(ref for ref in state.seen(remote) if ref not in targets)
             if not advertised:
@@ -126,7 +126,7 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
                 state.drop_seen(remote, ref)
             for ref, target in targets.items():
                 state.set_seen(remote, ref, Seen(advertised[ref], target))
-        result.objects = len(got.objects) + len(got.staged)
+        result.objects = len(got.raws) + len(got.staged)
         result.updated = _update_tracking(repo, remote, targets)
         for ref, target in targets.items():
             if ref.startswith(VIEW_PREFIX):
@@ -257,7 +257,9 @@ def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | No
     tips = [ObjectID(t.encode()) for t in state.tips(conn.name)] if incremental else []
     walker = ObjectStoreGraphWalker(tips, lambda _sha: [])
     limit = _max_bytes(repo)
-    with tempfile.SpooledTemporaryFile(_SPOOL) as spool, talking_to(conn):
+    round_name = "incremental" if incremental else "full"
+    received = Path(staging) / f"{round_name}.pack"
+    with received.open("wb") as spool, talking_to(conn):
 
         def write(chunk: bytes) -> int:
             if spool.tell() + len(chunk) > limit:
@@ -265,8 +267,11 @@ def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | No
             return spool.write(chunk)
 
         conn.client.fetch_pack(conn.path, determine_wants, walker, write, progress=remote_progress(progress))
-        store = LooseObjectStore(Path(staging) / ("incremental" if incremental else "full"), fsync=False)
-        return advertised, unpack(read_pack(spool, spool.tell(), store), repo.objects.has)
+    store = LooseObjectStore(Path(staging) / round_name, fsync=False)
+    try:
+        return advertised, unpack(read_pack(received, store), repo.objects.has)
+    finally:
+        received.unlink()
 
 
 def _max_bytes(repo: Repo) -> int:
@@ -354,8 +359,7 @@ def _targets(state: SyncState, remote: str, advertised: dict[str, str], got: Rec
 def _check_kinds(repo: Repo, got: Received, targets: dict[str, Hash]) -> None:
     """E007 if a remote ref points at an object its namespace forbids (a trunk at a blob): nothing is stored."""
     for ref, target in targets.items():
-        obj = got.objects.get(target)
-        kind = "blob" if obj is None and target in got.staged else (obj or repo.objects.get(target)).kind
+        kind = got.kind(target) or repo.objects.get(target).kind
         try:
             check_target(ref, kind)
         except BadInput as exc:
@@ -371,10 +375,10 @@ def _first_missing(repo: Repo, got: Received, targets: list[Hash]) -> Hash | Non
         if h in visited:
             continue
         visited.add(h)
-        obj = got.objects.get(h)
-        if obj is not None:
-            stack.extend(obj.references())
-        elif h not in got.staged and not repo.objects.has(h):
+        node = got.nodes.get(h)
+        if node is not None:
+            stack.extend(node.references())
+        elif h not in got and not repo.objects.has(h):
             return h
     return None
 

@@ -18,29 +18,23 @@ came under and decode with the bounded decoder, and any fault rejects the whole 
 
 from __future__ import annotations
 
-import hashlib
-import mmap
 import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 from dulwich.errors import ApplyDeltaError, ChecksumMismatch, FileFormatException
-from dulwich.object_format import DEFAULT_OBJECT_FORMAT
-from dulwich.objects import Blob as GitBlob
 from dulwich.objects import Commit as GitCommit
 from dulwich.objects import ShaFile
 from dulwich.objects import Tree as GitTree
-from dulwich.pack import PackData, PackInflater
 from dulwich.refs import Ref
 
-from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG
 from reelstore.errors import BadInput, StorageError
-from reelstore.objects import Hash, Object, decode, decode_verified
+from reelstore.objects import Blob, Hash, Object, decode_verified
 from reelstore.objects.hash import is_hex
 from reelstore.storage.object_store import ObjectStore
-from reelstore.sync.pack_budget import check_sizes
+from reelstore.sync.incoming import MAX_RAW, ReceivedPack
 from reelstore.sync.state import parse_refs
 
 TREE_MODE = 0o040000
@@ -48,14 +42,6 @@ BLOB_MODE = 0o100644
 IDENTITY = b"reelstore <sync@reelstore.invalid>"
 REMOTE_PREFIX = "refs/reel/"
 _Git = TypeVar("_Git", bound=ShaFile)
-_MAX_RAW = MAX_OBJECT_SIZE + MAX_TAG + 1
-_BLOB_TAG = b"blob\x00"
-HELD_RAW = 64 * 1024
-"""Received blobs up to this size are held in memory until the fetch is verified; larger reel blobs wait
-in a staging store."""
-_RELEASE_EVERY = 32 * 1024 * 1024
-MAX_HELD = 512 * 1024 * 1024
-"""Most bytes a fetch holds in memory for blobs it cannot stage (small ones, and any that are not reel blobs)."""
 _DAMAGE = (ChecksumMismatch, ApplyDeltaError, FileFormatException, zlib.error, struct.error, KeyError, ValueError,
            AssertionError, EOFError, OSError)
 
@@ -78,121 +64,31 @@ def tracking_ref(remote: str, ref: str) -> str:
 
 @dataclass
 class Received:
-    """What a fetch brought, verified: the new reel objects and each new sync commit's refs and parents.
+    """What a fetch brought, verified: each new reel object's canonical bytes (hashed and decoded), the
+    decoded objects that have references (for the closure check), and each new sync commit's refs and
+    parents.
 
     Large blobs (pieces of large content) are not held: they wait in `staging`, a store of their own,
     and `staged` lists them."""
 
-    objects: dict[Hash, Object] = field(default_factory=dict)
+    raws: dict[Hash, bytes] = field(default_factory=dict)
+    nodes: dict[Hash, Object] = field(default_factory=dict)
+    """Every received object but blobs, decoded."""
     commits: dict[str, dict[str, Hash]] = field(default_factory=dict)
     parents: dict[str, list[str]] = field(default_factory=dict)
     staged: set[Hash] = field(default_factory=set)
     staging: ObjectStore | None = None
 
     def ids(self) -> list[Hash]:
-        return [*self.objects, *self.staged]
+        return [*self.raws, *self.staged]
 
+    def __contains__(self, rid: object) -> bool:
+        return rid in self.raws or rid in self.staged
 
-@dataclass
-class ReceivedPack:
-    """A received pack, read one object at a time: commits and trees by git id, small blobs' bytes by
-    git id, and the large blobs that decode as reel blobs moved to a staging store (git id -> reel id)."""
-
-    meta: dict[bytes, ShaFile] = field(default_factory=dict)
-    raws: dict[bytes, bytes] = field(default_factory=dict)
-    staged: dict[bytes, Hash] = field(default_factory=dict)
-    staging: ObjectStore | None = None
-
-    def __contains__(self, sha: object) -> bool:
-        return sha in self.meta or sha in self.raws or sha in self.staged
-
-
-def read_pack(stream: IO[bytes], size: int, staging: ObjectStore | None = None) -> ReceivedPack:
-    """Every object of a received pack, deltas resolved; E007 if the pack is damaged. Sizes are checked
-    before anything inflates (`pack_budget`); then each object is read in turn and only small ones and
-    the git structure stay in memory: a blob over HELD_RAW that decodes as a reel blob goes to
-    `staging` (a temporary store; without one it is held too)."""
-    got = ReceivedPack(staging=staging)
-    if size == 0:
-        return got
-    check_sizes(stream, size, _MAX_RAW)
-    stream.seek(0)
-    data = None
-    held = 0
-    try:
-        _check_trailer(stream, size)
-        data = PackData.from_file(stream, DEFAULT_OBJECT_FORMAT, size)
-        mapped = _mapping(data)
-        walker = PackInflater(None, data.object_format.hash_func, object_format=data.object_format)
-        walker.set_pack_data(data)
-        read = 0
-        for unpacked in data.iter_unpacked(include_comp=False):
-            walker.record(unpacked)
-            read += unpacked.decomp_len or 0
-            if read >= _RELEASE_EVERY:
-                mapped()
-                read = 0
-        mapped()
-        for obj in walker:
-            read += obj.raw_length()
-            if read >= _RELEASE_EVERY:
-                mapped()
-                read = 0
-            if not isinstance(obj, GitBlob):
-                got.meta[obj.id] = obj
-                continue
-            raw = obj.as_raw_string()
-            if staging is not None and len(raw) > HELD_RAW and raw.startswith(_BLOB_TAG):
-                try:
-                    blob = decode(raw)
-                except BadInput:
-                    blob = None
-                if blob is not None:
-                    staging.put(blob)
-                    got.staged[obj.id] = blob.id
-                    continue
-            held += len(raw)
-            if held > MAX_HELD:
-                raise StorageError(f"the remote sent more than {MAX_HELD} bytes that are not reel content")
-            got.raws[obj.id] = raw
-        return got
-    except _DAMAGE as exc:
-        raise StorageError(f"the remote sent a damaged pack: {type(exc).__name__}: {exc}") from None
-    finally:
-        if data is not None:
-            data.close()
-
-
-def _check_trailer(stream: IO[bytes], size: int) -> None:
-    """The pack's SHA-1 trailer, computed by reading the file a piece at a time (dulwich's own check
-    hashes its map of the file in one pass, which makes the whole pack resident at once)."""
-    if size < 32:
-        raise StorageError("the remote sent a truncated pack")
-    stream.seek(0)
-    digest = hashlib.sha1()
-    left = size - 20
-    while left:
-        piece = stream.read(min(left, 8 << 20))
-        if not piece:
-            raise StorageError("the remote sent a truncated pack")
-        digest.update(piece)
-        left -= len(piece)
-    if stream.read(20) != digest.digest():
-        raise StorageError("the remote sent a damaged pack: its checksum does not match")
-    stream.seek(0)
-
-
-def _mapping(data: PackData) -> Callable[[], None]:
-    """A way to let go of the pages of dulwich's map of the spooled pack (it maps the file and
-    reads every object through the map): without it, a fetch's resident memory would grow to the
-    pack's size although each object is dropped once read."""
-    contents = getattr(data, "_contents", None)
-
-    def release() -> None:
-        if isinstance(contents, mmap.mmap):
-            contents.madvise(mmap.MADV_DONTNEED)
-
-    return release
+    def kind(self, rid: Hash) -> str | None:
+        """The kind of a received object, or None if it was not received."""
+        node = self.nodes.get(rid)
+        return node.kind if node is not None else Blob.kind if rid in self else None
 
 
 def unpack(pack: ReceivedPack, have: Callable[[Hash], bool]) -> Received:
@@ -279,14 +175,17 @@ def _read_object(pack: ReceivedPack, name: bytes, entry: Any, got: Received, hav
     if raw is None:
         if entry.sha in pack.meta:
             raise StorageError(f"object {rid.hex()} arrived as a {pack.meta[entry.sha].type_name.decode()}", id=rid)
-        if have(rid) or rid in got.objects or rid in got.staged:
+        if have(rid) or rid in got:
             return
         raise StorageError(f"the remote did not send object {rid.hex()}", id=rid)
-    if len(raw) > _MAX_RAW:
+    if len(raw) > MAX_RAW:
         raise StorageError(f"object {rid.hex()} arrived oversized", id=rid)
-    if Hash.of(raw) != rid:
-        raise StorageError(f"object {rid.hex()} from the remote does not hash to its name", id=rid)
     try:
-        got.objects[rid] = decode_verified(raw, rid)
+        obj = decode_verified(raw, rid)
     except BadInput as exc:
+        if Hash.of(raw) != rid:
+            raise StorageError(f"object {rid.hex()} from the remote does not hash to its name", id=rid) from None
         raise StorageError(f"object {rid.hex()} from the remote does not decode: {exc.message}", id=rid) from None
+    got.raws[rid] = raw
+    if not isinstance(obj, Blob):
+        got.nodes[rid] = obj
