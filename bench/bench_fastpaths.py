@@ -5,8 +5,10 @@ processes (user + system, from wait4), interleaved so machine load hits both ali
 
 Rows: one CLI verb's start-up (with the floor: python importing blake3, zstandard and msgpack and
 reading one ref), `cat-file --batch` over 20k packed objects, gc with half the objects unreachable at
-5k and 20k (80k with --big; max RSS too), full push and clone of 20k objects over a path remote, and
-an incremental push of 10 objects onto a 20k remote. --quick uses 2k objects and one repetition.
+5k and 20k (80k with --big; max RSS too), full push and clone of 20k objects over a path remote (git's
+clone twice: as it clones a local path by default, with hard links to the remote's files, and with
+--no-local, which moves and indexes a pack as reel's clone must), and an incremental push of 10
+objects onto a 20k remote. --quick uses 2k objects and one repetition.
 """
 
 from __future__ import annotations
@@ -238,8 +240,11 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
     git("push", "-q", str(gremote), "main", cwd=g)
     got = interleaved({"r": lambda: run([REEL, "clone", str(remote), str(tmp / f"y-clone-{next(counter)}")], tmp),
                        "g": lambda: run(["git", "clone", "-q", "--bare", str(gremote),
+                                         str(tmp / f"y-gclone-{next(counter)}")], tmp),
+                       "n": lambda: run(["git", "clone", "-q", "--bare", "--no-local", str(gremote),
                                          str(tmp / f"y-gclone-{next(counter)}")], tmp)}, repeat)
-    row("clone", got["r"], got["g"])
+    row("clone (git: local, hard links)", got["r"], got["g"])
+    row("clone (git: --no-local, packs and indexes)", got["r"], got["n"])
     print("(incremental push: 10 new objects onto the remote above)")
     samples: dict[str, list[tuple]] = {"r": [], "g": []}
     for k in range(repeat):
