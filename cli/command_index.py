@@ -95,7 +95,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "release": ("reelstore.porcelain.release",
         "Lift the hold."),
     "remote": ("reelstore.porcelain.remote",
-        "Add, remove or list remotes (with no subcommand: list)."),
+        "Add, rename, remove or list remotes, or print one's URL (with no subcommand: list)."),
     "replay": ("reelstore.porcelain.replay",
         "Run CMD with its reads answered from SOURCE's recording (a view or a record made by `reel run "
         "--record`), in order and with no network; its effects go into a new view of the same trunk."),

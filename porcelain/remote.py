@@ -11,7 +11,7 @@ from reelstore.cli.context import Context, pass_ctx
 @click.option("-v", "--verbose", is_flag=True, help="With no subcommand: show URLs too.")
 @click.pass_context
 def remote(click_ctx: click.Context, verbose: bool) -> None:
-    """Add, remove or list remotes (with no subcommand: list)."""
+    """Add, rename, remove or list remotes, or print one's URL (with no subcommand: list)."""
 
     if click_ctx.invoked_subcommand is None:
         click_ctx.invoke(list_cmd, verbose=verbose)
@@ -46,6 +46,30 @@ def remove(ctx: Context, name: str) -> None:
 
     deleted = sync.remove_remote(ctx.repo, name)
     ctx.emit({"name": name, "deleted_refs": deleted})
+
+
+@remote.command("rename")
+@click.argument("old")
+@click.argument("new")
+@pass_ctx
+def rename(ctx: Context, old: str, new: str) -> None:
+    """Rename remote OLD to NEW: its config, remote-tracking refs, sync state and the views bound to it."""
+    from reelstore import sync  # on use: it loads dulwich, which most commands never need
+
+    moved = sync.rename_remote(ctx.repo, old, new)
+    ctx.emit({"old": old, "new": new, "moved_refs": moved})
+
+
+@remote.command("get-url")
+@click.argument("name")
+@click.option("--push", "push_url", is_flag=True, help="The URL pushes go to (reel keeps one URL per remote).")
+@pass_ctx
+def get_url(ctx: Context, name: str, push_url: bool) -> None:
+    """Print the URL of remote NAME."""
+    from reelstore import sync  # on use: it loads dulwich, which most commands never need
+
+    url = sync.remote_url(ctx.repo, name)
+    ctx.emit({"name": name, "url": url}, url)
 
 
 @remote.command("list")

@@ -120,3 +120,25 @@ def test_a_config_that_is_not_utf8_is_a_clear_e007(tmp_path: Path):
     path.write_bytes(b"[core]\n\ttrunk = ma\xffin\n")
     with pytest.raises(StorageError, match="line 2 is not UTF-8"):
         Config(path)
+
+
+def test_rename_section_in_one_batched_save(tmp_path: Path):
+    path = tmp_path / "config"
+    cfg = Config(path)
+    cfg.set("remote.origin.url", "/r.git")
+    cfg.set("trunk.main.remote", "origin")
+    path.write_text(path.read_text().replace("\turl", "\t; kept\n\turl"))
+    cfg = Config(path)
+    with cfg.batch():
+        cfg.set("trunk.main.remote", "up")
+        assert Config(path).get("trunk.main.remote") == "origin"  # nothing written inside the batch
+        assert cfg.rename_section("remote", "origin", "up") is True
+    again = Config(path)
+    assert (again.get("remote.up.url"), again.get("remote.origin.url"), again.get("trunk.main.remote")) == (
+        "/r.git", None, "up")
+    assert "; kept" in path.read_text()
+    assert again.rename_section("remote", "nowhere", "x") is False
+    with pytest.raises(BadInput), again.batch():
+        again.set("trunk.main.remote", "gone")
+        again.set("remote.a\nb.url", "x")
+    assert again.get("trunk.main.remote") == "up" and Config(path).get("trunk.main.remote") == "up"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from reelstore.errors import RemoteConflict, StorageError, ViewTerminal
-from reelstore.kernel.views import Live, find_record, fork_id
+from reelstore.kernel.views import Live, find_record, fork_id, live_views
 from reelstore.objects import View
 from reelstore.storage.repo import Repo
 
@@ -70,6 +70,18 @@ def unbind(repo: Repo, view: View) -> str | None:
     was = bound_remote(repo, view)
     _write(repo, view, UNBOUND)
     return was
+
+
+def rebind_remote(repo: Repo, old: str, new: str) -> int:
+    """Live views bound to remote `old` are bound to `new` instead (the remote was renamed). Returns
+    how many bindings changed."""
+    moved: set[str] = set()
+    for live in live_views(repo):
+        name = _name(live.view)
+        if name not in moved and _read(repo, live.view) == old:
+            _write(repo, live.view, new)
+            moved.add(name)
+    return len(moved)
 
 
 def tracked_remote(repo: Repo, trunk: str) -> str | None:

@@ -7,7 +7,8 @@ Keys are `section.key` or `section.subsection.key`; section and key names are ca
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -93,6 +94,21 @@ class Config:
         if self.lines and self.lines[-1] == "":
             self.lines.pop()
         self._derived: dict[Callable[[Config], Any], tuple[list[str], Any]] = {}
+        self._batched = False
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Several edits written as one atomic save, so a crash leaves all of them or none (and an
+        error inside the block leaves the config as it was)."""
+        before, self._batched = list(self.lines), True
+        try:
+            yield
+        except BaseException:
+            self.lines = before
+            raise
+        finally:
+            self._batched = False
+        self.save()
 
     def derived(self, make: Callable[[Config], D]) -> D:
         """`make(self)`, remembered until the config's lines change (parsed service rules, say)."""
@@ -199,6 +215,18 @@ class Config:
             self.save()
         return found
 
+    def rename_section(self, section: str, old: str, new: str) -> bool:
+        """`[section "old"]` becomes `[section "new"]` (every header of it), keys and comments kept."""
+        found = False
+        for i, line in enumerate(self.lines):
+            m = _SECTION.match(line)
+            if m and _header(m) == (section.lower(), old):
+                self.lines[i] = f'[{section.lower()} "{_escape_sub(new)}"]'
+                found = True
+        if found:
+            self.save()
+        return found
+
     def _section_end(self, sec: str, sub: str | None) -> int | None:
         end, inside = None, False
         for i, line in enumerate(self.lines):
@@ -212,5 +240,5 @@ class Config:
         return end
 
     def save(self) -> None:
-        if self.path is not None:
+        if self.path is not None and not self._batched:
             atomic_write(self.path, ("\n".join(self.lines) + "\n").encode("utf-8"))

@@ -8,7 +8,7 @@ not re-hashed and decoded.
 from reelstore.sync.abort import abort
 from reelstore.sync.fetch import FetchResult, TrunkMove, clone, fetch
 from reelstore.sync.push import PushResult, RefPush, RemoteFence, advance_remote_trunk, delete, push, remote_fence
-from reelstore.sync.remote import DEFAULT_REMOTE, add_remote, list_remotes, remote_url, remove_remote
+from reelstore.sync.remote import DEFAULT_REMOTE, add_remote, list_remotes, remote_url, remove_remote, rename_remote
 
 __all__ = [
     "DEFAULT_REMOTE",
@@ -28,4 +28,5 @@ __all__ = [
     "remote_fence",
     "remote_url",
     "remove_remote",
+    "rename_remote",
 ]

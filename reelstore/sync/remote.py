@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from reelstore.crashpoints import crash_point
 from reelstore.errors import BadInput, NotFound
 from reelstore.kernel import binding
 from reelstore.kernel.names import trunk_ref
@@ -53,6 +54,42 @@ def add_remote(repo: Repo, name: str, url: str, track: list[str] | None = None) 
     repo.config.set(f"remote.{name}.url", url)
     for trunk in track or []:
         binding.track(repo, trunk, name)
+
+
+def rename_remote(repo: Repo, old: str, new: str) -> int:
+    """Rename a remote as git does: its config section, the trunks that track it, its remote-tracking
+    refs `refs/remotes/OLD/*` (moved in one ref transaction), what this store knew of it and the views
+    bound to it. Returns the refs moved. E001 if `old` is unknown, E014 if `new` is taken or invalid.
+
+    The config is written last, in one save: until then the remote is still `old`, so a rename cut
+    short by a crash is finished by running it again."""
+    remote_url(repo, old)
+    check_remote_name(new)
+    if repo.config.get(f"remote.{new}.url") or new in repo.config.subsections("remote"):
+        raise BadInput(f"remote {new!r} already exists")
+    moving = repo.refs.list(f"refs/remotes/{old}/")
+    if moving and repo.refs.list(f"refs/remotes/{new}/"):
+        raise BadInput(f"refs/remotes/{new}/ already holds refs that no remote owns; delete them first "
+                       f"(`reel update-ref -d REF`)")
+    message = f"remote rename {old} {new}"
+    with repo.refs.transaction(message=message) as txn:
+        for ref, target in moving:
+            txn.delete(ref, target)
+            txn.create(f"refs/remotes/{new}/{ref.removeprefix(f'refs/remotes/{old}/')}", target)
+    state = SyncState(repo)
+    try:
+        with state:
+            state.rename(old, new)
+    finally:
+        state.close()
+    binding.rebind_remote(repo, old, new)
+    crash_point("remote-rename:config")
+    with repo.config.batch():
+        for key, value in repo.config.items():
+            if key.startswith("trunk.") and key.endswith(".remote") and value == old:
+                repo.config.set(key, new)
+        repo.config.rename_section("remote", old, new)
+    return len(moving)
 
 
 def remove_remote(repo: Repo, name: str) -> int:

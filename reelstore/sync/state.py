@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS commits (
 CREATE TABLE IF NOT EXISTS urls (remote TEXT PRIMARY KEY, url TEXT NOT NULL) WITHOUT ROWID;
 """
 _BATCH = 500
+_TABLES = ("known", "seen", "commits", "urls")
 
 
 @dataclass(frozen=True)
@@ -121,9 +122,20 @@ class SyncState:
         for table in ("known", "commits"):
             self.db.execute(f"DELETE FROM {table} WHERE remote = ?", (remote,))
 
+    def rename(self, old: str, new: str) -> None:
+        """Every fact about remote `old` is now about `new` (`reel remote rename`). Facts left under
+        `new` (by a remote of that name removed without them) are dropped first, but only while `old`
+        has facts to move, so a rename repeated after a crash keeps what the first one moved."""
+        if not any(self.db.execute(f"SELECT 1 FROM {t} WHERE remote = ? LIMIT 1", (old,)).fetchone()
+                   for t in _TABLES):
+            return
+        self.forget(new)
+        for table in _TABLES:
+            self.db.execute(f"UPDATE {table} SET remote = ? WHERE remote = ?", (new, old))
+
     def forget(self, remote: str) -> None:
         """Drop everything known about a remote (it was removed, or it was emptied and recreated)."""
-        for table in ("known", "seen", "commits", "urls"):
+        for table in _TABLES:
             self.db.execute(f"DELETE FROM {table} WHERE remote = ?", (remote,))
 
 
