@@ -28,8 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "repack": ("reelstore.plumbing.repack",
         "Pack objects."),
     "rev-list": ("reelstore.plumbing.rev_list",
-        "List what REFs (revisions: ids, prefixes, ref names, NAME~N, NAME@{N}; A..B or ^A to exclude) lead "
-        "to."),
+        "List what REFs (revisions: ids, prefixes, ref names, NAME~N, NAME@{N}; A..B, A...B or ^A to exclude)"
+        " lead to."),
     "show-ref": ("reelstore.plumbing.show_ref",
         "List refs whose names end with one of PATTERNS (all refs if none); E001 if nothing matches."),
     "unpack-objects": ("reelstore.plumbing.unpack_objects",
@@ -74,7 +74,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("reelstore.porcelain.init",
         "Create DIRECTORY/.reel (default: here) with config, the trunk and sample hooks."),
     "log": ("reelstore.porcelain.log",
-        "Show TRUNK's records (default: the store's trunk), newest first, with their effects' outcomes."),
+        "Show the records REVISIONs select (a trunk, A..B, ^A B, A...B; default: the store's trunk), newest "
+        "first, with their effects' outcomes."),
     "ls": ("reelstore.porcelain.ls",
         "List names (and blob ids) under PREFIX in VIEW, in name order."),
     "mcp": ("reelstore.porcelain.mcp",

@@ -7,10 +7,11 @@ import itertools
 import click
 
 from reelstore import revisions
+from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import NotFound, StorageError
-from reelstore.maintenance.reach import history, ref_roots, walk
-from reelstore.objects import Hash, Object
+from reelstore.maintenance.reach import ref_roots, walk
+from reelstore.objects import Object
 
 
 @click.command("rev-list")
@@ -18,34 +19,24 @@ from reelstore.objects import Hash, Object
               help="Every object reachable (through every kind's references), as `ID [NAME]`.")
 @click.option("--all", "all_refs", is_flag=True, help="Start from every ref.")
 @click.option("-n", "--max-count", "limit", type=click.IntRange(1), help="Without --objects: at most N entries.")
-@click.argument("refs", nargs=-1)
+@click.argument("refs", nargs=-1, shell_complete=REVISIONS)
 @pass_ctx
 def rev_list(ctx: Context, objects: bool, all_refs: bool, limit: int | None, refs: tuple[str, ...]) -> None:
-    """List what REFs (revisions: ids, prefixes, ref names, NAME~N, NAME@{N}; A..B or ^A to exclude)
+    """List what REFs (revisions: ids, prefixes, ref names, NAME~N, NAME@{N}; A..B, A...B or ^A to exclude)
     lead to. Without --objects: the hash chains, newest first (records by parent, journal entries by
     prev, views by base). Exit 4 if something is missing."""
     repo = ctx.repo
-    roots = ref_roots(repo.refs, None) if all_refs else []
-    excluded: list[Hash] = []
-    for name in refs:
-        pair = revisions.parse_range(name)
-        if pair is not None:
-            excluded.append(revisions.resolve(repo, pair[0]))
-            roots.append((pair[1], revisions.resolve(repo, pair[1])))
-        elif name.startswith("^"):
-            excluded.append(revisions.resolve(repo, name[1:]))
-        else:
-            roots.append((name, revisions.resolve(repo, name)))
+    tips, hidden = revisions.select(repo, refs)
+    roots = [*(ref_roots(repo.refs, None) if all_refs else []), *tips]
     if not roots:
         raise click.UsageError("name at least one REF, or --all")
     if not objects:
-        stop = {obj.id for obj in history(repo.objects, excluded)}
-        chain = (obj for obj in history(repo.objects, [h for _, h in roots]) if obj.id not in stop)
+        chain = revisions.selected(repo, roots, hidden)
         ids = [obj.id.hex() for obj in itertools.islice(chain, limit)]
         ctx.emit(ids, "\n".join(ids))
         return
-    if excluded:
-        raise click.UsageError("--objects takes no ranges (A..B) or ^EXCLUDED names")
+    if hidden:
+        raise click.UsageError("--objects takes no ranges (A..B, A...B) or ^EXCLUDED names")
     order: list[Object] = []
     w = walk(repo.objects, roots, on_object=order.append)
     rows = [(obj.id.hex(), w.hints.get(obj.id, "")) for obj in order]

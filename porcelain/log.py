@@ -7,8 +7,9 @@ import datetime as dt
 import click
 
 from reelstore.api import Store
+from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.kernel.history import LogEntry
+from reelstore.kernel.history import LogEntry, log_revisions
 
 
 def _oneline(entries: list[LogEntry], graph: bool) -> str:
@@ -44,21 +45,25 @@ def _text(entries: list[LogEntry]) -> str:
 
 
 @click.command("log")
-@click.argument("trunk", required=False)
+@click.argument("revs", nargs=-1, metavar="[REVISION]...", shell_complete=REVISIONS)
 @click.option("-n", "--max-count", "limit", type=click.IntRange(min=0), help="Show at most N records.")
 @click.option("--oneline", is_flag=True, help="One line per record: its short id and message.")
 @click.option("--graph", is_flag=True, help="Draw the history's line at the left, as git's --graph.")
 @pass_ctx
-def log(ctx: Context, trunk: str | None, limit: int | None, oneline: bool, graph: bool) -> None:
-    """Show TRUNK's records (default: the store's trunk), newest first, with their effects' outcomes."""
-    entries = Store(ctx.repo).log(trunk, limit)
+def log(ctx: Context, revs: tuple[str, ...], limit: int | None, oneline: bool, graph: bool) -> None:
+    """Show the records REVISIONs select (a trunk, A..B, ^A B, A...B; default: the store's trunk), newest
+    first, with their effects' outcomes."""
+    if revs:
+        trunk, entries = log_revisions(ctx.repo, revs, limit)
+    else:
+        trunk, entries = ctx.repo.trunk, Store(ctx.repo).log(None, limit)
 
     def text() -> str:
         if oneline:
             return _oneline(entries, graph)
         return _graphed(_text(entries)) if graph else _text(entries)
 
-    ctx.emit({"trunk": trunk or ctx.repo.trunk, "records": [e.to_json() for e in entries]}, text)
+    ctx.emit({"trunk": trunk, "records": [e.to_json() for e in entries]}, text)
 
 
 COMMANDS = [log]

@@ -1,4 +1,4 @@
-"""git's revision syntax over a store: `NAME~N`, `NAME^`, `NAME@{N}`, `NAME:PATH` and `A..B`.
+"""git's revision syntax over a store: `NAME~N`, `NAME^`, `NAME@{N}`, `NAME:PATH`, `A..B`, `^A`, `A...B`.
 
 One parser and one resolver, so every command that takes an object name understands the same
 syntax. A name's history follows the same chains as `rev-list` (records by parent, journal entries
@@ -9,7 +9,7 @@ a record, view or tree.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -118,14 +118,56 @@ def lookup(repo: Repo, h: Hash, path: str, text: str = "") -> Hash:
 
 def in_range(repo: Repo, text: str) -> Iterator[Object]:
     """`A..B`: the history of B, newest first, without anything A's history holds; one name: its history."""
-    pair = parse_range(text)
-    if pair is None:
-        yield from history(repo.objects, [resolve(repo, text)])
-        return
-    stop = {obj.id for obj in history(repo.objects, [resolve(repo, pair[0])])}
-    for obj in history(repo.objects, [resolve(repo, pair[1])]):
-        if obj.id not in stop:
+    return listed(repo, [text])
+
+
+def select(repo: Repo, args: Sequence[str]) -> tuple[list[tuple[str, Hash]], set[Hash]]:
+    """git's revision-list arguments: `B` (its history), `^A` (without A's history), `A..B` (`^A B`) and
+    `A...B` (what either history holds and not both). Returns the tips to walk, each with the text
+    naming it, and the ids to leave out."""
+    tips: list[tuple[str, Hash]] = []
+    excluded: list[Hash] = []
+    hidden: set[Hash] = set()
+    for text in args:
+        spec = text.partition(":")[0]
+        if "..." in spec:
+            a, _, b = text.partition("...")
+            pair = [(a or "@", resolve(repo, a or "@")), (b or "@", resolve(repo, b or "@"))]
+            tips += pair
+            both = [{obj.id for obj in history(repo.objects, [h])} for _, h in pair]
+            hidden |= both[0] & both[1]
+            continue
+        two = parse_range(text)
+        if two is not None:
+            excluded.append(resolve(repo, two[0]))
+            tips.append((two[1], resolve(repo, two[1])))
+        elif text.startswith("^") and len(text) > 1:
+            excluded.append(resolve(repo, text[1:]))
+        else:
+            tips.append((text, resolve(repo, text)))
+    hidden |= {obj.id for obj in history(repo.objects, excluded)}
+    return tips, hidden
+
+
+def listed(repo: Repo, args: Sequence[str]) -> Iterator[Object]:
+    """The objects the revision list `args` selects (see `select`), newest first along each chain."""
+    return selected(repo, *select(repo, args))
+
+
+def selected(repo: Repo, tips: Sequence[tuple[str, Hash]], hidden: set[Hash]) -> Iterator[Object]:
+    """The history of `tips`, newest first along each chain, without the `hidden` ids (from `select`)."""
+    for obj in history(repo.objects, [h for _, h in tips]):
+        if obj.id not in hidden:
             yield obj
+
+
+def trunk_of(repo: Repo, text: str) -> str | None:
+    """The trunk a revision's base names (`main~2` → main, `@` → the store's trunk), if it names one."""
+    name = parse(text).name
+    if name == "@":
+        return repo.trunk
+    full = repo.ref_name(name)
+    return full[len("refs/heads/"):] if full is not None and full.startswith("refs/heads/") else None
 
 
 def _base(repo: Repo, rev: Rev) -> Hash:

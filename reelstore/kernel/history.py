@@ -7,15 +7,18 @@ yet is `pending` (committed, not yet drained).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+from reelstore import revisions
 from reelstore.drain import log as drainlog
 from reelstore.drain.drainer import record_ops
 from reelstore.drain.ops import trunk_records
+from reelstore.errors import BadInput
 from reelstore.kernel.names import trunk_ref
-from reelstore.objects import Effect, Effects, Hash, View
+from reelstore.objects import Effect, Effects, Hash, Journal, Record, View
 from reelstore.storage.repo import Repo
 
 
@@ -54,9 +57,39 @@ class LogEntry:
 def log(repo: Repo, trunk: str, limit: int | None = None) -> list[LogEntry]:
     """Records of `trunk` from its head back to its root (or `limit` of them)."""
     repo.refs[trunk_ref(trunk)]  # E001 for a trunk that does not exist
-    journal = drainlog.index(repo, trunk).latest
+    return _entries(repo, ((h, rec, trunk) for h, rec in trunk_records(repo, trunk)), limit)
+
+
+def log_revisions(repo: Repo, args: Sequence[str], limit: int | None = None) -> tuple[str, list[LogEntry]]:
+    """git's `log REV...`: the records the revision list `args` selects (`B`, `A..B`, `^A B`, `A...B`;
+    reelstore.revisions), tip by tip, each tip's newest first. A record's effect outcomes come from the
+    drain journal of the trunk its tip names (`main~3..main`: main; an id or a remote-tracking ref:
+    the store's trunk). Returns the first tip's trunk and the entries; E014 if a tip is not a record."""
+    tips, hidden = revisions.select(repo, args)
+    for text, h in tips:
+        obj = repo.objects.get(h)
+        if not isinstance(obj, Record):
+            raise BadInput(f"{text!r} names a {obj.kind}, not a record; log shows a trunk's records")
+    trunks = [revisions.trunk_of(repo, text) or repo.trunk for text, _ in tips]
+
+    def records() -> Iterator[tuple[Hash, Record, str]]:
+        shown = set(hidden)
+        for (text, h), trunk in zip(tips, trunks):
+            for obj in revisions.selected(repo, [(text, h)], shown):
+                shown.add(obj.id)
+                if isinstance(obj, Record):
+                    yield obj.id, obj, trunk
+
+    return (trunks[0] if trunks else repo.trunk), _entries(repo, records(), limit)
+
+
+def _entries(repo: Repo, records: Iterable[tuple[Hash, Record, str]], limit: int | None) -> list[LogEntry]:
+    journals: dict[str, dict[str, Journal]] = {}
     out: list[LogEntry] = []
-    for h, rec in islice(trunk_records(repo, trunk), limit):
+    for h, rec, trunk in islice(records, limit):
+        journal = journals.get(trunk)
+        if journal is None:
+            journal = journals[trunk] = drainlog.index(repo, trunk).latest
         view_name = None
         if rec.view is not None and repo.objects.has(rec.view):
             view = repo.objects.get(rec.view)
