@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +15,9 @@ from reelstore import __version__
 from reelstore.cli.command_index import COMMANDS as INDEX
 from reelstore.cli.context import Context, report
 from reelstore.errors import ReelError, StorageError, input_error
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
 
 
 class ReelGroup(click.Group):
@@ -32,6 +35,15 @@ class ReelGroup(click.Group):
         module = importlib.import_module(entry[0])
         found = next((c for c in getattr(module, "COMMANDS", ()) if c.name == name), None)
         return with_json(found) if found is not None else None
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        """Command names from the index alone (their one-line help as descriptions), so completing
+        `reel <TAB>` imports no command module; the global options as click completes them."""
+        from click.shell_completion import CompletionItem
+
+        commands = [CompletionItem(n, help=click.Command(n, help=INDEX[n][1]).get_short_help_str())
+                    for n in self.list_commands(ctx) if n.startswith(incomplete)]
+        return commands + click.Command.shell_complete(self, ctx, incomplete)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)

@@ -14,6 +14,7 @@ import click
 
 from reelstore import revisions
 from reelstore.cli import formats
+from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx, write_bytes
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.objects import Blob, Chunks, Hash, Object
@@ -146,7 +147,7 @@ def _batch(ctx: Context, names: list[str] | None, fmt: formats.Format[Found], wi
 @click.option("--batch-all-objects", is_flag=True, help="With --batch/--batch-check: every object, not stdin.")
 @click.option("--buffer", is_flag=True, help="Do not flush after each batch entry.")
 @click.option("-z", "nul", is_flag=True, help="Batch input names are separated by NUL, not newline.")
-@click.argument("args", nargs=-1)
+@click.argument("args", nargs=-1, shell_complete=REVISIONS)
 @pass_ctx
 def cat_file(ctx: Context, show_type: bool, show_size: bool, show_pretty: bool, show_exists: bool,
              batch: str | None, batch_check: str | None, batch_all_objects: bool, buffer: bool, nul: bool,

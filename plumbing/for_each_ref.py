@@ -12,6 +12,7 @@ import click
 
 from reelstore import revisions
 from reelstore.cli import formats
+from reelstore.cli.complete import REFS, REVISIONS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.objects import Hash, Object
 from reelstore.storage.repo import Repo
@@ -82,8 +83,9 @@ def sort_key(spec: str) -> tuple[Callable[[RefItem], Any], bool]:
 @click.option("--sort", "sorts", multiple=True, metavar="KEY",
               help="Sort by an atom (e.g. refname, -objectsize); repeatable, the last is the primary key.")
 @click.option("--count", type=click.IntRange(min=0), help="Stop after this many refs.")
-@click.option("--points-at", "points_at", metavar="OBJECT", help="Only refs whose value is OBJECT.")
-@click.argument("patterns", nargs=-1)
+@click.option("--points-at", "points_at", metavar="OBJECT", shell_complete=REVISIONS,
+              help="Only refs whose value is OBJECT.")
+@click.argument("patterns", nargs=-1, shell_complete=REFS)
 @pass_ctx
 def for_each_ref(ctx: Context, fmt: str, sorts: tuple[str, ...], count: int | None, points_at: str | None,
                  patterns: tuple[str, ...]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from reelstore import revisions
+from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.quoting import quote_path
 from reelstore.errors import BadInput
@@ -47,7 +48,7 @@ def leaves(repo: Repo, root: Tree) -> list[tuple[str, Hash]]:
 @click.option("-r", "recursive", is_flag=True, help="Walk down to the leaves and list every name.")
 @click.option("-z", "nul", is_flag=True, help="End each entry with NUL instead of newline; names unquoted.")
 @click.option("--name-only", is_flag=True, help="Print only the names.")
-@click.argument("obj")
+@click.argument("obj", shell_complete=REVISIONS)
 @pass_ctx
 def ls_tree(ctx: Context, recursive: bool, nul: bool, name_only: bool, obj: str) -> None:
     """List OBJ (a tree, or a record or view: its namespace root) as git's `MODE TYPE ID<TAB>NAME` lines.

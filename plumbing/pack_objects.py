@@ -8,6 +8,7 @@ import time
 import click
 
 from reelstore import revisions
+from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.maintenance.reach import ref_roots, walk
@@ -44,7 +45,7 @@ def _selected(repo: Repo, all_refs: bool, revs: bool, names: tuple[str, ...]) ->
 @click.option("--stdout", "to_stdout", is_flag=True, help="Write the pack to standard output; no index.")
 @click.option("--all", "all_refs", is_flag=True, help="Everything reachable from every ref.")
 @click.option("--revs", is_flag=True, help="Everything reachable from the REF arguments.")
-@click.argument("refs", nargs=-1)
+@click.argument("refs", nargs=-1, shell_complete=REVISIONS)
 @pass_ctx
 def pack_objects(ctx: Context, to_stdout: bool, all_refs: bool, revs: bool, refs: tuple[str, ...]) -> None:
     """Pack the objects whose ids come on stdin (one per line, optionally `ID NAME`), or with --all/--revs

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.refargs import full_ref
 from reelstore.errors import NotFound
@@ -11,7 +12,7 @@ from reelstore.errors import NotFound
 
 @click.command("reflog")
 @click.option("-n", "--max-count", "limit", type=click.IntRange(min=0), help="Show at most this many entries.")
-@click.argument("args", nargs=-1)
+@click.argument("args", nargs=-1, shell_complete=REVISIONS)
 @pass_ctx
 def reflog(ctx: Context, limit: int | None, args: tuple[str, ...]) -> None:
     """Show the reflog of REF (default: the trunk's head). `reel reflog show REF` also works, as in git."""

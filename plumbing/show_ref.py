@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.complete import REFS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, NotFound
 from reelstore.objects import Hash
@@ -23,7 +24,7 @@ def tail_matches(pattern: str, name: str) -> bool:
 @click.option("--abbrev", type=click.IntRange(4, 64), metavar="N", help="Print only the first N hex digits of ids.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing; only the exit status tells.")
 @click.option("--verify", is_flag=True, help="Each argument must be a full ref name (refs/…) that exists.")
-@click.argument("patterns", nargs=-1)
+@click.argument("patterns", nargs=-1, shell_complete=REFS)
 @pass_ctx
 def show_ref(ctx: Context, heads: bool, tags: bool, views: bool, hash_only: bool, abbrev: int | None, quiet: bool,
              verify: bool, patterns: tuple[str, ...]) -> None:

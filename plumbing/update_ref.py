@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from reelstore.cli.complete import REFS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.refargs import full_ref, new_value, old_value, principal
 from reelstore.errors import BadInput
@@ -216,7 +217,7 @@ def _changes(repo: Repo, tx: RefTransaction) -> list[dict[str, Any]]:
 @click.option("-z", "nul", is_flag=True, help="With --stdin: NUL-terminated fields, as git's -z.")
 @click.option("--no-deref", is_flag=True, help="Accepted for git's scripts: reel has no symbolic refs to follow.")
 @click.option("--create-reflog", is_flag=True, help="Keep a reflog for REF even outside heads, views and remotes.")
-@click.argument("args", nargs=-1)
+@click.argument("args", nargs=-1, shell_complete=REFS)
 @pass_ctx
 def update_ref(ctx: Context, delete: bool, message: str, use_stdin: bool, nul: bool, no_deref: bool,
                create_reflog: bool, args: tuple[str, ...]) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import click
 
 from reelstore.api import Store
+from reelstore.cli.complete import VIEWS
 from reelstore.cli.context import Context, pass_ctx
 
 
 @click.command("abort")
-@click.argument("view")
+@click.argument("view", shell_complete=VIEWS)
 @pass_ctx
 def abort(ctx: Context, view: str) -> None:
     """Abort VIEW (and its live descendants): refs deleted, no fire capability minted.

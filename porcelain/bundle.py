@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import Conflict
 from reelstore.maintenance import bundle as bundles
@@ -20,7 +21,7 @@ def bundle() -> None:
 
 @bundle.command("create")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.argument("refs", nargs=-1)
+@click.argument("refs", nargs=-1, shell_complete=REVISIONS)
 @pass_ctx
 def create(ctx: Context, file: str, refs: tuple[str, ...]) -> None:
     """Write FILE with REFS (default: every trunk, live view and snapshot) and everything they reach."""

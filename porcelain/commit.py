@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from reelstore.api import Store
+from reelstore.cli.complete import REMOTES, VIEWS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.kernel import binding
 from reelstore.kernel.names import VIEW_PREFIX
@@ -32,9 +33,9 @@ def _default_remote(ctx: Context, view: str) -> str | None:
 
 
 @click.command("commit")
-@click.argument("view")
+@click.argument("view", shell_complete=VIEWS)
 @click.option("-m", "--message", default="", help="Record message.")
-@click.option("--remote", metavar="REMOTE",
+@click.option("--remote", metavar="REMOTE", shell_complete=REMOTES,
               help="First advance the trunk on REMOTE by compare-and-swap; drain only if that wins (else E015). "
                    "The default is the remote the trunk tracks, if any.")
 @pass_ctx

@@ -5,14 +5,15 @@ from __future__ import annotations
 import click
 
 from reelstore.api import Store
+from reelstore.cli.complete import SOURCES
 from reelstore.cli.context import Context, pass_ctx
 
 _MARK = {"added": "A", "modified": "M", "removed": "D"}
 
 
 @click.command("diff")
-@click.argument("view")
-@click.argument("other", required=False)
+@click.argument("view", shell_complete=SOURCES)
+@click.argument("other", required=False, shell_complete=SOURCES)
 @pass_ctx
 def diff(ctx: Context, view: str, other: str | None) -> None:
     """List VIEW's changes against its base: A added, M modified, D removed, with old and new ids.

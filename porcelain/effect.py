@@ -7,6 +7,7 @@ import json
 import click
 
 from reelstore.api import Store
+from reelstore.cli.complete import OPS, VIEWS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput
 
@@ -21,12 +22,13 @@ def _version_ref(text: str | None) -> dict[str, str] | None:
 
 
 @click.command("effect")
-@click.argument("view")
+@click.argument("view", shell_complete=VIEWS)
 @click.option("--adapter", "adapter_name", required=True, help="Adapter that delivers it (fs, http, …).")
 @click.option("--op", "op_text", required=True, metavar="JSON", help="The operation, a JSON object.")
 @click.option("--class", "effect_class", type=click.Choice(["B", "C"]), help="Override the adapter's class.")
 @click.option("--version-ref", metavar="KIND=VALUE", help="Class B: the version the precondition checks.")
-@click.option("--supersedes", metavar="OP", help="A fresh attempt at operation OP (linked; OP keeps its state).")
+@click.option("--supersedes", metavar="OP", shell_complete=OPS,
+              help="A fresh attempt at operation OP (linked; OP keeps its state).")
 @click.option("--approved-by", default="", metavar="NAME", help="With --supersedes: who authorised it (not you).")
 @pass_ctx
 def effect(ctx: Context, view: str, adapter_name: str, op_text: str, effect_class: str | None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.complete import REMOTES
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.progress import end_progress, tty_progress
 
@@ -13,7 +14,7 @@ _SAID = {"fast-forward": "fast-forwarded to", "up-to-date": "up to date at",
 
 
 @click.command("fetch")
-@click.argument("remote", required=False, default="origin")
+@click.argument("remote", required=False, default="origin", shell_complete=REMOTES)
 @click.option("--prune", is_flag=True,
               help="Delete remote-tracking refs the remote no longer has, and abort local views bound to it "
                    "whose copy there is gone.")

@@ -5,11 +5,13 @@ from __future__ import annotations
 import click
 
 from reelstore.api import Store
+from reelstore.cli.complete import SOURCES
 from reelstore.cli.context import Context, pass_ctx
 
 
 @click.command("fork")
-@click.option("--from", "source", metavar="SOURCE", help="Trunk or view to fork (default: the store's trunk).")
+@click.option("--from", "source", metavar="SOURCE", shell_complete=SOURCES,
+              help="Trunk or view to fork (default: the store's trunk).")
 @click.option("--cap", "caps", multiple=True, metavar="SPEC",
               help="Capability OPS=PREFIX[;expires=ISO-8601][;budget=N]; repeatable. Default: the source's.")
 @click.option("--boundary", type=click.Choice(["isolated", "autonomous"]),

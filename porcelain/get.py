@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import click
 
+from reelstore.cli.complete import SOURCES
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.refargs import trunk_namespace
 from reelstore.errors import NotFound
@@ -27,7 +28,7 @@ def _pieces(ctx: Context, view: str, name: str) -> Iterator[bytes]:
 
 
 @click.command("get")
-@click.argument("view")
+@click.argument("view", shell_complete=SOURCES)
 @click.argument("name")
 @pass_ctx
 def get(ctx: Context, view: str, name: str) -> None:

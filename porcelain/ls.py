@@ -5,13 +5,14 @@ from __future__ import annotations
 import click
 
 from reelstore.api import Store
+from reelstore.cli.complete import SOURCES
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.refargs import trunk_namespace
 from reelstore.namespace.tree import Namespace
 
 
 @click.command("ls")
-@click.argument("view")
+@click.argument("view", shell_complete=SOURCES)
 @click.argument("prefix", required=False, default="")
 @pass_ctx
 def ls(ctx: Context, view: str, prefix: str) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.complete import TRUNKS
 from reelstore.cli.context import Context, pass_ctx
 
 
 @click.command("mcp")
-@click.option("--trunk", metavar="TRUNK", help="The trunk the agent's views fork from (default: core.trunk).")
+@click.option("--trunk", metavar="TRUNK", shell_complete=TRUNKS,
+              help="The trunk the agent's views fork from (default: core.trunk).")
 @click.option("--cap", "caps", multiple=True, metavar="SPEC",
               help="Capability OPS=PREFIX[;expires=ISO-8601][;budget=N] bounding every view; repeatable. "
                    "Default: the trunk's.")

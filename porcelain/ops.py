@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from reelstore.cli.complete import OPS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.drain import operator
 from reelstore.drain.operator import OperatorState
@@ -142,7 +143,7 @@ def ops(ctx: Context, unresolved: bool) -> None:
 
 
 @ops.command("show")
-@click.argument("op")
+@click.argument("op", shell_complete=OPS)
 @json_flag
 @pass_ctx
 def show(ctx: Context, op: str) -> None:
@@ -161,7 +162,7 @@ def _event(ctx: Context, ev: OpEvent, text: str) -> None:
 
 
 @ops.command("assign")
-@click.argument("op")
+@click.argument("op", shell_complete=OPS)
 @click.option("--to", "to", required=True, help="The reconciliation owner.")
 @click.option("--by", "by", help="Who assigns (default: REEL_PRINCIPAL or the user).")
 @json_flag
@@ -173,7 +174,7 @@ def assign(ctx: Context, op: str, to: str, by: str | None) -> None:
 
 
 @ops.command("escalate")
-@click.argument("op")
+@click.argument("op", shell_complete=OPS)
 @click.option("--to", "to", required=True, help="The escalation owner.")
 @click.option("--deadline", help="When OP becomes overdue: an ISO-8601 time or a delay (90s, 30m, 4h, 2d).")
 @click.option("--by", "by", help="Who escalates (default: REEL_PRINCIPAL or the user).")
@@ -198,7 +199,7 @@ def notify(ctx: Context) -> None:
 
 
 @ops.command("ack")
-@click.argument("op")
+@click.argument("op", shell_complete=OPS)
 @click.option("--by", "by", required=True, help="Who acknowledges the notices.")
 @click.option("--note", default="", help="What they are doing about it.")
 @json_flag
@@ -210,7 +211,7 @@ def ack(ctx: Context, op: str, by: str, note: str) -> None:
 
 
 @ops.command("close")
-@click.argument("op")
+@click.argument("op", shell_complete=OPS)
 @click.option("--accept-uncertainty", is_flag=True, help="Required: the outcome stays unknown, for good.")
 @click.option("--by", "by", required=True, help="Who takes the decision.")
 @click.option("--note", default="", help="Why.")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.complete import REMOTES, REVISIONS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.progress import end_progress, tty_progress
 
 
 @click.command("push")
-@click.argument("remote", required=False, default="origin")
-@click.argument("refs", nargs=-1)
+@click.argument("remote", required=False, default="origin", shell_complete=REMOTES)
+@click.argument("refs", nargs=-1, shell_complete=REVISIONS)
 @click.option("--delete", "delete", is_flag=True,
               help="Delete REFS on the remote instead (each by compare-and-swap against what was last seen).")
 @pass_ctx

@@ -8,6 +8,7 @@ from typing import BinaryIO
 
 import click
 
+from reelstore.cli.complete import VIEWS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, input_error
 from reelstore.kernel import verbs as kernel
@@ -23,7 +24,7 @@ def _open(file: str) -> BinaryIO:
 
 
 @click.command("put")
-@click.argument("view")
+@click.argument("view", shell_complete=VIEWS)
 @click.argument("args", nargs=-1)
 @click.option("--stdin-paths", is_flag=True, help="Read the paths of files to import from stdin, one a line.")
 @pass_ctx

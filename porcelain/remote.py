@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.complete import REMOTES, TRUNKS
 from reelstore.cli.context import Context, pass_ctx
 
 
@@ -22,7 +23,7 @@ def remote(click_ctx: click.Context, verbose: bool) -> None:
 @click.argument("url")
 @click.option("--track", is_flag=True,
               help="Make the store's trunk track NAME: its commits then default to --remote NAME.")
-@click.option("--trunk", "trunks_opt", multiple=True, metavar="TRUNK",
+@click.option("--trunk", "trunks_opt", multiple=True, metavar="TRUNK", shell_complete=TRUNKS,
               help="With --track: track NAME from TRUNK instead (repeatable).")
 @pass_ctx
 def add(ctx: Context, name: str, url: str, track: bool, trunks_opt: tuple[str, ...]) -> None:
@@ -38,7 +39,7 @@ def add(ctx: Context, name: str, url: str, track: bool, trunks_opt: tuple[str, .
 
 
 @remote.command("remove")
-@click.argument("name")
+@click.argument("name", shell_complete=REMOTES)
 @pass_ctx
 def remove(ctx: Context, name: str) -> None:
     """Forget remote NAME, its remote-tracking refs and what this store knew of it."""
@@ -49,7 +50,7 @@ def remove(ctx: Context, name: str) -> None:
 
 
 @remote.command("rename")
-@click.argument("old")
+@click.argument("old", shell_complete=REMOTES)
 @click.argument("new")
 @pass_ctx
 def rename(ctx: Context, old: str, new: str) -> None:
@@ -61,7 +62,7 @@ def rename(ctx: Context, old: str, new: str) -> None:
 
 
 @remote.command("get-url")
-@click.argument("name")
+@click.argument("name", shell_complete=REMOTES)
 @click.option("--push", "push_url", is_flag=True, help="The URL pushes go to (reel keeps one URL per remote).")
 @pass_ctx
 def get_url(ctx: Context, name: str, push_url: bool) -> None:

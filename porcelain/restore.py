@@ -6,6 +6,7 @@ import warnings
 
 import click
 
+from reelstore.cli.complete import SNAPSHOTS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.kernel import snapshot as snapshots
 
@@ -17,7 +18,7 @@ def _plural(n: int, word: str) -> str:
 @click.command("restore")
 @click.option("--as", "as_view", metavar="VIEW", help="Name of the restored view (default: the snapshot's name).")
 @click.option("--no-effects", is_flag=True, help="Restore the namespace (Class A) only; leave every effect out.")
-@click.argument("snapshot")
+@click.argument("snapshot", shell_complete=SNAPSHOTS)
 @pass_ctx
 def restore(ctx: Context, as_view: str | None, no_effects: bool, snapshot: str) -> None:
     """Restore SNAPSHOT as a new live view: names exactly, Class B re-checked, Class C pending."""

@@ -5,11 +5,12 @@ from __future__ import annotations
 import click
 
 from reelstore.api import Store
+from reelstore.cli.complete import VIEWS
 from reelstore.cli.context import Context, pass_ctx
 
 
 @click.command("rm")
-@click.argument("view")
+@click.argument("view", shell_complete=VIEWS)
 @click.argument("name")
 @pass_ctx
 def rm(ctx: Context, view: str, name: str) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from reelstore.api import Store
+from reelstore.cli.complete import SOURCES
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.intercept.loop import DryRun, default_backends
 from reelstore.intercept.recording import RecordingProxy
@@ -74,7 +75,8 @@ def _cmd_exit(status: int) -> int:
 
 @click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--view", "view", metavar="NAME", help="Name of the view to fork (default: run-<time>-<hex>).")
-@click.option("--from", "source", metavar="SOURCE", help="Trunk or view to fork (default: the store's trunk).")
+@click.option("--from", "source", metavar="SOURCE", shell_complete=SOURCES,
+              help="Trunk or view to fork (default: the store's trunk).")
 @click.option("--cap", "caps", multiple=True, metavar="SPEC",
               help="Capability OPS=PREFIX[;expires=ISO-8601][;budget=N] for the view; repeatable.")
 @click.option("--commit", "do_commit", is_flag=True, help="Commit a clean run without asking.")

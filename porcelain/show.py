@@ -8,13 +8,14 @@ from typing import Any
 import click
 
 from reelstore import revisions
+from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.codec import thaw
 from reelstore.objects import Object, Record, Recording, View
 
 
 @click.command("show")
-@click.argument("obj")
+@click.argument("obj", shell_complete=REVISIONS)
 @pass_ctx
 def show(ctx: Context, obj: str) -> None:
     """Show OBJ (an id, a unique prefix, or a ref/view/trunk name): its kind, id and fields."""

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import click
 
+from reelstore.cli.complete import SNAPSHOTS, VIEWS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.kernel import snapshot as snapshots
 
 
 @click.command("snapshot")
 @click.option("--list", "listing", is_flag=True, help="List the snapshots.")
-@click.option("-d", "--delete", "delete", metavar="NAME", help="Delete snapshot NAME.")
+@click.option("-d", "--delete", "delete", metavar="NAME", shell_complete=SNAPSHOTS, help="Delete snapshot NAME.")
 @click.option("-f", "--force", is_flag=True, help="Move an existing snapshot NAME to the view's current state.")
-@click.argument("view", required=False)
+@click.argument("view", required=False, shell_complete=VIEWS)
 @click.argument("name", required=False)
 @pass_ctx
 def snapshot(ctx: Context, listing: bool, delete: str | None, force: bool, view: str | None, name: str | None) -> None:

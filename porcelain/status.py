@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from reelstore.api import Store
+from reelstore.cli.complete import VIEWS
 from reelstore.cli.context import Context, pass_ctx
 
 
@@ -23,7 +24,7 @@ def _text(info: dict[str, Any]) -> str:
 
 
 @click.command("status")
-@click.argument("view", required=False)
+@click.argument("view", required=False, shell_complete=VIEWS)
 @pass_ctx
 def status(ctx: Context, view: str | None) -> None:
     """Show VIEW's base, changed names, pending effects in order and capabilities (no VIEW: every view)."""

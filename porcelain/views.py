@@ -5,13 +5,14 @@ from __future__ import annotations
 import click
 
 from reelstore.api import Store
+from reelstore.cli.complete import VIEWS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.kernel import binding
 from reelstore.kernel.views import load_live
 
 
 @click.command("views")
-@click.option("--unbind", metavar="VIEW",
+@click.option("--unbind", metavar="VIEW", shell_complete=VIEWS,
               help="DANGEROUS: let VIEW be committed locally although a copy of it may live on its remote, where "
                    "another store can commit it too (its effects would then fire twice).")
 @pass_ctx
