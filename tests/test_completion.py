@@ -218,7 +218,8 @@ def test_the_fish_line_completes_in_a_real_fish(store: Path) -> None:
 ZSH_PROBE = r"""
 zmodload zsh/zpty
 zpty z zsh -f -i
-zpty -w z 'PS1="%% "; autoload -Uz compinit; compinit -u -D; eval "$(_REEL_COMPLETE=zsh_source reel)"; print -r -- comps=${_comps[reel]}'
+zpty -w z 'PS1="%% "; autoload -Uz compinit; compinit -u -D'
+zpty -w z 'eval "$(_REEL_COMPLETE=zsh_source reel)"; print -r -- comps=${_comps[reel]}'
 zpty -w -n z $'reel push \t'
 buf=""
 for i in {1..300}; do
