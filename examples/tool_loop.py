@@ -39,7 +39,7 @@ def main(path: str, url: str, decision: str) -> None:
         elif tool == "refund":
             view.effect("http", HttpRequest("POST", f"{url}/refunds", json=args))
         print(f"model called {tool}({json.dumps(args, sort_keys=True)}): queued, nothing sent")
-    pending = view.status()["effects"]
+    pending = view.status().effects
     print(f"{len(pending)} effects pending; decision: {decision}")
     if decision == "approve":
         result = view.commit()

@@ -76,7 +76,7 @@ def _effect_ids(store: Path, view: str) -> list[str]:
     from reelstore.api import Store
     from reelstore.storage.repo import Repo
 
-    return [e["id"] for e in Store(Repo.open(store)).status(view)["effects"]]
+    return [e.id.hex() for e in Store(Repo.open(store)).status(view).effects]
 
 
 @click.command("demo")

@@ -7,6 +7,7 @@ import click
 from reelstore.api import Store
 from reelstore.cli.complete import SOURCES
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.objects import Hash
 
 _MARK = {"added": "A", "modified": "M", "removed": "D"}
 
@@ -24,10 +25,13 @@ def diff(ctx: Context, view: str, other: str | None) -> None:
     rows = Store(ctx.repo).handle(view).diff()
 
     def text() -> str:
-        return "\n".join(f"{_MARK[r['status']]}\t{(r['old'] or '-')[:12]}\t{(r['id'] or '-')[:12]}\t{r['name']}"
-                         for r in rows)
+        return "\n".join(f"{_MARK[r.status]}\t{_short(r.old)}\t{_short(r.new)}\t{r.name}" for r in rows)
 
-    ctx.emit({"view": view, "changes": rows}, text)
+    ctx.emit({"view": view, "changes": [r.to_json() for r in rows]}, text)
+
+
+def _short(h: Hash | None) -> str:
+    return h.hex()[:12] if h is not None else "-"
 
 
 _EFFECT_MARK = {"same": " ", "changed": "M", "added": "A", "removed": "D"}

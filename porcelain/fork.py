@@ -23,7 +23,7 @@ def fork(ctx: Context, source: str | None, caps: tuple[str, ...], boundary: str 
     store = Store(ctx.repo)
     store.fork(name, source, list(caps) if caps else None, boundary)
     info = store.status(name)
-    ctx.emit(info, f"forked view {name} from {info['parent']} ({info['boundary']}) as {info['id'][:12]}")
+    ctx.emit(info.to_json(), f"forked view {name} from {info.parent} ({info.boundary}) as {info.id.hex()[:12]}")
 
 
 COMMANDS = [fork]

@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from reelstore.api import Store
 from reelstore.cli.complete import VIEWS
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.kernel.inspection import ViewStatus
 
 
-def _text(info: dict[str, Any]) -> str:
-    lines = [f"view {info['view']} ({info['boundary']}, depth {info['depth']})  {info['id']}",
-             f"parent  {info['parent']}", f"base    {info['base']}", "capabilities:"]
-    lines += [f"  {c}" for c in info["caps"]] or ["  (none)"]
-    lines.append(f"changes ({len(info['changes'])}):")
-    lines += [f"  {'put   ' if c['op'] == 'put' else 'remove'} {c['name']}" for c in info["changes"]]
-    lines.append(f"pending effects ({len(info['effects'])}), in the order they would fire on commit:")
-    lines += [f"  {e['index']}. {e['id'][:12]} class {e['class']} {e['delivery']:9} {e['resource']}"
-              for e in info["effects"]]
+def _text(info: ViewStatus) -> str:
+    lines = [f"view {info.view} ({info.boundary}, depth {info.depth})  {info.id.hex()}",
+             f"parent  {info.parent}", f"base    {info.base.hex() if info.base else None}", "capabilities:"]
+    lines += [f"  {c.spec()}" for c in info.caps] or ["  (none)"]
+    lines.append(f"changes ({len(info.changes)}):")
+    lines += [f"  {'put   ' if c.op == 'put' else 'remove'} {c.name}" for c in info.changes]
+    lines.append(f"pending effects ({len(info.effects)}), in the order they would fire on commit:")
+    lines += [f"  {i}. {e.id.hex()[:12]} class {e.effect_class} {e.delivery:9} {e.resource}"
+              for i, e in enumerate(info.effects)]
     return "\n".join(lines)
 
 
@@ -31,10 +30,10 @@ def status(ctx: Context, view: str | None) -> None:
     store = Store(ctx.repo)
     if view is not None:
         info = store.status(view)
-        ctx.emit(info, lambda: _text(info))
+        ctx.emit(info.to_json(), lambda: _text(info))
         return
-    infos = [store.status(v["name"]) for v in store.views()]
-    ctx.emit({"views": infos}, lambda: "\n\n".join(_text(i) for i in infos) or "no live views")
+    infos = [store.status(v.name) for v in store.views()]
+    ctx.emit({"views": [i.to_json() for i in infos]}, lambda: "\n\n".join(_text(i) for i in infos) or "no live views")
 
 
 COMMANDS = [status]

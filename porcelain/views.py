@@ -29,11 +29,11 @@ def views(ctx: Context, unbind: str | None) -> None:
     rows = Store(ctx.repo).views()
 
     def text() -> str:
-        return "\n".join(f"{r['name']}\t{r['id'][:12]}\t{r['parent']}\t{r['boundary']}\t"
-                         f"{r['changes']} changed\t{r['effects']} effects\t"
-                         f"{'bound to ' + r['remote'] if r['remote'] else '-'}" for r in rows)
+        return "\n".join(f"{r.name}\t{r.id.hex()[:12]}\t{r.parent}\t{r.boundary}\t"
+                         f"{r.changes} changed\t{r.effects} effects\t"
+                         f"{'bound to ' + r.remote if r.remote else '-'}" for r in rows)
 
-    ctx.emit({"views": rows}, text)
+    ctx.emit({"views": [r.to_json() for r in rows]}, text)
 
 
 COMMANDS = [views]

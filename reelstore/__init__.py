@@ -36,28 +36,39 @@ if TYPE_CHECKING:
     from reelstore.aio import AsyncStore
     from reelstore.api import Store, ViewHandle
     from reelstore.drain.drainer import DrainReport, Outcome
+    from reelstore.drain.ops import Operation
     from reelstore.kernel.history import EffectOutcome, LogEntry
+    from reelstore.kernel.inspection import NameChange, ViewStatus, ViewSummary
     from reelstore.kernel.verbs import CommitResult
+    from reelstore.objects.delta import DeltaOp, Put, Remove
 
 __version__ = "0.1.0"
 
 _HOMES = {
     "AsyncStore": "reelstore.aio",
     "CommitResult": "reelstore.kernel.verbs",
+    "DeltaOp": "reelstore.objects.delta",
     "DrainReport": "reelstore.drain.drainer",
     "EffectOutcome": "reelstore.kernel.history",
     "HttpRequest": "reelstore.adapters.http_request",
     "LogEntry": "reelstore.kernel.history",
+    "NameChange": "reelstore.kernel.inspection",
+    "Operation": "reelstore.drain.ops",
     "Outcome": "reelstore.drain.drainer",
+    "Put": "reelstore.objects.delta",
+    "Remove": "reelstore.objects.delta",
     "Store": "reelstore.api",
     "ViewHandle": "reelstore.api",
+    "ViewStatus": "reelstore.kernel.inspection",
+    "ViewSummary": "reelstore.kernel.inspection",
 }
 
 __all__ = [
-    "AsyncStore", "BadInput", "BudgetExhausted", "CapabilityViolation", "CommitResult", "Conflict", "DrainReport",
-    "DrainTimeout", "EffectAfterAbort", "EffectFailed", "EffectOutcome", "EffectsIncomplete", "ForkDepthExceeded",
-    "Held", "HttpRequest", "LogEntry", "NotFound", "Outcome", "OutcomeUnknown", "ReelError", "RemoteConflict",
-    "StaleEpoch", "StorageError", "Store", "Unreachable", "ViewHandle", "ViewTerminal",
+    "AsyncStore", "BadInput", "BudgetExhausted", "CapabilityViolation", "CommitResult", "Conflict", "DeltaOp",
+    "DrainReport", "DrainTimeout", "EffectAfterAbort", "EffectFailed", "EffectOutcome", "EffectsIncomplete",
+    "ForkDepthExceeded", "Held", "HttpRequest", "LogEntry", "NameChange", "NotFound", "Operation", "Outcome",
+    "OutcomeUnknown", "Put", "ReelError", "Remove", "RemoteConflict", "StaleEpoch", "StorageError", "Store",
+    "Unreachable", "ViewHandle", "ViewStatus", "ViewSummary", "ViewTerminal",
 ]
 
 

@@ -30,6 +30,7 @@ from reelstore.adapters.http_request import HttpRequest
 from reelstore.api import Store, ViewHandle
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.history import LogEntry
+from reelstore.kernel.inspection import NameChange, ViewStatus, ViewSummary
 from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import DEFAULT_TRUNK
 
@@ -112,10 +113,10 @@ class AsyncStore:
     async def abort(self, name: str) -> list[str]:
         return await self.run(lambda s: s.abort(name))
 
-    async def status(self, name: str) -> Any:
+    async def status(self, name: str) -> ViewStatus:
         return await self.run(lambda s: s.status(name))
 
-    async def views(self) -> Any:
+    async def views(self) -> list[ViewSummary]:
         return await self.run(lambda s: s.views())
 
     async def log(self, trunk: str | None = None, limit: int | None = None) -> list[LogEntry]:
@@ -162,10 +163,10 @@ class AsyncViewHandle:
                      version_ref: Mapping[str, Any] | None = None) -> Effect:
         return await self._on(lambda h: h.effect(adapter, op, effect_class, version_ref))
 
-    async def status(self) -> Any:
+    async def status(self) -> ViewStatus:
         return await self._on(lambda h: h.status())
 
-    async def diff(self) -> Any:
+    async def diff(self) -> list[NameChange]:
         return await self._on(lambda h: h.diff())
 
     async def commit(self, message: str = "", check: bool = True) -> kernel.CommitResult:

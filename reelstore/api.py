@@ -25,12 +25,14 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from reelstore.adapters.http_request import HttpRequest
 from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
+from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.binding import bound_remote
 from reelstore.kernel.history import LogEntry, log
+from reelstore.kernel.inspection import NameChange, ViewStatus, ViewSummary
 from reelstore.kernel.names import view_ref
 from reelstore.kernel.transaction import Transaction
-from reelstore.kernel.views import descendants, live_views, load_live
+from reelstore.kernel.views import descendants, load_live
 from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
 from reelstore.storage.secrets import SecretStore, secret_store
@@ -151,13 +153,15 @@ class ViewHandle:
             return tx.effect(adapter, op, effect_class, version_ref, link)
         return kernel.effect(self.repo, self.name, adapter, op, effect_class, version_ref, link)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> ViewStatus:
+        """This view's base, changes, pending effects (in firing order) and capabilities."""
         self.flush()
-        return kernel.status(self.repo, self.name)
+        return inspection.status(self.repo, self.name)
 
-    def diff(self) -> list[dict[str, Any]]:
+    def diff(self) -> list[NameChange]:
+        """One entry per name this view changed against its base, in name order."""
         self.flush()
-        return kernel.diff(self.repo, self.name)
+        return inspection.diff(self.repo, self.name)
 
     def fork(
         self, name: str, caps: Iterable[Capability | str] | None = None, boundary: str | None = None
@@ -268,18 +272,10 @@ class Store:
         if handle.live:
             handle.commit(message, check=check)
 
-    def views(self) -> list[dict[str, Any]]:
+    def views(self) -> list[ViewSummary]:
         """Every live view: name, id, parent, boundary, counts of changes and effects, and the remote it
         is bound to (its one commit point), if any."""
-        out = []
-        for live in live_views(self.repo):
-            v = live.view
-            delta = kernel.current_delta(self.repo, live)
-            effects = kernel.pending_effects(self.repo, v)
-            out.append({"name": live.name, "id": live.id.hex(), "parent": v.parent, "boundary": v.boundary,
-                        "depth": v.depth, "changes": len(delta.ops), "effects": len(effects),
-                        "remote": bound_remote(self.repo, v)})
-        return out
+        return inspection.views(self.repo)
 
     def commit(self, name: str, message: str = "",
                fence: Callable[[str, Hash, Hash], None] | None = None, check: bool = True,
@@ -302,8 +298,9 @@ class Store:
             return sync.abort(self.repo, name)
         return kernel.abort(self.repo, name)
 
-    def status(self, name: str) -> dict[str, Any]:
-        return kernel.status(self.repo, name)
+    def status(self, name: str) -> ViewStatus:
+        """View `name`'s base, changes, pending effects (in firing order) and capabilities."""
+        return inspection.status(self.repo, name)
 
     def log(self, trunk: str | None = None, limit: int | None = None) -> list[LogEntry]:
         """The trunk's records, newest first, each with its effects' drain outcomes."""

@@ -138,6 +138,6 @@ def test_open_or_init_opens_what_it_made_and_never_a_parent(tmp_path: Path) -> N
     first = Store.open_or_init(tmp_path / "s")
     first.fork("a")
     again = Store.open_or_init(tmp_path / "s")
-    assert [v["name"] for v in again.views()] == ["a"]
+    assert [v.name for v in again.views()] == ["a"]
     inner = Store.open_or_init(tmp_path / "s" / "inner")
     assert inner.views() == [] and inner.repo.path != again.repo.path

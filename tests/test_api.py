@@ -57,9 +57,9 @@ def test_handles_forks_and_errors() -> None:
         parent.fork("wide", caps=["read,write,delete="])
     with pytest.raises(NotFound):
         store.open_view("nope")
-    assert [v["name"] for v in store.views()] == ["p"]
-    assert store.status("p")["changes"][0]["name"] == "c.txt"
-    assert parent.diff()[0]["status"] == "added"
+    assert [v.name for v in store.views()] == ["p"]
+    assert store.status("p").changes[0].name == "c.txt"
+    assert parent.diff()[0].status == "added"
     assert parent.abort() == ["p"]
 
 

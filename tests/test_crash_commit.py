@@ -18,6 +18,7 @@ import pytest
 
 from reelstore.drain import log as drainlog
 from reelstore.drain.drainer import record_ops
+from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Record
 from reelstore.storage.repo import Repo
@@ -136,8 +137,8 @@ def test_killed_merge_into_parent_lands_exactly_once(tmp_path: Path, point: str)
 
     repo = Repo.open(tmp_path)
     assert repo.refs.get("refs/views/c") is None
-    status = kernel.status(repo, "p")
-    assert [c["name"] for c in status["changes"]] == ["child.txt"]
-    assert [e["resource"] for e in status["effects"]] == ["fs:out/c.txt"]
-    assert len(status["merged"]) == 1
+    status = inspection.status(repo, "p")
+    assert [c.name for c in status.changes] == ["child.txt"]
+    assert [e.resource for e in status.effects] == ["fs:out/c.txt"]
+    assert len(status.merged) == 1
     assert not (tmp_path / "out").exists()

@@ -9,6 +9,7 @@ import pytest
 
 from reelstore.adapters.fs import FsAdapter
 from reelstore.errors import BadInput
+from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
 from reelstore.storage.repo import Repo
 
@@ -41,7 +42,7 @@ def test_escaping_paths_are_refused_at_admission(repo: Repo, path: str) -> None:
     kernel.fork(repo, "a")
     with pytest.raises(BadInput):
         kernel.effect(repo, "a", "fs", {"action": "write", "path": path, "content": "x"})
-    assert kernel.status(repo, "a")["effects"] == []
+    assert inspection.status(repo, "a").effects == ()
 
 
 def test_symlink_leaving_the_root_is_refused(tmp_path: Path, repo: Repo) -> None:
@@ -111,7 +112,7 @@ def test_writes_into_the_store_are_refused_at_admission(tmp_path: Path, repo: Re
         kernel.effect(repo, "a", "fs", {"action": "write", "path": path, "content": "#!/bin/sh\necho pwned\n"})
     with pytest.raises(BadInput, match="store"):
         kernel.effect(repo, "a", "fs", {"action": "delete", "path": path})
-    assert kernel.status(repo, "a")["effects"] == []
+    assert inspection.status(repo, "a").effects == ()
 
 
 def test_the_store_reached_under_another_name_is_refused_at_send(tmp_path: Path, repo: Repo) -> None:
@@ -170,7 +171,7 @@ def test_a_path_that_is_a_directory_or_below_a_file_is_refused(tmp_path: Path, r
                                                                                             "path": path}
             with pytest.raises(BadInput):
                 kernel.effect(repo, "a", "fs", op)
-    assert kernel.status(repo, "a")["effects"] == []
+    assert inspection.status(repo, "a").effects == ()
 
 
 def test_a_path_that_turns_doomed_after_admission_fails_and_does_not_block(tmp_path: Path, repo: Repo) -> None:

@@ -12,6 +12,7 @@ from reelstore.errors import (
     NotFound,
     ViewTerminal,
 )
+from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Capability, Record
 from reelstore.storage.repo import Repo
@@ -35,7 +36,7 @@ def test_fork_put_get_commit(mem: Repo) -> None:
     kernel.rm(mem, "a", "y.txt")
     assert kernel.get(mem, "a", "x.txt") == b"one"
     assert [n for n, _ in kernel.ls(mem, "a")] == ["x.txt"]
-    assert [op["name"] for op in kernel.status(mem, "a")["changes"]] == ["x.txt"]
+    assert [op.name for op in inspection.status(mem, "a").changes] == ["x.txt"]
     res = kernel.commit(mem, "a", "first")
     assert res.record == mem.refs["refs/heads/main"]
     assert head_record(mem).message == "first"
@@ -60,7 +61,7 @@ def test_terminal_views_answer_e008(mem: Repo) -> None:
     for name in ("a", "b"):
         for verb in (lambda n: kernel.put(mem, n, "x", b""), lambda n: kernel.get(mem, n, "x"),
                      lambda n: kernel.commit(mem, n), lambda n: kernel.abort(mem, n),
-                     lambda n: kernel.status(mem, n), lambda n: kernel.fork(mem, "c", source=n)):
+                     lambda n: inspection.status(mem, n), lambda n: kernel.fork(mem, "c", source=n)):
             with pytest.raises(ViewTerminal):
                 verb(name)
     with pytest.raises(NotFound):
@@ -120,10 +121,10 @@ def test_reverting_a_change_empties_the_delta(mem: Repo) -> None:
     kernel.fork(mem, "b")
     kernel.put(mem, "b", "x", b"2")
     kernel.put(mem, "b", "x", b"1")
-    assert kernel.status(mem, "b")["changes"] == []
+    assert inspection.status(mem, "b").changes == ()
     kernel.put(mem, "b", "new", b"n")
     kernel.rm(mem, "b", "new")
-    assert kernel.diff(mem, "b") == []
+    assert inspection.diff(mem, "b") == []
 
 
 def test_abort_aborts_live_descendants(mem: Repo) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from reelstore.drain import hold
 from reelstore.errors import BadInput, BudgetExhausted, CapabilityViolation, Conflict, Held
-from reelstore.kernel import admission
+from reelstore.kernel import admission, inspection
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Capability
 from reelstore.storage.repo import Repo
@@ -32,7 +32,7 @@ def test_effect_needs_fire_capability_on_its_resource(mem: Repo) -> None:
     kernel.fork(mem, "b", caps=[cap("read,write,fire_b=")])
     with pytest.raises(CapabilityViolation):
         kernel.effect(mem, "b", "recorder", {"n": 3})
-    assert len(kernel.status(mem, "a")["effects"]) == 1
+    assert len(inspection.status(mem, "a").effects) == 1
 
 
 def test_budget_counts_effects_including_merged_children(mem: Repo) -> None:
@@ -46,7 +46,7 @@ def test_budget_counts_effects_including_merged_children(mem: Repo) -> None:
     kernel.fork(mem, "d", source="p", caps=[cap("fire_c=;budget=1")])
     kernel.effect(mem, "d", "recorder", {"n": 5})
     kernel.commit(mem, "c")
-    assert [e["op"]["n"] for e in kernel.status(mem, "p")["effects"]] == [1, 2, 3]
+    assert [e.op["n"] for e in inspection.status(mem, "p").effects] == [1, 2, 3]
     with pytest.raises(BudgetExhausted):
         kernel.commit(mem, "d")
     with pytest.raises(BudgetExhausted):
@@ -134,7 +134,7 @@ def test_bad_effects_and_unknown_adapters_are_e014(mem: Repo) -> None:
         kernel.effect(mem, "a", "no-such-adapter", {"n": 1})
     with pytest.raises(BadInput):
         kernel.effect(mem, "a", "recorder", {"n": 1}, effect_class="B")
-    assert kernel.status(mem, "a")["effects"] == []
+    assert inspection.status(mem, "a").effects == ()
 
 
 def test_a_write_racing_the_commit_makes_it_fail_cleanly(mem: Repo) -> None:

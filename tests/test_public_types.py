@@ -23,6 +23,21 @@ reveal_type(store.commit("v"))
 err: ReelError = NotFound("x")
 reveal_type(err.code)
 result: CommitResult = store.commit("v")
+reveal_type(store.status("v"))
+reveal_type(store.status("v").changes)
+reveal_type(store.open_view("v").diff())
+reveal_type(store.views())
+reveal_type(store.ops())
+reveal_type(store.commit("v").drain)
+for op in store.status("v").changes:
+    if isinstance(op, reelstore.Put):
+        reveal_type(op.id)
+
+
+async def use(a: reelstore.AsyncStore) -> None:
+    reveal_type(await a.status("v"))
+    reveal_type(await a.handle("v").diff())
+    reveal_type(await a.views())
 """
 
 
@@ -35,6 +50,20 @@ def test_reveal_type_of_store_open_is_store(tmp_path: Path) -> None:
     assert revealed[:4] == ['"reelstore.api.Store"', '"reelstore.api.Store"', '"reelstore.api.ViewHandle"',
                             '"reelstore.kernel.verbs.CommitResult"'], proc.stdout
     assert revealed[4] in ('"str"', '"builtins.str"'), proc.stdout
+    typed = [r.replace("builtins.", "").strip('"') for r in revealed[5:]]
+    changes = typed.pop(1)
+    assert "fallback=reelstore.objects.delta.Put" in changes and "fallback=reelstore.objects.delta.Remove" in changes
+    assert typed == [
+        "reelstore.kernel.inspection.ViewStatus",
+        "list[reelstore.kernel.inspection.NameChange]",
+        "list[reelstore.kernel.inspection.ViewSummary]",
+        "list[reelstore.drain.ops.Operation]",
+        "reelstore.drain.drainer.DrainReport | None",
+        "reelstore.objects.hash.Hash",
+        "reelstore.kernel.inspection.ViewStatus",
+        "list[reelstore.kernel.inspection.NameChange]",
+        "list[reelstore.kernel.inspection.ViewSummary]",
+    ], proc.stdout
     assert " error: " not in proc.stdout, proc.stdout
 
 

@@ -224,4 +224,4 @@ def test_proxy_admits_nothing_once_the_command_exited(tmp_path):
     assert proxy.capture("POST", "http://127.0.0.1:9/x", {}, b"a").status == 202
     proxy.finish()
     assert proxy.capture("POST", "http://127.0.0.1:9/y", {}, b"b").status == 503
-    assert len(store.status("v")["effects"]) == 1
+    assert len(store.status("v").effects) == 1

@@ -297,8 +297,8 @@ def test_python_api_takes_secret_references_and_scrubs_raw_credentials(tmp_path)
     v.effect("http", {"method": "POST", "url": "https://pay.example/charge",
                       "headers": {"Authorization": {"$secret": "stripe"}, "X-Api-Key": "raw-key-value",
                                   "X-Plain": "visible"}})
-    [e] = v.status()["effects"]
-    op = e["op"]
+    [e] = v.status().effects
+    op = e.op
     assert op["headers"] == {"Authorization": "<secret>", "X-Api-Key": "<secret>", "X-Plain": "visible"}
     assert op["secrets"]["headers"]["Authorization"] == "store:stripe"
     kept = op["secrets"]["headers"]["X-Api-Key"].removeprefix("store:")

@@ -14,6 +14,7 @@ import pytest
 
 from reelstore import Store
 from reelstore.errors import BadInput, CapabilityViolation, NotFound
+from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Record
 from reelstore.storage.disk_store import DiskObjectStore
@@ -62,7 +63,7 @@ def test_many_changes_land_as_one_view_one_ref_update_one_pack(repo: Repo) -> No
     names = [n for n, _ in kernel.ls(repo, "v")]
     assert names == [f"d/{i:03d}" for i in range(200)]
     assert kernel.get(repo, "v", "d/007") == b"payload 7"
-    assert len(kernel.status(repo, "v")["effects"]) == 1
+    assert len(inspection.status(repo, "v").effects) == 1
 
 
 def test_dropped_transaction_leaves_view_and_store_as_they_were(repo: Repo) -> None:

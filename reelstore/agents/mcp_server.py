@@ -93,8 +93,7 @@ class ReelTools:
         requested = [Capability.parse(c) for c in caps] if caps else list(self.caps)
         narrowed = admission.narrow(self.caps, requested)
         self.store.fork(name, HEAD_PREFIX + self.trunk, narrowed)
-        status: dict[str, Any] = _plain(self.store.status(name))
-        return status
+        return self.store.status(name).to_json()
 
     async def on_view(self, view: str, fn: Callable[[], T]) -> T:
         def run() -> T:
@@ -177,12 +176,12 @@ def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capabili
     @server.tool()
     async def diff(view: str) -> Any:
         """What the view changed since its base, name by name."""
-        return await tools.on_view(view, lambda: _plain(store.open_view(view).diff()))
+        return await tools.on_view(view, lambda: [c.to_json() for c in store.open_view(view).diff()])
 
     @server.tool()
     async def status(view: str) -> Any:
         """The view's base, changed names, pending effects and capabilities."""
-        return await tools.on_view(view, lambda: _plain(store.status(view)))
+        return await tools.on_view(view, lambda: store.status(view).to_json())
 
     @server.tool()
     async def effect(view: str, adapter: Literal["http", "fs"], op: dict[str, Any],
@@ -199,7 +198,7 @@ def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capabili
     @server.tool()
     async def commit(view: str, message: str = "") -> Any:
         """Commit the view into the trunk, then send its effects in order; returns each effect's fate."""
-        return await tools.on_view(view, lambda: _plain(store.commit(view, message)))
+        return await tools.on_view(view, lambda: store.commit(view, message).to_json())
 
     @server.tool()
     async def abort(view: str) -> list[str]:
@@ -211,12 +210,12 @@ def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capabili
         """The live views of this server's trunk that are within its capabilities."""
         def run() -> list[Any]:
             out = []
-            for row in _plain(store.views()):
+            for row in store.views():
                 try:
-                    tools.guard(row["name"])
+                    tools.guard(row.name)
                 except ReelError:
                     continue
-                out.append(row)
+                out.append(row.to_json())
             return out
 
         return await tools.call(run)

@@ -9,7 +9,7 @@ unknown and what the operator can do; `reconcile` records the operator's attribu
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from reelstore.codec import thaw
@@ -26,8 +26,11 @@ UNRESOLVED = ("pending", "not_sent", "unknown")
 MAX_RECORDS = 1 << 32
 
 
-@dataclass
+@dataclass(frozen=True)
 class Operation:
+    """One effect of one committed record, as `reel ops` lists it: its state from its newest journal
+    entry (`latest`), the operator's finding that settled it, if any, and (from `find`) its history."""
+
     op: str
     trunk: str
     record: Hash
@@ -36,7 +39,7 @@ class Operation:
     state: str
     latest: Journal | None
     finding: Finding | None = None
-    history: list[Journal] = field(default_factory=list)
+    history: tuple[Journal, ...] = ()
 
     @property
     def evidence(self) -> str:
@@ -205,8 +208,7 @@ def find(repo: Repo, name: str) -> Operation:
         raise BadInput(f"operation prefix {name} is ambiguous: {', '.join(o.op for o in hits[:5])}")
     found = hits[0]
     entries = [e for e in drainlog.walk(repo, drainlog.index(repo, found.trunk).head) if e.op == found.op]
-    found.history = list(reversed(entries))
-    return found
+    return replace(found, history=tuple(reversed(entries)))
 
 
 def reconcile(repo: Repo, name: str, outcome: str, evidence: str, observer: str, *, source: str = "",
@@ -238,6 +240,4 @@ def reconcile(repo: Repo, name: str, outcome: str, evidence: str, observer: str,
     step = drainlog.Step(found.record, found.index, found.effect.id, found.op, outcome, found.latest.id,
                          {"finding": finding.id.hex()}, f"reconciled by {observer}: {evidence}", finding.id)
     (entry,) = drainlog.append(repo, found.trunk, epochs.current(repo), step, principal=observer)
-    found.latest, found.state, found.finding = entry, outcome, finding
-    found.history.append(entry)
-    return found, finding
+    return replace(found, latest=entry, state=outcome, finding=finding, history=(*found.history, entry)), finding

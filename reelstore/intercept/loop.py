@@ -30,7 +30,7 @@ from reelstore.intercept.sandbox import Sandbox, require_unshare
 from reelstore.intercept.scratch import Scratch
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.names import view_ref
-from reelstore.objects import Capability, Hash
+from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import Repo
 from reelstore.storage.secrets import redact
 
@@ -106,8 +106,8 @@ class DryRun:
                 b.finish()
             ref = view_ref(self.name)
             before = self.store.repo.refs.get(ref)
-            self.changes = [{"status": d["status"], "name": d["name"]} for d in self.view.diff()]
-            self.effects = [_effect_line(e) for e in self.view.status()["effects"]]
+            self.changes = [{"status": d.status, "name": d.name} for d in self.view.diff()]
+            self.effects = [_effect_line(i, e) for i, e in enumerate(self.view.status().effects)]
             self.shown = before if self.store.repo.refs.get(ref) == before else None
         except BaseException:
             self.abort()
@@ -190,7 +190,6 @@ def _runnable(prog: str, cwd: str | None, path: str | None) -> bool:
     return shutil.which(prog, path=path) is not None
 
 
-def _effect_line(e: dict[str, Any]) -> dict[str, Any]:
-    op = e["op"] if isinstance(e["op"], dict) else {}
-    return {"index": e["index"], "id": e["id"], "adapter": e["adapter"], "method": op.get("method"),
-            "url": op.get("url"), "resource": e["resource"], "class": e["class"], "delivery": e["delivery"]}
+def _effect_line(index: int, e: Effect) -> dict[str, Any]:
+    return {"index": index, "id": e.id.hex(), "adapter": e.adapter, "method": e.op.get("method"),
+            "url": e.op.get("url"), "resource": e.resource, "class": e.effect_class, "delivery": e.delivery}

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from reelstore.errors import Conflict
 from reelstore.namespace.tree import Namespace
-from reelstore.objects import Delta, Hash
+from reelstore.objects import Delta, Hash, Put
 
 Changes = Mapping[str, "Hash | None"]
 
@@ -21,7 +21,7 @@ def changes_of(delta: Delta | None) -> dict[str, Hash | None]:
     """A delta's operations as {name: new id, or None for a removal}."""
     if delta is None:
         return {}
-    return {op[1]: (op[2] if op[0] == "put" else None) for op in delta.ops}
+    return {op.name: (op.id if isinstance(op, Put) else None) for op in delta.ops}
 
 
 def conflicts(ns: Namespace, base: Hash, onto: Hash, changes: Changes) -> list[str]:

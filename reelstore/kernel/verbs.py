@@ -41,7 +41,7 @@ from reelstore.kernel.views import (
     terminal_error,
 )
 from reelstore.namespace.tree import Namespace
-from reelstore.objects import Capability, Delta, Effect, Effects, Hash, Object, Record, Recording, View
+from reelstore.objects import Capability, Delta, Effect, Effects, Hash, Object, Put, Record, Recording, Remove, View
 from reelstore.objects.view import BOUNDARIES, MAX_DEPTH
 from reelstore.stamp import now_ms, principal
 from reelstore.storage import content
@@ -165,12 +165,12 @@ def current_delta(repo: Repo, live: Live) -> Delta:
         raise BadInput(f"view {live.name} names a {delta.kind} as its delta")
     base = repo.cache.load(live.view.base, Object) if live.view.base is not None else None
     base_ns = getattr(base, "namespace", Namespace.empty())
-    ops = tuple(("put", name, new) if new is not None else ("remove", name)
+    ops = tuple(Put("put", name, new) if new is not None else Remove("remove", name)
                 for name, _, new in namespace(repo).diff(base_ns, live.view.namespace))
     return Delta(base_ns, ops)
 
 
-def _base_of(delta: Delta) -> Hash:
+def base_namespace(delta: Delta) -> Hash:
     """The namespace a delta applies to; one without a base changed the empty map (as `current_delta` builds it)."""
     return delta.base if delta.base is not None else Namespace.empty()
 
@@ -272,7 +272,7 @@ def pending_effects(repo: Repo, view: View) -> list[Effect]:
 # commit
 
 
-@dataclass
+@dataclass(frozen=True)
 class CommitResult:
     """What a commit did: the record it wrote into a trunk (and its drain), or the parent it merged into."""
 
@@ -330,7 +330,7 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
     _retire_after_commit(repo, live)
     crash_point("commit:retired")
     if result.record is not None:
-        result.drain = drain(repo, live.trunk, result.record)
+        result = replace(result, drain=drain(repo, live.trunk, result.record))
         crash_point("commit:drained")
     run_hook(repo, "post-commit", {"REEL_VIEW": name, "REEL_TARGET": target,
                                    "REEL_RECORD": (result.record or result.parent_view or live.id).hex()})
@@ -385,7 +385,7 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
         if top.namespace == delta.base:
             root = live.view.namespace
         else:
-            root = replay(ns, _base_of(delta), top.namespace, changes, f"trunk {live.trunk} and view {live.name}")
+            root = replay(ns, base_namespace(delta), top.namespace, changes, f"trunk {live.trunk} and view {live.name}")
         record = Record(parent=head, namespace=root, effects=live.view.effects, view=live.id, author=author,
                         message=message or f"commit view {live.name}", time=now_ms())
         repo.cache.save([record])
@@ -431,7 +431,7 @@ def _merge_into_parent(repo: Repo, live: Live, at: Hash, delta: Delta, effects: 
         if fork_id(live.view) in merged:
             raise ViewTerminal(f"view {live.name!r} is terminal: another process committed it", view=live.name)
         pview = parent.view
-        root = replay(ns, _base_of(delta), pview.namespace, changes, f"view {parent.name} and view {live.name}")
+        root = replay(ns, base_namespace(delta), pview.namespace, changes, f"view {parent.name} and view {live.name}")
         objects: list[Any] = []
         block_id = pview.effects
         if effects:
@@ -501,53 +501,6 @@ def _abort_one(repo: Repo, live: Live) -> bool:
         run_hook(repo, "post-abort", {"REEL_VIEW": live.name})
         return True
     raise Conflict(f"view {live.name!r} kept changing; abort gave up after {CAS_ATTEMPTS} attempts", view=live.name)
-
-
-# Inspection
-
-
-def status(repo: Repo, name: str) -> dict[str, Any]:
-    """A live view's base, changed names, pending effects in order and capabilities."""
-    live = load_live(repo, name)
-    view = live.view
-    delta = current_delta(repo, live)
-    return {
-        "view": name,
-        "id": live.id.hex(),
-        "parent": view.parent,
-        "base": view.base.hex() if view.base else None,
-        "boundary": view.boundary,
-        "depth": view.depth,
-        "trunk": live.trunk,
-        "changes": [_op_json(op) for op in delta.ops],
-        "effects": [_effect_json(e, i) for i, e in enumerate(pending_effects(repo, view))],
-        "caps": [c.spec() for c in admission.view_caps(repo, view)],
-        "merged": list(view.meta.get("merged", ())),
-    }
-
-
-def diff(repo: Repo, name: str) -> list[dict[str, Any]]:
-    """What view `name` changed relative to its base: one entry per name, in name order."""
-    live = load_live(repo, name, settle=False)
-    delta = current_delta(repo, live)
-    ns = namespace(repo)
-    out = []
-    for op in delta.ops:
-        old = ns.get(_base_of(delta), op[1])
-        entry = _op_json(op)
-        entry["old"] = old.hex() if old else None
-        entry["status"] = "removed" if op[0] == "remove" else ("added" if old is None else "modified")
-        out.append(entry)
-    return out
-
-
-def _op_json(op: tuple[Any, ...]) -> dict[str, Any]:
-    return {"op": op[0], "name": op[1], "id": op[2].hex() if op[0] == "put" else None}
-
-
-def _effect_json(e: Effect, index: int) -> dict[str, Any]:
-    return {"index": index, "id": e.id.hex(), "adapter": e.adapter, "class": e.effect_class,
-            "resource": e.resource, "delivery": e.delivery, "op": e.to_json()["op"]}
 
 
 def attach_recording(repo: Repo, name: str, recording: Recording, bodies: Sequence[Object]) -> View:

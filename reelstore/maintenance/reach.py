@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from reelstore.errors import BadInput, NotFound, StorageError
-from reelstore.objects import Delta, Hash, Journal, Object, Record, Tree, View, decode
+from reelstore.objects import Delta, Hash, Journal, Object, Put, Record, Tree, View, decode
 from reelstore.storage.object_store import ObjectStore
 from reelstore.storage.refs import RefStore
 
@@ -42,8 +42,8 @@ def _named_edges(obj: Object) -> Iterator[tuple[Hash, str]]:
             yield h, name
     elif isinstance(obj, Delta):
         for op in obj.ops:
-            if op[0] == "put":
-                yield op[2], op[1]
+            if isinstance(op, Put):
+                yield op.id, op.name
     for h in obj.references():
         yield h, ""
 

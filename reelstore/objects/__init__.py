@@ -4,7 +4,7 @@ from reelstore.objects.block import KINDS, Object, decode, decode_verified
 from reelstore.objects.capability import OPS, Capability, prefix_covers
 from reelstore.objects.chunks import Chunks
 from reelstore.objects.data import Blob, Tree
-from reelstore.objects.delta import Delta
+from reelstore.objects.delta import Delta, DeltaOp, Put, Remove
 from reelstore.objects.effect import Effect, Effects
 from reelstore.objects.hash import HASH_SIZE, HEX_SIZE, ZERO_HEX, Hash
 from reelstore.objects.journal import Finding, Journal
@@ -23,6 +23,7 @@ __all__ = [
     "Capability",
     "Chunks",
     "Delta",
+    "DeltaOp",
     "Effect",
     "Effects",
     "Finding",
@@ -30,8 +31,10 @@ __all__ = [
     "Journal",
     "Object",
     "OpEvent",
+    "Put",
     "Record",
     "Recording",
+    "Remove",
     "Tree",
     "View",
     "decode",
