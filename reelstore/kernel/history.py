@@ -8,7 +8,7 @@ yet is `pending` (committed, not yet drained).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
@@ -22,8 +22,10 @@ from reelstore.objects import Effect, Effects, Hash, Journal, Record, View
 from reelstore.storage.repo import Repo
 
 
-@dataclass
+@dataclass(frozen=True)
 class EffectOutcome:
+    """One effect of a logged record and its drain state (`pending` before its first journal entry)."""
+
     index: int
     op: str
     effect: Hash
@@ -36,8 +38,10 @@ class EffectOutcome:
                 "resource": self.resource, "state": self.state}
 
 
-@dataclass
+@dataclass(frozen=True)
 class LogEntry:
+    """One trunk record as `reel log` shows it, with its effects' outcomes in firing order."""
+
     record: Hash
     parent: Hash | None
     time_ms: int
@@ -45,7 +49,7 @@ class LogEntry:
     message: str
     view: str | None
     view_id: Hash | None
-    effects: list[EffectOutcome] = field(default_factory=list)
+    effects: tuple[EffectOutcome, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"record": self.record.hex(), "parent": self.parent.hex() if self.parent else None,
@@ -95,7 +99,7 @@ def _entries(repo: Repo, records: Iterable[tuple[Hash, Record, str]], limit: int
             view = repo.objects.get(rec.view)
             if isinstance(view, View):
                 view_name = str(view.meta.get("name", "")) or None
-        entry = LogEntry(h, rec.parent, rec.time or 0, rec.author, rec.message, view_name, rec.view)
+        outcomes: list[EffectOutcome] = []
         if rec.effects is not None:
             block = repo.objects.get(rec.effects)
             if isinstance(block, Effects):
@@ -103,7 +107,8 @@ def _entries(repo: Repo, records: Iterable[tuple[Hash, Record, str]], limit: int
                     latest = journal.get(op)
                     e = repo.objects.get(eid)
                     adapter, resource = (e.adapter, e.resource) if isinstance(e, Effect) else ("?", "?")
-                    entry.effects.append(EffectOutcome(i, op, eid, adapter, resource,
-                                                       latest.state if latest is not None else "pending"))
-        out.append(entry)
+                    outcomes.append(EffectOutcome(i, op, eid, adapter, resource,
+                                                  latest.state if latest is not None else "pending"))
+        out.append(LogEntry(h, rec.parent, rec.time or 0, rec.author, rec.message, view_name, rec.view,
+                            tuple(outcomes)))
     return out
