@@ -24,7 +24,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from reelstore.adapters.http_request import HttpRequest
 from reelstore.api import Store, ViewHandle
@@ -33,6 +33,11 @@ from reelstore.kernel.history import LogEntry
 from reelstore.kernel.inspection import NameChange, ViewStatus, ViewSummary
 from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import DEFAULT_TRUNK
+
+if TYPE_CHECKING:  # as in api.py: loaded by the calls that need them
+    from reelstore.drain.ops import Operation
+    from reelstore.drain.recovery import RecoveryReport
+    from reelstore.maintenance.gc import GcReport
 
 T = TypeVar("T")
 
@@ -122,13 +127,13 @@ class AsyncStore:
     async def log(self, trunk: str | None = None, limit: int | None = None) -> list[LogEntry]:
         return await self.run(lambda s: s.log(trunk, limit))
 
-    async def ops(self, unresolved: bool = False) -> Any:
+    async def ops(self, unresolved: bool = False) -> list[Operation]:
         return await self.run(lambda s: s.ops(unresolved))
 
-    async def recover(self) -> Any:
+    async def recover(self) -> RecoveryReport:
         return await self.run(lambda s: s.recover())
 
-    async def gc(self, prune: str | None = None, *, dry_run: bool = False) -> Any:
+    async def gc(self, prune: str | None = None, *, dry_run: bool = False) -> GcReport:
         return await self.run(lambda s: s.gc(prune, dry_run=dry_run))
 
 
