@@ -44,7 +44,7 @@ def _runs(ctx: Context, a: str, b: str) -> None:
 
     def text() -> str:
         lines = [f"names ({a} -> {b}):" if result.names else f"names: no difference between {a} and {b}"]
-        lines += [f"  {_MARK[n['status']]}\t{n['name']}" for n in result.names]
+        lines += [f"  {_MARK[n.status]}\t{n.name}" for n in result.names]
         lines.append("effects:" if result.effects else "effects: none on either side")
         for e in result.effects:
             side = e.b or e.a

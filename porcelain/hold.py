@@ -16,8 +16,8 @@ from reelstore.stamp import principal
 @pass_ctx
 def hold(ctx: Context, why: str) -> None:
     """Put the store on hold: effects are refused at admission and nothing drains (E012, exit 6)."""
-    doc = put_on_hold(ctx.repo, why, principal())
-    ctx.emit(doc, f"store held by {doc['by']}: {why}")
+    held = put_on_hold(ctx.repo, why, principal())
+    ctx.emit(held.to_json(), f"store held by {held.by}: {why}")
 
 
 COMMANDS = [hold]

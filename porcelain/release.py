@@ -14,8 +14,8 @@ from reelstore.porcelain.ops import json_flag
 @pass_ctx
 def release(ctx: Context) -> None:
     """Lift the hold. Effects that were pending stay pending: `reel recover` drains them."""
-    doc = lift(ctx.repo)
-    ctx.emit({"released": doc}, "hold released" if doc else "the store was not held")
+    held = lift(ctx.repo)
+    ctx.emit({"released": held.to_json() if held else None}, "hold released" if held else "the store was not held")
 
 
 COMMANDS = [release]

@@ -36,11 +36,17 @@ if TYPE_CHECKING:
     from reelstore.aio import AsyncStore
     from reelstore.api import Store, ViewHandle
     from reelstore.drain.drainer import DrainReport, Outcome
+    from reelstore.drain.hold import Hold
     from reelstore.drain.ops import Operation
+    from reelstore.drain.recovery import RecoveryReport
     from reelstore.kernel.history import EffectOutcome, LogEntry
     from reelstore.kernel.inspection import NameChange, ViewStatus, ViewSummary
     from reelstore.kernel.verbs import CommitResult
+    from reelstore.maintenance.gc import GcReport
     from reelstore.objects.delta import DeltaOp, Put, Remove
+    from reelstore.objects.journal import Finding
+    from reelstore.sync.fetch import FetchResult
+    from reelstore.sync.push import PushResult
 
 __version__ = "0.1.0"
 
@@ -50,12 +56,18 @@ _HOMES = {
     "DeltaOp": "reelstore.objects.delta",
     "DrainReport": "reelstore.drain.drainer",
     "EffectOutcome": "reelstore.kernel.history",
+    "FetchResult": "reelstore.sync.fetch",
+    "Finding": "reelstore.objects.journal",
+    "GcReport": "reelstore.maintenance.gc",
+    "Hold": "reelstore.drain.hold",
     "HttpRequest": "reelstore.adapters.http_request",
     "LogEntry": "reelstore.kernel.history",
     "NameChange": "reelstore.kernel.inspection",
     "Operation": "reelstore.drain.ops",
     "Outcome": "reelstore.drain.drainer",
+    "PushResult": "reelstore.sync.push",
     "Put": "reelstore.objects.delta",
+    "RecoveryReport": "reelstore.drain.recovery",
     "Remove": "reelstore.objects.delta",
     "Store": "reelstore.api",
     "ViewHandle": "reelstore.api",
@@ -66,9 +78,10 @@ _HOMES = {
 __all__ = [
     "AsyncStore", "BadInput", "BudgetExhausted", "CapabilityViolation", "CommitResult", "Conflict", "DeltaOp",
     "DrainReport", "DrainTimeout", "EffectAfterAbort", "EffectFailed", "EffectOutcome", "EffectsIncomplete",
-    "ForkDepthExceeded", "Held", "HttpRequest", "LogEntry", "NameChange", "NotFound", "Operation", "Outcome",
-    "OutcomeUnknown", "Put", "ReelError", "Remove", "RemoteConflict", "StaleEpoch", "StorageError", "Store",
-    "Unreachable", "ViewHandle", "ViewStatus", "ViewSummary", "ViewTerminal",
+    "FetchResult", "Finding", "ForkDepthExceeded", "GcReport", "Held", "Hold", "HttpRequest", "LogEntry",
+    "NameChange", "NotFound", "Operation", "Outcome", "OutcomeUnknown", "PushResult", "Put", "RecoveryReport",
+    "ReelError", "Remove", "RemoteConflict", "StaleEpoch", "StorageError", "Store", "Unreachable", "ViewHandle",
+    "ViewStatus", "ViewSummary", "ViewTerminal",
 ]
 
 

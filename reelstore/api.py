@@ -38,6 +38,7 @@ from reelstore.storage.repo import DEFAULT_TRUNK, Repo
 from reelstore.storage.secrets import SecretStore, secret_store
 
 if TYPE_CHECKING:  # imported where used: most callers never need gc, recovery or dulwich
+    from reelstore.drain.hold import Hold
     from reelstore.drain.ops import Operation
     from reelstore.drain.recovery import RecoveryReport
     from reelstore.maintenance.gc import GcReport
@@ -338,13 +339,13 @@ class Store:
 
         return recover(self.repo)
 
-    def hold(self, why: str, by: str = "") -> dict[str, Any]:
+    def hold(self, why: str, by: str = "") -> Hold:
         """Stop all effect admission and draining until `release`."""
         from reelstore.drain import hold
 
         return hold.hold(self.repo, why, by)
 
-    def release(self) -> dict[str, Any] | None:
+    def release(self) -> Hold | None:
         from reelstore.drain import hold
 
         return hold.release(self.repo)

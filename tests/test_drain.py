@@ -136,7 +136,7 @@ def test_a_hold_stops_the_drain_before_anything_is_sent() -> None:
         report.check()
     with pytest.raises(Held):
         recovery.recover(repo)
-    assert hold.release(repo)["why"] == "audit" and hold.status(repo) is None
+    assert hold.release(repo).why == "audit" and hold.status(repo) is None
     assert drain(repo, "main", rec).complete and sum(world.acted.values()) == 2
 
 

@@ -29,6 +29,8 @@ reveal_type(store.open_view("v").diff())
 reveal_type(store.views())
 reveal_type(store.ops())
 reveal_type(store.commit("v").drain)
+reveal_type(store.hold("audit"))
+reveal_type(store.gc())
 for op in store.status("v").changes:
     if isinstance(op, reelstore.Put):
         reveal_type(op.id)
@@ -59,6 +61,8 @@ def test_reveal_type_of_store_open_is_store(tmp_path: Path) -> None:
         "list[reelstore.kernel.inspection.ViewSummary]",
         "list[reelstore.drain.ops.Operation]",
         "reelstore.drain.drainer.DrainReport | None",
+        "reelstore.drain.hold.Hold",
+        "reelstore.maintenance.gc.GcReport",
         "reelstore.objects.hash.Hash",
         "reelstore.kernel.inspection.ViewStatus",
         "list[reelstore.kernel.inspection.NameChange]",
@@ -79,6 +83,8 @@ def test_lazy_names_resolve_and_unknown_names_fail() -> None:
     from reelstore.api import Store
 
     assert reelstore.Store is Store
+    assert all(isinstance(getattr(reelstore, n), type) for n in reelstore.__all__ if n != "DeltaOp")
+    assert set(reelstore.DeltaOp.__args__) == {reelstore.Put, reelstore.Remove}
     try:
         reelstore.NoSuchThing  # noqa: B018
     except AttributeError as exc:

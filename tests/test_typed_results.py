@@ -127,3 +127,42 @@ def test_commit_and_ops_results_are_frozen_and_render_as_before(tmp_path: Path, 
     shown = _json(run, "ops", "show", op.op)
     assert isinstance(shown, dict) and [e["state"] for e in shown["history"]] == ["unknown", "succeeded"]
     assert set(shown) == set(op.to_json()) | {"history", "operator", "view", "intent"}
+
+
+def test_a_diff_of_two_runs_is_typed_and_its_json_keeps_every_key(tmp_path: Path, run) -> None:
+    store, effect = _scenario(tmp_path, run)
+    other = store.fork("b", caps=["read,write,delete=docs/", "fire_c=fs:out/;budget=2"])
+    other.put("docs/one", b"2")
+    from reelstore.kernel.rundiff import EffectChange, RunDiff, diff_runs
+
+    result = diff_runs(store.repo, "a", "b")
+    assert isinstance(result, RunDiff) and all(isinstance(e, EffectChange) for e in result.effects)
+    assert [(n.name, n.status, n.old, n.new) for n in result.names] == [
+        ("docs/keep", "modified", Blob(b"k1").id, Blob(b"k0").id),
+        ("docs/old", "added", None, Blob(b"old").id),
+        ("docs/one", "modified", Blob(b"1").id, Blob(b"2").id),
+    ]
+    assert [(e.status, e.a, e.b) for e in result.effects] == [("removed", effect, None)]
+    k0, k1, old, one, two = (Blob(d).id.hex() for d in (b"k0", b"k1", b"old", b"1", b"2"))
+    assert _json(run, "diff", "a", "b") == {"a": "a", "b": "b", "names": [
+        {"status": "modified", "name": "docs/keep", "a": k1, "b": k0},
+        {"status": "added", "name": "docs/old", "a": None, "b": old},
+        {"status": "modified", "name": "docs/one", "a": one, "b": two},
+    ], "effects": [{"status": "removed", "b": None, "diff": "", "a": {
+        "id": effect.id.hex(), "adapter": "fs", "resource": "fs:out/f", "class": "C",
+        "op": {"action": "write", "path": "out/f", "content": "c"}}}]}
+
+
+def test_a_hold_is_typed_and_hold_and_release_print_what_they_did(tmp_path: Path, run) -> None:
+    store, _ = _scenario(tmp_path, run)
+    held = _json(run, "hold", "--why", "audit")
+    assert isinstance(held, dict) and set(held) == {"why", "by", "time"} and held["why"] == "audit"
+    from reelstore import Hold
+
+    now = store.repo.files.read("HOLD")
+    assert now is not None and json.loads(now) == held
+    assert _json(run, "release") == {"released": held}
+    assert _json(run, "release") == {"released": None}
+    mine = store.hold("again", "me")
+    assert isinstance(mine, Hold) and (mine.why, mine.by) == ("again", "me")
+    assert store.release() == mine and store.release() is None

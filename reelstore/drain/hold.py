@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reelstore.errors import BadInput, Held, StorageError
@@ -19,40 +20,54 @@ if TYPE_CHECKING:
 FILE = "HOLD"
 
 
-def status(repo: Repo) -> dict[str, Any] | None:
-    """The hold's {why, by, time} or None when the store is not held."""
+@dataclass(frozen=True)
+class Hold:
+    """Why the store is held, by whom, and since when (ms since the epoch; 0 if unknown)."""
+
+    why: str
+    by: str
+    time: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"why": self.why, "by": self.by, "time": self.time}
+
+
+def status(repo: Repo) -> Hold | None:
+    """The store's hold, or None when it is not held. A HOLD file that is not JSON still holds the
+    store (its text is the reason); one that is JSON but not a map is damaged (E007)."""
     raw = repo.files.read(FILE)
     if raw is None:
         return None
     try:
         doc = json.loads(raw)
     except ValueError:
-        doc = {"why": raw.decode("utf-8", "replace").strip() or "(unreadable HOLD file)", "by": "", "time": 0}
+        return Hold(raw.decode("utf-8", "replace").strip() or "(unreadable HOLD file)", "", 0)
     if not isinstance(doc, dict):
         raise StorageError(f"{repo.files.where(FILE)} is damaged")
-    return doc
+    when = doc.get("time")
+    return Hold(str(doc.get("why", "")), str(doc.get("by") or ""), when if isinstance(when, int) else 0)
 
 
 def check(repo: Repo) -> None:
     """Raise Held (E012) if the store is held."""
-    doc = status(repo)
-    if doc is not None:
-        by = f" by {doc.get('by')}" if doc.get("by") else ""
-        raise Held(f"the store is on hold{by}: {doc.get('why', '')}; nothing is admitted or drained until "
-                   "`reel release`", why=doc.get("why", ""))
+    held = status(repo)
+    if held is not None:
+        by = f" by {held.by}" if held.by else ""
+        raise Held(f"the store is on hold{by}: {held.why}; nothing is admitted or drained until "
+                   "`reel release`", why=held.why)
 
 
-def hold(repo: Repo, why: str, by: str = "") -> dict[str, Any]:
+def hold(repo: Repo, why: str, by: str = "") -> Hold:
     """Put the store on hold (replacing any earlier reason)."""
     if not why.strip():
         raise BadInput("a hold needs a reason (--why)")
-    doc = {"why": why, "by": by, "time": int(time.time() * 1000)}
-    repo.files.write(FILE, json.dumps(doc, sort_keys=True).encode("utf-8"))
-    return doc
+    held = Hold(why, by, int(time.time() * 1000))
+    repo.files.write(FILE, json.dumps(held.to_json(), sort_keys=True).encode("utf-8"))
+    return held
 
 
-def release(repo: Repo) -> dict[str, Any] | None:
+def release(repo: Repo) -> Hold | None:
     """Lift the hold; returns the hold that was lifted (None if the store was not held)."""
-    doc = status(repo)
+    held = status(repo)
     repo.files.remove(FILE)
-    return doc
+    return held

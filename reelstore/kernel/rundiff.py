@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from reelstore.codec import thaw
 from reelstore.errors import BadInput
+from reelstore.kernel.inspection import ChangeStatus, NameChange
 from reelstore.kernel.names import view_ref
 from reelstore.namespace.tree import Namespace
 from reelstore.objects import Effect, Effects, Hash, Record, View
 from reelstore.storage.repo import Repo
 
 
-@dataclass
+@dataclass(frozen=True)
 class EffectChange:
-    status: str
+    """Two aligned effects (or one, added or removed) and how they differ."""
+
+    status: Literal["same", "changed", "added", "removed"]
     """same, changed, added (only in B) or removed (only in A)."""
     a: Effect | None
     b: Effect | None
@@ -37,15 +40,20 @@ class EffectChange:
         return {"status": self.status, "a": side(self.a), "b": side(self.b), "diff": self.diff}
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunDiff:
+    """What run `b` did differently from run `a`: each name's content in A (`old`) and B (`new`), and
+    the effects aligned."""
+
     a: str
     b: str
-    names: list[dict[str, Any]] = field(default_factory=list)
-    effects: list[EffectChange] = field(default_factory=list)
+    names: tuple[NameChange, ...]
+    effects: tuple[EffectChange, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"a": self.a, "b": self.b, "names": self.names, "effects": [e.to_json() for e in self.effects]}
+        names = [{"status": n.status, "name": n.name, "a": n.old.hex() if n.old else None,
+                  "b": n.new.hex() if n.new else None} for n in self.names]
+        return {"a": self.a, "b": self.b, "names": names, "effects": [e.to_json() for e in self.effects]}
 
 
 def _state(repo: Repo, name: str) -> tuple[Hash, Hash | None]:
@@ -70,23 +78,24 @@ def _op_lines(e: Effect) -> list[str]:
 
 
 def diff_runs(repo: Repo, a: str, b: str) -> RunDiff:
+    """`reel diff A B`: names by the two namespaces, effects aligned by what they touch."""
     (ns_a, fx_a), (ns_b, fx_b) = _state(repo, a), _state(repo, b)
-    out = RunDiff(a, b)
+    names = []
     for name, old, new in Namespace(repo.objects).diff(ns_a, ns_b):
-        status = "added" if old is None else "removed" if new is None else "modified"
-        out.names.append({"status": status, "name": name, "a": old.hex() if old else None,
-                          "b": new.hex() if new else None})
+        status: ChangeStatus = "added" if old is None else "removed" if new is None else "modified"
+        names.append(NameChange(name, status, old, new))
+    effects: list[EffectChange] = []
     ea, eb = _effects(repo, fx_a), _effects(repo, fx_b)
     keys_a = [(e.adapter, e.resource) for e in ea]
     keys_b = [(e.adapter, e.resource) for e in eb]
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=keys_a, b=keys_b, autojunk=False).get_opcodes():
         if tag == "equal":
             for x, y in zip(ea[i1:i2], eb[j1:j2]):
-                out.effects.append(_pair(x, y))
+                effects.append(_pair(x, y))
             continue
-        out.effects += [EffectChange("removed", x, None) for x in ea[i1:i2]]
-        out.effects += [EffectChange("added", None, y) for y in eb[j1:j2]]
-    return out
+        effects += [EffectChange("removed", x, None) for x in ea[i1:i2]]
+        effects += [EffectChange("added", None, y) for y in eb[j1:j2]]
+    return RunDiff(a, b, tuple(names), tuple(effects))
 
 
 def _pair(x: Effect, y: Effect) -> EffectChange:
