@@ -5,9 +5,6 @@ from __future__ import annotations
 import click
 
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.errors import BadInput
-from reelstore.storage.disk_store import DiskObjectStore
-from reelstore.storage.disk_store import count_objects as do_count
 
 
 @click.command("count-objects")
@@ -15,10 +12,7 @@ from reelstore.storage.disk_store import count_objects as do_count
 @pass_ctx
 def count_objects(ctx: Context, verbose: bool) -> None:
     """Count loose objects and their KiB; with -v also in-pack, packs, size-pack, prune-packable, garbage."""
-    store = ctx.repo.objects
-    if not isinstance(store, DiskObjectStore):
-        raise BadInput("count-objects needs an on-disk store")
-    stats = do_count(store)
+    stats = ctx.repo.objects.counts()
     if verbose:
         text = "\n".join(f"{k}: {v}" for k, v in stats.items())
     else:

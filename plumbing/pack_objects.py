@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 
 import click
 
@@ -13,7 +12,6 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.maintenance.reach import ref_roots, walk
 from reelstore.objects import Hash
-from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.pack import PackItem, write_pack_stream
 from reelstore.storage.repo import Repo
 
@@ -55,19 +53,12 @@ def pack_objects(ctx: Context, to_stdout: bool, all_refs: bool, revs: bool, refs
     if not chosen:
         raise BadInput("no objects to pack")
     store = repo.objects
-    now = int(time.time())
-
-    def mtime(h: Hash) -> int:
-        return int(store.mtime(h)) if isinstance(store, DiskObjectStore) else now
-
-    items = [PackItem(h, store.get_raw(h), mtime(h), hint) for h, hint in sorted(chosen.items())]
+    items = [PackItem(h, store.get_raw(h), int(store.mtime(h)), hint) for h, hint in sorted(chosen.items())]
     if to_stdout:
         out = sys.stdout.buffer
         write_pack_stream(out.write, items)
         out.flush()
         return
-    if not isinstance(store, DiskObjectStore):
-        raise BadInput("pack-objects without --stdout needs an on-disk store")
     result = store.add_pack(items)
     ctx.emit({"pack": result.name, "count": result.count, "size": result.size, "methods": result.methods},
              result.name)

@@ -11,7 +11,6 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.stdin import spool_stdin
 from reelstore.errors import StorageError
 from reelstore.objects import Object, decode
-from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.pack import scan_pack
 from reelstore.wording import plural
 
@@ -28,8 +27,7 @@ def unpack_objects(ctx: Context, dry_run: bool, quiet: bool) -> None:
     temporary file and read one entry at a time, so memory does not follow its size or what its
     entries inflate to."""
     store = ctx.repo.objects
-    target = store.loose if isinstance(store, DiskObjectStore) else store
-    with tempfile.TemporaryFile(dir=getattr(store, "root", None)) as spool:
+    with tempfile.TemporaryFile(dir=store.scratch_dir) as spool:
         if spool_stdin(spool) == 0:
             raise StorageError("pack is truncated (stdin was empty)")
         spool.flush()
@@ -43,9 +41,9 @@ def unpack_objects(ctx: Context, dry_run: bool, quiet: bool) -> None:
                     batch.append(decode(raw))
                     held += len(raw)
                     if held >= BATCH_BYTES:
-                        target.put_many(batch)
+                        store.put_loose(batch)
                         batch, held = [], 0
-                target.put_many(batch)
+                store.put_loose(batch)
     doc = {"count": len(ids), "ids": ids, "dry_run": dry_run}
     ctx.emit(doc, None if quiet else f"{'verified' if dry_run else 'unpacked'} {plural(len(ids), 'object')}")
 

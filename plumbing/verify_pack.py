@@ -9,7 +9,6 @@ import click
 
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, StorageError, input_error
-from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.pack import Pack
 from reelstore.wording import plural
 
@@ -20,11 +19,9 @@ def _packs(ctx: Context, paths: tuple[str, ...]) -> tuple[list[Pack], list[str]]
     packs: list[Pack] = []
     if not paths:
         store = ctx.repo.objects
-        if isinstance(store, DiskObjectStore):
-            store.refresh(force=True)
-            problems = [f"{name}: {why}" for name, why in sorted(store.problems().items())]
-            packs = store.packs()
-        return packs, problems
+        store.refresh(force=True)
+        problems = [f"{name}: {why}" for name, why in sorted(store.problems().items())]
+        return store.packs(), problems
     for p in paths:
         path = Path(p)
         if path.is_dir():

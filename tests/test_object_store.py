@@ -178,8 +178,42 @@ def test_reput_refreshes_mtime(loose: LooseObjectStore):
 
 def test_delete(store: ObjectStore):
     h = store.put(Blob(b"gone"))
-    store.delete(h)  # type: ignore[attr-defined]
+    store.delete(h)
     assert not store.has(h)
+
+
+def test_mtime_is_when_written_and_e001_when_absent(store: ObjectStore):
+    before = time.time()
+    h = store.put(Blob(b"dated"))
+    assert before - 2 <= store.mtime(h) <= time.time() + 2
+    store.delete(h)
+    with pytest.raises(NotFound):
+        store.mtime(h)
+
+
+def test_a_store_without_packs_answers_for_what_it_holds(store: ObjectStore):
+    """The maintenance interface on a store that keeps no pack files: no packs, nothing unusable,
+    every object held loose, counted as count-objects counts, and adding a pack refused (E014)."""
+    blobs = [Blob(b"x" * 3000), Blob(b"y" * 3000)]
+    store.put_many(blobs)
+    assert store.packs() == [] and store.problems() == {} and store.refresh(force=True) is False
+    assert set(store.loose_ids()) == {b.id for b in blobs}
+    assert store.get_loose(blobs[0].id) == blobs[0].encode()
+    counts = store.counts()
+    assert counts["count"] == 2 and counts["packs"] == 0 and counts["in-pack"] == 0
+    if isinstance(store, MemoryObjectStore):
+        assert counts["size"] == sum(len(b.encode()) for b in blobs) // 1024
+    with pytest.raises(BadInput):
+        store.add_pack([])
+
+
+def test_a_backend_must_implement_the_primitives():
+    class Partial(ObjectStore):
+        def has(self, h: Hash) -> bool:
+            return False
+
+    with pytest.raises(TypeError):
+        Partial()  # type: ignore[abstract]
 
 
 def test_loose_store_survives_reopen(tmp_path: Path):

@@ -75,7 +75,7 @@ class FsAdapter(Adapter):
 
     def root(self) -> Path:
         configured = self.repo.config.get("adapter.fs.root")
-        top = self.repo.path.parent if self.repo.path is not None else Path.cwd()
+        top = self.repo.files.work_dir
         return (top / configured) if configured else top
 
     def classify(self, op: Mapping[str, Any]) -> Admission:
@@ -93,7 +93,7 @@ class FsAdapter(Adapter):
             _mode(op)
         elif "content" in op or "mode" in op:
             raise BadInput("fs delete takes only 'path'")
-        if self.repo.path is not None:
+        if self.repo.files.on_disk:
             try:
                 with self._parent(path, create=False):
                     pass
@@ -110,8 +110,8 @@ class FsAdapter(Adapter):
         can be in the way there. Raises _Unwritable for a path that could never be written."""
         parts = _relative(path).split("/")
         root = self.root()
-        store = self._store_ids()
-        if self.repo.path is not None and _inside(root, self.repo.path):
+        store = self.repo.files.dir_ids()
+        if self.repo.files.encloses(root):
             raise _Unwritable(f"the fs root {root} lies inside the store {self.repo.path}")
         held = _open_root(root, create)
         try:
@@ -142,15 +142,6 @@ class FsAdapter(Adapter):
         finally:
             if held is not None:
                 os.close(held)
-
-    def _store_ids(self) -> set[tuple[int, int]]:
-        if self.repo.path is None:
-            return set()
-        try:
-            st = os.stat(self.repo.path)
-        except OSError:
-            return set()
-        return {(st.st_dev, st.st_ino)}
 
     @staticmethod
     def _refuse_store(fd: int, where: Path, store: set[tuple[int, int]]) -> None:
@@ -200,12 +191,6 @@ class FsAdapter(Adapter):
                 return "succeeded" if _read_at(fd, name) == str(op.get("content", "")).encode("utf-8") else "absent"
         except (_Unwritable, BadInput, OSError):
             return "absent"
-
-
-def _inside(root: Path, store: Path) -> bool:
-    """True if `root` is the store directory or lies under it."""
-    real_root, real_store = Path(os.path.realpath(root)), Path(os.path.realpath(store))
-    return real_root == real_store or real_store in real_root.parents
 
 
 def _open_root(root: Path, create: bool) -> int | None:

@@ -18,7 +18,7 @@ from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.maintenance.gc import DEFAULT_REFLOG_EXPIRE, config_cutoff
 from reelstore.maintenance.reach import walk
 from reelstore.objects import Hash, Journal, Object, Record, View, decode_verified
-from reelstore.storage.disk_store import DiskObjectStore
+from reelstore.storage.object_store import ObjectStore
 from reelstore.storage.refs import DiskRefStore, required_kind
 from reelstore.storage.repo import Repo
 
@@ -76,35 +76,26 @@ def _chain_links(obj: Object) -> list[tuple[str, Hash, tuple[str, ...]]]:
 def fsck(repo: Repo, *, full: bool = True, progress: Callable[[str, int], None] | None = None) -> FsckReport:
     report = FsckReport()
     store = repo.objects
-    disk = store if isinstance(store, DiskObjectStore) else None
     every: set[Hash] = set()
-    if disk is not None:
-        disk.refresh(force=True)
-        for name, why in sorted(disk.problems().items()):
-            report.problems.append(f"{name}: {why}")
-        for pack in disk.packs():
-            report.packs += 1
-            if full:
-                _, problems = pack.verify()
-                report.problems.extend(problems)
-            every.update(pack.ids())
-            report.packed += pack.count
-        for h in disk.loose:
-            report.loose += 1
-            every.add(h)
-            try:
-                _check_loose(disk, h)
-            except StorageError as err:
-                report.problems.append(f"loose {h.hex()}: {err.message}")
-            if progress is not None and report.loose % 1000 == 0:
-                progress("checking loose objects", report.loose)
-    else:
-        for h in store:
-            every.add(h)
-            try:
-                store.get(h)
-            except StorageError as err:
-                report.problems.append(f"object {h.hex()}: {err.message}")
+    store.refresh(force=True)
+    for name, why in sorted(store.problems().items()):
+        report.problems.append(f"{name}: {why}")
+    for pack in store.packs():
+        report.packs += 1
+        if full:
+            _, problems = pack.verify()
+            report.problems.extend(problems)
+        every.update(pack.ids())
+        report.packed += pack.count
+    for h in store.loose_ids():
+        report.loose += 1
+        every.add(h)
+        try:
+            _check_loose(store, h)
+        except StorageError as err:
+            report.problems.append(f"loose {h.hex()}: {err.message}")
+        if progress is not None and report.loose % 1000 == 0:
+            progress("checking loose objects", report.loose)
     report.objects = len(every)
     now = time.time()
     since = config_cutoff(repo, "gc.reflogExpire", DEFAULT_REFLOG_EXPIRE, now)
@@ -187,10 +178,10 @@ def _check_ownership(repo: Repo, report: FsckReport, heads: list[tuple[str, Hash
         report.problems.extend(f"trunk {trunk}: {m}" for m in mismatches)
 
 
-def _check_loose(disk: DiskObjectStore, h: Hash) -> None:
-    """A loose object must read soundly from its own file, whatever copies the packs hold."""
+def _check_loose(store: ObjectStore, h: Hash) -> None:
+    """A loose object must read soundly from its own copy, whatever copies the packs hold."""
     try:
-        raw = disk.loose.get_raw(h)
+        raw = store.get_loose(h)
     except NotFound:
         return
     try:

@@ -362,7 +362,6 @@ def _gc_memory(repo: Repo, cutoff: float | None, dry_run: bool, now: float) -> G
     w = _mark(repo, now, None, None)
     _require_complete(w, "gc")
     store = repo.objects
-    assert isinstance(store, MemoryObjectStore)
     everything = set(store)
     report = GcReport(reachable=len(w.reachable), candidates=len(everything), dry_run=dry_run)
     drop = sorted(everything - w.reachable) if cutoff is not None else []

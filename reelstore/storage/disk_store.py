@@ -13,13 +13,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import IO
 
 from reelstore.errors import NotFound, StorageError
-from reelstore.objects import Hash
+from reelstore.objects import Hash, Object
 from reelstore.storage.batch import PackBatch, orphaned_by_dead, rebuild_index, torn_index
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.object_store import LooseObjectStore, ObjectStore
 from reelstore.storage.pack import Pack, PackItem, PackOptions, PackResult, write_pack
+from reelstore.storage.pack_import import import_pack
 from reelstore.storage.segment import Segments
 
 ROLL_UP_PACKS = 32
@@ -374,12 +376,33 @@ class DiskObjectStore(ObjectStore):
         """Remove the loose copy of `h`; packed copies go only when gc or repack rewrites their pack."""
         self.loose.delete(h)
 
+    def loose_ids(self) -> Iterator[Hash]:
+        return iter(self.loose)
+
+    def get_loose(self, h: Hash) -> bytes:
+        return self.loose.get_raw(h)
+
+    def put_loose(self, objs: Iterable[Object]) -> list[Hash]:
+        return self.loose.put_many(objs)
+
+    def import_pack(self, fill: Callable[[IO[bytes]], object]) -> tuple[Path, bytes, int]:
+        found = import_pack(self.pack_dir, fill)
+        self.refresh(force=True)
+        return found
+
+    def counts(self) -> dict[str, int]:
+        return count_objects(self)
+
+    @property
+    def scratch_dir(self) -> Path | None:
+        return self.root
+
     def mtime(self, h: Hash) -> float:
         """The newest mtime of any copy of `h`, in seconds (E001 if there is none)."""
         best: float | None = None
         try:
             best = self.loose.mtime(h)
-        except FileNotFoundError:
+        except NotFound:
             pass
         for pack in self.packs():
             t = pack.mtime(h)

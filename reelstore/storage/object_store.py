@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Iterator
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TYPE_CHECKING, TypeVar
 
 import zstandard
 
@@ -21,6 +23,9 @@ from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.objects import Hash, Object, decode
 from reelstore.objects.hash import is_prefix
 from reelstore.storage.fileio import fsync_dir, temp_name, write_new
+
+if TYPE_CHECKING:  # the pack modules import nothing from here, but a store without packs never loads them
+    from reelstore.storage.pack import Pack, PackItem, PackOptions, PackResult
 
 MAX_RAW = MAX_OBJECT_SIZE + MAX_TAG + 1
 T = TypeVar("T", bound=Object)
@@ -33,22 +38,79 @@ def expect_kind(obj: Object, cls: type[T]) -> T:
     return obj
 
 
-class ObjectStore:
-    """The interface every backend offers. Subclasses implement the five primitives."""
+class ObjectStore(ABC):
+    """The interface every backend offers. Subclasses implement the primitives (has, get_raw, _store,
+    iteration, mtime, delete); maintenance (gc, fsck, the pack commands) uses only this interface, and a
+    store that keeps no pack files answers for what it holds: no packs, nothing unusable, nothing to rescan."""
 
-    def has(self, h: Hash) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def has(self, h: Hash) -> bool: ...
 
+    @abstractmethod
     def get_raw(self, h: Hash) -> bytes:
         """The verified canonical bytes of `h` (E001 if absent, E007 if damaged)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _store(self, items: list[tuple[Hash, bytes]]) -> None:
         """Persist already-verified (id, canonical bytes) pairs."""
-        raise NotImplementedError
 
-    def __iter__(self) -> Iterator[Hash]:
-        raise NotImplementedError
+    @abstractmethod
+    def __iter__(self) -> Iterator[Hash]: ...
+
+    @abstractmethod
+    def mtime(self, h: Hash) -> float:
+        """When `h` was last written here, in seconds since the epoch (E001 if absent): gc's grace period."""
+
+    @abstractmethod
+    def delete(self, h: Hash) -> None:
+        """Drop the copy of `h` held on its own (in a store with packs, the loose one; packed copies go
+        only when gc or repack rewrites their pack). Absent is not an error."""
+
+    # Packs and loose copies: what gc, fsck and the pack commands read.
+
+    def refresh(self, force: bool = False) -> bool:
+        """Rescan for packs written or removed by another process; True if the set changed."""
+        return False
+
+    def packs(self) -> list[Pack]:
+        """The packs in use."""
+        return []
+
+    def problems(self) -> dict[str, str]:
+        """Pack files that cannot be used, by file name, with the reason."""
+        return {}
+
+    def loose_ids(self) -> Iterator[Hash]:
+        """The ids held one object per copy, outside any pack."""
+        return iter(self)
+
+    def get_loose(self, h: Hash) -> bytes:
+        """The verified bytes of `h`'s own copy, whatever a pack holds (E001 if it has none)."""
+        return self.get_raw(h)
+
+    def put_loose(self, objs: Iterable[Object]) -> list[Hash]:
+        """Store `objs` one object per copy, never as a pack."""
+        return self.put_many(objs)
+
+    def add_pack(self, items: Iterable[PackItem], opts: PackOptions | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> PackResult:
+        """Write one pack of `items` and start reading from it."""
+        raise BadInput(f"a {type(self).__name__} keeps no pack files; write the pack to standard output")
+
+    def import_pack(self, fill: Callable[[IO[bytes]], object]) -> tuple[Path, bytes, int]:
+        """Store the pack `fill` writes, after checking every entry, with its index: (path, trailer, count)."""
+        raise BadInput(f"a {type(self).__name__} keeps no pack files to add one to")
+
+    def counts(self) -> dict[str, int]:
+        """git's count-objects -v figures; a store without files holds every object loose."""
+        sizes = [len(self.get_raw(h)) for h in self]
+        return {"count": len(sizes), "size": sum(sizes) // 1024, "in-pack": 0, "packs": 0, "size-pack": 0,
+                "prune-packable": 0, "garbage": 0, "size-garbage": 0}
+
+    @property
+    def scratch_dir(self) -> Path | None:
+        """Where a command spools a large input so it lands on the store's disk (None: the system's)."""
+        return None
 
     def _candidates(self, prefix: str) -> Iterable[Hash]:
         return (h for h in self if h.hex().startswith(prefix))
@@ -89,12 +151,15 @@ class ObjectStore:
     def begin_batch(self) -> None:
         """Open a batch (batches nest: the outermost one decides). A backend without durable writes has
         nothing to group, so by default objects are stored at once."""
+        return
 
     def end_batch(self, keep: bool) -> None:
         """Close a batch: the outermost one makes what it holds durable (`keep`) or discards it."""
+        return
 
     def flush(self) -> None:
         """Make every object stored so far in the open batch durable (before a ref may name them)."""
+        return
 
     def put_many(self, objs: Iterable[Object]) -> list[Hash]:
         """Store `objs`; E014 for one over the object size limit, which could never be read back
@@ -137,6 +202,7 @@ class MemoryObjectStore(ObjectStore):
 
     def __init__(self) -> None:
         self._objects: dict[Hash, bytes] = {}
+        self._mtimes: dict[Hash, float] = {}
 
     def has(self, h: Hash) -> bool:
         return h in self._objects
@@ -151,14 +217,23 @@ class MemoryObjectStore(ObjectStore):
         return raw
 
     def _store(self, items: list[tuple[Hash, bytes]]) -> None:
+        now = time.time()
         for h, raw in items:
             self._objects.setdefault(h, raw)
+            self._mtimes[h] = now  # writing it again makes it young again, as on disk
 
     def __iter__(self) -> Iterator[Hash]:
         return iter(list(self._objects))
 
     def delete(self, h: Hash) -> None:
         self._objects.pop(h, None)
+        self._mtimes.pop(h, None)
+
+    def mtime(self, h: Hash) -> float:
+        try:
+            return self._mtimes[h]
+        except KeyError:
+            raise NotFound(f"no object {h.hex()}", id=h) from None
 
 
 class LooseObjectStore(ObjectStore):
@@ -263,7 +338,14 @@ class LooseObjectStore(ObjectStore):
         self.path(h).unlink(missing_ok=True)
 
     def mtime(self, h: Hash) -> float:
-        return self.path(h).stat().st_mtime
+        try:
+            return self.path(h).stat().st_mtime
+        except FileNotFoundError:
+            raise NotFound(f"no object {h.hex()}", id=h) from None
+
+    @property
+    def scratch_dir(self) -> Path | None:
+        return self.root
 
 
 def _shards(root: Path) -> Iterator[Path]:

@@ -25,6 +25,22 @@ class StateFiles(ABC):
 
     root: Path | None
     """The `.reel` directory, or None for a store that lives in this process only."""
+    on_disk: bool
+    """True if the store's files are on disk, where what an effect would touch can be checked against them."""
+
+    @property
+    @abstractmethod
+    def work_dir(self) -> Path:
+        """The directory that holds the store: where effects write by default (for a store in memory,
+        the current directory)."""
+
+    @abstractmethod
+    def encloses(self, path: Path) -> bool:
+        """True if `path` is the store's directory or lies under it, links resolved."""
+
+    @abstractmethod
+    def dir_ids(self) -> set[tuple[int, int]]:
+        """(device, inode) of the store's directory, to recognise it under any other name."""
 
     @abstractmethod
     def read(self, name: str) -> bytes | None:
@@ -71,9 +87,27 @@ class StateFiles(ABC):
 
 
 class DiskFiles(StateFiles):
+    on_disk = True
+
     def __init__(self, root: Path, *, fsync: bool = True) -> None:
         self.root = root
+        self._dir = root
         self.fsync = fsync
+
+    @property
+    def work_dir(self) -> Path:
+        return self._dir.parent
+
+    def encloses(self, path: Path) -> bool:
+        real, store = Path(os.path.realpath(path)), Path(os.path.realpath(self._dir))
+        return real == store or store in real.parents
+
+    def dir_ids(self) -> set[tuple[int, int]]:
+        try:
+            st = os.stat(self._dir)
+        except OSError:
+            return set()
+        return {(st.st_dev, st.st_ino)}
 
     def _path(self, name: str) -> Path:
         assert self.root is not None
@@ -159,11 +193,23 @@ class DiskFiles(StateFiles):
 class MemoryFiles(StateFiles):
     """The same files in a dict, for a store that lives only in this process. It has no hooks."""
 
+    on_disk = False
+
     def __init__(self) -> None:
         self.root = None
         self._files: dict[str, bytearray] = {}
         self._guard = threading.Lock()
         self._locks: dict[str, threading.RLock] = {}
+
+    @property
+    def work_dir(self) -> Path:
+        return Path.cwd()
+
+    def encloses(self, path: Path) -> bool:
+        return False
+
+    def dir_ids(self) -> set[tuple[int, int]]:
+        return set()
 
     def read(self, name: str) -> bytes | None:
         data = self._files.get(name)
