@@ -26,7 +26,6 @@ from reelstore.crashpoints import crash_point
 from reelstore.drain import epoch as epochs
 from reelstore.errors import Conflict, NotFound, StorageError
 from reelstore.objects import Hash, Journal
-from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.object_store import expect_kind
 from reelstore.storage.segment import Segment
 
@@ -85,8 +84,7 @@ def walk(repo: Repo, head: Hash | None, stop: Hash | None = None) -> Iterator[Jo
 
 def _segment(repo: Repo, trunk: str) -> Segment | None:
     """The trunk's journal segment, for a store on disk."""
-    objects = repo.objects
-    return objects.segments.segment(trunk) if isinstance(objects, DiskObjectStore) else None
+    return repo.objects.segment(trunk)
 
 
 def head_of(repo: Repo, trunk: str) -> Hash | None:

@@ -19,7 +19,7 @@ from reelstore.maintenance.gc import DEFAULT_REFLOG_EXPIRE, config_cutoff
 from reelstore.maintenance.reach import walk
 from reelstore.objects import Hash, Journal, Object, Record, View, decode_verified
 from reelstore.storage.object_store import ObjectStore
-from reelstore.storage.refs import DiskRefStore, required_kind
+from reelstore.storage.refs import required_kind
 from reelstore.storage.repo import Repo
 
 
@@ -138,7 +138,7 @@ def _ref_roots(repo: Repo, report: FsckReport, since_ms: int) -> tuple[list[tupl
         names = list(refs.names())
     except StorageError as err:
         report.problems.append(err.message)
-        names = list(refs.loose_names()) if isinstance(refs, DiskRefStore) else []
+        names = list(refs.loose_names())
     roots: list[tuple[str, Hash]] = []
     heads: list[tuple[str, Hash]] = []
     for name in names:

@@ -22,7 +22,7 @@ from reelstore.storage.inflight import Inflight
 from reelstore.storage.object_store import LooseObjectStore, ObjectStore
 from reelstore.storage.pack import Pack, PackItem, PackOptions, PackResult, write_pack
 from reelstore.storage.pack_import import import_pack
-from reelstore.storage.segment import Segments
+from reelstore.storage.segment import Segment, Segments
 
 ROLL_UP_PACKS = 32
 """Past this many packs, the end of a batch merges the small ones (git's gc.autoPackLimit is 50)."""
@@ -389,6 +389,9 @@ class DiskObjectStore(ObjectStore):
         found = import_pack(self.pack_dir, fill)
         self.refresh(force=True)
         return found
+
+    def segment(self, trunk: str) -> Segment:
+        return self.segments.segment(trunk)
 
     def counts(self) -> dict[str, int]:
         return count_objects(self)

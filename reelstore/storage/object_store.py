@@ -26,6 +26,7 @@ from reelstore.storage.fileio import fsync_dir, temp_name, write_new
 
 if TYPE_CHECKING:  # the pack modules import nothing from here, but a store without packs never loads them
     from reelstore.storage.pack import Pack, PackItem, PackOptions, PackResult
+    from reelstore.storage.segment import Segment
 
 MAX_RAW = MAX_OBJECT_SIZE + MAX_TAG + 1
 T = TypeVar("T", bound=Object)
@@ -100,6 +101,11 @@ class ObjectStore(ABC):
     def import_pack(self, fill: Callable[[IO[bytes]], object]) -> tuple[Path, bytes, int]:
         """Store the pack `fill` writes, after checking every entry, with its index: (path, trailer, count)."""
         raise BadInput(f"a {type(self).__name__} keeps no pack files to add one to")
+
+    def segment(self, trunk: str) -> Segment | None:
+        """The append-only file the trunk's drain journal goes to, if this store keeps one (else the
+        journal is objects and a ref)."""
+        return None
 
     def counts(self) -> dict[str, int]:
         """git's count-objects -v figures; a store without files holds every object loose."""

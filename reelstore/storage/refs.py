@@ -471,6 +471,11 @@ class RefStore:
     def names(self) -> Iterator[str]:
         raise NotImplementedError
 
+    def loose_names(self) -> Iterator[str]:
+        """The names readable one by one, without the shared packed list (what fsck can still list when
+        that list is damaged); a store that keeps no such list lists every name."""
+        return self.names()
+
     def _settle(self) -> None:
         """A transaction landed: the objects this thread wrote before it are referenced now, or garbage,
         and need no more protection from a concurrent gc (see storage/inflight.py). A failed one settles

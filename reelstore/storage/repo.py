@@ -114,10 +114,9 @@ class Repo:
         if config.get("core.format", FORMAT_VERSION) != FORMAT_VERSION:
             raise BadInput(f"store format {config.get('core.format')} is not supported (want {FORMAT_VERSION})")
         fsync = config.get_bool("core.fsync", True)
-        objects = _disk_objects(path, fsync)
+        objects = DiskObjectStore(path / "objects", fsync=fsync)
         refs = DiskRefStore(path, fsync=fsync)
-        if isinstance(objects, DiskObjectStore):
-            objects.inflight = refs.inflight = Inflight(path)
+        objects.inflight = refs.inflight = Inflight(path)
         return cls(DiskFiles(path.resolve(), fsync=fsync), objects, refs, config)
 
     @classmethod
@@ -162,10 +161,6 @@ class Repo:
         if is_prefix(name):
             return self.objects.resolve(name)
         raise NotFound(f"{name!r} names no ref and no object")
-
-
-def _disk_objects(path: Path, fsync: bool) -> ObjectStore:
-    return DiskObjectStore(path / "objects", fsync=fsync)
 
 
 def _initial_config(trunk: str) -> str:
