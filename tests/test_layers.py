@@ -15,7 +15,8 @@ LAYERS = [
     {"objects", "hooks"},  # hooks: the sample installer and the runner, which needs only a Repo's type
     {"storage"},
     {"namespace"},
-    {"adapters", "drain", "maintenance"},  # adapters fire under the drain and read its service rules
+    {"adapters"},  # fired by the drain; the service rules they read live in storage
+    {"drain", "maintenance"},
     {"kernel", "revisions"},
     {"sync", "sim"},
     {"api", "aio"},
@@ -75,6 +76,53 @@ def test_arrows_point_down_only() -> None:
             if target in LEVEL and LEVEL[target] > LEVEL[unit]:
                 upward.append(f"{path.relative_to(ROOT)} imports {module}")
     assert upward == []
+
+
+def _unit_graph() -> dict[str, set[str]]:
+    """unit -> the other library units it imports at run time."""
+    graph: dict[str, set[str]] = {}
+    for unit, path in _library():
+        for module in _runtime_imports(ast.parse(path.read_text("utf-8"))):
+            target = _unit(module) if module.startswith("reelstore.") else ""
+            if target in LEVEL and target != unit:
+                graph.setdefault(unit, set()).add(target)
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of `graph` (its units, the first repeated at the end), or [] if there is none."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(unit: str) -> list[str]:
+        if unit in path:
+            return path[path.index(unit):] + [unit]
+        if unit in done:
+            return []
+        path.append(unit)
+        for target in sorted(graph.get(unit, ())):
+            found = visit(target)
+            if found:
+                return found
+        path.pop()
+        done.add(unit)
+        return []
+
+    for unit in sorted(graph):
+        found = visit(unit)
+        if found:
+            return found
+    return []
+
+
+def test_no_import_cycles_between_units() -> None:
+    """Units sharing a layer may import each other one way only: a cycle would make them one unit."""
+    assert _cycle(_unit_graph()) == []
+
+
+def test_the_checker_sees_a_cycle() -> None:
+    assert _cycle({"adapters": {"drain"}, "drain": {"storage", "adapters"}}) == ["adapters", "drain", "adapters"]
+    assert _cycle({"drain": {"adapters"}, "adapters": {"storage"}}) == []
 
 
 def test_the_library_never_imports_the_cli_or_click() -> None:

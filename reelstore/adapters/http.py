@@ -3,7 +3,7 @@
 An operation is a map: `{"method": "POST", "url": "http://h/pay", "headers": {...}, "json": VALUE}`
 (or `"body": TEXT`, or raw bytes under `"body"`), optionally `"etag": VALUE` for a Class B request
 (the same as `reel effect --version-ref etag=VALUE`).
-Its resource name is `http:METHOD:URL`; `reelstore.drain.services` classes and delivers it by config.
+Its resource name is `http:METHOD:URL`; `reelstore.storage.service_rules` classes and delivers it by config.
 
 A request goes out in two phases, kept apart by the code's structure rather than guessed from an
 exception's type afterwards: first urllib3's `connect()` (name resolution, TCP connect, the TLS
@@ -28,10 +28,10 @@ from urllib3.exceptions import ConnectTimeoutError, HTTPError, NameResolutionErr
 from reelstore.adapters.base import Adapter, Admission, NotSent, Result, register
 from reelstore.adapters.trust import client_context
 from reelstore.codec import thaw
-from reelstore.drain.services import SAFE_METHODS, Service, classify
 from reelstore.errors import BadInput, Conflict, Unreachable
 from reelstore.objects.hash import Hash
 from reelstore.storage.secrets import MissingSecret, resolve_http, secret_store
+from reelstore.storage.service_rules import SAFE_METHODS, Service, classify
 
 if TYPE_CHECKING:
     from reelstore.objects import Effect

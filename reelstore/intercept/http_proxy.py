@@ -35,7 +35,6 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from reelstore.adapters.trust import extra_trust
-from reelstore.drain.services import SAFE_METHODS
 from reelstore.errors import BadInput, ReelError
 from reelstore.intercept.base import Backend, Launch, Refusal
 from reelstore.intercept.ca import ca_cert_path, system_bundle, write_bundle
@@ -43,6 +42,7 @@ from reelstore.intercept.engine import Answer, EngineFactory, Request
 from reelstore.kernel import verbs as kernel
 from reelstore.storage.repo import Repo
 from reelstore.storage.secrets import hide_params, sensitive_headers, sensitive_params
+from reelstore.storage.service_rules import SAFE_METHODS
 
 HOP_BY_HOP = frozenset(("connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
                         "te", "trailer", "trailers", "transfer-encoding", "upgrade", "host", "content-length"))

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reelstore.codec import freeze
-from reelstore.drain.services import SAFE_METHODS
 from reelstore.errors import BadInput, NotFound
 from reelstore.intercept.engine import Answer, Request
 from reelstore.intercept.http_proxy import HOP_BY_HOP, HttpProxy
@@ -34,6 +33,7 @@ from reelstore.kernel import verbs as kernel
 from reelstore.objects import Blob, Hash, Record, Recording, View
 from reelstore.storage.repo import Repo
 from reelstore.storage.secrets import hide_params, sensitive_headers, sensitive_params
+from reelstore.storage.service_rules import SAFE_METHODS
 
 SELECTING = ("accept", "accept-language", "content-type", "range")
 DIVERGED = 599
