@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 CHUNK = 64 * 1024
@@ -80,13 +81,13 @@ def _listen(host: str, port: int) -> socket.socket | None:
     return s
 
 
-def _serve(listener: socket.socket, handle: object) -> None:
+def _serve(listener: socket.socket, handle: Callable[[socket.socket], object]) -> None:
     while True:
         try:
             conn, _ = listener.accept()
         except OSError:
             return
-        threading.Thread(target=handle, args=(conn,), daemon=True).start()  # type: ignore[arg-type]
+        threading.Thread(target=handle, args=(conn,), daemon=True).start()
 
 
 def main(argv: list[str]) -> int:

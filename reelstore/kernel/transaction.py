@@ -158,12 +158,14 @@ class Transaction:
         at = 0
         for name, h in self.ns.items(self.live.view.namespace, prefix):
             while at < len(pending) and pending[at][0] < name:
-                if pending[at][1] is not None:
-                    yield pending[at][0], pending[at][1]  # type: ignore[misc]
+                earlier, put = pending[at]
+                if put is not None:
+                    yield earlier, put
                 at += 1
             if at < len(pending) and pending[at][0] == name:
-                if pending[at][1] is not None:
-                    yield name, pending[at][1]  # type: ignore[misc]
+                put = pending[at][1]
+                if put is not None:
+                    yield name, put
                 at += 1
                 continue
             yield name, h

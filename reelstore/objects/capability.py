@@ -8,6 +8,7 @@ Unix time in seconds; budget bounds how many effects a view may submit. None mea
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -54,10 +55,10 @@ class Capability(Object):
 
     @classmethod
     def make(
-        cls, ops: object, prefix: str = "", expires_at: int | None = None, budget: int | None = None
+        cls, ops: Iterable[str], prefix: str = "", expires_at: int | None = None, budget: int | None = None
     ) -> Capability:
         """Build a capability from ops in any order."""
-        listed = list(ops)  # type: ignore[call-overload]
+        listed = list(ops)
         for op in listed:
             _op(op, "capability")
         return cls(tuple(sorted(set(listed), key=OPS.index)), prefix, expires_at, budget)

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 from reelstore.errors import BadInput, StorageError
 from reelstore.storage.fileio import atomic_write
@@ -114,7 +114,7 @@ class Config:
         """`make(self)`, remembered until the config's lines change (parsed service rules, say)."""
         hit = self._derived.get(make)
         if hit is not None and hit[0] == self.lines:
-            return hit[1]  # type: ignore[no-any-return]
+            return cast(D, hit[1])  # cached by `make`, so of its type
         value = make(self)
         self._derived[make] = (list(self.lines), value)
         return value

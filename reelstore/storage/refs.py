@@ -334,7 +334,7 @@ class RefTransaction:
                 upd = self.updates[name]
                 current = self.store._read(name)
                 if upd.old is not ANY and current != upd.old:
-                    want = "absent" if upd.old is None else upd.old.hex()  # type: ignore[union-attr]
+                    want = upd.old.hex() if isinstance(upd.old, Hash) else "absent"
                     have = "absent" if current is None else current.hex()
                     raise Conflict(f"cannot update ref {name}: it is {have} but expected {want}", ref=name)
                 if upd.new is None and not upd.verify_only and current is None:

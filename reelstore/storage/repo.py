@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from reelstore.errors import BadInput, NotFound
 from reelstore.objects import Hash, Record, Tree
@@ -56,13 +56,13 @@ class Repo:
         """The per-store state `make` builds, built once per open store: a higher layer keeps its state
         here (`make` is the key), so it lives exactly as long as this store and never in a module global."""
         try:
-            return self._attached[make]  # type: ignore[no-any-return]
+            return cast(S, self._attached[make])  # built by `make`, so of its type
         except KeyError:
             pass
         with self._attach_guard:
             if make not in self._attached:
                 self._attached[make] = make(self)
-            return self._attached[make]  # type: ignore[no-any-return]
+            return cast(S, self._attached[make])
 
     def attach(self, make: Callable[[Repo], S], state: S) -> None:
         """Set the state `attached(make)` returns (for state built elsewhere, such as a simulated world)."""
