@@ -127,6 +127,15 @@ def test_commit_and_ops_results_are_frozen_and_render_as_before(tmp_path: Path, 
     shown = _json(run, "ops", "show", op.op)
     assert isinstance(shown, dict) and [e["state"] for e in shown["history"]] == ["unknown", "succeeded"]
     assert set(shown) == set(op.to_json()) | {"history", "operator", "view", "intent"}
+    from reelstore.drain import operator
+
+    st = operator.state(store.repo, op.op)
+    assert (st.events, st.notices, st.acks, st.closed) == ((), (), (), None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        st.assignee = "x"  # type: ignore[misc]
+    assert shown["operator"] == st.to_json(0) == {
+        "assignee": None, "escalated_to": None, "deadline": None, "overdue": False, "notices": [], "acks": [],
+        "closed": None, "events": []}
 
 
 def test_a_diff_of_two_runs_is_typed_and_its_json_keeps_every_key(tmp_path: Path, run) -> None:

@@ -34,16 +34,16 @@ NOTIFY_TIMEOUT_S = 30
 CAS_ATTEMPTS = 16
 
 
-@dataclass
+@dataclass(frozen=True)
 class OperatorState:
-    """What the operator events of one operation say, newest decision winning."""
+    """What the operator events of one operation say, newest decision winning (`reel ops show`)."""
 
-    events: list[OpEvent] = field(default_factory=list)
+    events: tuple[OpEvent, ...] = ()
     assignee: str = ""
     escalated_to: str = ""
     deadline: int = 0
-    notices: list[OpEvent] = field(default_factory=list)
-    acks: list[OpEvent] = field(default_factory=list)
+    notices: tuple[OpEvent, ...] = ()
+    acks: tuple[OpEvent, ...] = ()
     closed: OpEvent | None = None
 
     def overdue(self, now_ms: int) -> bool:
@@ -76,19 +76,19 @@ def state(repo: Repo, op: str) -> OperatorState:
         event = repo.objects.get_as(h, OpEvent)
         chain.append(event)
         h = event.prev
-    out = OperatorState(events=list(reversed(chain)))
-    for e in out.events:
+    events = tuple(reversed(chain))
+    assignee = escalated_to = ""
+    deadline = 0
+    closed = None
+    for e in events:
         if e.action == "assign":
-            out.assignee = e.to
+            assignee = e.to
         elif e.action == "escalate":
-            out.escalated_to, out.deadline = e.to, e.deadline
-        elif e.action == "notify":
-            out.notices.append(e)
-        elif e.action == "ack":
-            out.acks.append(e)
+            escalated_to, deadline = e.to, e.deadline
         elif e.action == "close":
-            out.closed = e
-    return out
+            closed = e
+    return OperatorState(events, assignee, escalated_to, deadline, tuple(e for e in events if e.action == "notify"),
+                         tuple(e for e in events if e.action == "ack"), closed)
 
 
 def _record(repo: Repo, op: str, action: str, actor: str, **fields: Any) -> OpEvent:
