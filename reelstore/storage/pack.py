@@ -84,7 +84,9 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-def _read_varint(buf: mmap.mmap | bytes, pos: int, end: int) -> tuple[int, int]:
+def read_varint(buf: mmap.mmap | bytes, pos: int, end: int) -> tuple[int, int]:
+    """A little-endian base-128 number at `pos` (reel pack headers, git delta headers): (value, next
+    position); ValueError if it runs to `end` or past 64 bits."""
     value = shift = 0
     while True:
         if pos >= end or shift > 63:
@@ -458,16 +460,16 @@ class Pack:
         code, method = m[offset], m[offset + 1]
         if code not in KIND_NAMES or method not in METHOD_NAMES:
             raise ValueError(f"unknown kind {code} or method {method}")
-        size, pos = _read_varint(m, offset + 2, end)
+        size, pos = read_varint(m, offset + 2, end)
         if size > MAX_OBJECT_SIZE:
             raise ValueError(f"declared size {size} exceeds the object limit")
         base = None
         if method == BASE:
-            dist, pos = _read_varint(m, pos, end)
+            dist, pos = read_varint(m, pos, end)
             if dist == 0 or dist > offset - self.data_start:
                 raise ValueError(f"base distance {dist} points outside the pack")
             base = offset - dist
-        length, pos = _read_varint(m, pos, end)
+        length, pos = read_varint(m, pos, end)
         if pos + length > end:
             raise ValueError("entry runs past the end of the pack")
         return _Parsed(code, method, size, base, pos, pos + length, pos - offset)

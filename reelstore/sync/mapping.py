@@ -160,9 +160,11 @@ def _read_root(pack: ReceivedPack, tree: GitTree, got: Received, have: Callable[
 def _read_object(pack: ReceivedPack, name: bytes, entry: Any, got: Received, have: Callable[[Hash], bool],
                  cid: str) -> None:
     try:
-        rid = Hash.from_hex(name.decode("ascii"))
-    except (UnicodeDecodeError, BadInput):
-        raise StorageError(f"sync commit {cid}: {name!r} is not a reel object id") from None
+        rid = Hash(bytes.fromhex(name.decode("ascii")))
+    except (UnicodeDecodeError, ValueError, BadInput):
+        rid = None
+    if rid is None or rid.hex().encode() != name:  # 64 lowercase hex digits, nothing else
+        raise StorageError(f"sync commit {cid}: {name!r} is not a reel object id")
     if entry.mode != BLOB_MODE:
         raise StorageError(f"sync commit {cid}: object {rid.hex()} is not a plain blob")
     staged = pack.staged.get(entry.sha)

@@ -1,6 +1,6 @@
 """A received git pack's sizes, checked before anything inflates it.
 
-dulwich inflates each entry whole before we see it, so a remote could make a fetch allocate a
+dulwich and git inflate each entry whole before we see it, so a remote could make a fetch allocate a
 gigabyte for one zero-filled blob that compresses to a megabyte. This pass reads every entry's
 header (the declared size; for a delta, the size of the object it produces, read from the first
 bytes of the delta), refuses any over the limit, and inflates each entry only into a small
@@ -14,15 +14,19 @@ import zlib
 from typing import IO
 
 from reelstore.errors import StorageError
+from reelstore.storage.pack import read_varint
 
 _HEADER = struct.Struct(">4sII")
 _OFS_DELTA, _REF_DELTA = 6, 7
 _READ = 1 << 16
 _STEP = 1 << 20
+_FIRST = 64
+"""Bytes of compressed input given to an entry's inflater first, beyond its declared size: most entries
+end inside that, and zlib copies whatever input follows the end of a stream."""
 
 
 class _Reader:
-    """Sequential reads from the spooled pack through a small buffer; `pos` is the pack offset."""
+    """Sequential reads from the spooled pack through a buffer; `pos` is the pack offset."""
 
     def __init__(self, stream: IO[bytes], start: int, end: int) -> None:
         self.stream, self.end = stream, end
@@ -42,19 +46,20 @@ class _Reader:
         for _ in range(n):
             self.byte()
 
-    def chunk(self) -> bytes:
-        """The rest of the buffer (refilled if empty)."""
+    def take(self, n: int) -> bytes:
+        """Up to `n` bytes from the buffer (refilled if empty)."""
         if self.i >= len(self.buf):
             self._fill()
-        out = self.buf[self.i :]
+        out = self.buf[self.i : self.i + n]
+        self.i += len(out)
         self.pos += len(out)
-        self.buf, self.i = b"", 0
         return out
 
-    def unread(self, data: bytes) -> None:
-        """Give back the bytes a zlib stream did not use: they begin the next entry."""
-        self.buf, self.i = data, 0
-        self.pos -= len(data)
+    def back(self, n: int) -> None:
+        """Give back the last `n` bytes taken (a zlib stream ended before them: they begin the next
+        entry). They are always in the buffer: a stream's unused input is part of the last piece taken."""
+        self.i -= n
+        self.pos -= n
 
     def _fill(self) -> None:
         left = self.end - self.pos
@@ -62,19 +67,6 @@ class _Reader:
         self.i = 0
         if not self.buf:
             raise StorageError("the remote sent a truncated pack")
-
-
-def _varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if at >= len(data) or shift > 63:
-            raise StorageError("the remote sent a delta with a malformed header")
-        b = data[at]
-        at += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return value, at
 
 
 def check_sizes(stream: IO[bytes], size: int, limit: int) -> None:
@@ -109,6 +101,7 @@ def check_sizes(stream: IO[bytes], size: int, limit: int) -> None:
         if declared > (2 * limit if delta else limit):
             raise StorageError(f"the remote sent an object of {declared} bytes (limit {limit}); nothing was stored")
         _inflate(reader, declared, limit if delta else None, at)
+    stream.seek(0)
 
 
 def _inflate(reader: _Reader, declared: int, result_limit: int | None, at: int) -> None:
@@ -116,7 +109,7 @@ def _inflate(reader: _Reader, declared: int, result_limit: int | None, at: int) 
     z = zlib.decompressobj()
     total = 0
     first = b""
-    data = reader.chunk()
+    data = reader.take(declared + (declared >> 8) + _FIRST)
     while True:
         try:
             out = z.decompress(data, _STEP)
@@ -128,14 +121,17 @@ def _inflate(reader: _Reader, declared: int, result_limit: int | None, at: int) 
         if result_limit is not None and len(first) < 20:
             first += out[: 20 - len(first)]
         if z.eof:
-            reader.unread(z.unused_data)
+            reader.back(len(z.unused_data))
             break
-        data = z.unconsumed_tail or reader.chunk()
+        data = z.unconsumed_tail or reader.take(_READ)
     if total != declared:
         raise StorageError(f"pack entry at {at} inflates to {total} bytes, not the declared {declared}")
     if result_limit is not None:
-        _, pos = _varint(first, 0)
-        result, _ = _varint(first, pos)
+        try:
+            _, pos = read_varint(first, 0, len(first))
+            result, _ = read_varint(first, pos, len(first))
+        except ValueError:
+            raise StorageError("the remote sent a delta with a malformed header") from None
         if result > result_limit:
             raise StorageError(f"the remote sent a delta producing {result} bytes (limit {result_limit}); "
                                "nothing was stored")
