@@ -48,9 +48,18 @@ def check(data: bytes, limit: int = 1 << 20) -> None:
 def test_a_pack_of_many_sizes_passes() -> None:
     # small entries end inside the first piece given to zlib; large and incompressible ones run past
     # the 64 KiB read buffer, so entries begin and end anywhere in it
-    entries = [blob(os.urandom(n), level=lvl) for n in (0, 1, 300, 70_000, 200_000) for lvl in (0, 6)]
-    entries += [blob(b"words " * 20_000), ofs_delta(300, 500)] * 3
-    check(pack(*entries))
+    datas = [os.urandom(n) for n in (0, 1, 300, 70_000, 200_000)] + [b"words " * 20_000]
+    entries = [blob(d, level=lvl) for d in datas for lvl in (0, 6)]
+    data = pack(*entries)
+    kept: list[tuple[int, bytes]] = []
+    assert check_sizes(io.BytesIO(data), len(data), 1 << 20, lambda kind, raw: kept.append((kind, raw))) is False
+    assert kept == [(BLOB, d) for d in datas for _ in (0, 6)]
+    with_deltas = pack(*entries, ofs_delta(300, 500))
+    assert check_sizes(io.BytesIO(with_deltas), len(with_deltas), 1 << 20) is True
+    trailer = data[:-1] + bytes([data[-1] ^ 1])
+    check(trailer)  # sizes alone do not look at the checksum ...
+    with pytest.raises(StorageError, match="checksum"):  # ... reading the pack for good does
+        check_sizes(io.BytesIO(trailer), len(trailer), 1 << 20, lambda kind, raw: None)
 
 
 @pytest.mark.parametrize("case", ["declared over the limit", "inflates past declared", "inflates short",

@@ -1,11 +1,12 @@
 """Reading a received pack: every object in it, deltas resolved, one at a time (E007 if damaged).
 
 Sizes are checked first, before anything inflates (`pack_budget`): a crafted pack cannot make us, or
-git, allocate more than one object's limit. Then, where a `git` executable is present, git does the
-work it was built for: `git index-pack` checks the pack's checksum and every object's SHA-1 and
-resolves deltas, and `git cat-file --batch-all-objects` streams the objects out. Without git, dulwich
-reads the pack in Python. Either way only small objects and the git structure stay in memory: a blob
-over HELD_RAW that decodes as a reel blob goes to a staging store.
+git, allocate more than one object's limit. A pack without deltas is read in that same pass. One with
+deltas is read, where a `git` executable is present, by git, which was built for it: `git index-pack`
+checks the pack's checksum and every object's SHA-1 and resolves deltas, and `git cat-file
+--batch-all-objects` streams the objects out. Without git, dulwich reads it in Python. Either way
+only small objects and the git structure stay in memory: a blob over HELD_RAW that decodes as a reel
+blob goes to a staging store.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ MAX_HELD = 512 * 1024 * 1024
 _BLOB_TAG = b"blob\x00"
 _RELEASE_EVERY = 32 * 1024 * 1024
 _TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
+_TYPE_NAMES = {n: name for name, n in _TYPES.items()}
 _DAMAGE = (ChecksumMismatch, ApplyDeltaError, FileFormatException, zlib.error, struct.error, KeyError, ValueError,
            AssertionError, EOFError, OSError)
 
@@ -60,6 +62,15 @@ class ReceivedPack:
 
     def __contains__(self, sha: object) -> bool:
         return sha in self.meta or sha in self.raws or sha in self.staged
+
+    def take_entry(self, kind: int, raw: bytes) -> None:
+        """File a whole object read straight from the pack, named here by its SHA-1."""
+        digest = hashlib.sha1(b"%s %d\0" % (_TYPE_NAMES[kind], len(raw)))
+        digest.update(raw)
+        try:
+            self.take(digest.hexdigest().encode(), kind, raw)
+        except _DAMAGE as exc:
+            raise StorageError(f"the remote sent a malformed git object: {type(exc).__name__}: {exc}") from None
 
     def take(self, sha: bytes, kind: int, raw: bytes) -> None:
         """File one object of the pack (git id as hex, git type number, its bytes)."""
@@ -87,13 +98,19 @@ def git_tools() -> bool:
 
 
 def read_pack(path: Path, staging: ObjectStore | None = None) -> ReceivedPack:
-    """Every object of the pack file at `path` (see the module doc); E007 if the pack is damaged."""
+    """Every object of the pack file at `path` (see the module doc); E007 if the pack is damaged.
+
+    A pack without deltas (what a reel push sends) is read in the pass that checks its sizes, each
+    object inflated once and named by its SHA-1 here. One with deltas (a remote that git repacked) is
+    read by git, or by dulwich without git."""
     got = ReceivedPack(staging=staging)
     size = path.stat().st_size
     if size == 0:
         return got
     with path.open("rb") as stream:
-        check_sizes(stream, size, MAX_RAW)
+        if not check_sizes(stream, size, MAX_RAW, got.take_entry):
+            return got
+        got = ReceivedPack(staging=staging)
         if git_tools():
             _read_with_git(path, got)
         else:

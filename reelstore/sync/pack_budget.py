@@ -5,12 +5,18 @@ gigabyte for one zero-filled blob that compresses to a megabyte. This pass reads
 header (the declared size; for a delta, the size of the object it produces, read from the first
 bytes of the delta), refuses any over the limit, and inflates each entry only into a small
 rolling buffer to find where the next begins, checking it inflates to exactly what it declared.
+
+The same pass can read the pack for good (`keep`): a pack without deltas, which is what a reel push
+sends, is then inflated once in all, each whole object handed over as it ends, and the pack's SHA-1
+trailer checked on the way.
 """
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import zlib
+from collections.abc import Callable
 from typing import IO
 
 from reelstore.errors import StorageError
@@ -18,6 +24,7 @@ from reelstore.storage.pack import read_varint
 
 _HEADER = struct.Struct(">4sII")
 _OFS_DELTA, _REF_DELTA = 6, 7
+_KINDS = (1, 2, 3, 4, _OFS_DELTA, _REF_DELTA)
 _READ = 1 << 16
 _STEP = 1 << 20
 _FIRST = 64
@@ -28,8 +35,8 @@ end inside that, and zlib copies whatever input follows the end of a stream."""
 class _Reader:
     """Sequential reads from the spooled pack through a buffer; `pos` is the pack offset."""
 
-    def __init__(self, stream: IO[bytes], start: int, end: int) -> None:
-        self.stream, self.end = stream, end
+    def __init__(self, stream: IO[bytes], start: int, end: int, digest: hashlib._Hash | None = None) -> None:
+        self.stream, self.end, self.digest = stream, end, digest
         self.buf = b""
         self.i = 0
         self.pos = start
@@ -67,13 +74,21 @@ class _Reader:
         self.i = 0
         if not self.buf:
             raise StorageError("the remote sent a truncated pack")
+        if self.digest is not None:
+            self.digest.update(self.buf)
 
 
-def check_sizes(stream: IO[bytes], size: int, limit: int) -> None:
+def check_sizes(stream: IO[bytes], size: int, limit: int,
+                keep: Callable[[int, bytes], None] | None = None) -> bool:
     """Raise StorageError unless every entry of the pack in `stream` (of `size` bytes, trailer
-    included) declares, and inflates to, at most `limit` bytes, deltas' results included."""
+    included) declares, and inflates to, at most `limit` bytes, deltas' results included. True if the
+    pack has deltas.
+
+    With `keep`, the trailer is checked too and every entry that is not a delta goes to `keep` (git
+    type number, inflated bytes) as soon as it is read; on a pack with deltas the caller must read it
+    again another way (deltas are only checked here)."""
     if size == 0:
-        return
+        return False
     stream.seek(0)
     head = stream.read(_HEADER.size)
     if len(head) < _HEADER.size:
@@ -81,7 +96,9 @@ def check_sizes(stream: IO[bytes], size: int, limit: int) -> None:
     magic, version, count = _HEADER.unpack(head)
     if magic != b"PACK" or version not in (2, 3):
         raise StorageError("the remote sent something that is not a git pack")
-    reader = _Reader(stream, _HEADER.size, size - 20)
+    digest = hashlib.sha1(head) if keep is not None else None
+    reader = _Reader(stream, _HEADER.size, size - 20, digest)
+    deltas = False
     for _ in range(count):
         at = reader.pos
         c = reader.byte()
@@ -92,23 +109,37 @@ def check_sizes(stream: IO[bytes], size: int, limit: int) -> None:
             shift += 7
             if shift > 70:
                 raise StorageError(f"the remote sent a pack entry at {at} with a malformed size")
+        if kind not in _KINDS:
+            raise StorageError(f"the remote sent a pack entry at {at} of unknown type {kind}")
         if kind == _OFS_DELTA:
             while reader.byte() & 0x80:
                 pass
         elif kind == _REF_DELTA:
             reader.skip(20)
         delta = kind in (_OFS_DELTA, _REF_DELTA)
+        deltas = deltas or delta
         if declared > (2 * limit if delta else limit):
             raise StorageError(f"the remote sent an object of {declared} bytes (limit {limit}); nothing was stored")
-        _inflate(reader, declared, limit if delta else None, at)
+        data = _inflate(reader, declared, limit if delta else None, at, keep is not None and not delta)
+        if keep is not None and not delta:
+            keep(kind, data)
+    if digest is not None:
+        if reader.i < len(reader.buf) or reader.pos != size - 20:
+            raise StorageError("the remote sent a pack with bytes after its last entry")
+        stream.seek(size - 20)
+        if stream.read(20) != digest.digest():
+            raise StorageError("the remote sent a damaged pack: its checksum does not match")
     stream.seek(0)
+    return deltas
 
 
-def _inflate(reader: _Reader, declared: int, result_limit: int | None, at: int) -> None:
-    """Inflate one entry into nothing, checking its size (and, for a delta, its result's size)."""
+def _inflate(reader: _Reader, declared: int, result_limit: int | None, at: int, whole: bool) -> bytes:
+    """Inflate one entry, checking its size (and, for a delta, its result's size); its bytes if `whole`,
+    else b"" (only a rolling piece of it is ever held)."""
     z = zlib.decompressobj()
     total = 0
     first = b""
+    pieces: list[bytes] = []
     data = reader.take(declared + (declared >> 8) + _FIRST)
     while True:
         try:
@@ -118,6 +149,8 @@ def _inflate(reader: _Reader, declared: int, result_limit: int | None, at: int) 
         total += len(out)
         if total > declared:
             raise StorageError(f"pack entry at {at} inflates past its declared {declared} bytes")
+        if whole:
+            pieces.append(out)
         if result_limit is not None and len(first) < 20:
             first += out[: 20 - len(first)]
         if z.eof:
@@ -135,3 +168,4 @@ def _inflate(reader: _Reader, declared: int, result_limit: int | None, at: int) 
         if result > result_limit:
             raise StorageError(f"the remote sent a delta producing {result} bytes (limit {result_limit}); "
                                "nothing was stored")
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
