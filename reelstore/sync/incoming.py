@@ -123,20 +123,21 @@ def _read_with_git(path: Path, got: ReceivedPack) -> None:
     cat-file` streams its objects."""
     gitdir = path.with_suffix(".git")
     packs = gitdir / "objects" / "pack"
-    packs.mkdir(parents=True)
-    (gitdir / "refs").mkdir()
-    (gitdir / "HEAD").write_bytes(b"ref: refs/heads/main\n")
     pack = packs / "pack-received.pack"
-    os.replace(path, pack)
     env = {**os.environ, "GIT_DIR": str(gitdir)}
     try:
+        packs.mkdir(parents=True)
+        (gitdir / "refs").mkdir()
+        (gitdir / "HEAD").write_bytes(b"ref: refs/heads/main\n")
+        os.replace(path, pack)
         indexed = subprocess.run(["git", "index-pack", str(pack)], env=env, capture_output=True, check=False)
         if indexed.returncode != 0:
             said = indexed.stderr.decode("utf-8", "replace").strip()
             raise StorageError(f"the remote sent a damaged pack: git index-pack: {said}")
         _stream_objects(env, got)
     finally:
-        os.replace(pack, path)
+        if pack.exists():
+            os.replace(pack, path)
         shutil.rmtree(gitdir, ignore_errors=True)
 
 
