@@ -113,6 +113,34 @@ def test_incremental_push_sends_only_new_objects(store_a: Repo, remote: Path) ->
     fsck(remote)
 
 
+def test_an_incremental_push_reads_only_what_it_sends(store_a: Repo, remote: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Onto a remote holding 2,000 objects, 5 new files: the walk reads each object it sends once and
+    nothing else (it stops at the first object the remote is known to hold)."""
+    from reelstore.namespace.tree import Namespace
+
+    def add(n: int, tag: str) -> None:
+        blobs = [Blob(f"{tag}-{i}".encode()) for i in range(n)]
+        head = store_a.refs["refs/heads/main"]
+        top = store_a.objects.get_as(head, Record)
+        root = Namespace(store_a.objects).update(top.namespace, {f"{tag}/{i:05}": b.id for i, b in enumerate(blobs)})
+        store_a.objects.put_many(blobs)
+        rec = Record(head, root, message=tag, time=n)
+        store_a.objects.put(rec)
+        store_a.refs.set("refs/heads/main", rec.id, head)
+
+    add(2000, "old")
+    sync.push(store_a, "origin")
+    add(5, "new")
+    reads: list[Hash] = []
+    get_raw = store_a.objects.get_raw
+    monkeypatch.setattr(store_a.objects, "get_raw", lambda h: reads.append(h) or get_raw(h))
+    pushed = sync.push(store_a, "origin")
+    assert 5 < pushed.objects < 40
+    assert len(reads) == len(set(reads)) == pushed.objects
+    fsck(remote)
+
+
 def test_fetch_brings_what_another_store_pushed(tmp_path: Path, store_a: Repo, remote: Path) -> None:
     grow(store_a, 10, "a1")
     sync.push(store_a, "origin")
