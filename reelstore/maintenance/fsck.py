@@ -73,18 +73,24 @@ def _chain_links(obj: Object) -> list[tuple[str, Hash, tuple[str, ...]]]:
     return []
 
 
-def fsck(repo: Repo, *, full: bool = True, progress: Callable[[str, int], None] | None = None) -> FsckReport:
+def fsck(repo: Repo, *, full: bool = True,
+         progress: Callable[[str, int, int | None], None] | None = None) -> FsckReport:
     report = FsckReport()
     store = repo.objects
     every: set[Hash] = set()
     store.refresh(force=True)
     for name, why in sorted(store.problems().items()):
         report.problems.append(f"{name}: {why}")
-    for pack in store.packs():
+    packs = store.packs()
+    for pack in packs:
         report.packs += 1
         if full:
+            if progress is not None:
+                progress("verifying packs", report.packs - 1, len(packs))
             _, problems = pack.verify()
             report.problems.extend(problems)
+            if progress is not None:
+                progress("verifying packs", report.packs, len(packs))
         every.update(pack.ids())
         report.packed += pack.count
     for h in store.loose_ids():
@@ -95,7 +101,7 @@ def fsck(repo: Repo, *, full: bool = True, progress: Callable[[str, int], None] 
         except StorageError as err:
             report.problems.append(f"loose {h.hex()}: {err.message}")
         if progress is not None and report.loose % 1000 == 0:
-            progress("checking loose objects", report.loose)
+            progress("checking loose objects", report.loose, None)
     report.objects = len(every)
     now = time.time()
     since = config_cutoff(repo, "gc.reflogExpire", DEFAULT_REFLOG_EXPIRE, now)
@@ -106,7 +112,7 @@ def fsck(repo: Repo, *, full: bool = True, progress: Callable[[str, int], None] 
         for name, target, kinds in _chain_links(obj):
             links.append((obj.id, name, target, kinds))
 
-    tick = (lambda n: progress("walking", n)) if progress else None
+    tick = (lambda n: progress("walking", n, None)) if progress else None
     w = walk(store, roots, progress=tick, on_object=seen)
     report.reachable = len(w.reachable)
     report.missing = dict(w.missing)

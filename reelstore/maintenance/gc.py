@@ -349,9 +349,11 @@ def gc(
             if pack.name != current:
                 _remove_pack(pack.path)
                 report.packs_removed += 1
-        for h, listed in loose.items():
+        for n, (h, listed) in enumerate(loose.items(), 1):
             if _remove_loose_if_unchanged(store, h, listed, None if h in keep else cutoff):
                 report.loose_removed += 1
+            if progress is not None and (n % 1000 == 0 or n == len(loose)):
+                progress("removing loose objects", n, len(loose))
         report.temp_removed = _sweep_temp(store, now)
         store.refresh(force=True)
         return report
@@ -463,7 +465,8 @@ def repack(
             if len(raw) <= HELD_RAW:
                 raws[obj.id] = raw
 
-        w = walk(store, ref_roots(repo.refs, None), on_object=seen)
+        count = (lambda n: progress("counting objects", n, None)) if progress else None
+        w = walk(store, ref_roots(repo.refs, None), progress=count, on_object=seen)
         hints = w.hints
 
         def items() -> Iterator[PackItem]:
@@ -478,8 +481,10 @@ def repack(
                 if pack.name != result.name:
                     _remove_pack(pack.path)
                     report.packs_removed += 1
-            for h, listed in loose.items():
+            for n, (h, listed) in enumerate(loose.items(), 1):
                 if _remove_loose_if_unchanged(store, h, listed, None):
                     report.loose_removed += 1
+                if progress is not None and (n % 1000 == 0 or n == len(loose)):
+                    progress("removing loose objects", n, len(loose))
         store.refresh(force=True)
     return report

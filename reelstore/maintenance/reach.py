@@ -90,6 +90,8 @@ def walk(
             if child not in seen:
                 seen.add(child)
                 stack.append((child, here))
+    if progress is not None:
+        progress(len(result.reachable))  # the final count, so a "done." line states the whole
     return result
 
 

@@ -326,7 +326,7 @@ def write_pack_stream(
                 window.pop(0).drop()
         else:
             entry.drop()
-        if progress is not None and (n + 1) % 1000 == 0:
+        if progress is not None and ((n + 1) % 1000 == 0 or n + 1 == len(entries)):
             progress(n + 1, len(entries))
     trailer = hasher.digest()
     write(trailer)
