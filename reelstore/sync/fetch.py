@@ -38,7 +38,7 @@ from reelstore.sync.incoming import read_pack
 from reelstore.sync.mapping import Omitted, Received, reel_ref, tracking_ref, unpack
 from reelstore.sync.remote import DEFAULT_REMOTE, add_remote, remote_url
 from reelstore.sync.state import Seen, SyncState
-from reelstore.sync.transport import Progress, Remote, connect, remote_progress, talking_to
+from reelstore.sync.transport import Counter, Progress, Remote, connect, remote_progress, size, talking_to
 
 _STORE_BATCH = 16 << 20
 _MAX_FETCH = 4 << 30
@@ -113,7 +113,7 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
                                    id=lacking)
         _check_kinds(repo, got, targets)
         if progress:
-            progress(messages.received(len(got.raws) + len(got.staged), remote))
+            progress(messages.received(len(got.raws) + len(got.staged), remote) + "\n")
         _store_staged(repo, got)
         repo.objects.put_verified(list(got.raws.items()))
         with state:
@@ -259,14 +259,18 @@ def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | No
     limit = _max_bytes(repo)
     round_name = "incremental" if incremental else "full"
     received = Path(staging) / f"{round_name}.pack"
+    counted = Counter(progress, "receiving pack", unit=size)
     with received.open("wb") as spool, talking_to(conn):
 
         def write(chunk: bytes) -> int:
             if spool.tell() + len(chunk) > limit:
                 raise StorageError(f"remote {conn.name} sent more than sync.maxFetchBytes = {limit} bytes")
+            counted.add(len(chunk))
             return spool.write(chunk)
 
         conn.client.fetch_pack(conn.path, determine_wants, walker, write, progress=remote_progress(progress))
+        if counted.n:
+            counted.done()
     store = LooseObjectStore(Path(staging) / round_name, fsync=False)
     try:
         return advertised, unpack(read_pack(received, store), repo.objects.has)

@@ -3,13 +3,15 @@ to show them; the callback's type, `transport.Progress`, takes one string)."""
 
 from __future__ import annotations
 
+from reelstore.wording import plural
+
 
 def pushing(count: int, remote: str, commit: str) -> str:
-    return f"pushing {count} objects to {remote} in sync commit {commit[:12]}"
+    return f"pushing {plural(count, 'object')} to {remote} in sync commit {commit[:12]}"
 
 
 def received(count: int, remote: str) -> str:
-    return f"received {count} objects from {remote}"
+    return f"received {plural(count, 'object')} from {remote}"
 
 
 def stale_haves(remote: str, said: str) -> str:

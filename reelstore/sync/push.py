@@ -12,7 +12,7 @@ trunk (atomically where the server offers it; otherwise the trunk first, then th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +34,7 @@ from reelstore.sync.mapping import REMOTE_PREFIX, git_ref, tracking_ref
 from reelstore.sync.outgoing import OutgoingPack
 from reelstore.sync.remote import remote_url
 from reelstore.sync.state import Seen, SyncState
-from reelstore.sync.transport import Progress, Remote, connect, remote_progress, talking_to, text
+from reelstore.sync.transport import Counter, Progress, Remote, connect, remote_progress, talking_to, text
 
 SYNCED = ("refs/heads/", "refs/views/")
 _MAX_WALK = 1_000_000
@@ -338,8 +338,16 @@ def _send(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], del
             note = messages.stale_haves(conn.name, str(exc))
             result.notes.append(note)
             if progress:
-                progress(note)
+                progress(note + "\n")
     raise StorageError(f"remote {conn.name} keeps changing under the push; try again")
+
+
+def _counted(records: Iterable[UnpackedObject], counter: Counter) -> Iterator[UnpackedObject]:
+    """The pack's records, each counted as it is written to the remote."""
+    for record in records:
+        yield record
+        counter.add()
+    counter.done()
 
 
 def _attempt(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], deletes: dict[str, str],
@@ -365,7 +373,7 @@ def _exchange(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash],
         new = missing_on_remote(repo, state, conn.name, list(plan.values()), outgoing.add_object)
         commit = outgoing.finish(plan, parents)
         if progress:
-            progress(messages.pushing(len(new), conn.name, commit))
+            progress(messages.pushing(len(new), conn.name, commit) + "\n")
 
     def update_refs(remote_refs: dict[Ref, ObjectID]) -> dict[Ref, ObjectID]:
         if plan and parents and not any(name.startswith(REMOTE_PREFIX.encode()) for name in remote_refs):
@@ -379,11 +387,13 @@ def _exchange(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash],
             out.update({name: ObjectID(commit.encode()) for name in expected})
         return out
 
+    ours = progress  # generate's `progress` is dulwich's
+
     def generate(have: AbstractSet[ObjectID], want: AbstractSet[ObjectID], ofs_delta: bool = True,
                  progress: Callable[[bytes], None] | None = None) -> tuple[int, Iterator[UnpackedObject]]:
         if outgoing is None:
             return 0, iter(())
-        return len(outgoing), outgoing.records()
+        return len(outgoing), _counted(outgoing.records(), Counter(ours, "writing objects", len(outgoing)))
 
     with talking_to(conn):
         try:

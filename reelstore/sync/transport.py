@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import codecs
 import os
+import re
 import shlex
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +21,8 @@ from reelstore.errors import ReelError, Unreachable
 from reelstore.storage.config import Config
 
 Progress = Callable[[str], None]
+"""Where sync reports progress: text in pieces. A line ends at `\n`; a counter redrawn in place ends at
+`\r`; a piece may end mid-line (a remote's sideband is cut anywhere), so the sink reassembles lines."""
 
 
 @dataclass
@@ -158,7 +163,64 @@ def _unanswered(exc: BaseException) -> OSError | None:
         seen += 1
     return None
 def remote_progress(progress: Progress | None) -> Callable[[bytes], None] | None:
-    """Forward the remote's own progress text (its `\r`-terminated counters included), if anyone listens."""
+    """Forward the remote's own progress text (its `\r`-terminated counters included), if anyone listens,
+    each of its lines marked `remote: ` as git marks them. UTF-8 cut between two chunks is decoded whole."""
     if progress is None:
         return None
-    return lambda data: progress(data.decode("utf-8", "replace"))
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    at_start = True
+
+    def forward(data: bytes) -> None:
+        nonlocal at_start
+        out = []
+        for part in re.split(r"([\r\n])", decoder.decode(data)):
+            if part in ("\r", "\n"):
+                at_start = True
+            elif part:
+                out.append("remote: " + part if at_start else part)
+                at_start = False
+                continue
+            out.append(part)
+        if out:
+            progress("".join(out))
+
+    return forward
+
+
+class Counter:
+    """A local counter for a Progress sink, git's way: `STAGE: N` (or `STAGE:  45% (N/TOTAL)`) redrawn in
+    place at most every REDRAW_S, then `STAGE: …, done.` as a line."""
+
+    REDRAW_S = 0.05
+
+    def __init__(self, progress: Progress | None, stage: str, total: int | None = None,
+                 unit: Callable[[int], str] = str) -> None:
+        self.progress, self.stage, self.total, self.unit = progress, stage, total, unit
+        self.n, self._last = 0, 0.0
+
+    def add(self, n: int = 1) -> None:
+        self.n += n
+        if self.progress is not None and time.monotonic() - self._last >= self.REDRAW_S:
+            self._last = time.monotonic()
+            self.progress(self._text() + "\r")
+
+    def done(self) -> None:
+        if self.progress is not None:
+            self.progress(self._text() + ", done.\n")
+
+    def _text(self) -> str:
+        if self.total:
+            return f"{self.stage}: {min(100, self.n * 100 // self.total):3d}% ({self.n}/{self.total})"
+        return f"{self.stage}: {self.unit(self.n)}"
+
+
+def size(n: int) -> str:
+    """Bytes for a person: `512 bytes`, `3.40 KiB`, `12.00 MiB`, as git's progress shows them."""
+    if n < 1024:
+        return f"{n} bytes"
+    value, unit = n / 1024, "KiB"
+    for bigger in ("MiB", "GiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{value:.2f} {unit}"
