@@ -20,6 +20,8 @@ class Context:
     def __init__(self, directory: str | None, as_json: bool) -> None:
         self.directory = directory
         self.json = as_json
+        self.quiet = False  # -q: no progress, no summary on stderr
+        self.progress: bool | None = None  # --progress / --no-progress; None: only on a terminal
         self._repo: Repo | None = None
 
     @property

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.cli.progress import end_progress, tty_progress
+from reelstore.cli.progress import progress_for, progress_options
 from reelstore.errors import StorageError
 from reelstore.maintenance.fsck import fsck as do_fsck
 from reelstore.wording import plural
@@ -15,13 +15,13 @@ from reelstore.wording import plural
 @click.option("--full/--connectivity-only", default=True, show_default=True,
               help="Also verify every pack byte by byte (trailers, index, every entry), as git's default.")
 @click.option("--unreachable", is_flag=True, help="List objects that no ref or young reflog entry reaches.")
+@progress_options
 @pass_ctx
 def fsck(ctx: Context, full: bool, unreachable: bool) -> None:
     """Re-hash every object, check packs, walk from every ref and reflog, check record and journal chains."""
     repo = ctx.repo
-    progress = tty_progress()
-    report = do_fsck(repo, full=full, progress=progress.count if progress else None)
-    end_progress(progress)
+    with progress_for(ctx) as progress:
+        report = do_fsck(repo, full=full, progress=progress.count if progress else None)
     lines = list(report.problems)
     segments = getattr(repo.objects, "segments", None)
     damaged = segments.problems() if segments is not None else []
@@ -46,7 +46,7 @@ def fsck(ctx: Context, full: bool, unreachable: bool) -> None:
     if not report.clean or damaged:
         found = report.problems + damaged
         raise StorageError(f"fsck found {plural(len(found), 'problem')}; first: {found[0]}", problems=len(found))
-    if not ctx.json:
+    if not ctx.json and not ctx.quiet:
         click.echo(f"checked {plural(report.objects, 'object')} ({report.loose} loose, {report.packed} in "
                    f"{plural(report.packs, 'pack')}), {report.reachable} reachable: ok", err=True)
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.cli.progress import end_progress, tty_progress
+from reelstore.cli.progress import progress_for, progress_options
+from reelstore.wording import plural
 
 
 def _default_dir(url: str) -> str:
@@ -18,18 +19,18 @@ def _default_dir(url: str) -> str:
 @click.command("clone")
 @click.argument("url")
 @click.argument("directory", required=False)
+@progress_options
 @pass_ctx
 def clone(ctx: Context, url: str, directory: str | None) -> None:
     """Clone URL into DIRECTORY (default: the last part of the URL, without .git)."""
     from reelstore import sync  # on use: it loads dulwich, which most commands never need
 
     base = Path(ctx.directory or ".") / (directory or _default_dir(url))
-    progress = tty_progress()
-    repo, res = sync.clone(url, base, progress.line if progress else None)
-    end_progress(progress)
+    with progress_for(ctx) as progress:
+        repo, res = sync.clone(url, base, progress.text if progress else None)
     local = sorted(name for name, _ in repo.refs.list("refs/") if name.startswith(("refs/heads/", "refs/views/")))
     ctx.emit({"path": str(repo.path), "trunk": repo.trunk, **res.to_json(), "checked_out": local},
-             f"Cloned {url} into {repo.path} ({res.objects} objects; {', '.join(local)})")
+             f"Cloned {url} into {repo.path} ({plural(res.objects, 'object')}; {', '.join(local)})")
 
 
 COMMANDS = [clone]

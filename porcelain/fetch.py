@@ -6,7 +6,8 @@ import click
 
 from reelstore.cli.complete import REMOTES
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.cli.progress import end_progress, tty_progress
+from reelstore.cli.progress import progress_for, progress_options
+from reelstore.wording import plural
 
 _SAID = {"fast-forward": "fast-forwarded to", "up-to-date": "up to date at",
          "ahead": "is ahead of the remote, not moved; at",
@@ -18,6 +19,7 @@ _SAID = {"fast-forward": "fast-forwarded to", "up-to-date": "up to date at",
 @click.option("--prune", is_flag=True,
               help="Delete remote-tracking refs the remote no longer has, and abort local views bound to it "
                    "whose copy there is gone.")
+@progress_options
 @pass_ctx
 def fetch(ctx: Context, remote: str, prune: bool) -> None:
     """Fetch REMOTE (default: origin), then fast-forward local trunks that have not diverged and retire
@@ -25,12 +27,11 @@ def fetch(ctx: Context, remote: str, prune: bool) -> None:
     one bad object refuses the whole fetch (E007, exit 3) and stores nothing."""
     from reelstore import sync  # on use: it loads dulwich, which most commands never need
 
-    progress = tty_progress()
-    res = sync.fetch(ctx.repo, remote, progress.line if progress else None, prune=prune)
-    end_progress(progress)
+    with progress_for(ctx) as progress:
+        res = sync.fetch(ctx.repo, remote, progress.text if progress else None, prune=prune)
 
     def text() -> str:
-        lines = [f"From {res.url} ({res.objects} new objects)"]
+        lines = [f"From {res.url} ({plural(res.objects, 'new object')})"]
         lines += [f"  {name}  {h.hex()[:12]}" for name, h in sorted(res.refs.items()) if name in res.updated]
         for t in res.trunks:
             if t.status != "up-to-date" or res.updated:

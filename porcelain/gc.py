@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.cli.progress import end_progress, tty_progress
+from reelstore.cli.progress import progress_for, progress_options
 from reelstore.maintenance.gc import gc as do_gc
 
 
@@ -21,6 +21,7 @@ from reelstore.maintenance.gc import gc as do_gc
 @click.option("--clear-stale-locks", is_flag=True,
               help="Only remove ref locks whose holder is provably dead (a process of this host that is gone).")
 @click.option("--force", is_flag=True, help="With --clear-stale-locks: also locks older than the lock timeout.")
+@progress_options
 @pass_ctx
 def gc(ctx: Context, prune: str | None, no_prune: bool, dry_run: bool, wait_s: float, verbose: bool,
        clear_stale_locks: bool, force: bool) -> None:
@@ -38,10 +39,9 @@ def gc(ctx: Context, prune: str | None, no_prune: bool, dry_run: bool, wait_s: f
                  "\n".join(cleared_lines + [f"left stale lock {c.describe()}: its holder may be alive; "
                                              "--force removes it" for c in left]) or "no stale locks")
         return
-    progress = tty_progress()
-    report = do_gc(ctx.repo, "never" if no_prune else prune, dry_run=dry_run,
-                   progress=progress.count if progress else None, wait_s=wait_s)
-    end_progress(progress)
+    with progress_for(ctx) as progress:
+        report = do_gc(ctx.repo, "never" if no_prune else prune, dry_run=dry_run,
+                       progress=progress.count if progress else None, wait_s=wait_s)
     verb = "would delete" if dry_run else "deleted"
     lines = [f"{verb} {h.hex()}" for h in report.pruned_ids] if verbose else []
     lines.append(

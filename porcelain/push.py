@@ -6,7 +6,8 @@ import click
 
 from reelstore.cli.complete import REMOTES, REVISIONS
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.cli.progress import end_progress, tty_progress
+from reelstore.cli.progress import progress_for, progress_options
+from reelstore.wording import plural
 
 
 @click.command("push")
@@ -14,6 +15,7 @@ from reelstore.cli.progress import end_progress, tty_progress
 @click.argument("refs", nargs=-1, shell_complete=REVISIONS)
 @click.option("--delete", "delete", is_flag=True,
               help="Delete REFS on the remote instead (each by compare-and-swap against what was last seen).")
+@progress_options
 @pass_ctx
 def push(ctx: Context, remote: str, refs: tuple[str, ...], delete: bool) -> None:
     """Push REFS (default: every trunk and view) to REMOTE (default: origin).
@@ -24,19 +26,19 @@ def push(ctx: Context, remote: str, refs: tuple[str, ...], delete: bool) -> None
     """
     from reelstore import sync  # on use: it loads dulwich, which most commands never need
 
-    progress = tty_progress()
-    report = progress.line if progress else None
-    if delete:
-        if not refs:
-            raise click.UsageError("--delete needs at least one REF")
-        res = sync.delete(ctx.repo, remote, list(refs), report)
-    else:
-        res = sync.push(ctx.repo, remote, list(refs) or None, report)
-    end_progress(progress)
+    if delete and not refs:
+        raise click.UsageError("--delete needs at least one REF")
+    with progress_for(ctx) as progress:
+        report = progress.text if progress else None
+        if delete:
+            res = sync.delete(ctx.repo, remote, list(refs), report)
+        else:
+            res = sync.push(ctx.repo, remote, list(refs) or None, report)
 
     def text() -> str:
         lines = [f"{r.status:>12}  {r.ref}  {r.new.hex()[:12] if r.new else ''}".rstrip() for r in res.refs]
-        head = f"To {res.url}" + (f" (sync commit {res.commit[:12]}, {res.objects} objects)" if res.commit else "")
+        head = f"To {res.url}" + (f" (sync commit {res.commit[:12]}, {plural(res.objects, 'object')})"
+                                  if res.commit else "")
         return "\n".join([*(f"note: {n}" for n in res.notes), head, *lines])
 
     ctx.emit(res.to_json(), text)

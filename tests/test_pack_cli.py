@@ -7,8 +7,6 @@ import json
 import os
 from pathlib import Path
 
-from conftest import REEL
-
 from reelstore.objects import Blob, Hash, Record, Tree
 from reelstore.storage.repo import Repo
 
@@ -167,42 +165,3 @@ def test_flipped_index_byte_and_lost_index(tmp_path: Path, reel) -> None:
     assert res.returncode == 3 and b"pack has no index" in res.stdout
     res = reel("log")
     assert res.returncode != 0
-
-
-def test_progress_only_on_a_terminal(tmp_path: Path, reel) -> None:
-    import pty
-    import select
-    import subprocess
-
-    exe = REEL
-    repo = Repo.init(tmp_path)
-    blobs = [Blob(b"progress %d" % i) for i in range(1100)]
-    tree = Tree(0, tuple((f"b{i:05}", b.id) for i, b in enumerate(blobs)))
-    rec = Record(repo.refs["refs/heads/main"], tree.id)
-    repo.objects.put_many([*blobs, tree, rec])
-    repo.refs.set("refs/heads/main", rec.id)
-    quiet = reel("gc", "--no-prune", check=True)
-    assert b"marking" not in quiet.stderr and b"packing" not in quiet.stderr
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([exe, "-C", str(tmp_path), "repack", "-a", "-d"], stdout=subprocess.DEVNULL,
-                            stderr=slave)
-    os.close(slave)
-    seen = b""
-    deadline = 60
-    while deadline > 0:
-        ready, _, _ = select.select([master], [], [], 1)
-        deadline -= 1
-        if not ready:
-            if proc.poll() is not None:
-                break
-            continue
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
-    proc.wait(timeout=60)
-    os.close(master)
-    assert proc.returncode == 0 and b"packing: 1000/" in seen

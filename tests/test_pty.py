@@ -1,0 +1,118 @@
+"""What a person at a terminal sees, through a real pseudo-terminal and real `reel` processes: progress
+on a terminal only (clone from a real local remote, push, repack, gc, fsck), `-q` and `--progress` as
+git, no escape codes for TERM=dumb; colour and the pager only on a terminal, as configured."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from gitserver import bare
+from ptyrun import run
+from test_sync import grow
+
+from reelstore import sync
+from reelstore.objects import Blob, Record, Tree
+from reelstore.storage.repo import Repo
+
+XTERM = {"TERM": "xterm"}
+_PARTS = re.compile(r"[\r\n]")
+PROGRESS_PREFIXES = ("remote: ", "receiving pack: ", "received ", "writing objects: ", "pushing ")
+
+
+def parts(text: bytes) -> list[str]:
+    """What was drawn, part by part: cut at each `\\r`/`\\n`, escape codes and padding dropped."""
+    clean = text.decode().replace("\x1b[K", "")
+    return [p.strip() for p in _PARTS.split(clean) if p.strip()]
+
+
+def pushed_remote(tmp_path: Path, n: int = 400) -> Path:
+    remote = bare(tmp_path / "r.git")
+    a = Repo.init(tmp_path / "a")
+    sync.add_remote(a, "origin", str(remote))
+    grow(a, n, "tty")
+    sync.push(a, "origin")
+    return remote
+
+
+def test_clone_draws_the_remotes_lines_whole_on_a_terminal_only(tmp_path: Path) -> None:
+    remote = pushed_remote(tmp_path)
+    seen = run("clone", str(remote), "tty", cwd=tmp_path, env=XTERM)
+    assert seen.returncode == 0 and b"Cloned" in seen.stdout
+    drawn = parts(seen.terminal)
+    assert any(re.fullmatch(r"remote: Enumerating objects: \d+, done\.", p) for p in drawn), drawn
+    assert any(re.fullmatch(r"remote: Counting objects: 100% \((\d+)/\1\), done\.", p) for p in drawn), drawn
+    assert any(re.fullmatch(r"receiving pack: \d+\.\d\d KiB, done\.", p) for p in drawn), drawn
+    assert "received 404 objects from origin" in drawn
+    # Every part starts where a line starts: no counter is cut mid-word, whatever the sideband's chunks.
+    cut = [p for p in drawn if not p.startswith(PROGRESS_PREFIXES)]
+    assert cut == []
+    assert b"\x1b[K" in seen.terminal  # a terminal that understands it: redraws clear the line's tail
+
+    piped = run("clone", str(remote), "piped", cwd=tmp_path, on_tty=())
+    assert piped.returncode == 0 and piped.stderr == b"" and b"Cloned" in piped.stdout
+
+    quiet = run("clone", "-q", str(remote), "quiet", cwd=tmp_path, env=XTERM)
+    assert quiet.returncode == 0 and quiet.terminal == b""
+
+    forced = run("clone", "--progress", str(remote), "forced", cwd=tmp_path, on_tty=())
+    assert "received 404 objects from origin" in parts(forced.stderr) and b"\x1b" not in forced.stderr
+
+    dumb = run("clone", str(remote), "dumb", cwd=tmp_path, env={"TERM": "dumb"})
+    assert dumb.returncode == 0 and "received 404 objects from origin" in parts(dumb.terminal)
+    assert b"\x1b" not in dumb.terminal
+
+
+def test_push_shows_its_objects_being_written(tmp_path: Path) -> None:
+    remote = bare(tmp_path / "r.git")
+    a = Repo.init(tmp_path / "a")
+    sync.add_remote(a, "origin", str(remote))
+    grow(a, 50, "p")
+    seen = run("-C", "a", "push", cwd=tmp_path, env=XTERM)
+    assert seen.returncode == 0, seen
+    drawn = parts(seen.terminal)
+    assert "pushing 54 objects to origin" in " ".join(drawn)
+    assert any(re.fullmatch(r"writing objects: 100% \((\d+)/\1\), done\.", p) for p in drawn), drawn
+    grow(a, 1, "q")
+    assert run("-C", "a", "push", "--no-progress", cwd=tmp_path, env=XTERM).terminal == b""
+
+
+def loose_store(path: Path, n: int) -> Repo:
+    """A store whose `n` blobs (and their tree and record) are loose: put a few at a time."""
+    repo = Repo.init(path)
+    blobs = [Blob(b"loose %d" % i) for i in range(n)]
+    for i in range(0, n, 5):
+        repo.objects.put_many(blobs[i:i + 5])
+    tree = Tree(0, tuple((f"b{i:05}", b.id) for i, b in enumerate(blobs)))
+    rec = Record(repo.refs["refs/heads/main"], tree.id)
+    repo.objects.put_many([tree, rec])
+    repo.refs.set("refs/heads/main", rec.id)
+    return repo
+
+
+def test_repack_gc_and_fsck_report_every_phase(tmp_path: Path) -> None:
+    repo = loose_store(tmp_path, 1200)
+    loose = len(repo.objects.loose_files())  # type: ignore[attr-defined]
+    seen = run("repack", "-a", "-d", cwd=tmp_path, env=XTERM)
+    assert seen.returncode == 0 and b"packed" in seen.stdout
+    drawn = parts(seen.terminal)
+    total = int(re.search(rb"packed (\d+) objects", seen.stdout).group(1))  # type: ignore[union-attr]
+    for done in (f"counting objects: {total}, done.", f"packing: 100% ({total}/{total}), done.",
+                 f"removing loose objects: 100% ({loose}/{loose}), done."):
+        assert done in drawn, (done, drawn)
+    assert "packing:  83% (1000/1204)" in drawn  # the counter between, redrawn in place
+
+    gc = run("gc", "--prune=now", cwd=tmp_path, env=XTERM)
+    assert gc.returncode == 0 and f"marking: {total}, done." in parts(gc.terminal)
+    fsck = run("fsck", cwd=tmp_path, env=XTERM)
+    assert fsck.returncode == 0
+    assert {"verifying packs: 100% (1/1), done.", f"walking: {total}, done."} <= set(parts(fsck.terminal))
+    assert f"checked {total} objects" in fsck.terminal.decode()
+
+    for quiet in (run("repack", "-a", "-d", "-q", cwd=tmp_path, env=XTERM), run("fsck", "-q", cwd=tmp_path, env=XTERM),
+                  run("gc", "--no-progress", cwd=tmp_path, env=XTERM)):
+        assert quiet.returncode == 0 and quiet.terminal == b"", quiet
+    piped = run("repack", "-a", "-d", cwd=tmp_path, on_tty=())
+    assert piped.returncode == 0 and piped.stderr == b""
+    dumb = run("repack", "-a", "-d", cwd=tmp_path, env={"TERM": "dumb"})
+    assert f"packing: 100% ({total}/{total}), done." in parts(dumb.terminal) and b"\x1b" not in dumb.terminal
