@@ -66,8 +66,8 @@ def verify_pack(ctx: Context, verbose: bool, stat_only: bool, packs: tuple[str, 
                     line += f" {i.depth} {base.hex() if base else f'(offset {i.base})'}"
                 out.append(line)
         if verbose or stat_only:
-            out.append(f"non delta: {depths.get(0, 0)} objects")
-            out.extend(f"chain length = {d}: {n} object{'s' * (n != 1)}" for d, n in sorted(depths.items()) if d)
+            out.append(f"non delta: {plural(depths.get(0, 0), 'object')}")
+            out.extend(f"chain length = {d}: {plural(n, 'object')}" for d, n in sorted(depths.items()) if d)
         out.append(f"{pack.path}: {'bad' if damage else 'ok'}")
         docs.append({
             "pack": str(pack.path), "ok": not damage, "count": pack.count, "problems": damage,

@@ -8,6 +8,7 @@ from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import Conflict
 from reelstore.maintenance import bundle as bundles
+from reelstore.wording import plural
 
 
 def _refs_text(info: bundles.BundleInfo) -> str:
@@ -26,7 +27,8 @@ def bundle() -> None:
 def create(ctx: Context, file: str, refs: tuple[str, ...]) -> None:
     """Write FILE with REFS (default: every trunk, live view and snapshot) and everything they reach."""
     info = bundles.create(ctx.repo, file, refs)
-    ctx.emit(info.to_json(), f"wrote {file}: {len(info.refs)} refs, {info.objects} objects, {info.size} bytes, "
+    ctx.emit(info.to_json(), f"wrote {file}: {plural(len(info.refs), 'ref')}, {plural(info.objects, 'object')}, "
+             f"{plural(info.size, 'byte')}, "
                              f"blake3 {info.digest}")
 
 
@@ -36,7 +38,8 @@ def create(ctx: Context, file: str, refs: tuple[str, ...]) -> None:
 def verify(ctx: Context, file: str) -> None:
     """Check FILE whole (every object re-hashed and decoded, closure complete, trailer); list its refs."""
     info = bundles.verify(file)
-    ctx.emit(info.to_json(), f"{_refs_text(info)}\n{file} is okay: {len(info.refs)} refs, {info.objects} objects")
+    ctx.emit(info.to_json(), f"{_refs_text(info)}\n{file} is okay: {plural(len(info.refs), 'ref')}, "
+             f"{plural(info.objects, 'object')}")
 
 
 @bundle.command("list-heads")
@@ -60,7 +63,7 @@ def unbundle(ctx: Context, update_refs: bool, with_pending_effects: bool, file: 
     info = bundles.unbundle(ctx.repo, file)
     doc: dict[str, object] = info.to_json()
     lines = [_refs_text(info)] if info.refs else []
-    lines.append(f"stored {info.objects} objects")
+    lines.append(f"stored {plural(info.objects, 'object')}")
     report = None
     if update_refs:
         report = bundles.update_refs(ctx.repo, info, pending_effects=with_pending_effects)

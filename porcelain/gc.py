@@ -7,6 +7,7 @@ import click
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.progress import progress_for, progress_options
 from reelstore.maintenance.gc import gc as do_gc
+from reelstore.wording import plural
 
 
 @click.command("gc")
@@ -47,11 +48,12 @@ def gc(ctx: Context, prune: str | None, no_prune: bool, dry_run: bool, wait_s: f
     lines.append(
         f"reachable {report.reachable}, kept young unreachable {report.kept_recent}, {verb} {report.pruned}; "
         + (f"would pack {report.packed}" if dry_run else
-           f"packed {report.packed} into {report.pack or 'no pack'}, removed {report.packs_removed} packs and "
-           f"{report.loose_removed} loose files")
+           f"packed {report.packed} into {report.pack or 'no pack'}, removed {plural(report.packs_removed, 'pack')} "
+           f"and {plural(report.loose_removed, 'loose file')}")
     )
     if report.damaged_skipped:
-        lines.append(f"left {len(report.damaged_skipped)} damaged unreachable objects unpacked; see reel fsck")
+        damaged = plural(len(report.damaged_skipped), "damaged unreachable object")
+        lines.append(f"left {damaged} unpacked; see reel fsck")
     ctx.emit({**report.to_json(), "stale_locks_removed": [str(c.path) for c in cleared]},
              "\n".join(cleared_lines + lines))
 

@@ -13,6 +13,7 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, input_error
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.tree_import import import_paths
+from reelstore.wording import plural
 
 
 def _open(file: str) -> BinaryIO:
@@ -45,7 +46,7 @@ def put(ctx: Context, view: str, args: tuple[str, ...], stdin_paths: bool) -> No
         for path, reason in report.skipped:
             click.echo(f"skipped {path}: {reason}", err=True)
         doc = {"view": view, **report.to_json()}
-        ctx.emit(doc, f"put {report.count} names ({report.bytes} bytes) into view {view}")
+        ctx.emit(doc, f"put {plural(report.count, 'name')} ({plural(report.bytes, 'byte')}) into view {view}")
         return
     if not args or len(args) > 2:
         raise BadInput("usage: reel put VIEW NAME [FILE|-], reel put VIEW DIR… or reel put VIEW --stdin-paths")

@@ -8,10 +8,11 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.drain.recovery import RecoveryReport
 from reelstore.drain.recovery import recover as resume
 from reelstore.porcelain.ops import json_flag
+from reelstore.wording import plural
 
 
 def _text(rep: RecoveryReport) -> str:
-    lines = [f"epoch {rep.epoch}: {len(rep.drains)} unfinished drain(s)"]
+    lines = [f"epoch {rep.epoch}: {plural(len(rep.drains), 'unfinished drain')}"]
     for d in rep.drains:
         lines.append(f"record {d.record.hex()} on {d.trunk}")
         for o in d.outcomes:

@@ -9,6 +9,7 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.intercept.loop import DryRun, default_backends
 from reelstore.intercept.recording import ReplayProxy, recording_of
 from reelstore.porcelain.run import check_decision_flags, execute_and_decide
+from reelstore.wording import plural
 
 
 @click.command("replay", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -43,7 +44,7 @@ def replay(ctx: Context, view: str | None, do_commit: bool, do_abort: bool, keep
     proxy = lambda repo, v: ReplayProxy(repo, v, recording, allow, allow_live)  # noqa: E731
     backends = default_backends(prefix, allow, sandbox=not no_sandbox, proxy=proxy)
     loop = DryRun(Store(ctx.repo), cmd, view, trunk, None, backends)
-    loop.notes.append(f"replaying {len(recording.entries)} recorded read(s) of {source}")
+    loop.notes.append(f"replaying {plural(len(recording.entries), 'recorded read')} of {source}")
     execute_and_decide(ctx, loop, do_commit, do_abort, force, message, no_sandbox, keep)
 
 

@@ -9,10 +9,7 @@ import click
 from reelstore.cli.complete import SNAPSHOTS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.kernel import snapshot as snapshots
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
+from reelstore.wording import plural
 
 
 @click.command("restore")
@@ -28,7 +25,7 @@ def restore(ctx: Context, as_view: str | None, no_effects: bool, snapshot: str) 
 
     def text() -> str:
         lines = [f"restored snapshot {snapshot} as view {result.view} ({result.id.hex()[:12]}): "
-                 f"{_plural(len(result.pending), 'effect')} pending"]
+                 f"{plural(len(result.pending), 'effect')} pending"]
         for e in result.pending:
             lines.append(f"  pending  {e.effect_class} {e.effect.hex()[:12]} {e.adapter} {e.resource}")
         for e in result.changed:

@@ -8,6 +8,7 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.porcelain.ops import json_flag
 from reelstore.sim.batch import Summary, run_many
 from reelstore.sim.run import run_seed
+from reelstore.wording import plural
 
 
 def _fail(message: str) -> None:
@@ -41,7 +42,7 @@ def sim(ctx: Context, seeds: int, start: int, seed: int | None) -> None:
         ctx.emit(result.to_json(), lambda: "\n".join(result.events + [f"violation: {v}" for v in result.violations]
                                                      + [f"counts: {dict(result.counts)}"]))
         if not result.ok:
-            _fail(f"seed {seed} broke {len(result.violations)} invariant(s)")
+            _fail(f"seed {seed} broke {plural(len(result.violations), 'invariant')}")
         return
     summary = run_many(seeds, start)
     ctx.emit(summary.to_json(), lambda: _text(summary))

@@ -9,6 +9,7 @@ from reelstore.cli.complete import VIEWS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.kernel import binding
 from reelstore.kernel.views import load_live
+from reelstore.wording import plural
 
 
 @click.command("views")
@@ -30,10 +31,10 @@ def views(ctx: Context, unbind: str | None) -> None:
 
     def text() -> str:
         return "\n".join(f"{r.name}\t{r.id.hex()[:12]}\t{r.parent}\t{r.boundary}\t"
-                         f"{r.changes} changed\t{r.effects} effects\t"
+                         f"{r.changes} changed\t{plural(r.effects, 'effect')}\t"
                          f"{'bound to ' + r.remote if r.remote else '-'}" for r in rows)
 
-    ctx.emit({"views": [r.to_json() for r in rows]}, text)
+    ctx.emit({"views": [r.to_json() for r in rows]}, text, page=True)
 
 
 COMMANDS = [views]

@@ -17,6 +17,7 @@ from reelstore.errors import BadInput, NotFound
 from reelstore.maintenance.reach import history, predecessor
 from reelstore.namespace.tree import Namespace
 from reelstore.objects import Hash, Object, Record, Tree, View
+from reelstore.wording import plural
 
 if TYPE_CHECKING:
     from reelstore.storage.repo import Repo
@@ -185,7 +186,7 @@ def _base(repo: Repo, rev: Rev) -> Hash:
         return repo.refs[full]
     if rev.reflog >= len(entries):
         count = len(entries)
-        raise NotFound(f"{full} has only {count} reflog entr{'y' if count == 1 else 'ies'}", ref=full)
+        raise NotFound(f"{full} has only {plural(count, 'reflog entry')}", ref=full)
     value = entries[len(entries) - 1 - rev.reflog].new
     if value is None:
         raise NotFound(f"{full}@{{{rev.reflog}}} records a deletion", ref=full)

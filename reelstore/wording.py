@@ -1,4 +1,4 @@
-"""Counted nouns in messages: "1 effect", "2 effects", never "1 effects"."""
+"""Counted nouns in messages: "1 effect", "2 effects", never "1 effects" or "2 effect(s)"."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ _IRREGULAR = {"entry": "entries", "was": "were", "is": "are"}
 
 
 def plural(count: int, noun: str) -> str:
-    """`count` and `noun`, the noun in the plural unless count is 1 ("1 problem", "3 problems")."""
+    """`count` and `noun`, its last word in the plural unless count is 1 ("1 problem", "3 problems",
+    "2 reflog entries", "5 recorded reads")."""
     if count == 1:
         return f"{count} {noun}"
-    return f"{count} {_IRREGULAR.get(noun, noun + 's')}"
+    head, _, last = noun.rpartition(" ")
+    many = _IRREGULAR.get(last, last + "s")
+    return f"{count} {head + ' ' if head else ''}{many}"

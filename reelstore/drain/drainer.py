@@ -32,6 +32,7 @@ from reelstore.errors import (
 )
 from reelstore.hooks.runner import run_pre_hook
 from reelstore.objects import Effect, Effects, Hash, Journal, Record
+from reelstore.wording import plural
 
 if TYPE_CHECKING:
     from reelstore.storage.repo import Repo
@@ -233,7 +234,7 @@ def failed_next(outcomes: list[Outcome]) -> str:
 
 def failed_message(outcomes: list[Outcome]) -> str:
     n = len(outcomes)
-    what = f"{n} effect{'s' if n != 1 else ''} did not happen"
+    what = f"{plural(n, 'effect')} did not happen"
     return f"{what}: {failed_summary(outcomes)}. Next: {failed_next(outcomes)}"
 
 

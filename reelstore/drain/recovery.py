@@ -19,6 +19,7 @@ from reelstore.drain.drainer import DrainReport, drain, failed_message, failed_n
 from reelstore.drain.ops import own_records, ownership, trunks
 from reelstore.errors import EffectFailed, OutcomeUnknown
 from reelstore.objects import Hash
+from reelstore.wording import plural
 
 if TYPE_CHECKING:
     from reelstore.storage.repo import Repo
@@ -46,7 +47,7 @@ class RecoveryReport:
         failed = [o for d in self.drains for o in d.undone]
         if self.unknown:
             also = f" Also not done: {', '.join(o.op for o in failed)}." if failed else ""
-            raise OutcomeUnknown(f"{len(self.unknown)} operation(s) still unknown: {', '.join(self.unknown)}. "
+            raise OutcomeUnknown(f"{plural(len(self.unknown), 'operation')} still unknown: {', '.join(self.unknown)}. "
                                  "Nothing after them was sent. Inspect with `reel ops --unresolved`, record what you "
                                  "establish with `reel reconcile OP --outcome succeeded|absent --evidence TEXT "
                                  f"--observer NAME`, then run `reel recover` again.{also}",

@@ -34,6 +34,7 @@ from reelstore.objects import Blob, Hash, Record, Recording, View
 from reelstore.storage.repo import Repo
 from reelstore.storage.secrets import hide_params, sensitive_headers, sensitive_params
 from reelstore.storage.service_rules import SAFE_METHODS
+from reelstore.wording import plural
 
 SELECTING = ("accept", "accept-language", "content-type", "range")
 DIVERGED = 599
@@ -79,7 +80,7 @@ class RecordingProxy(HttpProxy):
             bodies = list({b.id: b for _, b in self.exchanges}.values())
         recording = Recording(entries, self.started, env_digest(dict(os.environ)))
         kernel.attach_recording(self.repo, self.view, recording, bodies)
-        self.notes.append(f"recorded {len(entries)} read(s) as {recording.id.hex()[:12]}")
+        self.notes.append(f"recorded {plural(len(entries), 'read')} as {recording.id.hex()[:12]}")
 
 
 @dataclass

@@ -32,6 +32,7 @@ from reelstore.stamp import principal
 from reelstore.storage import content
 from reelstore.storage.repo import Repo
 from reelstore.storage.secrets import scrub_http, secret_store
+from reelstore.wording import plural
 
 CAS_ATTEMPTS = 64
 """Bound on compare-and-swap retries when other writers keep moving the view."""
@@ -240,7 +241,7 @@ class Transaction:
             return f"effect {w.adapter} {w.resource}"
         puts = sum(v is not None for v in self.changes.values())
         return (f"transaction: {puts} put, {len(self.changes) - puts} rm, "
-                f"{len(self._admissions)} effect")
+                f"{plural(len(self._admissions), 'effect')}")
 
     def _view_on(self, live: Live) -> tuple[View, list[Any]]:
         """The view object these changes make on top of `live` (changes re-checked against it)."""

@@ -46,6 +46,7 @@ from reelstore.objects.view import BOUNDARIES, MAX_DEPTH
 from reelstore.stamp import now_ms, principal
 from reelstore.storage import content
 from reelstore.storage.repo import Repo
+from reelstore.wording import plural
 
 
 def _new_namespace(repo: Repo) -> Namespace:
@@ -507,4 +508,4 @@ def attach_recording(repo: Repo, name: str, recording: Recording, bodies: Sequen
     """Make `recording` (and the response bodies it names) view `name`'s recording of passed-through
     reads: one new view object and one ref CAS, like any write to the view."""
     return _update(repo, name, lambda live: (replace(live.view, recording=recording.id), [*bodies, recording]),
-                   f"record {len(recording.entries)} reads")
+                   f"record {plural(len(recording.entries), 'read')}")

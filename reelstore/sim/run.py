@@ -27,6 +27,7 @@ from reelstore.kernel import verbs as kernel
 from reelstore.objects import Effect, Effects, Journal, Record
 from reelstore.sim.world import TIERS, Rates, World, make_repo
 from reelstore.storage.repo import Repo
+from reelstore.wording import plural
 
 LOCKED_POINTS = frozenset({"journal:object-written", "refs:prepared"})
 """Points reached while holding a lock (the drain's, or a ref transaction's ref locks, once prepared): a
@@ -170,7 +171,7 @@ class Run:
                 kernel.effect(self.repo, name, "sim", {"tier": tier, "id": f"{name}.{k}"})
             if self.rng.random() < 0.5:
                 kernel.put(self.repo, name, f"f{self.rng.randrange(4)}", name.encode())
-        self.event(f"setup: {len(self.views)} views")
+        self.event(f"setup: {plural(len(self.views), 'view')}")
 
     def storm(self) -> None:
         for name in self.views:

@@ -27,6 +27,7 @@ from reelstore.errors import BadInput, StorageError
 from reelstore.objects import Hash, decode
 from reelstore.storage.fileio import fsync_dir, temp_name
 from reelstore.storage.pack_index import TRAILER, VERSION, PackIndex, index_bytes, pack_damage
+from reelstore.wording import plural
 
 PACK_MAGIC = b"RPAK"
 PACK_HEADER = struct.Struct(">4sIII")
@@ -425,7 +426,7 @@ class Pack:
             if magic != PACK_MAGIC or version != VERSION:
                 raise pack_damage(pack_path, "not a reel pack (bad magic or version)")
             if count != self.index.count:
-                raise pack_damage(pack_path, f"pack holds {count} entries but its index {self.index.count}")
+                raise pack_damage(pack_path, f"pack holds {plural(count, 'entry')} but its index {self.index.count}")
             if self.map[size - TRAILER :] != self.index.pack_checksum:
                 raise pack_damage(pack_path, "pack trailer does not match its index (truncated or replaced)")
             if dict_len > MAX_DICT or PACK_HEADER.size + dict_len > size - TRAILER:
@@ -647,7 +648,8 @@ class PackScan:
             yield Hash.of(raw), offset, crc, raw
             offset = p.end
         if offset != size - TRAILER:
-            raise StorageError(f"pack declares {self.count} entries but they end at {offset}, not {size - TRAILER}")
+            raise StorageError(f"pack declares {plural(self.count, 'entry')} but they end at {offset}, "
+                               f"not {size - TRAILER}")
 
 
 def scan_pack(data: bytes | mmap.mmap) -> PackScan:

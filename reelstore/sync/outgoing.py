@@ -29,6 +29,7 @@ from dulwich.pack import UnpackedObject
 from reelstore.objects import Hash
 from reelstore.sync.mapping import IDENTITY
 from reelstore.sync.state import format_refs
+from reelstore.wording import plural
 
 _COMMIT, _TREE, _BLOB = 1, 2, 3
 _TYPE_NAMES = {_COMMIT: b"commit ", _TREE: b"tree ", _BLOB: b"blob "}
@@ -139,7 +140,7 @@ class OutgoingPack:
         commit.author_time = commit.commit_time = int(time.time())
         commit.author_timezone = commit.commit_timezone = 0
         names = ", ".join(sorted(refs)) or "no refs"
-        commit.message = f"reel sync: {self.blobs} objects; {names}\n".encode()
+        commit.message = f"reel sync: {plural(self.blobs, 'object')}; {names}\n".encode()
         sha = self._add(_COMMIT, commit.as_raw_string())
         if sha != bytes.fromhex(commit.id.decode()):
             raise AssertionError("sync commit named differently by dulwich and by the pack writer")
