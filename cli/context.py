@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from reelstore.cli import terminal
 from reelstore.errors import ReelError
 
 if TYPE_CHECKING:  # imported when a command first needs the store: --help and --version never do
@@ -22,6 +23,8 @@ class Context:
         self.json = as_json
         self.quiet = False  # -q: no progress, no summary on stderr
         self.progress: bool | None = None  # --progress / --no-progress; None: only on a terminal
+        self.color: str | None = None  # --color=WHEN (auto, always, never) / --no-color; None: the config's
+        self.no_pager = False  # --no-pager
         self._repo: Repo | None = None
 
     @property
@@ -37,14 +40,15 @@ class Context:
         """The store, if this command has opened one (without discovering it now)."""
         return self._repo
 
-    def emit(self, doc: Any, text: str | Callable[[], str] | None = None) -> None:
-        """Print `doc` as one JSON document under --json, else `text` (or nothing)."""
+    def emit(self, doc: Any, text: str | Callable[[], str] | None = None, *, page: bool = False) -> None:
+        """Print `doc` as one JSON document under --json, else `text` (or nothing), coloured as
+        configured and, with `page` (long output), through the pager on a terminal."""
         if self.json:
             click.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
         elif text is not None:
             out = text() if callable(text) else text
             if out:
-                click.echo(out)
+                terminal.echo(self, out, page=page)
 
 
 pass_ctx = click.make_pass_decorator(Context)

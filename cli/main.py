@@ -140,11 +140,19 @@ def _as_json(ctx: click.Context) -> bool:
 @click.group(cls=ReelGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-C", "directory", metavar="DIR", help="Run as if started in DIR (or DIR is the .reel directory).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option("--color", "color", type=click.Choice(["auto", "always", "never"]), metavar="WHEN",
+              help="Colour the output: auto (on a terminal), always or never; default: config color.ui, "
+                   "NO_COLOR, auto.")
+@click.option("--no-color", is_flag=True, help="Same as --color=never.")
+@click.option("-P", "--no-pager", is_flag=True, help="Never page the output (log, show, diff, views).")
 @click.version_option(version=__version__, prog_name="reel")
 @click.pass_context
-def cli(ctx: click.Context, directory: str | None, as_json: bool) -> None:
+def cli(ctx: click.Context, directory: str | None, as_json: bool, color: str | None, no_color: bool,
+        no_pager: bool) -> None:
     """reel: fork, commit and abort views whose side effects fire only on commit."""
     ctx.obj = Context(directory, as_json)
+    ctx.obj.color = "never" if no_color else color
+    ctx.obj.no_pager = no_pager
 
 
 def main(argv: list[str] | None = None) -> None:

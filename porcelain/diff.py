@@ -27,7 +27,7 @@ def diff(ctx: Context, view: str, other: str | None) -> None:
     def text() -> str:
         return "\n".join(f"{_MARK[r.status]}\t{_short(r.old)}\t{_short(r.new)}\t{r.name}" for r in rows)
 
-    ctx.emit({"view": view, "changes": [r.to_json() for r in rows]}, text)
+    ctx.emit({"view": view, "changes": [r.to_json() for r in rows]}, text, page=True)
 
 
 def _short(h: Hash | None) -> str:
@@ -53,7 +53,7 @@ def _runs(ctx: Context, a: str, b: str) -> None:
             lines += [f"      {line}" for line in e.diff.splitlines()[2:]]
         return "\n".join(lines)
 
-    ctx.emit(result.to_json(), text)
+    ctx.emit(result.to_json(), text, page=True)
 
 
 COMMANDS = [diff]

@@ -15,15 +15,15 @@ from reelstore.kernel.history import LogEntry, log_revisions
 def _oneline(entries: list[LogEntry], graph: bool) -> str:
     """git's `--oneline`: the short id and the message's first line (`* ` in front with --graph)."""
     mark = "* " if graph else ""
-    return "\n".join(f"{mark}{e.record.short} {e.message.splitlines()[0] if e.message else ''}".rstrip()
-                     for e in entries)
+    return "\n".join(f"{mark}{click.style(e.record.short, fg='yellow')} "
+                     f"{e.message.splitlines()[0] if e.message else ''}".rstrip() for e in entries)
 
 
 def _graphed(text: str) -> str:
     """git's --graph for a single-parent history: `* ` on a record's first line, `| ` on the rest."""
     out = []
     for line in text.split("\n"):
-        if line.startswith("record "):
+        if click.unstyle(line).startswith("record "):
             out.append("* " + line)
         else:
             out.append(("| " + line).rstrip())
@@ -34,7 +34,7 @@ def _text(entries: list[LogEntry]) -> str:
     out = []
     for e in entries:
         when = dt.datetime.fromtimestamp(e.time_ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-        out.append(f"record {e.record.hex()}")
+        out.append(click.style(f"record {e.record.hex()}", fg="yellow"))
         out.append(f"Author: {e.author}\nDate:   {when}" + (f"\nView:   {e.view}" if e.view else ""))
         out.append(f"\n    {e.message}\n")
         for fx in e.effects:
@@ -63,7 +63,7 @@ def log(ctx: Context, revs: tuple[str, ...], limit: int | None, oneline: bool, g
             return _oneline(entries, graph)
         return _graphed(_text(entries)) if graph else _text(entries)
 
-    ctx.emit({"trunk": trunk, "records": [e.to_json() for e in entries]}, text)
+    ctx.emit({"trunk": trunk, "records": [e.to_json() for e in entries]}, text, page=True)
 
 
 COMMANDS = [log]

@@ -27,13 +27,14 @@ def show(ctx: Context, obj: str) -> None:
         doc["recorded_reads"] = reads
 
     def text() -> str:
-        out = f"{o.kind} {h.hex()}\n" + json.dumps(doc["object"], indent=2, sort_keys=True, ensure_ascii=False)
+        out = click.style(f"{o.kind} {h.hex()}", fg="yellow") + "\n" + json.dumps(
+            doc["object"], indent=2, sort_keys=True, ensure_ascii=False)
         if reads:
             out += "\nrecorded reads (reel run --record):\n" + "\n".join(
                 f"  {r['index']}  {r['method']} {r['url']} -> {r['status']}" for r in reads)
         return out
 
-    ctx.emit(doc, text)
+    ctx.emit(doc, text, page=True)
 
 
 def _recorded_reads(ctx: Context, o: Object) -> list[dict[str, Any]] | None:

@@ -116,3 +116,78 @@ def test_repack_gc_and_fsck_report_every_phase(tmp_path: Path) -> None:
     assert piped.returncode == 0 and piped.stderr == b""
     dumb = run("repack", "-a", "-d", cwd=tmp_path, env={"TERM": "dumb"})
     assert f"packing: 100% ({total}/{total}), done." in parts(dumb.terminal) and b"\x1b" not in dumb.terminal
+
+
+def pager_script(path: Path) -> Path:
+    """A pager that records that it ran (with its arguments, LESS and LV) and what it was given."""
+    path.write_text('#!/bin/sh\necho "ran $* LESS=$LESS LV=$LV" >> "$0.ran"\ncat >> "$0.got"\n')
+    path.chmod(0o755)
+    return path
+
+
+def ran(script: Path) -> list[str]:
+    log = script.with_name(script.name + ".ran")
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_the_pager_runs_on_a_terminal_only(tmp_path: Path) -> None:
+    repo = Repo.init(tmp_path)
+    grow(repo, 2, "paged")
+    pager = pager_script(tmp_path / "pager")
+    everything = ("stdin", "stdout", "stderr")
+    env = {**XTERM, "PAGER": str(pager)}
+    seen = run("log", cwd=tmp_path, on_tty=everything, env=env)
+    assert seen.returncode == 0 and ran(pager) == ["ran  LESS=FRX LV=-c"]
+    got = (tmp_path / "pager.got").read_text()
+    assert "\x1b[33mrecord " in got and "paged" in got  # coloured for the terminal behind the pager
+    assert b"record " not in seen.terminal  # the pager had it all
+
+    piped = run("log", cwd=tmp_path, on_tty=(), env=env)
+    assert piped.returncode == 0 and b"record " in piped.stdout and b"\x1b" not in piped.stdout
+    assert run("--no-pager", "log", cwd=tmp_path, on_tty=everything, env=env).terminal.count(b"record ") == 2
+    assert run("log", cwd=tmp_path, on_tty=everything, env={**XTERM, "PAGER": "cat"}).terminal.count(b"record ") == 2
+    assert len(ran(pager)) == 1
+
+    other = pager_script(tmp_path / "other")
+    reel_pager = pager_script(tmp_path / "reel-pager")
+    repo.config.set("core.pager", f"{other} -S")
+    repo.config.save()
+    assert run("show", "main", cwd=tmp_path, on_tty=everything, env={**env, "LESS": "R"}).returncode == 0
+    assert ran(other) == ["ran -S LESS=R LV=-c"]  # core.pager beats PAGER; a LESS of one's own is kept
+    assert run("diff", "main", "main", cwd=tmp_path, on_tty=everything,
+               env={**env, "REEL_PAGER": str(reel_pager)}).returncode == 0
+    assert len(ran(reel_pager)) == 1 and len(ran(other)) == 1  # REEL_PAGER beats core.pager
+    repo.config.set("pager.log", "false")
+    repo.config.save()
+    assert run("log", cwd=tmp_path, on_tty=everything, env=env).terminal.count(b"record ") == 2
+    assert len(ran(other)) == 1 and len(ran(pager)) == 1
+
+
+def test_colour_follows_the_terminal_no_color_and_color_ui(tmp_path: Path) -> None:
+    repo = Repo.init(tmp_path)
+    grow(repo, 1, "hue")
+    yellow = b"\x1b[33m"
+
+    def log(*options: str, env: dict[str, str] | None = None, on_tty: tuple[str, ...] = ("stdout",)) -> bytes:
+        seen = run("--no-pager", *options, "log", "--oneline", cwd=tmp_path, on_tty=on_tty, env=env or XTERM)
+        assert seen.returncode == 0, seen
+        return seen.terminal if on_tty else seen.stdout
+
+    assert yellow in log()
+    assert yellow not in log(on_tty=())
+    assert yellow not in log(env={**XTERM, "NO_COLOR": "1"})
+    assert yellow in log(env={**XTERM, "NO_COLOR": ""})  # an empty NO_COLOR is unset (no-color.org)
+    assert yellow not in log(env={"TERM": "dumb"})
+    assert yellow not in log("--color=never") and yellow not in log("--no-color")
+    assert yellow in log("--color", "always", on_tty=())
+    assert yellow in log("--color=always", env={**XTERM, "NO_COLOR": "1"})  # the command line wins
+    repo.config.set("color.ui", "always")
+    repo.config.save()
+    assert yellow in log(on_tty=()) and yellow in log(env={**XTERM, "NO_COLOR": "1"})
+    assert yellow not in log("--no-color")
+    repo.config.set("color.ui", "never")
+    repo.config.save()
+    assert yellow not in log()
+    repo.config.set("color.ui", "auto")
+    repo.config.save()
+    assert yellow in log() and yellow not in log(env={**XTERM, "NO_COLOR": "yes"})
