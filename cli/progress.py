@@ -159,4 +159,4 @@ def progress_options(command: F) -> F:
                            help="Show progress on stderr even when it is not a terminal (or never); "
                                 "--progress wins over -q, as in git.")(command)
     return click.option("-q", "--quiet", is_flag=True, default=False, expose_value=False, callback=_set_quiet,
-                        help="Report no progress, and no summary on stderr.")(command)
+                        help="Show no progress on stderr (fsck: nor its summary line).")(command)
