@@ -13,6 +13,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
@@ -254,6 +255,10 @@ def _order(items: list[_Entry], hints: dict[Hash, str]) -> list[_Entry]:
     return [e for _, e in sorted(enumerate(items), key=lambda p: (p[1].code, hints.get(p[1].id, ""), p[0]))]
 
 
+PROGRESS_EVERY_S = 0.5
+"""Besides every 1000 objects, progress is reported at least this often: large objects pack slowly."""
+
+
 def write_pack_stream(
     write: Callable[[bytes], object],
     items: Iterable[PackItem],
@@ -283,6 +288,7 @@ def write_pack_stream(
     out(PACK_HEADER.pack(PACK_MAGIC, VERSION, len(entries), len(dict_bytes)) + dict_bytes)
     offset = PACK_HEADER.size + len(dict_bytes)
     counts = dict.fromkeys(METHOD_NAMES.values(), 0)
+    ticked = time.monotonic()
     window: list[_Entry] = []
     group: tuple[int, str] | None = None
     for n, entry in enumerate(entries):
@@ -327,7 +333,9 @@ def write_pack_stream(
                 window.pop(0).drop()
         else:
             entry.drop()
-        if progress is not None and ((n + 1) % 1000 == 0 or n + 1 == len(entries)):
+        if progress is not None and ((n + 1) % 1000 == 0 or n + 1 == len(entries)
+                                     or time.monotonic() - ticked >= PROGRESS_EVERY_S):
+            ticked = time.monotonic()
             progress(n + 1, len(entries))
     trailer = hasher.digest()
     write(trailer)
