@@ -8,7 +8,6 @@ escape code is written: a redraw is `\\r` and the line padded with spaces, as gi
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -126,6 +125,15 @@ def wanted(ctx: Context, stream: TextIO | None = None) -> bool:
     return not ctx.quiet and (stream or sys.stderr).isatty()
 
 
+def _columns(stream: TextIO) -> int | None:
+    """The width of the terminal progress is drawn on (stderr's, which may differ from stdout's), if known."""
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError):
+        return None
+    return columns or None
+
+
 @contextmanager
 def progress_for(ctx: Context) -> Iterator[Progress | None]:
     """The command's progress display (None when it shows none), ended on the way out, errors included."""
@@ -134,8 +142,7 @@ def progress_for(ctx: Context) -> Iterator[Progress | None]:
         yield None
         return
     tty = stream.isatty()
-    shown = Progress(stream, escapes=tty and not dumb_terminal(),
-                     width=shutil.get_terminal_size().columns if tty else None)
+    shown = Progress(stream, escapes=tty and not dumb_terminal(), width=_columns(stream) if tty else None)
     try:
         yield shown
     finally:

@@ -25,7 +25,8 @@ def run(*args: str, cwd: Path, on_tty: tuple[str, ...] = ("stderr",), env: dict[
         timeout: float = 120.0) -> Seen:
     """`reel ARGS` with the streams named in `on_tty` on one pseudo-terminal (the others piped), read
     until the process ends or `timeout` seconds pass (then it is killed and the test fails)."""
-    full = {k: v for k, v in os.environ.items() if k not in ("REEL_DIR", "NO_COLOR", "PAGER", "REEL_PAGER")}
+    unset = ("REEL_DIR", "NO_COLOR", "PAGER", "REEL_PAGER", "LESS", "LV", "COLUMNS", "TERM")
+    full = {k: v for k, v in os.environ.items() if k not in unset}
     full.update(env or {})
     primary, secondary = pty.openpty()
     streams = {name: secondary if name in on_tty else subprocess.PIPE for name in ("stdin", "stdout", "stderr")}
