@@ -109,7 +109,7 @@ def test_store_view_block_is_one_transaction_unless_flushed(repo: Repo) -> None:
         assert repo.refs.reflog("refs/views/v")[-1].message.startswith("fork")
         assert v.get("a") == b"1" and [n for n, _ in v.ls()] == ["a", "b"]
         v.flush()
-        assert repo.refs.reflog("refs/views/v")[-1].message == "transaction: 2 put, 0 rm, 0 effect"
+        assert repo.refs.reflog("refs/views/v")[-1].message == "transaction: 2 put, 0 rm, 0 effects"
         v.rm("a")
     assert v.result is not None and v.result.record is not None
     record = repo.objects.get_as(v.result.record, Record)
@@ -175,7 +175,7 @@ def test_cli_tree_import_and_stdin_paths(tmp_path: Path) -> None:
     assert outside.returncode != 0 and b"E014" in outside.stderr
     repo = Repo.open(tmp_path)
     assert [e.message for e in repo.refs.reflog("refs/views/v")][-2:] == [
-        "transaction: 2 put, 0 rm, 0 effect", "transaction: 2 put, 0 rm, 0 effect"]
+        "transaction: 2 put, 0 rm, 0 effects", "transaction: 2 put, 0 rm, 0 effects"]
 
 
 def test_small_packs_are_rolled_up_geometrically_and_nothing_is_lost(repo: Repo) -> None:
