@@ -35,6 +35,13 @@ def _short(h: Hash | None) -> str:
 
 
 _EFFECT_MARK = {"same": " ", "changed": "M", "added": "A", "removed": "D"}
+_PAINT = (("@@", "cyan"), ("+", "green"), ("-", "red"))
+
+
+def _painted(line: str) -> str:
+    """A line of an effect's unified diff in git's colours (stripped again when colour is off)."""
+    colour = next((c for start, c in _PAINT if line.startswith(start)), None)
+    return click.style(line, fg=colour) if colour else line
 
 
 def _runs(ctx: Context, a: str, b: str) -> None:
@@ -50,7 +57,7 @@ def _runs(ctx: Context, a: str, b: str) -> None:
             side = e.b or e.a
             assert side is not None
             lines.append(f"  {_EFFECT_MARK[e.status]} {e.status:<8} {side.adapter} {side.resource}")
-            lines += [f"      {line}" for line in e.diff.splitlines()[2:]]
+            lines += [f"      {_painted(line)}" for line in e.diff.splitlines()[2:]]
         return "\n".join(lines)
 
     ctx.emit(result.to_json(), text, page=True)

@@ -192,3 +192,17 @@ def test_colour_follows_the_terminal_no_color_and_color_ui(tmp_path: Path) -> No
     repo.config.set("color.ui", "auto")
     repo.config.save()
     assert yellow in log() and yellow not in log(env={**XTERM, "NO_COLOR": "yes"})
+
+
+def test_an_effects_diff_is_coloured_as_git_colours_a_diff(tmp_path: Path) -> None:
+    from reelstore.api import Store
+
+    store = Store.init(tmp_path)
+    a, b = store.fork("a"), store.fork("b")
+    for v, amount in ((a, 5), (b, 7)):
+        v.effect("http", {"method": "POST", "url": "https://example.invalid/pay", "json": {"amount": amount}})
+    seen = run("--no-pager", "diff", "a", "b", cwd=tmp_path, on_tty=("stdout",), env=XTERM)
+    assert seen.returncode == 0
+    assert b'\x1b[32m+  "amount": 7\x1b[0m' in seen.terminal and b'\x1b[31m-  "amount": 5\x1b[0m' in seen.terminal
+    plain = run("diff", "a", "b", cwd=tmp_path, on_tty=())
+    assert b'+  "amount": 7' in plain.stdout and b"\x1b" not in plain.stdout
