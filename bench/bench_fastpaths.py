@@ -1,7 +1,7 @@
 """The fast-path table (issue 15): reel beside git on the same data, in one run, CPU time of whole
 processes (user + system, from wait4), interleaved so machine load hits both alike; medians.
 
-    python3 bench/bench_fastpaths.py [--quick] [--big]
+    python3 bench/bench_fastpaths.py [--quick] [--big] [--only ROW[,ROW...]]
 
 Rows: one CLI verb's start-up (with the floor: python importing blake3, zstandard and msgpack and
 reading one ref), `cat-file --batch` over 20k packed objects, gc with half the objects unreachable at
@@ -9,6 +9,7 @@ reading one ref), `cat-file --batch` over 20k packed objects, gc with half the o
 clone twice: as it clones a local path by default, with hard links to the remote's files, and with
 --no-local, which moves and indexes a pack as reel's clone must), and an incremental push of 10
 objects onto a 20k remote. --quick uses 2k objects and one repetition.
+--only runs just the named sections (startup, batch, gc, sync), so one engineer can measure their rows.
 """
 
 from __future__ import annotations
@@ -266,15 +267,27 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
     row("incremental push of 10 objects", samples["r"], samples["g"])
 
 
+SECTIONS = ("startup", "batch", "gc", "sync")
+
+
 def main(argv: list[str]) -> None:
     quick, big = "--quick" in argv, "--big" in argv
+    only = set(SECTIONS)
+    if "--only" in argv:
+        only = set(argv[argv.index("--only") + 1].split(","))
+        if not only <= set(SECTIONS):
+            sys.exit(f"--only takes a comma-separated list of {', '.join(SECTIONS)}")
     n = 2_000 if quick else 20_000
     repeat = 1 if quick else 5
     with scratch() as tmp:
-        startup(tmp, 3 if quick else 9)
-        batch(tmp, n, repeat)
-        gc_rows(tmp, [500, 2_000] if quick else [5_000, 20_000] + ([80_000] if big else []), 1 if quick else 3)
-        sync_rows(tmp, n, repeat)
+        if "startup" in only:
+            startup(tmp, 3 if quick else 9)
+        if "batch" in only:
+            batch(tmp, n, repeat)
+        if "gc" in only:
+            gc_rows(tmp, [500, 2_000] if quick else [5_000, 20_000] + ([80_000] if big else []), 1 if quick else 3)
+        if "sync" in only:
+            sync_rows(tmp, n, repeat)
 
 
 if __name__ == "__main__":
