@@ -25,6 +25,7 @@ class Format(Generic[T]):
     """A compiled format: `render(item)` is the line for one item; `atoms` names the atoms used."""
 
     def __init__(self, fmt: str, atoms: Mapping[str, AtomFactory[T]], hex_escapes: bool = True) -> None:
+        self.spec = fmt
         self.parts: list[str | Getter[T]] = []
         self.atoms: set[str] = set()
         pos = 0

@@ -6,21 +6,20 @@ import io
 import json
 import re
 import sys
+from binascii import unhexlify
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import click
 
-from reelstore import revisions
 from reelstore.cli import formats
 from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx, write_bytes
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.objects import Blob, Chunks, Hash, Object
-from reelstore.objects.block import peek
 from reelstore.objects.hash import is_full_hex, is_prefix
 from reelstore.storage import content
+from reelstore.storage.bulk_read import BulkReader
 from reelstore.storage.repo import Repo
 
 
@@ -33,6 +32,8 @@ def pretty(obj: Object) -> bytes:
 
 def _lookup(repo: Repo, name: str) -> tuple[Hash | None, str]:
     """(id, "") or (None, "missing" | "ambiguous") for one batch line."""
+    from reelstore import revisions
+
     try:
         if is_full_hex(name):
             return Hash.from_hex(name), ""
@@ -44,16 +45,16 @@ def _lookup(repo: Repo, name: str) -> tuple[Hash | None, str]:
 
 
 DEFAULT_FORMAT = "%(objectname) %(objecttype) %(objectsize)"
+_HEX_DIGITS = b"0123456789abcdef"
 
 
-@dataclass(frozen=True)
 class Found:
     """One object a batch line named, as the format atoms see it."""
 
-    id: Hash
-    kind: str
-    size: int
-    rest: str
+    __slots__ = ("id", "kind", "size", "rest")
+
+    def __init__(self, id: Hash, kind: str, size: int, rest: str) -> None:
+        self.id, self.kind, self.size, self.rest = id, kind, size, rest
 
 
 ATOMS: dict[str, formats.AtomFactory[Found]] = {
@@ -64,8 +65,15 @@ ATOMS: dict[str, formats.AtomFactory[Found]] = {
 }
 
 
-def _entry(repo: Repo, line: str, fmt: formats.Format[Found], with_content: bool,
-           as_json: bool) -> bytes | dict[str, Any]:
+def _read(reader: BulkReader, h: bytes) -> tuple[str, memoryview] | None:
+    try:
+        return reader.read(h)
+    except BadInput as err:
+        raise StorageError(f"object {h.hex()} is damaged: {err.message}", id=Hash(h)) from None
+
+
+def _entry(repo: Repo, reader: BulkReader, line: str, fmt: formats.Format[Found], with_content: bool,
+           as_json: bool) -> list[bytes | memoryview] | dict[str, Any]:
     """One batch answer: FMT's line (and the content), or its JSON form. With %(rest) in FMT the
     name ends at the first whitespace and the remainder is echoed, as git does."""
     name, rest = line, ""
@@ -74,60 +82,65 @@ def _entry(repo: Repo, line: str, fmt: formats.Format[Found], with_content: bool
         assert m is not None
         name, rest = m.group(1), m.group(2)
     h, problem = _lookup(repo, name)
-    raw = None
-    if h is not None:
-        try:
-            raw = repo.objects.get_raw(h)
-        except NotFound:
-            problem = "missing"
-    if h is None or raw is None:
+    found = _read(reader, h) if h is not None else None
+    if h is None or found is None:
         if as_json:
-            return {"name": name, "missing" if problem == "missing" else "error": True}
-        return f"{name} {problem}\n".encode()
-    try:
-        kind, content = peek(raw)
-    except BadInput as err:
-        raise StorageError(f"object {h.hex()} is damaged: {err.message}", id=h) from None
+            return {"name": name, "missing" if problem in ("missing", "") else "error": True}
+        return [f"{name} {problem or 'missing'}\n".encode()]
+    kind, content = found
     if as_json:
         doc: dict[str, Any] = {"id": h.hex(), "kind": kind, "size": len(content)}
         if with_content:
             doc["object"] = repo.objects.get(h).to_json()
         return doc
     head = (fmt.render(Found(h, kind, len(content), rest)) + "\n").encode()
-    return head + content + b"\n" if with_content else head
+    return [head, content, b"\n"] if with_content else [head]
 
 
-def _records(sep: bytes) -> Iterator[str]:
-    """Stdin split on `sep` as it arrives (so the command can be driven one name at a time); a last
-    record without its separator still counts, an empty remainder does not."""
+def _chunks(sep: bytes) -> Iterator[list[bytes]]:
+    """Stdin split on `sep`, one list of records per read (so the command can be driven one name at a
+    time, and answers are flushed before each read that may wait); a last record without its separator
+    still counts, an empty remainder does not."""
     stream = sys.stdin.buffer
-    if sep == b"\n":
-        for line in stream:
-            yield line.rstrip(b"\n").decode("utf-8", "replace")
-        return
     pending = b""
     read = stream.read1 if isinstance(stream, io.BufferedIOBase) else stream.read  # read1: no waiting for a full chunk
     while chunk := read(65536):
-        pending += chunk
-        *done, pending = pending.split(sep)
-        for record in done:
-            yield record.decode("utf-8", "replace")
+        *done, pending = (pending + chunk).split(sep)
+        yield done
     if pending:
-        yield pending.decode("utf-8", "replace")
+        yield [pending]
 
 
-def _batch(ctx: Context, names: list[str] | None, fmt: formats.Format[Found], with_content: bool,
+def _batch(ctx: Context, names: list[bytes] | None, fmt: formats.Format[Found], with_content: bool,
            buffered: bool, sep: bytes) -> None:
-    """Objects are read as re-hashed bytes, not decoded: the batch prints kind, size and raw content."""
+    """Objects are read as re-hashed bytes, not decoded: the batch prints kind, size and raw content.
+    A full lowercase hex id under the default format takes the short way: its hex is parsed once and
+    echoed as given, and the object comes from the packs' indexes directly (still hashed once)."""
     repo = ctx.repo
+    reader = BulkReader(repo.objects)
     out = sys.stdout.buffer
+    write = out.write
     docs = []
-    for name in names if names is not None else _records(sep):
-        answer = _entry(repo, name, fmt, with_content, ctx.json)
-        if isinstance(answer, dict):
-            docs.append(answer)
-            continue
-        out.write(answer)
+    fast = fmt.spec == DEFAULT_FORMAT and not ctx.json
+    for records in [names] if names is not None else _chunks(sep):
+        for record in records:
+            if fast and len(record) == 64 and not record.translate(None, _HEX_DIGITS):
+                found = _read(reader, unhexlify(record))
+                if found is None:
+                    write(record + b" missing\n")
+                    continue
+                kind, content = found
+                write(b"%s %s %d\n" % (record, kind.encode("ascii"), len(content)))
+                if with_content:
+                    write(content)
+                    write(b"\n")
+                continue
+            answer = _entry(repo, reader, record.decode("utf-8", "replace"), fmt, with_content, ctx.json)
+            if isinstance(answer, dict):
+                docs.append(answer)
+                continue
+            for piece in answer:
+                write(piece)
         if not buffered:
             out.flush()
     if ctx.json:
@@ -170,11 +183,13 @@ def cat_file(ctx: Context, show_type: bool, show_size: bool, show_pretty: bool, 
         if args:
             raise click.UsageError("--batch and --batch-check take names on stdin, not NAME")
         fmt = formats.Format(spec, ATOMS, hex_escapes=False)
-        names = sorted(h.hex() for h in ctx.repo.objects) if batch_all_objects else None
+        names = sorted(h.hex().encode() for h in ctx.repo.objects) if batch_all_objects else None
         _batch(ctx, names, fmt, batch is not None, buffer, b"\0" if nul else b"\n")
         return
     if batch_all_objects or nul:
         raise click.UsageError("--batch-all-objects and -z need --batch or --batch-check")
+    from reelstore import revisions
+
     repo = ctx.repo
     if not modes:
         if len(args) != 2:

@@ -253,22 +253,20 @@ def test_non_canonical_bodies_of_valid_objects_are_e014():
             decode(raw)
 
 
-def test_peek_gives_what_a_full_decode_gives() -> None:
-    from reelstore.objects import Blob, Record, Tree
-    from reelstore.objects.block import peek
+def test_blob_content_gives_what_a_full_decode_gives() -> None:
+    from reelstore.objects import Blob
+    from reelstore.objects.block import blob_content
 
-    for obj in (Blob(b""), Blob(b"x" * 300), Blob(b"y" * 70000), Tree(0, ()), Record(None, Tree(0, ()).id)):
-        assert peek(obj.encode()) == (obj.kind, obj.content())
+    for blob in (Blob(b""), Blob(b"x" * 300), Blob(b"y" * 70000)):
+        assert bytes(blob_content(blob.encode(), len(b"blob\0"))) == blob.data
 
 
-def test_peek_refuses_a_blob_whose_length_lies() -> None:
-    import pytest
+def test_blob_content_refuses_a_blob_whose_length_lies() -> None:
+    from reelstore.objects.block import blob_content
 
-    from reelstore.errors import BadInput
-    from reelstore.objects.block import peek
-
-    with pytest.raises(BadInput):
-        peek(b"blob\x00\xc4\x05abc")
+    for raw in (b"blob\x00\xc4\x05abc", b"blob\x00", b"blob\x00\xd9\x01x"):
+        with pytest.raises(BadInput):
+            blob_content(raw, 5)
 
 
 def test_every_kind_has_a_pack_code():

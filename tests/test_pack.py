@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reelstore.errors import NotFound, StorageError
-from reelstore.objects import Blob, Record, Tree
+from reelstore.objects import Blob, Hash, Record, Tree
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.pack import Pack, PackItem, PackOptions, scan_pack, write_pack
 
@@ -74,6 +74,43 @@ def test_index_lookup_mtimes_and_absent(tmp_path: Path) -> None:
     assert sorted(pack.ids()) == sorted(o.id for o in objs)
     with pytest.raises(KeyError):
         pack.get_raw(Blob(b"absent").id)
+
+
+def _index(tmp_path: Path, ids: list[bytes]):
+    from reelstore.storage.pack_index import PackIndex, index_bytes
+
+    path = tmp_path / "t.idx"
+    path.write_bytes(index_bytes([(Hash(h), 10 * n, n, n) for n, h in enumerate(ids)], b"\0" * 32))
+    return PackIndex(path)
+
+
+def test_index_search_skips_a_match_straddling_two_ids(tmp_path: Path) -> None:
+    a, b = b"\x05" * 32, b"\x05" * 16 + b"\x06" * 16
+    straddler = (a + b)[24:56]
+    assert straddler not in (a, b) and straddler[0] == 5
+    idx = _index(tmp_path, [a, b])
+    assert idx.find(straddler) == -1
+    assert idx.find(a) == 0 and idx.find(b) == 1
+    assert idx.find(a[:31]) == -1
+    idx.close()
+    idx = _index(tmp_path, [a, b, straddler])
+    assert [idx.find(h) for h in sorted([a, b, straddler])] == [0, 1, 2]
+    idx.close()
+
+
+@pytest.mark.parametrize("spread", [True, False])
+def test_index_search_and_position_map_agree_with_the_sorted_ids(tmp_path: Path, spread: bool) -> None:
+    """Spread ids fill short fan-out buckets (scanned); ids sharing a first byte make one long bucket
+    (bisected down to a run, then scanned)."""
+    rnd = random.Random(7)
+    ids = sorted({(rnd.randbytes(32) if spread else b"\x00" + rnd.randbytes(31)) for _ in range(3000)})
+    idx = _index(tmp_path, ids)
+    assert all(idx.find(h) == n for n, h in enumerate(ids))
+    assert idx.positions() == {h: n for n, h in enumerate(ids)}
+    for _ in range(200):
+        absent = rnd.randbytes(32) if spread else b"\x00" + rnd.randbytes(31)
+        assert absent in ids or idx.find(absent) == -1
+    idx.close()
 
 
 def test_scan_pack_recovers_every_object(tmp_path: Path) -> None:

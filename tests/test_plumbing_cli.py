@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import subprocess
 from pathlib import Path
 
@@ -321,3 +322,27 @@ def test_batch_check_streams_ten_thousand_ids(reel, tmp_path: Path):
     full = subprocess.run([REEL, "cat-file", "--batch"], cwd=tmp_path, capture_output=True, input=some, timeout=60)
     expected = b"".join(f"{b.id.hex()} blob {len(b.data)}\n".encode() + b.data + b"\n" for b in blobs[:50])
     assert full.stdout == expected
+
+
+def test_batch_answers_each_name_before_reading_the_next(reel, tmp_path: Path):
+    """Driven one name at a time, `cat-file --batch` answers (flushes) before it waits for more input."""
+    reel("init", check=True)
+    blobs = [Blob(b"interactive %d" % i) for i in range(3)]
+    Repo.open(tmp_path).objects.put_many(blobs)
+    proc = subprocess.Popen([REEL, "cat-file", "--batch"], cwd=tmp_path, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        for blob in [*blobs, Blob(b"absent")]:
+            proc.stdin.write(blob.id.hex().encode() + b"\n")
+            proc.stdin.flush()
+            assert select.select([proc.stdout], [], [], 30)[0], "no answer within 30 s"
+            head = proc.stdout.readline()
+            if blob.data.startswith(b"interactive"):
+                assert head == f"{blob.id.hex()} blob {len(blob.data)}\n".encode()
+                assert proc.stdout.read(len(blob.data) + 1) == blob.data + b"\n"
+            else:
+                assert head == f"{blob.id.hex()} missing\n".encode()
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0

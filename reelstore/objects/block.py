@@ -121,16 +121,15 @@ def decode(raw: bytes) -> Object:
     return obj
 
 
-def peek(raw: bytes) -> tuple[str, bytes]:
-    """(kind, content) of canonical bytes already re-hashed against their id, without a full decode:
-    the batch reader's fast path. Bytes only enter a store decoded, so hashing right means decodable."""
-    kind, body = split_frame(raw)
-    if kind != "blob":
-        return kind, body
-    width = {0xC4: 1, 0xC5: 2, 0xC6: 4}.get(body[0] if body else -1)
-    if width is None or int.from_bytes(body[1 : 1 + width], "big") != len(body) - 1 - width:
+_BIN_WIDTH = {0xC4: 1, 0xC5: 2, 0xC6: 4}
+
+
+def blob_content(raw: bytes, start: int) -> memoryview:
+    """The data of a blob whose body (a single msgpack bin) starts at `raw[start]`, without a copy."""
+    width = _BIN_WIDTH.get(raw[start] if start < len(raw) else -1)
+    if width is None or int.from_bytes(raw[start + 1 : start + 1 + width], "big") != len(raw) - start - 1 - width:
         raise BadInput("blob body is not a single msgpack bin")
-    return kind, body[1 + width :]
+    return memoryview(raw)[start + 1 + width :]
 
 
 def decode_verified(raw: bytes, expected: Hash) -> Object:

@@ -70,6 +70,11 @@ class DiskObjectStore(ObjectStore):
     def _batch_depth(self, depth: int) -> None:
         self._local.depth = depth
 
+    @property
+    def batch_open(self) -> bool:
+        """Whether this thread has objects pending in an open write batch (readable only through get_raw)."""
+        return self._batch is not None
+
     # Pack bookkeeping
 
     def _dir_stamp(self) -> int:

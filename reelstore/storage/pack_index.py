@@ -24,6 +24,10 @@ TRAILER = 32
 IDX_HEADER = struct.Struct(">4sII")
 FANOUT = 256 * 4
 ROW = 32 + 8 + 4 + 8
+_U64 = struct.Struct(">Q").unpack_from
+_U32 = struct.Struct(">I").unpack_from
+SCAN_RUN = 128
+"""Runs of ids this short are searched by one scan of the mapped bytes rather than by bisection."""
 
 
 def index_bytes(rows: list[tuple[Hash, int, int, int]], pack_checksum: bytes) -> bytes:
@@ -87,11 +91,16 @@ class PackIndex:
         return Hash(self.map[at : at + 32])
 
     def find(self, h: bytes) -> int:
-        """Position of `h` in the index, or -1."""
-        lo = self.fanout[h[0] - 1] if h[0] else 0
-        hi = self.fanout[h[0]]
+        """Position of `h` in the index, or -1. Binary search narrows the id's fan-out bucket to a run of
+        at most SCAN_RUN ids, which one C-level search of the mapped bytes finishes (a match must start
+        on an id boundary: one that straddles two ids is skipped)."""
+        if len(h) != 32:
+            return -1
+        first = h[0]
+        lo = self.fanout[first - 1] if first else 0
+        hi = self.fanout[first]
         m, base = self.map, self._ids
-        while lo < hi:
+        while hi - lo > SCAN_RUN:
             mid = (lo + hi) // 2
             at = base + 32 * mid
             here = m[at : at + 32]
@@ -101,7 +110,21 @@ class PackIndex:
                 hi = mid
             else:
                 return int(mid)
-        return -1
+        end = base + 32 * hi
+        at = m.find(h, base + 32 * lo, end)
+        while at >= 0 and (at - base) % 32:
+            at = m.find(h, at + 1, end)
+        return -1 if at < 0 else int((at - base) // 32)
+
+    def positions(self) -> dict[bytes, int]:
+        """id -> position for every entry: built once by a reader with many lookups to make."""
+        start = self._ids
+        ids = self.map[start : start + 32 * self.count]
+        return dict(zip([ids[at : at + 32] for at in range(0, len(ids), 32)], range(self.count)))
+
+    def entry(self, i: int) -> tuple[int, int]:
+        """(offset, CRC-32) of entry `i`."""
+        return _U64(self.map, self._offsets + 8 * i)[0], _U32(self.map, self._crcs + 4 * i)[0]
 
     def offset(self, i: int) -> int:
         value: int = struct.unpack_from(">Q", self.map, self._offsets + 8 * i)[0]

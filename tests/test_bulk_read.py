@@ -1,0 +1,87 @@
+"""BulkReader (cat-file --batch's reads): the same answers as a full decode, from packs, loose files and
+an open write batch, with damage refused as E007."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reelstore.errors import StorageError
+from reelstore.objects import Blob, Hash, Record, Tree
+from reelstore.storage.bulk_read import BulkReader
+from reelstore.storage.disk_store import DiskObjectStore
+from reelstore.storage.pack import PackItem, PackOptions
+
+
+def _objects() -> list[Blob | Tree | Record]:
+    """Small records (the pack trains a dictionary for them), versions of one text (deltas), one large
+    and one empty blob, so every pack method is read."""
+    text = [b"line %d of the text\n" % i for i in range(400)]
+    versions = []
+    for v in range(6):
+        text[v * 7] = b"changed in version %d\n" % v
+        versions.append(Blob(b"".join(text)))
+    records = [Record(None, Tree(0, ()).id, author="ann", message=f"change {i}", time=i) for i in range(300)]
+    return [*records, *versions, Blob(b""), Blob(bytes(range(256)) * 400), Tree(0, ())]
+
+
+def _expected(obj: Blob | Tree | Record) -> tuple[str, bytes]:
+    return obj.kind, obj.content()
+
+
+def test_packed_and_loose_objects_read_as_a_full_decode_does(tmp_path: Path) -> None:
+    store = DiskObjectStore(tmp_path / "objects", fsync=False)
+    objs = _objects()
+    result = store.add_pack((PackItem(o.id, o.encode(), 1, "f" if o.kind == "blob" else "") for o in objs),
+                            PackOptions())
+    assert result.methods["dict"] and result.methods["base"]
+    loose = [Blob(b"loose %d" % i) for i in range(5)]
+    store.put_many(loose)
+    reader = BulkReader(store)
+    # Twice over: early reads search the pack's index, later ones (past an eighth of its ids) its map.
+    for _ in range(2):
+        for obj in [*objs, *loose]:
+            got = reader.read(obj.id)
+            assert got is not None and (got[0], bytes(got[1])) == _expected(obj)
+    assert reader.read(Blob(b"absent").id) is None
+
+
+def test_a_pack_written_after_the_reader_opened_is_read(tmp_path: Path) -> None:
+    store = DiskObjectStore(tmp_path / "objects", fsync=False)
+    reader = BulkReader(store)
+    later = [Blob(b"later %d" % i) for i in range(3)]
+    DiskObjectStore(tmp_path / "objects", fsync=False).add_pack(PackItem(b.id, b.encode(), 1) for b in later)
+    assert [bytes(reader.read(b.id)[1]) for b in later] == [b.data for b in later]  # type: ignore[index]
+
+
+def test_objects_pending_in_this_threads_write_batch_are_read(tmp_path: Path) -> None:
+    store = DiskObjectStore(tmp_path / "objects", fsync=False)
+    with store.batch():
+        blob = Blob(b"pending")
+        store.put(blob)
+        got = BulkReader(store).read(blob.id)
+        assert got is not None and bytes(got[1]) == b"pending"
+
+
+def test_an_entry_whose_content_does_not_hash_to_its_id_is_refused(tmp_path: Path) -> None:
+    """The entry's CRC is right (it was written so): only hashing what is returned catches it."""
+    store = DiskObjectStore(tmp_path / "objects", fsync=False)
+    liar, truth = Blob(b"what the id says"), Blob(b"what the pack holds")
+    store.add_pack([PackItem(liar.id, truth.encode(), 1)])
+    with pytest.raises(StorageError) as exc:
+        BulkReader(store).read(liar.id)
+    assert exc.value.code == "E007" and "does not hash" in exc.value.message
+
+
+def test_a_damaged_loose_object_is_refused(tmp_path: Path) -> None:
+    store = DiskObjectStore(tmp_path / "objects", fsync=False)
+    blob = Blob(b"soon damaged")
+    store.put(blob)
+    other = Blob(b"something else")
+    path = Path(store.loose_path(blob.id))
+    path.chmod(0o644)
+    path.write_bytes(Path(store.loose_path(store.put(other))).read_bytes())
+    with pytest.raises(StorageError) as exc:
+        BulkReader(store).read(Hash(blob.id))
+    assert exc.value.code == "E007"
