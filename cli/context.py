@@ -1,8 +1,9 @@
-"""What every command shares: the store it acts on, `--json`, and one way to print results and errors."""
+"""What every command shares: the store it acts on, `--json`, and one way to print results and errors.
+
+`json` is imported where a JSON document is written, so a command's plain-text start-up skips it."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +45,8 @@ class Context:
         """Print `doc` as one JSON document under --json, else `text` (or nothing), coloured as
         configured and, with `page` (long output), through the pager on a terminal."""
         if self.json:
+            import json
+
             click.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
         elif text is not None:
             out = text() if callable(text) else text
@@ -57,6 +60,8 @@ pass_ctx = click.make_pass_decorator(Context)
 def report(err: ReelError, as_json: bool) -> None:
     """Print an error to stderr in the house format."""
     if as_json:
+        import json
+
         click.echo(json.dumps({"error": err.to_json()}, sort_keys=True), err=True)
     else:
         click.echo(f"error: {err.code}: {err.message}", err=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
 from pathlib import Path
@@ -112,6 +111,8 @@ def report_usage(err: click.UsageError) -> None:
     doc: dict[str, Any] = {"code": "usage", "message": err.format_message(), "exit": err.exit_code}
     if err.ctx is not None:
         doc["usage"] = err.ctx.get_usage()
+    import json
+
     click.echo(json.dumps({"error": doc}, sort_keys=True), err=True)
 
 

@@ -3,7 +3,8 @@
 One parser and one resolver, so every command that takes an object name understands the same
 syntax. A name's history follows the same chains as `rev-list` (records by parent, journal entries
 by prev, views by base); `@{N}` reads the ref's reflog; `:PATH` looks a name up in the namespace of
-a record, view or tree.
+a record, view or tree. The history walker and the namespace load only for a name that uses them, so
+resolving a plain id or ref name (cat-file -p, update-ref) stays cheap at start-up.
 """
 
 from __future__ import annotations
@@ -14,12 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reelstore.errors import BadInput, NotFound
-from reelstore.maintenance.reach import history, predecessor
-from reelstore.namespace.tree import Namespace
-from reelstore.objects import Hash, Object, Record, Tree, View
+from reelstore.objects import Hash
 from reelstore.wording import plural
 
 if TYPE_CHECKING:
+    from reelstore.objects import Object
     from reelstore.storage.repo import Repo
 
 _STEP = re.compile(r"~(\d*)|\^(\d*)")
@@ -91,19 +91,31 @@ def resolve(repo: Repo, text: str) -> Hash:
     """The object `text` names (E001 if it names nothing, E014 if it cannot be read)."""
     rev = parse(text)
     h = _base(repo, rev)
-    for n in rev.back:
-        for _ in range(n):
-            prev = predecessor(repo.objects.get(h))
-            if prev is None:
-                raise NotFound(f"{text!r}: {h.short} has no parent", id=h)
-            h = prev
+    if rev.back:
+        h = _walk_back(repo, h, rev.back, text)
     if rev.path is not None:
         h = lookup(repo, h, rev.path, text)
     return h
 
 
+def _walk_back(repo: Repo, h: Hash, back: tuple[int, ...], text: str) -> Hash:
+    """`h` after the `~N` / `^` steps of `back`."""
+    from reelstore.maintenance.reach import predecessor
+
+    for n in back:
+        for _ in range(n):
+            prev = predecessor(repo.objects.get(h))
+            if prev is None:
+                raise NotFound(f"{text!r}: {h.short} has no parent", id=h)
+            h = prev
+    return h
+
+
 def lookup(repo: Repo, h: Hash, path: str, text: str = "") -> Hash:
     """The value of `path` in the namespace of the record, view or tree `h` (E001 if absent)."""
+    from reelstore.namespace.tree import Namespace
+    from reelstore.objects import Record, Tree, View
+
     obj: Object = repo.objects.get(h)
     if isinstance(obj, (Record, View)):
         root = obj.namespace
@@ -126,6 +138,8 @@ def select(repo: Repo, args: Sequence[str]) -> tuple[list[tuple[str, Hash]], set
     """git's revision-list arguments: `B` (its history), `^A` (without A's history), `A..B` (`^A B`) and
     `A...B` (what either history holds and not both). Returns the tips to walk, each with the text
     naming it, and the ids to leave out."""
+    from reelstore.maintenance.reach import history
+
     tips: list[tuple[str, Hash]] = []
     excluded: list[Hash] = []
     hidden: set[Hash] = set()
@@ -157,6 +171,8 @@ def listed(repo: Repo, args: Sequence[str]) -> Iterator[Object]:
 
 def selected(repo: Repo, tips: Sequence[tuple[str, Hash]], hidden: set[Hash]) -> Iterator[Object]:
     """The history of `tips`, newest first along each chain, without the `hidden` ids (from `select`)."""
+    from reelstore.maintenance.reach import history
+
     for obj in history(repo.objects, [h for _, h in tips]):
         if obj.id not in hidden:
             yield obj

@@ -273,3 +273,35 @@ def test_every_kind_has_a_pack_code():
     from reelstore.storage.pack import KIND_CODES
 
     assert set(KIND_CODES) == set(KINDS) and len(set(KIND_CODES.values())) == len(KIND_CODES)
+
+
+def test_each_kind_lives_where_the_lazy_package_looks() -> None:
+    from reelstore.objects import KIND_HOMES, KINDS
+
+    assert set(KINDS) == set(KIND_HOMES)
+    assert all(cls.__module__ == f"reelstore.objects.{KIND_HOMES[kind]}" for kind, cls in KINDS.items())
+
+
+def test_decode_loads_the_module_of_the_kind_it_meets() -> None:
+    """In a fresh process only what is asked for is loaded; decoding a record loads its kind's module."""
+    import json
+    import subprocess
+    import sys
+
+    from reelstore.objects import Record, Tree
+
+    raw = Record(None, Tree(0, ()).id, message="lazy").encode()
+    code = "\n".join([
+        "import json, sys",
+        "import reelstore.objects as o",
+        "kinds = lambda: sorted(m for m in sys.modules if m.startswith('reelstore.objects.'))",
+        "before = kinds()",
+        "obj = o.decode(bytes.fromhex(sys.argv[1]))",
+        "print(json.dumps([type(obj).__name__, obj.message, before, kinds()]))",
+    ])
+    done = subprocess.run([sys.executable, "-c", code, raw.hex()], capture_output=True, text=True, timeout=60,
+                          check=True)
+    name, message, before, after = json.loads(done.stdout)
+    assert (name, message) == ("Record", "lazy")
+    assert before == []
+    assert "reelstore.objects.record" in after and "reelstore.objects.view" not in after

@@ -9,6 +9,7 @@ import pkgutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from reelstore import plumbing, porcelain
 from reelstore.cli.command_index import COMMANDS
@@ -41,16 +42,33 @@ def test_the_command_index_is_the_commands_own() -> None:
     assert COMMANDS == real, "cli/command_index.py is stale; its COMMANDS must read:\n" + render(real)
 
 
-def _imported_after(*args: str) -> set[str]:
-    code = ("import sys\nfrom reelstore.cli.main import main\ntry:\n    main(list(sys.argv[1:]))\n"
-            "except SystemExit:\n    pass\nprint('\\n'.join(sorted(sys.modules)))")
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, timeout=60, check=True)
-    return set(done.stdout.decode().split())
+_REPORT = """\
+import sys
+from reelstore.cli.main import main
+report, args = sys.argv[1], sys.argv[2:]
+status = 0
+try:
+    main(args)
+except SystemExit as exc:
+    status = exc.code or 0
+with open(report, "w") as f:
+    f.write(f"{status}\\n" + "\\n".join(sorted(sys.modules)))
+"""
 
 
-def test_version_and_help_import_no_store_code() -> None:
+def _imported_after(*args: str, cwd: Path, ok: bool = True) -> set[str]:
+    """The modules loaded once `reel ARGS` has run in `cwd`; with `ok`, the command must succeed."""
+    report = cwd / "modules.txt"
+    done = subprocess.run([sys.executable, "-c", _REPORT, str(report), *args], capture_output=True, timeout=60,
+                          cwd=cwd)
+    status, *mods = report.read_text().split()
+    assert status == "0" or not ok, (args, done.stderr.decode())
+    return set(mods)
+
+
+def test_version_and_help_import_no_store_code(tmp_path: Path) -> None:
     for args in (["--version"], ["--help"], []):
-        mods = _imported_after(*args)
+        mods = _imported_after(*args, cwd=tmp_path, ok=bool(args))
         store = sorted(m for m in mods if m.startswith(("reelstore.storage", "reelstore.kernel", "reelstore.objects",
                                                         "reelstore.plumbing.", "reelstore.porcelain.", "dulwich")))
         assert store == [], (args, store)
@@ -61,3 +79,34 @@ def test_help_lists_every_command() -> None:
                          capture_output=True, timeout=60).stdout.decode()
     listed = {line.split()[0] for line in out.split("Commands:")[1].splitlines() if line.startswith("  ")}
     assert listed == set(COMMANDS)
+
+
+KERNEL_AND_UP = ("reelstore.kernel", "reelstore.drain", "reelstore.sync", "reelstore.maintenance", "reelstore.api",
+                 "reelstore.adapters", "reelstore.intercept", "reelstore.hooks", "reelstore.sim", "dulwich")
+PACKS = ("reelstore.storage.disk_store", "reelstore.storage.pack", "reelstore.storage.batch",
+         "reelstore.storage.segment", "reelstore.codec", "reelstore.objects.block")
+"""The object store and the codec: a verb that reads only refs has no use for them."""
+STDLIB_EXTRAS = {"secrets", "hmac", "random", "json", "dataclasses"}
+"""Standard modules click itself does not load, which the hot verbs leave alone too."""
+
+
+def _loaded(mods: set[str], prefixes: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in mods if m.startswith(prefixes))
+
+
+def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
+    """show-ref reads refs only; cat-file -p and update-ref read objects but no kernel, drain, sync or
+    maintenance code, and load only the object kinds they meet."""
+    _imported_after("init", cwd=tmp_path)
+    head = (tmp_path / ".reel" / "refs" / "heads" / "main").read_text()[:64]
+    show = _imported_after("show-ref", cwd=tmp_path)
+    assert _loaded(show, KERNEL_AND_UP + PACKS + ("reelstore.revisions", "reelstore.namespace")) == []
+    assert sorted(show & STDLIB_EXTRAS) == []
+    assert _loaded(show, ("reelstore.objects.",)) == ["reelstore.objects.hash"]
+    for args in (["cat-file", "-p", head], ["cat-file", "-t", "main"], ["update-ref", "refs/heads/b", head]):
+        mods = _imported_after(*args, cwd=tmp_path)
+        assert _loaded(mods, KERNEL_AND_UP + ("reelstore.namespace",)) == [], args
+        assert sorted(mods & (STDLIB_EXTRAS - {"json", "dataclasses"})) == [], args
+        kinds = {m.rpartition(".")[2] for m in _loaded(mods, ("reelstore.objects.",))}
+        assert kinds <= {"hash", "block", "data", "record", "chunks"}, (args, kinds)
+        assert "reelstore.storage.pack" in mods, args

@@ -107,12 +107,25 @@ def register(cls: type[T]) -> type[T]:
     return cls
 
 
+def kind_class(kind: str) -> type[Object] | None:
+    """The class registered for `kind` (None for an unknown kind), its module loaded on first use."""
+    cls = KINDS.get(kind)
+    if cls is None:
+        from reelstore.objects import load_kinds
+
+        load_kinds(kind)
+        cls = KINDS.get(kind)
+    return cls
+
+
 def decode(raw: bytes) -> Object:
     """Decode canonical bytes into an object, trusting nothing (E014 on anything malformed)."""
     if raw[:5] == b"blob\x00":
-        return KINDS["blob"].from_canonical(raw)
+        blob = kind_class("blob")
+        assert blob is not None
+        return blob.from_canonical(raw)
     kind, body = split_frame(raw)
-    cls = KINDS.get(kind)
+    cls = kind_class(kind)
     if cls is None:
         raise BadInput(f"unknown object kind {kind!r}")
     obj = cls.from_body(unpack_body(body, recheck=False))

@@ -6,7 +6,6 @@ A reader never sees a partial file: it sees the old content or the new, never a 
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 
@@ -35,7 +34,7 @@ def write_new(path: Path, data: bytes, *, fsync: bool = True, mode: int = 0o644)
 
 
 def temp_name(path: Path) -> Path:
-    return path.with_name(f".tmp-{path.name}-{os.getpid()}-{secrets.token_hex(4)}")
+    return path.with_name(f".tmp-{path.name}-{os.getpid()}-{os.urandom(4).hex()}")
 
 
 def atomic_write(path: Path, data: bytes, *, fsync: bool = True, mode: int = 0o644) -> None:

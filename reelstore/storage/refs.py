@@ -20,8 +20,8 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from reelstore.crashpoints import crash_point
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError
@@ -127,8 +127,7 @@ def holder_line() -> bytes:
     return f"pid {os.getpid()} host {_HOST} time {int(time.time())}\n".encode()
 
 
-@dataclass(frozen=True)
-class LockInfo:
+class LockInfo(NamedTuple):
     """A lock file and what it says about its holder (pid and host are unknown for a lock written by
     an older reel, which left it empty)."""
 
@@ -224,8 +223,7 @@ def _valid(name: str) -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class ReflogEntry:
+class ReflogEntry(NamedTuple):
     old: Hash | None
     new: Hash | None
     time_ms: int
@@ -268,8 +266,7 @@ class ReflogEntry:
         return cls(old, new, int(parts[2]), parts[3] if len(parts) > 3 else "", message, verified)
 
 
-@dataclass(frozen=True)
-class RefUpdate:
+class RefUpdate(NamedTuple):
     name: str
     new: Hash | None
     """None deletes the ref."""
@@ -306,7 +303,7 @@ class RefTransaction:
         check_ref_name(upd.name)
         if upd.name in self.updates:
             raise BadInput(f"ref {upd.name} appears twice in one transaction")
-        self.updates[upd.name] = replace(upd, create_reflog=True) if self.create_reflog else upd
+        self.updates[upd.name] = upd._replace(create_reflog=True) if self.create_reflog else upd
         return self
 
     def update(self, name: str, new: Hash, old: Hash | None | _Any = ANY) -> RefTransaction:

@@ -11,19 +11,20 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from reelstore.errors import BadInput, NotFound
-from reelstore.objects import Hash, Record, Tree
+from reelstore.objects import Hash
 from reelstore.objects.hash import is_full_hex, is_prefix
 from reelstore.storage.config import Config
-from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.inflight import Inflight
-from reelstore.storage.object_cache import ObjectCache
-from reelstore.storage.object_store import MemoryObjectStore, ObjectStore
 from reelstore.storage.refs import DiskRefStore, MemoryRefStore, RefStore, check_ref_name
 from reelstore.storage.state_files import DiskFiles, MemoryFiles, StateFiles
 from reelstore.storage.verb_log import VerbLog
+
+if TYPE_CHECKING:
+    from reelstore.storage.object_cache import ObjectCache
+    from reelstore.storage.object_store import ObjectStore
 
 REEL_DIR = ".reel"
 DEFAULT_TRUNK = "main"
@@ -40,17 +41,54 @@ class Repo:
     `path` is the `.reel` directory itself (None for an in-memory store).
     """
 
-    def __init__(self, files: StateFiles, objects: ObjectStore, refs: RefStore, config: Config) -> None:
+    def __init__(self, files: StateFiles, objects: ObjectStore | Callable[[], ObjectStore], refs: RefStore,
+                 config: Config) -> None:
+        """`objects` may be the function that opens the object store: it then opens on first use, so a
+        command that reads only refs (show-ref, update-ref) never loads the pack machinery."""
         self.files = files
         self.path = files.root
-        self.objects = objects
+        self._objects: ObjectStore | None = None
+        self._cache: ObjectCache | None = None
+        self._open_objects: Callable[[], ObjectStore] | None = None
+        if callable(objects):
+            self._open_objects = objects
+        else:
+            self._objects = objects
         self.refs = refs
         self.config = config
-        self.cache = ObjectCache(objects)
-        refs.before_apply = objects.flush
+        refs.before_apply = self._flush_objects
         self.verbs = VerbLog(files)
         self._attached: dict[Callable[[Repo], Any], Any] = {}
-        self._attach_guard = threading.Lock()
+        self._attach_guard = threading.RLock()
+
+    @property
+    def objects(self) -> ObjectStore:
+        store = self._objects
+        if store is None:
+            with self._attach_guard:
+                if self._objects is None:
+                    assert self._open_objects is not None
+                    self._objects = self._open_objects()
+                store = self._objects
+        return store
+
+    @property
+    def cache(self) -> ObjectCache:
+        """Decoded objects recently read or written through this store (storage/object_cache)."""
+        cache = self._cache
+        if cache is None:
+            from reelstore.storage.object_cache import ObjectCache
+
+            with self._attach_guard:
+                if self._cache is None:
+                    self._cache = ObjectCache(self.objects)
+                cache = self._cache
+        return cache
+
+    def _flush_objects(self) -> None:
+        """Before a ref moves: make the objects written so far durable (nothing to do if none were)."""
+        if self._objects is not None:
+            self._objects.flush()
 
     def attached(self, make: Callable[[Repo], S]) -> S:
         """The per-store state `make` builds, built once per open store: a higher layer keeps its state
@@ -72,6 +110,8 @@ class Repo:
     @classmethod
     def memory(cls, trunk: str = DEFAULT_TRUNK) -> Repo:
         """An in-memory store with its trunk started, for tests and embedding."""
+        from reelstore.storage.object_store import MemoryObjectStore
+
         repo = cls(MemoryFiles(), MemoryObjectStore(), MemoryRefStore(), Config(None, _initial_config(trunk)))
         repo.start_trunk(trunk)
         return repo
@@ -96,6 +136,8 @@ class Repo:
 
     def start_trunk(self, trunk: str, author: str = "reel init") -> Hash:
         """Point `refs/heads/TRUNK` at a root record with an empty namespace (E002 if it exists)."""
+        from reelstore.objects import Record, Tree
+
         empty = Tree(0, ())
         root = Record(None, empty.id, author=author, message=f"start trunk {trunk}", time=int(time.time() * 1000))
         self.objects.put_many([empty, root])
@@ -114,10 +156,17 @@ class Repo:
         if config.get("core.format", FORMAT_VERSION) != FORMAT_VERSION:
             raise BadInput(f"store format {config.get('core.format')} is not supported (want {FORMAT_VERSION})")
         fsync = config.get_bool("core.fsync", True)
-        objects = DiskObjectStore(path / "objects", fsync=fsync)
         refs = DiskRefStore(path, fsync=fsync)
-        objects.inflight = refs.inflight = Inflight(path)
-        return cls(DiskFiles(path.resolve(), fsync=fsync), objects, refs, config)
+        inflight = refs.inflight = Inflight(path)
+
+        def open_objects() -> ObjectStore:
+            from reelstore.storage.disk_store import DiskObjectStore
+
+            objects = DiskObjectStore(path / "objects", fsync=fsync)
+            objects.inflight = inflight
+            return objects
+
+        return cls(DiskFiles(path.resolve(), fsync=fsync), open_objects, refs, config)
 
     @classmethod
     def discover(cls, start: Path | str | None = None) -> Repo:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from reelstore.objects import Hash
 from reelstore.storage.state_files import StateFiles
@@ -20,8 +20,7 @@ FILE = "logs/VERBS"
 TERMINAL_VERBS = ("commit", "abort")
 
 
-@dataclass(frozen=True)
-class VerbEntry:
+class VerbEntry(NamedTuple):
     time_ms: int
     verb: str
     name: str
