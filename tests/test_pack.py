@@ -223,6 +223,20 @@ def test_reader_finds_objects_moved_into_a_new_pack(tmp_path: Path) -> None:
     assert reader.get(objs[4].id) == objs[4]
 
 
+def test_a_pack_renamed_in_within_the_clock_tick_of_a_scan_is_found(tmp_path: Path) -> None:
+    """The pack directory's stamp moves a clock tick at a time: a pack written just after a reader's
+    scan, in the same tick, leaves the stamp unchanged; the reader's miss must rescan anyway."""
+    root = tmp_path / "objects"
+    reader, writer = DiskObjectStore(root, fsync=False), DiskObjectStore(root, fsync=False)
+    first, later = Blob(b"first"), Blob(b"written in the same tick")
+    writer.add_pack([PackItem(first.id, first.encode(), 1)])
+    assert reader.get_raw(first.id) == first.encode()
+    stamp = (root / "pack").stat().st_mtime_ns
+    writer.add_pack([PackItem(later.id, later.encode(), 1)])
+    os.utime(root / "pack", ns=(stamp, stamp))
+    assert reader.get_raw(later.id) == later.encode()
+
+
 @pytest.fixture(scope="module")
 def packed_store(tmp_path_factory):
     from reelstore.maintenance.gc import gc

@@ -29,6 +29,9 @@ ROLL_UP_PACKS = 32
 ROLL_UP_BYTES = 32 << 20
 """The most bytes of packs one roll-up merges (it holds them in memory)."""
 
+RACY_NS = 2_000_000_000
+"""A scan this soon after the pack directory's last change may miss a later one (see `_racy`)."""
+
 PACK_BATCH = 1000
 """A put_many of at least this many new objects is written as one pack instead of loose files."""
 
@@ -46,6 +49,7 @@ class DiskObjectStore(ObjectStore):
         self._packs: dict[str, Pack] = {}
         self._problems: dict[str, str] = {}
         self._scanned: int | None = None
+        self._scan_time = 0
         self._local = threading.local()
         self.segments = Segments(self.root / "journal", fsync=fsync)
 
@@ -89,6 +93,7 @@ class DiskObjectStore(ObjectStore):
         if not force and stamp == self._scanned:
             return False
         self._scanned = stamp
+        self._scan_time = time.time_ns()
         names = _listing(self.pack_dir)
         found: dict[str, Path] = {}
         problems: dict[str, str] = {}
@@ -139,6 +144,13 @@ class DiskObjectStore(ObjectStore):
             if not torn_index(path) or not rebuild_index(path, fsync=self.fsync):
                 raise
             return Pack(path)
+
+    def _racy(self) -> bool:
+        """Whether a change since the last scan may have left the pack directory's stamp as it was: the
+        stamp moves a clock tick at a time, so a pack (or its index) renamed in just after a scan made
+        in the same tick as the directory's last change goes unseen. A miss then rescans whatever the
+        stamp says (git's racy-git rule)."""
+        return self._scanned is None or self._scan_time - self._scanned < RACY_NS
 
     def packs(self) -> list[Pack]:
         if self._scanned is None:
@@ -233,7 +245,7 @@ class DiskObjectStore(ObjectStore):
                 return raw
         except StorageError as err:
             errors.append(err)
-        if self.refresh():
+        if self.refresh(force=self._racy()):
             raw = self._read_packs(h, errors)
             if raw is not None:
                 return raw
