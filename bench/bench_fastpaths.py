@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import GIT_ENV, fast_import_blobs, git, git_init, payloads, scratch  # noqa: E402
 
+import reelstore  # noqa: E402
 from reelstore.namespace.tree import Namespace  # noqa: E402
 from reelstore.objects import Blob, Record  # noqa: E402
 from reelstore.storage.repo import Repo  # noqa: E402
@@ -142,14 +143,27 @@ def startup(tmp: Path, repeat: int) -> None:
         _startup(tmp / ("cached" if cached else "uncached"), repeat, cached)
 
 
-def _startup(tmp: Path, repeat: int, cached: bool) -> None:
-    """Without cached bytecode (PYTHONDONTWRITEBYTECODE=1, as this environment sets it: every module
-    is compiled at every start) and with it (after one warm-up run wrote __pycache__)."""
+def bytecode_env(cached: bool) -> dict[str, str]:
+    """The environment for reel runs with or without cached bytecode. Not cached is this environment's
+    own state (an editable install under PYTHONDONTWRITEBYTECODE=1): the project's __pycache__
+    directories are removed first, so every reelstore module is compiled at every start (installed
+    libraries keep their bytecode). Cached: bytecode may be written, so a warm-up run caches it."""
     env = dict(os.environ)
     if cached:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-    else:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        return env
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    root = Path(reelstore.__file__).resolve().parent.parent
+    for top in ("reelstore", "plumbing", "porcelain", "cli"):
+        for cache in (root / top).rglob("__pycache__"):
+            shutil.rmtree(cache, ignore_errors=True)
+    return env
+
+
+def _startup(tmp: Path, repeat: int, cached: bool) -> None:
+    """Without cached bytecode (as this environment runs reel: every reelstore module is compiled at
+    every start) and with it (after one warm-up run wrote __pycache__)."""
+    env = bytecode_env(cached)
     print(f"== one CLI verb, whole process, bytecode {'cached' if cached else 'not cached'}")
     tmp.mkdir(parents=True)
     r, g = tmp / "s-reel", tmp / "s-git"
@@ -188,9 +202,13 @@ def batch(tmp: Path, n: int, repeat: int) -> None:
     git("repack", "-a", "-d", "-q", cwd=g)
     ids = "".join(h.hex() + "\n" for h in sorted(repo.objects)).encode()
     gids = git("cat-file", "--batch-all-objects", "--batch-check=%(objectname)", cwd=g)
-    got = interleaved({"r": lambda: run([REEL, "cat-file", "--batch"], r, ids),
-                       "g": lambda: run(["git", "cat-file", "--batch"], g, gids)}, repeat)
-    row("cat-file --batch", got["r"], got["g"])
+    for cached in (False, True):
+        env = bytecode_env(cached)
+        if cached:
+            run([REEL, "cat-file", "--batch"], r, ids[:65], env=env)
+        got = interleaved({"r": lambda env=env: run([REEL, "cat-file", "--batch"], r, ids, env=env),
+                           "g": lambda: run(["git", "cat-file", "--batch"], g, gids)}, repeat)
+        row(f"cat-file --batch, bytecode {'cached' if cached else 'not cached'}", got["r"], got["g"])
 
 
 def gc_rows(tmp: Path, sizes: Sequence[int], repeat: int) -> None:

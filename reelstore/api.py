@@ -35,7 +35,6 @@ from reelstore.kernel.transaction import Transaction
 from reelstore.kernel.views import descendants, load_live
 from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
-from reelstore.storage.secrets import SecretStore, secret_store
 
 if TYPE_CHECKING:  # imported where used: most callers never need gc, recovery or dulwich
     from reelstore.drain.hold import Hold
@@ -43,6 +42,7 @@ if TYPE_CHECKING:  # imported where used: most callers never need gc, recovery o
     from reelstore.drain.recovery import RecoveryReport
     from reelstore.maintenance.gc import GcReport
     from reelstore.objects import Finding
+    from reelstore.storage.secrets import SecretStore
     from reelstore.sync import FetchResult, PushResult
 
 
@@ -205,6 +205,8 @@ class Store:
     @property
     def secrets(self) -> SecretStore:
         """Credentials effects refer to as `{"$secret": NAME}`: `store.secrets.put(NAME, VALUE)`."""
+        from reelstore.storage.secrets import secret_store
+
         return secret_store(self.repo)
 
     @classmethod

@@ -110,3 +110,14 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
         kinds = {m.rpartition(".")[2] for m in _loaded(mods, ("reelstore.objects.",))}
         assert kinds <= {"hash", "block", "data", "record", "chunks"}, (args, kinds)
         assert "reelstore.storage.pack" in mods, args
+
+
+def test_fork_imports_the_kernel_but_nothing_it_does_not_run(tmp_path: Path) -> None:
+    """fork needs the kernel; not sync, gc/fsck, `reel run`, dulwich, the credential store, the adapter
+    entry points (importlib.metadata) or a subprocess (no hook runs)."""
+    _imported_after("init", cwd=tmp_path)
+    mods = _imported_after("fork", "v1", cwd=tmp_path)
+    assert "reelstore.kernel.verbs" in mods
+    assert _loaded(mods, ("reelstore.sync", "reelstore.maintenance", "reelstore.intercept", "reelstore.sim",
+                          "reelstore.storage.secrets", "dulwich")) == []
+    assert sorted(mods & {"importlib.metadata", "secrets", "hmac", "subprocess", "shutil"}) == []

@@ -13,7 +13,6 @@ at commit (E014), so nothing is committed that this store cannot deliver.
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -21,6 +20,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from reelstore.errors import BadInput
 
 if TYPE_CHECKING:
+    import importlib.metadata
+
     from reelstore.objects import Effect
     from reelstore.storage.repo import Repo
 
@@ -114,6 +115,10 @@ def register(cls: type[Adapter]) -> type[Adapter]:
 
 
 def _installed() -> dict[str, importlib.metadata.EntryPoint]:
+    """Installed adapters' entry points (importlib.metadata is loaded here: it costs a verb that never
+    looks an adapter up, such as fork, several milliseconds at start-up)."""
+    import importlib.metadata
+
     return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINTS)}
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 HOOK_NAMES = ("pre-commit", "pre-drain", "post-commit", "post-abort", "notify")
@@ -15,5 +14,5 @@ def install_samples(dest: Path) -> None:
     for name in HOOK_NAMES:
         target = dest / name
         if not target.exists():
-            shutil.copyfile(SAMPLES / name, target)
+            target.write_bytes((SAMPLES / name).read_bytes())
             target.chmod(0o644)

@@ -8,7 +8,6 @@ in the message; a post-hook's status is ignored. A hook that does not finish wit
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +33,8 @@ def run_hook(repo: Repo, name: str, env: Mapping[str, str]) -> tuple[int, str] |
     path = hook_path(repo, name)
     if path is None:
         return None
+    import subprocess  # only when a hook exists: most verbs in most stores run none
+
     full = dict(os.environ)
     full.update(env)
     full["REEL_DIR"] = str(repo.path)

@@ -13,7 +13,7 @@ are applied again on top of its newer object (re-checked) and the CAS retried.
 from __future__ import annotations
 
 import io
-import secrets
+import os
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -31,7 +31,6 @@ from reelstore.objects import Effect, Effects, Hash, View
 from reelstore.stamp import principal
 from reelstore.storage import content
 from reelstore.storage.repo import Repo
-from reelstore.storage.secrets import scrub_http, secret_store
 from reelstore.wording import plural
 
 CAS_ATTEMPTS = 64
@@ -40,7 +39,7 @@ CAS_ATTEMPTS = 64
 
 def backoff(attempt: int) -> None:
     """Sleep a little, more after each lost race, jittered so racing writers spread out."""
-    time.sleep(min(0.05, 0.0005 * (1 << min(attempt, 7))) * (0.5 + secrets.randbelow(100) / 100))
+    time.sleep(min(0.05, 0.0005 * (1 << min(attempt, 7))) * (0.5 + os.urandom(1)[0] / 256))
 
 
 @dataclass(frozen=True)
@@ -192,6 +191,8 @@ class Transaction:
         impl = adapter(adapter_name, self.repo)
         if adapter_name == "http":
             # Credentials leave the operation before it is stored (kept in .reel/secrets).
+            from reelstore.storage.secrets import scrub_http, secret_store
+
             op = scrub_http(secret_store(self.repo), self.repo.config, op)
         decided = impl.classify(op)
         klass = effect_class or decided.effect_class

@@ -11,7 +11,7 @@ crash. So a killed commit is committed exactly once or not at all.
 from __future__ import annotations
 
 import io
-import secrets
+import os
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
@@ -78,7 +78,7 @@ def fork(
     if depth + 1 > MAX_DEPTH:
         raise ForkDepthExceeded(f"forking {source!r} would make a view {depth + 1} deep; the limit is {MAX_DEPTH}")
     chosen = parent_caps if caps is None else admission.narrow(parent_caps, caps)
-    meta = {"name": name, "fork": secrets.token_hex(16), "trunk": trunk, "created": now_ms(), "principal": principal()}
+    meta = {"name": name, "fork": os.urandom(16).hex(), "trunk": trunk, "created": now_ms(), "principal": principal()}
     view = View(
         parent=parent_ref,
         base=base,

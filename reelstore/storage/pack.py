@@ -468,13 +468,16 @@ class Pack:
         m, end = self.map, self.data_end
         if not self.data_start <= offset < end - 2:
             raise ValueError(f"offset {offset} is outside the pack's entries")
-        code, method, size = m[offset], m[offset + 1], m[offset + 2]
+        code, method, size, more = m[offset], m[offset + 1], m[offset + 2], m[offset + 3]
         if code not in KIND_NAMES or method not in METHOD_NAMES:
             raise ValueError(f"unknown kind {code} or method {method}")
-        if size & 0x80:
-            size, pos = read_varint(m, offset + 2, end)
-        else:
+        # Sizes below 2**14 (most objects) take one or two bytes, read inline; longer ones loop.
+        if not size & 0x80:
             pos = offset + 3
+        elif not more & 0x80 and offset + 3 < end:
+            size, pos = (size & 0x7F) | more << 7, offset + 4
+        else:
+            size, pos = read_varint(m, offset + 2, end)
         if size > MAX_OBJECT_SIZE:
             raise ValueError(f"declared size {size} exceeds the object limit")
         base = None
@@ -483,11 +486,13 @@ class Pack:
             if dist == 0 or dist > offset - self.data_start:
                 raise ValueError(f"base distance {dist} points outside the pack")
             base = offset - dist
-        length = m[pos] if pos < end else 0x80
-        if length & 0x80:
-            length, pos = read_varint(m, pos, end)
-        else:
+        length, more = (m[pos], m[pos + 1]) if pos + 1 < end else (0x80, 0x80)
+        if not length & 0x80:
             pos += 1
+        elif not more & 0x80:
+            length, pos = (length & 0x7F) | more << 7, pos + 2
+        else:
+            length, pos = read_varint(m, pos, end)
         if pos + length > end:
             raise ValueError("entry runs past the end of the pack")
         return _Parsed(code, method, size, base, pos, pos + length, pos - offset)
