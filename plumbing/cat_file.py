@@ -15,7 +15,7 @@ import click
 from reelstore.cli import formats
 from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx, write_bytes
-from reelstore.errors import BadInput, NotFound, StorageError
+from reelstore.errors import BadInput, NotFound
 from reelstore.objects import Blob, Chunks, Hash, Object
 from reelstore.objects.hash import is_full_hex, is_prefix
 from reelstore.storage import content
@@ -65,13 +65,6 @@ ATOMS: dict[str, formats.AtomFactory[Found]] = {
 }
 
 
-def _read(reader: BulkReader, h: bytes) -> tuple[str, memoryview] | None:
-    try:
-        return reader.read(h)
-    except BadInput as err:
-        raise StorageError(f"object {h.hex()} is damaged: {err.message}", id=Hash(h)) from None
-
-
 def _entry(repo: Repo, reader: BulkReader, line: str, fmt: formats.Format[Found], with_content: bool,
            as_json: bool) -> list[bytes | memoryview] | dict[str, Any]:
     """One batch answer: FMT's line (and the content), or its JSON form. With %(rest) in FMT the
@@ -82,7 +75,7 @@ def _entry(repo: Repo, reader: BulkReader, line: str, fmt: formats.Format[Found]
         assert m is not None
         name, rest = m.group(1), m.group(2)
     h, problem = _lookup(repo, name)
-    found = _read(reader, h) if h is not None else None
+    found = reader.read(h) if h is not None else None
     if h is None or found is None:
         if as_json:
             return {"name": name, "missing" if problem in ("missing", "") else "error": True}
@@ -118,6 +111,7 @@ def _batch(ctx: Context, names: list[bytes] | None, fmt: formats.Format[Found], 
     echoed as given, and the object comes from the packs' indexes directly (still hashed once)."""
     repo = ctx.repo
     reader = BulkReader(repo.objects)
+    read = reader.read
     out = sys.stdout.buffer
     write = out.write
     docs = []
@@ -125,7 +119,7 @@ def _batch(ctx: Context, names: list[bytes] | None, fmt: formats.Format[Found], 
     for records in [names] if names is not None else _chunks(sep):
         for record in records:
             if fast and len(record) == 64 and not record.translate(None, _HEX_DIGITS):
-                found = _read(reader, unhexlify(record))
+                found = read(unhexlify(record))
                 if found is None:
                     write(record + b" missing\n")
                     continue

@@ -11,14 +11,13 @@ which rescans and verifies the same way, so a reader sees what the store sees.
 
 from __future__ import annotations
 
-from reelstore.errors import NotFound
+from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.objects import Hash
 from reelstore.objects.block import blob_content
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.object_store import ObjectStore
-from reelstore.storage.pack import KIND_CODES, KIND_NAMES, Pack
+from reelstore.storage.pack import KIND_NAMES, Pack
 
-BLOB = KIND_CODES["blob"]
 MAP_LIMIT = 1 << 18
 """Packs with more ids than this are always searched (a dict of them would cost ~100 bytes an id)."""
 
@@ -34,6 +33,7 @@ class _Lookup:
         self.positions: dict[bytes, int] | None = None
 
     def find(self, h: bytes) -> int:
+        """Search the index, until enough searches make mapping the pack's ids worth it."""
         if self.positions is not None:
             return self.positions.get(h, -1)
         self.searches += 1
@@ -55,16 +55,23 @@ class BulkReader:
         """(kind, content) of the object `h` (a blob's data, any other kind's body), or None if the store
         has none; E007 if its copy is damaged."""
         for lookup in self._packs:
-            i = lookup.find(h)
+            positions = lookup.positions
+            i = positions.get(h, -1) if positions is not None else lookup.find(h)
             if i >= 0:
                 code, raw = lookup.pack.read(h, i)
                 kind = KIND_NAMES[code]
                 start = len(kind) + 1
-                return kind, blob_content(raw, start) if code == BLOB else memoryview(raw)[start:]
+                break
+        else:
+            try:
+                raw = self.store.get_raw(Hash(h))
+            except NotFound:
+                return None
+            nul = raw.index(b"\0")
+            kind, start = raw[:nul].decode("ascii"), nul + 1
+        if kind != "blob":
+            return kind, memoryview(raw)[start:]
         try:
-            raw = self.store.get_raw(Hash(h))
-        except NotFound:
-            return None
-        nul = raw.index(b"\0")
-        kind = raw[:nul].decode("ascii")
-        return kind, blob_content(raw, nul + 1) if kind == "blob" else memoryview(raw)[nul + 1 :]
+            return kind, blob_content(raw, start)
+        except BadInput as err:  # bytes enter a store only decoded: a right hash over a bad body is damage
+            raise StorageError(f"object {h.hex()} is damaged: {err.message}", id=Hash(h)) from None

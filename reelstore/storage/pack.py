@@ -579,9 +579,15 @@ class Pack:
             p = self._parse(offset)
             if zlib.crc32(self.map[offset : p.end]) != crc:
                 raise ValueError("entry checksum mismatch")
-            code, body = self.body_at(offset, p)
+            if p.method == BASE:
+                code, body = self.body_at(offset, p)
+            else:
+                code, body = p.code, self._inflate(p, None)
         except ValueError as exc:
             raise StorageError(f"object {h.hex()} in {self.name} is damaged: {exc}", id=Hash(h)) from None
+        except zstandard.ZstdError as exc:
+            raise StorageError(f"object {h.hex()} in {self.name} is damaged: entry at offset {offset} does not "
+                               f"inflate: {exc}", id=Hash(h)) from None
         raw = KIND_TAGS[code] + body
         if blake3.blake3(raw).digest() != h:
             raise StorageError(f"object {h.hex()} in {self.name} is damaged: content does not hash to its id",
