@@ -85,3 +85,13 @@ def test_a_damaged_loose_object_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StorageError) as exc:
         BulkReader(store).read(Hash(blob.id))
     assert exc.value.code == "E007"
+
+
+def test_a_blob_whose_body_is_not_one_msgpack_bin_is_refused(tmp_path: Path) -> None:
+    """Bytes that hash to their id but no decode would accept (a writer bypassing the codec)."""
+    store = DiskObjectStore(tmp_path / "objects", fsync=False)
+    raw = b"blob\x00\xc4\x05abc"
+    store.add_pack([PackItem(Hash.of(raw), raw, 1)])
+    with pytest.raises(StorageError) as exc:
+        BulkReader(store).read(Hash.of(raw))
+    assert exc.value.code == "E007" and "msgpack bin" in exc.value.message
