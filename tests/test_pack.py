@@ -237,6 +237,28 @@ def test_a_pack_renamed_in_within_the_clock_tick_of_a_scan_is_found(tmp_path: Pa
     assert reader.get_raw(later.id) == later.encode()
 
 
+def test_a_miss_waits_for_the_index_of_a_pack_being_renamed_in(tmp_path: Path) -> None:
+    """A writer renames its pack, then its index: a reader in between (gc's fence reading an in-flight
+    write) must wait for the index, not call the object damaged."""
+    import threading
+
+    root = tmp_path / "objects"
+    writer = DiskObjectStore(root, fsync=False)
+    blob = Blob(b"in a pack whose index is on its way")
+    result = writer.add_pack([PackItem(blob.id, blob.encode(), 1)])
+    assert result.idx_path is not None
+    parked = result.idx_path.with_name("elsewhere")
+    result.idx_path.rename(parked)
+    reader = DiskObjectStore(root, fsync=False)
+    assert "pack has no index" in reader.problems().values()
+    later = threading.Timer(0.03, parked.rename, [result.idx_path])
+    later.start()
+    try:
+        assert reader.get_raw(blob.id) == blob.encode()
+    finally:
+        later.join(5)
+
+
 @pytest.fixture(scope="module")
 def packed_store(tmp_path_factory):
     from reelstore.maintenance.gc import gc

@@ -32,6 +32,11 @@ ROLL_UP_BYTES = 32 << 20
 RACY_NS = 2_000_000_000
 """A scan this soon after the pack directory's last change may miss a later one (see `_racy`)."""
 
+NO_INDEX = "pack has no index"
+INDEX_WAITS = 40
+INDEX_WAIT_S = 0.005
+"""A miss waits at most INDEX_WAITS × INDEX_WAIT_S for a pack's index that is about to appear."""
+
 PACK_BATCH = 1000
 """A put_many of at least this many new objects is written as one pack instead of loose files."""
 
@@ -103,7 +108,7 @@ class DiskObjectStore(ObjectStore):
             elif ".pack" in exts and self._repair_orphan(self.pack_dir / f"{stem}.pack"):
                 found[stem] = self.pack_dir / f"{stem}.pack"
             elif ".pack" in exts:
-                problems[f"{stem}.pack"] = "pack has no index"
+                problems[f"{stem}.pack"] = NO_INDEX
             else:
                 problems[f"{stem}.idx"] = "index has no pack"
         changed = False
@@ -144,6 +149,20 @@ class DiskObjectStore(ObjectStore):
             if not torn_index(path) or not rebuild_index(path, fsync=self.fsync):
                 raise
             return Pack(path)
+
+    def _await_index(self, h: Hash, errors: list[StorageError]) -> bytes | None:
+        """A pack seen without its index belongs to a writer between its two renames (a dead writer's
+        is repaired by `refresh`): a miss waits for the index a bounded while, rescanning, before it
+        reports the object absent (gc's fence reads objects of writes still in flight)."""
+        for _ in range(INDEX_WAITS):
+            if NO_INDEX not in self._problems.values():
+                return None
+            time.sleep(INDEX_WAIT_S)
+            if self.refresh(force=True):
+                raw = self._read_packs(h, errors)
+                if raw is not None:
+                    return raw
+        return None
 
     def _racy(self) -> bool:
         """Whether a change since the last scan may have left the pack directory's stamp as it was: the
@@ -249,6 +268,9 @@ class DiskObjectStore(ObjectStore):
             raw = self._read_packs(h, errors)
             if raw is not None:
                 return raw
+        raw = self._await_index(h, errors)
+        if raw is not None:
+            return raw
         try:
             raw = self.segments.get_raw(h)
             if raw is not None:
