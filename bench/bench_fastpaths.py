@@ -218,6 +218,14 @@ def batch(tmp: Path, n: int, repeat: int) -> None:
 
 def gc_rows(tmp: Path, sizes: Sequence[int], repeat: int) -> None:
     print("== gc --prune=now with half the objects unreachable (fresh copy each run)")
+    # The floor: gc of a store with nothing in it (start-up, lock, listing, one tiny pack).
+    e0, eg0 = tmp / "g-reel-empty", tmp / "g-git-empty"
+    Repo.init(e0)
+    git_init(eg0)
+    got = interleaved({"r": lambda: run([REEL, "gc", "--prune=now"], e0),
+                       "g": lambda: run(["git", "gc", "--prune=now", "-q"], eg0, env={**os.environ, **GIT_ENV})},
+                      repeat)
+    row("gc, empty store (the fixed cost)", got["r"], got["g"], rss=True)
     for n in sizes:
         r0, g0 = tmp / f"g-reel-{n}", tmp / f"g-git-{n}"
         reel_store(r0, n, 0.5)

@@ -11,7 +11,8 @@ from reelstore.errors import StorageError
 from reelstore.objects import Blob, Hash, Record, Tree
 from reelstore.storage.bulk_read import BulkReader
 from reelstore.storage.disk_store import DiskObjectStore
-from reelstore.storage.pack import PackItem, PackOptions
+from reelstore.storage.pack_index import index_columns
+from reelstore.storage.pack_write import PackItem, PackOptions, write_pack_stream
 
 
 def _objects() -> list[Blob | Tree | Record]:
@@ -68,7 +69,13 @@ def test_an_entry_whose_content_does_not_hash_to_its_id_is_refused(tmp_path: Pat
     """The entry's CRC is right (it was written so): only hashing what is returned catches it."""
     store = DiskObjectStore(tmp_path / "objects", fsync=False)
     liar, truth = Blob(b"what the id says"), Blob(b"what the pack holds")
-    store.add_pack([PackItem(liar.id, truth.encode(), 1)])
+    # Written past the writer's own read-back check (which would refuse it), as damage would be.
+    chunks: list[bytes] = []
+    columns, trailer, _ = write_pack_stream(chunks.append, [PackItem(liar.id, truth.encode(), 1)])
+    store.pack_dir.mkdir(parents=True)
+    (store.pack_dir / f"pack-{trailer.hex()}.pack").write_bytes(b"".join(map(bytes, chunks)))
+    (store.pack_dir / f"pack-{trailer.hex()}.idx").write_bytes(index_columns(*columns, trailer))
+    store.refresh(force=True)
     with pytest.raises(StorageError) as exc:
         BulkReader(store).read(liar.id)
     assert exc.value.code == "E007" and "does not hash" in exc.value.message

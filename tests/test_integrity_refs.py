@@ -15,7 +15,7 @@ from test_crash_drain import _env, crashed_commit, reel
 
 from reelstore.api import Store
 from reelstore.objects import Blob, Hash
-from reelstore.storage.pack import PackItem, write_pack
+from reelstore.storage.pack_write import PackItem, write_pack
 from reelstore.storage.refs import ReflogEntry, checksum
 from reelstore.storage.repo import Repo
 

@@ -11,33 +11,44 @@ grace period, and a concurrent writer can lose such an object, exactly as with `
 
 from __future__ import annotations
 
+import collections
+import functools
+import gc as pygc
+import itertools
+import operator
 import os
 import re
 import shutil
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from reelstore.errors import BadInput, Conflict, StorageError
 from reelstore.maintenance.reach import Walk, ref_roots, walk
-from reelstore.objects import Hash, Object
+from reelstore.objects import KINDS, Hash, Object
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.object_store import MemoryObjectStore
-from reelstore.storage.pack import PackItem, PackOptions
+from reelstore.storage.pack import KIND_CODES, Pack
+from reelstore.storage.pack_write import PackItem, PackOptions, PackResult, Reuse
 from reelstore.storage.repo import Repo
 
 HELD_RAW = 64 * 1024
-"""Objects up to this size are held in memory between marking and packing; larger ones (the pieces of
-large content) are read again by the pack writer, so gc's memory does not grow with the store's bytes."""
+"""An object gc must read before packing (to learn its kind) is kept in memory up to this size; every
+other object is read by the pack writer when its turn comes, so gc's memory does not grow with the
+store's bytes."""
 DEFAULT_PRUNE_EXPIRE = "2.weeks.ago"
 DEFAULT_REFLOG_EXPIRE = "90.days.ago"
 LOCK_NAME = "gc.lock"
+
+_as_hash = functools.partial(bytes.__new__, Hash)
+"""Hash of 32 bytes already known to be an id (from an index), without the length check."""
 
 Progress = Callable[[str, int, int | None], None]
 
@@ -104,6 +115,19 @@ def gc_lock(repo: Repo, wait_s: float = 0.0) -> Iterator[None]:
         repo.files.remove(LOCK_NAME)
 
 
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector paused for the duration: a gc holds a few hundred thousand small
+    objects (ids, columns), which every full collection would walk again, for nothing to collect."""
+    was = pygc.isenabled()
+    pygc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            pygc.enable()
+
+
 def _lock_owner(content: bytes | None) -> str | None:
     """A description of the live holder of the lock, or None if its holder is dead (stale lock)."""
     if content is None:
@@ -134,12 +158,24 @@ class GcReport:
     temp_removed: int = 0
     """Temporary files left by a killed writer (older than an hour)."""
     dry_run: bool = False
-    pruned_ids: list[Hash] = field(default_factory=list)
     damaged_skipped: list[Hash] = field(default_factory=list)
     """Unreachable young objects that could not be read, so not packed (fsck names them)."""
+    _pruned: Collection[bytes] = field(default_factory=list, repr=False)
+
+    @property
+    def pruned_ids(self) -> list[Hash]:
+        """The ids pruned (with dry_run, to be), sorted: built when first asked for, since a large gc's
+        report is mostly read for its counts."""
+        if not isinstance(self._pruned, list):
+            self._pruned = sorted(map(_as_hash, self._pruned))
+        return list(self._pruned)
+
+    @pruned_ids.setter
+    def pruned_ids(self, ids: Collection[bytes]) -> None:
+        self._pruned = ids
 
     def to_json(self) -> dict[str, Any]:
-        doc = {k: v for k, v in self.__dict__.items() if k not in ("pruned_ids", "damaged_skipped")}
+        doc = {k: v for k, v in self.__dict__.items() if k not in ("_pruned", "damaged_skipped")}
         doc["pruned_ids"] = [h.hex() for h in self.pruned_ids]
         doc["damaged_skipped"] = [h.hex() for h in self.damaged_skipped]
         return doc
@@ -154,21 +190,14 @@ def _require_complete(w: Walk, what: str) -> None:
                        missing=len(w.missing), damaged=len(w.damaged))
 
 
-def _mark(repo: Repo, now: float, progress: Progress | None, keep_raw: dict[Hash, bytes] | None) -> Walk:
+def _mark(repo: Repo, now: float, progress: Progress | None, leaves: AbstractSet[bytes] | None = None) -> Walk:
     """Everything reachable from the refs and young reflog entries, then the fence (see `_fence`)."""
     since = config_cutoff(repo, "gc.reflogExpire", DEFAULT_REFLOG_EXPIRE, now)
     since_ms = 0 if since is None else int(since * 1000)
-
-    def seen(obj: Object) -> None:
-        if keep_raw is not None:
-            raw = obj.encode()
-            if len(raw) <= HELD_RAW:
-                keep_raw[obj.id] = raw
-
     tick = (lambda n: progress("marking", n, None)) if progress else None
     roots = ref_roots(repo.refs, since_ms)
-    w = walk(repo.objects, roots, progress=tick, on_object=seen)
-    _fence(repo, w, roots, since_ms, seen)
+    w = walk(repo.objects, roots, progress=tick, leaves=leaves)
+    _fence(repo, w, roots, since_ms, leaves)
     return w
 
 
@@ -176,7 +205,7 @@ FENCE_ROUNDS = 3
 
 
 def _fence(repo: Repo, w: Walk, roots: list[tuple[str, Hash]], since_ms: int,
-           seen: Callable[[Object], None]) -> None:
+           leaves: AbstractSet[bytes] | None) -> None:
     """After marking, add what concurrent writers may reference next: every id a live writer registered
     and has not yet referenced from a landed ref transaction (storage/inflight.py), then the refs as they
     are now. One round suffices for a writer that registers: if gc reads its registration before it
@@ -191,13 +220,15 @@ def _fence(repo: Repo, w: Walk, roots: list[tuple[str, Hash]], since_ms: int,
         protected = inflight.protected() if isinstance(inflight, Inflight) else set()
         now = ref_roots(repo.refs, since_ms)
         done = w.reachable | w.inflight | set(w.missing) | set(w.damaged)
-        moved = walk(repo.objects, [(n, h) for n, h in now if h not in done], on_object=seen, known=done)
+        moved = walk(repo.objects, [(n, h) for n, h in now if h not in done], known=done, leaves=leaves)
         done |= moved.reachable | set(moved.missing) | set(moved.damaged)
-        pending = walk(repo.objects, [("an in-flight write", h) for h in protected - done], on_object=seen,
-                       known=done)
-        # An in-flight write may not be on disk yet (or ever, if its writer fails): what its walk misses
-        # is not damage; what it reaches is kept.
+        pending = walk(repo.objects, [("an in-flight write", h) for h in protected - done], known=done,
+                       leaves=leaves)
+        # An in-flight write may not be on disk yet (or ever, if its writer fails), or be caught between
+        # its pack's rename and its index's (then it reads as unusable, not absent): what its walk misses
+        # is not damage; what it reaches is kept. Real damage is fsck's to name.
         pending.missing.clear()
+        pending.damaged.clear()
         w.inflight |= pending.reachable
         for more in (moved, pending):
             if more is moved:
@@ -290,73 +321,179 @@ def gc(
         return _gc_memory(repo, cutoff, dry_run, now)
     if not isinstance(store, DiskObjectStore):
         raise BadInput(f"gc does not know how to collect a {type(store).__name__}")
-    with gc_lock(repo, wait_s):
+    with gc_lock(repo, wait_s), _no_cycle_collection():
         store.refresh(force=True)
         loose = _loose_listing(store)
-        packs = store.packs()
-        packed: dict[Hash, int] = {}
-        for pack in packs:
-            for h, _, packed_at in pack.entries():
-                packed[h] = max(packed_at, packed.get(h, 0))
-        raws: dict[Hash, bytes] = {}
-        w = _mark(repo, now, progress, raws)
+        listed = _list_packs(store)
+        packed = _Packed(listed)
+        w = _mark(repo, now, progress, _leaves(listed))
         _require_complete(w, "gc")
-        cands = set(loose) | set(packed)
-
-        def mtime(h: Hash) -> float:
-            return max(loose.get(h, 0.0), float(packed.get(h, 0)))
-
+        cands = packed.ids
+        cands.update(loose)
         report = GcReport(reachable=len(w.reachable), candidates=len(cands), dry_run=dry_run)
-        keep: set[Hash] = set()
-        for h in cands:
-            if h in w.reachable:
-                keep.add(h)
-            elif cutoff is None or mtime(h) >= cutoff or h in w.inflight:
-                keep.add(h)
-                report.kept_recent += 1
-            else:
-                report.pruned_ids.append(h)
-        report.pruned = len(report.pruned_ids)
-        report.pruned_ids.sort()
+        keep = cands & w.reachable
+        rest = cands  # from here on, the candidates not reached (one set of all ids fewer)
+        rest -= w.reachable
+        if cutoff is None:
+            young = rest
+        else:
+            young = rest & w.inflight
+            for listing in listed:
+                young |= rest.intersection(itertools.compress(listing.ids, map(cutoff.__le__, listing.mtimes)))
+            young |= {h for h, t in loose.items() if t >= cutoff and h in rest}
+        keep |= young
+        report.kept_recent = len(young)
+        report.pruned_ids = rest - young
+        report.pruned = len(rest) - len(young)
         report.packed = len(keep)
         if dry_run:
             return report
-        kinds = dict(w.kinds)
-        for h in [h for h in keep if h not in raws and h not in kinds]:
-            try:
-                raw = store.get_raw(h)
-            except StorageError:
-                # Unreachable, young and unreadable: nothing can be packed; a loose copy stays for fsck.
-                keep.discard(h)
-                report.damaged_skipped.append(h)
-                continue
-            if len(raw) <= HELD_RAW:
-                raws[h] = raw
-            else:
-                kinds[h] = raw[: raw.index(b"\0")].decode("ascii")
-        report.packed = len(keep)
-        current = packs[0].name if len(packs) == 1 and not loose and set(packs[0].ids()) == keep else None
-        if current is None and keep:
 
-            def items() -> Iterator[PackItem]:
-                for h in [h for h in raws if h in keep] + [h for h in keep if h not in raws]:
-                    yield _item(store, h, raws.get(h), kinds.get(h, ""), int(mtime(h)), w.hints.get(h, ""))
+        def damaged(h: Hash) -> None:
+            if h in w.reachable:
+                raise StorageError(f"gc refused: object {h.hex()} is damaged in its pack (its entry does not "
+                                   "match its checksum); run `reel fsck`", id=h)
+            # Unreachable and young: not packed; a loose copy, if any, stays for fsck.
+            keep.discard(h)
+            report.damaged_skipped.append(h)
 
+        current = None
+        if len(listed) == 1 and not loose and len(keep) == listed[0].pack.count:
+            current = listed[0].pack.name
+        elif keep:
             tick = (lambda n, total: progress("packing", n, total)) if progress else None
-            current = store.add_pack(items(), _pack_options(repo), progress=tick).name
+            current = _write_kept(store, repo, listed, keep, packed, loose, w, report.damaged_skipped, damaged,
+                                  tick).name
+        report.packed = len(keep)
         report.pack = current
-        for pack in packs:
-            if pack.name != current:
-                _remove_pack(pack.path)
+        for listing in listed:
+            if listing.pack.name != current:
+                _remove_pack(listing.pack.path)
                 report.packs_removed += 1
-        for n, (h, listed) in enumerate(loose.items(), 1):
-            if _remove_loose_if_unchanged(store, h, listed, None if h in keep else cutoff):
+        for n, (h, listed_mtime) in enumerate(loose.items(), 1):
+            if _remove_loose_if_unchanged(store, h, listed_mtime, None if h in keep else cutoff):
                 report.loose_removed += 1
             if progress is not None and (n % 1000 == 0 or n == len(loose)):
                 progress("removing loose objects", n, len(loose))
         report.temp_removed = _sweep_temp(store, now)
         store.refresh(force=True)
         return report
+
+
+LEAF_CODES = frozenset(KIND_CODES[kind] for kind, cls in KINDS.items() if cls.references is Object.references)
+"""Pack codes of the kinds that reference nothing: the walk needs no more than an entry's header for them."""
+
+
+class _Listing:
+    """One pack's index, read in bulk, and whether its checksums verify: only then are its leaves
+    trusted from their headers and its entries copied as they are stored."""
+
+    def __init__(self, pack: Pack) -> None:
+        self.pack = pack
+        self.columns = pack.index.columns()
+        self.ids, self.offsets, _, self.mtimes = self.columns
+        self.sound = pack.checksums_ok()
+
+    def leaves(self) -> Iterator[bytes]:
+        """The ids whose entries are of a kind that references nothing (from each entry's first byte,
+        read in one go; the pages read are let go at once)."""
+        if not self.sound or not self.ids:
+            return iter(())
+        m = self.pack.map
+        codes = operator.itemgetter(*self.offsets)(m) if len(self.offsets) > 1 else (m[self.offsets[0]],)
+        self.pack.release_pages()
+        return itertools.compress(self.ids, map(LEAF_CODES.__contains__, codes))
+
+
+def _list_packs(store: DiskObjectStore) -> list[_Listing]:
+    """Every pack's listing, the largest first: an object in several packs is copied from the first."""
+    return [_Listing(p) for p in sorted(store.packs(), key=lambda p: -p.count)]
+
+
+class _Packed:
+    """Every packed id, and the newest mtime of each: from its pack's listing, or (for an id in several
+    packs, which is rare) from a table of those only, so gc holds no table of all ids and mtimes."""
+
+    def __init__(self, listed: list[_Listing]) -> None:
+        self.ids: set[bytes] = set()
+        twice: set[bytes] = set()
+        for listing in listed:
+            if self.ids:
+                twice.update(self.ids.intersection(listing.ids))
+            self.ids.update(listing.ids)
+        self.newest: dict[bytes, int] = {}
+        for listing in listed if twice else ():
+            for i in itertools.compress(range(len(listing.ids)), map(twice.__contains__, listing.ids)):
+                h = listing.ids[i]
+                self.newest[h] = max(self.newest.get(h, 0), listing.mtimes[i])
+        self.listed = listed
+
+    def mtime(self, h: bytes) -> int:
+        """The newest mtime of packed `h` (0 if it is not packed); one index lookup."""
+        if h in self.newest:
+            return self.newest[h]
+        for listing in self.listed:
+            t = listing.pack.mtime(Hash(h))
+            if t is not None:
+                return t
+        return 0
+
+
+def _leaves(listed: list[_Listing]) -> set[bytes]:
+    leaves: set[bytes] = set()
+    for listing in listed:
+        leaves.update(listing.leaves())
+    return leaves
+
+
+def _write_kept(store: DiskObjectStore, repo: Repo, listed: list[_Listing], keep: set[bytes],
+                packed: _Packed, loose: dict[Hash, float], w: Walk, skipped: list[Hash] | None,
+                damaged: Callable[[Hash], None] | None,
+                tick: Callable[[int, int], None] | None) -> PackResult:
+    """One new pack of `keep`: entries of verified packs copied as they are stored, the rest (loose
+    objects, objects of packs that do not verify) read, re-hashed and compressed afresh, one at a time.
+    An object that cannot be read is left out and named in `skipped` (with no `skipped`, StorageError)."""
+    remaining = set(keep)
+    both = loose.keys() & packed.ids
+    hints = cast(Mapping[bytes, str], w.hints)  # keyed by Hash, looked up by the index's plain bytes
+    # Versions of a file: a name hint that several kept objects of one sort share (leaves, or objects
+    # the walk read), e.g. the blobs of one path, or the tree nodes at one place in the namespace.
+    read = keep & w.kinds.keys()
+    versions = {hint for group in (collections.Counter(map(hints.get, keep - read)), collections.Counter(
+        map(hints.get, read))) for hint, count in group.items() if hint and count > 1}
+    reuse: list[Reuse] = []
+    for listing in listed:
+        if not listing.sound or not remaining:
+            continue
+        positions = list(itertools.compress(range(len(listing.ids)), map(remaining.__contains__, listing.ids)))
+        if not positions:
+            continue
+        taken = [listing.ids[i] for i in positions]
+        remaining.difference_update(taken)
+        mtimes = list(map(listing.mtimes.__getitem__, positions))
+        if packed.newest:
+            for k, h in enumerate(taken):
+                if h in packed.newest:
+                    mtimes[k] = packed.newest[h]
+        if both:
+            for k, h in enumerate(taken):
+                if h in both:
+                    mtimes[k] = int(max(loose[_as_hash(h)], mtimes[k]))
+        reuse.append(Reuse(listing.pack, positions, mtimes, listing.columns, hints, versions))
+    items: list[PackItem] = []
+    # In walk order (newest history first), so each version of a file is packed beside its neighbours.
+    walked = [h for h in w.kinds if h in remaining]
+    for h in itertools.chain(walked, map(_as_hash, remaining.difference(walked))):
+        mtime = int(max(loose.get(h, 0.0), float(packed.mtime(h) if h in packed.ids else 0)))
+        try:
+            items.append(_item(store, h, w.kinds.get(h, ""), mtime, w.hints.get(h, "")))
+        except StorageError:
+            if skipped is None:
+                raise
+            # Unreachable, young and unreadable (gc): nothing can be packed; a loose copy stays for fsck.
+            keep.discard(h)
+            skipped.append(h)
+    return store.add_pack(items, _pack_options(repo), progress=tick, reuse=reuse, damaged=damaged)
 
 
 def _gc_memory(repo: Repo, cutoff: float | None, dry_run: bool, now: float) -> GcReport:
@@ -375,15 +512,14 @@ def _gc_memory(repo: Repo, cutoff: float | None, dry_run: bool, now: float) -> G
     return report
 
 
-def _item(store: DiskObjectStore, h: Hash, raw: bytes | None, kind: str, mtime: int, hint: str) -> PackItem:
-    """A pack item: held bytes if small, else read by the pack writer when it gets to it (a large
-    object's kind is known from the walk; an unwalked one is read now, to learn its kind and size)."""
-    if raw is None and not kind:
+def _item(store: DiskObjectStore, h: Hash, kind: str, mtime: int, hint: str) -> PackItem:
+    """A pack item read by the pack writer when it gets to it. An object the walk did not read is read
+    now, to learn its kind (and, if small, kept: the unreachable young are few)."""
+    if not kind:
         raw = store.get_raw(h)
-        if len(raw) > HELD_RAW:
-            kind, raw = raw[: raw.index(b"\0")].decode("ascii"), None
-    if raw is not None:
-        return PackItem(h, raw, mtime, hint)
+        if len(raw) <= HELD_RAW:
+            return PackItem(h, raw, mtime, hint)
+        kind = raw[: raw.index(b"\0")].decode("ascii")
     return PackItem(h, b"", mtime, hint, kind=kind, load=lambda: store.get_raw(h))
 
 
@@ -448,41 +584,27 @@ def repack(
     loose copies now packed and (with `all_objects`) the old packs. Nothing unreachable is dropped."""
     store = _disk(repo)
     report = RepackReport()
-    with gc_lock(repo):
+    with gc_lock(repo), _no_cycle_collection():
         store.refresh(force=True)
         loose = _loose_listing(store)
-        packs = store.packs() if all_objects else []
-        mtimes: dict[Hash, float] = dict(loose)
-        for pack in packs:
-            for h, _, mtime in pack.entries():
-                mtimes[h] = max(float(mtime), mtimes.get(h, 0.0))
-        if not mtimes:
+        every = _list_packs(store)
+        listed = every if all_objects else []
+        packed = _Packed(listed)
+        keep = packed.ids | loose.keys()
+        if not keep:
             return report
-        raws: dict[Hash, bytes] = {}
-
-        def seen(obj: Object) -> None:
-            raw = obj.encode()
-            if len(raw) <= HELD_RAW:
-                raws[obj.id] = raw
-
         count = (lambda n: progress("counting objects", n, None)) if progress else None
-        w = walk(store, ref_roots(repo.refs, None), progress=count, on_object=seen)
-        hints = w.hints
-
-        def items() -> Iterator[PackItem]:
-            for h in [h for h in raws if h in mtimes] + [h for h in mtimes if h not in raws]:
-                yield _item(store, h, raws.get(h), w.kinds.get(h, ""), int(mtimes[h]), hints.get(h, ""))
-
+        w = walk(store, ref_roots(repo.refs, None), progress=count, leaves=_leaves(every))
         tick = (lambda n, total: progress("packing", n, total)) if progress else None
-        result = store.add_pack(items(), _pack_options(repo), progress=tick)
+        result = _write_kept(store, repo, listed, keep, packed, loose, w, None, None, tick)
         report.pack, report.packed, report.methods = result.name, result.count, result.methods
         if delete:
-            for pack in packs:
-                if pack.name != result.name:
-                    _remove_pack(pack.path)
+            for listing in listed:
+                if listing.pack.name != result.name:
+                    _remove_pack(listing.pack.path)
                     report.packs_removed += 1
-            for n, (h, listed) in enumerate(loose.items(), 1):
-                if _remove_loose_if_unchanged(store, h, listed, None):
+            for n, (h, listed_mtime) in enumerate(loose.items(), 1):
+                if _remove_loose_if_unchanged(store, h, listed_mtime, None):
                     report.loose_removed += 1
                 if progress is not None and (n % 1000 == 0 or n == len(loose)):
                     progress("removing loose objects", n, len(loose))

@@ -7,9 +7,14 @@ deletes (gc, prune) can refuse to when the walk is incomplete.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+
+import msgpack
 
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.objects import Delta, Hash, Journal, Object, Put, Record, Tree, View, decode
@@ -36,16 +41,40 @@ class Walk:
         return not self.missing and not self.damaged
 
 
-def _named_edges(obj: Object) -> Iterator[tuple[Hash, str]]:
+def _named_edges(obj: Object) -> Iterable[tuple[Hash, str]]:
     if isinstance(obj, Tree):
-        for name, h in obj.entries:
-            yield h, name
-    elif isinstance(obj, Delta):
-        for op in obj.ops:
-            if isinstance(op, Put):
-                yield op.id, op.name
-    for h in obj.references():
-        yield h, ""
+        # A tree's references are its entries: each once, with its name.
+        return [(h, name) for name, h in obj.entries]
+    edges: list[tuple[Hash, str]] = []
+    if isinstance(obj, Delta):
+        edges = [(op.id, op.name) for op in obj.ops if isinstance(op, Put)]
+    return edges + [(h, "") for h in obj.references()]
+
+
+_as_hash = functools.partial(bytes.__new__, Hash)
+
+
+def _tree_edges(raw: bytes) -> tuple[list[Hash], tuple[str, ...]] | None:
+    """A tree's entries (ids, names) read straight from its msgpack body, without building and
+    re-encoding the object: the bytes have hashed to their id, and only decoded objects are stored.
+    None for anything but a tree of the expected shape (the caller then decodes it in full)."""
+    if not raw.startswith(b"tree\0"):
+        return None
+    try:
+        body = msgpack.unpackb(memoryview(raw)[5:], use_list=False, raw=False, strict_map_key=True)
+    except Exception:  # msgpack raises several unrelated types for malformed input
+        return None
+    entries = body.get("entries") if type(body) is dict and len(body) == 2 and "level" in body else None
+    if type(entries) is not tuple:
+        return None
+    if not entries:
+        return [], ()
+    if set(map(type, entries)) != {tuple} or set(map(len, entries)) != {2}:
+        return None
+    names, ids = zip(*entries)
+    if set(map(type, names)) != {str} or set(map(type, ids)) != {bytes} or set(map(len, ids)) != {32}:
+        return None
+    return list(map(_as_hash, ids)), names
 
 
 def walk(
@@ -54,20 +83,41 @@ def walk(
     progress: Callable[[int], None] | None = None,
     on_object: Callable[[Object], None] | None = None,
     known: set[Hash] | None = None,
+    leaves: AbstractSet[bytes] | None = None,
 ) -> Walk:
     """Everything reachable from `roots` ((name, id) pairs), with what could not be reached; objects in
-    `known` (an earlier walk's) are neither visited nor reported again."""
+    `known` (an earlier walk's) are neither visited nor reported again.
+
+    `leaves` are ids the caller has found stored as a kind that references nothing, in a pack whose
+    checksums it verified (gc, from the entries' headers): they count as reached without being read,
+    so `on_object` never sees them. Whoever copies them checks each one's CRC as it does. With
+    `leaves`, an object's edges are taken in bulk (set operations), and a child's hint is the name it
+    was first reached under."""
     result = Walk()
     seen: set[Hash] = set(known) if known else set()
     stack: list[tuple[Hash, str]] = []
+    ticks = 1000
+    hints, reachable = result.hints, result.reachable
     for name, h in roots:
         if h not in seen:
             seen.add(h)
             stack.append((h, name))
     while stack:
         h, via = stack.pop()
+        if leaves is not None and h in leaves:
+            reachable.add(h)
+            continue
         try:
-            obj = decode(store.get_raw(h))  # get_raw has re-hashed it
+            raw = store.get_raw(h)  # get_raw has re-hashed it
+            light = _tree_edges(raw) if on_object is None else None
+            if light is None:
+                obj = decode(raw)
+                kind, edges = obj.kind, _named_edges(obj)
+                if on_object is not None:
+                    on_object(obj)
+                ids, names = [c for c, _ in edges], tuple(n for _, n in edges)
+            else:
+                kind, (ids, names) = "tree", light
         except NotFound:
             result.missing[h] = via
             continue
@@ -77,19 +127,33 @@ def walk(
         except BadInput as err:
             result.damaged[h] = f"object {h.hex()} is damaged: {err.message}"
             continue
-        result.reachable.add(h)
-        result.kinds[h] = obj.kind
-        if on_object is not None:
-            on_object(obj)
-        if progress is not None and len(result.reachable) % 1000 == 0:
-            progress(len(result.reachable))
+        reachable.add(h)
+        result.kinds[h] = kind
+        if progress is not None and len(reachable) >= ticks:
+            progress(len(reachable))
+            ticks = len(reachable) + 1000
         here = h.hex()
-        for child, name in _named_edges(obj):
-            if name and child not in result.hints:
-                result.hints[child] = name
-            if child not in seen:
-                seen.add(child)
-                stack.append((child, here))
+        if leaves is None:
+            for child, name in zip(ids, names):
+                if name and child not in hints:
+                    hints[child] = name
+                if child not in seen:
+                    seen.add(child)
+                    stack.append((child, here))
+            continue
+        fresh = set(ids)
+        fresh -= seen
+        if not fresh:
+            continue
+        seen |= fresh
+        hints.update(itertools.compress(zip(ids, names), map(fresh.__contains__, ids)))
+        reached = fresh & leaves
+        reachable |= reached
+        if len(reached) < len(fresh):
+            for child in ids:
+                if child in fresh and child not in reached:
+                    stack.append((child, here))
+                    fresh.discard(child)
     if progress is not None:
         progress(len(result.reachable))  # the final count, so a "done." line states the whole
     return result

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -20,8 +20,9 @@ from reelstore.objects import Hash, Object
 from reelstore.storage.batch import PackBatch, orphaned_by_dead, rebuild_index, torn_index
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.object_store import LooseObjectStore, ObjectStore
-from reelstore.storage.pack import Pack, PackItem, PackOptions, PackResult, write_pack
+from reelstore.storage.pack import Pack
 from reelstore.storage.pack_import import import_pack
+from reelstore.storage.pack_write import PackItem, PackOptions, PackResult, Reuse, write_pack
 from reelstore.storage.segment import Segment, Segments
 
 ROLL_UP_PACKS = 32
@@ -382,9 +383,13 @@ class DiskObjectStore(ObjectStore):
         items: Iterable[PackItem],
         opts: PackOptions | None = None,
         progress: Callable[[int, int], None] | None = None,
+        reuse: Sequence[Reuse] = (),
+        damaged: Callable[[Hash], None] | None = None,
     ) -> PackResult:
-        """Write one pack of `items` into objects/pack and start reading from it."""
-        result = write_pack(self.pack_dir, items, opts, fsync=self.fsync, progress=progress)
+        """Write one pack of `items` (and the `reuse` entries copied from packs) into objects/pack and
+        start reading from it."""
+        result = write_pack(self.pack_dir, items, opts, fsync=self.fsync, progress=progress, reuse=reuse,
+                            damaged=damaged)
         self.refresh(force=True)
         return result
 

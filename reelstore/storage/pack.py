@@ -13,11 +13,10 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import blake3
@@ -26,8 +25,7 @@ import zstandard
 from reelstore.codec import MAX_OBJECT_SIZE
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import Hash, decode
-from reelstore.storage.fileio import fsync_dir, temp_name
-from reelstore.storage.pack_index import TRAILER, VERSION, PackIndex, index_bytes, pack_damage
+from reelstore.storage.pack_index import TRAILER, VERSION, PackIndex, pack_damage
 from reelstore.wording import plural
 
 PACK_MAGIC = b"RPAK"
@@ -123,264 +121,6 @@ def hash_mapped(buf: mmap.mmap | bytes, end: int) -> bytes:
             hasher.update(view[at : min(end, at + HASH_PIECE)])
             release(buf, at, min(end, at + HASH_PIECE))
     return hasher.digest()
-
-
-# Writing
-
-
-@dataclass
-class PackItem:
-    """One object to pack: id, canonical bytes, mtime (seconds) and an optional name hint for deltas.
-
-    A large object may come as `load` (a callable returning its canonical bytes) and its `kind`
-    instead of `raw`: the writer then reads it only when its turn comes and drops it once no later
-    entry can use it as a base, so a pack of any size is written in bounded memory."""
-
-    id: Hash
-    raw: bytes
-    mtime: int
-    hint: str = ""
-    kind: str = ""
-    load: Callable[[], bytes] | None = None
-
-
-@dataclass
-class PackOptions:
-    level: int = 3
-    depth: int = 50
-    """Longest chain of base entries a delta may sit on."""
-    window: int = 3
-    """How many earlier entries of the same group are tried as a base."""
-    min_delta: int = 64
-    """Bodies smaller than this are never delta-compressed (the dictionary serves them better)."""
-
-
-@dataclass
-class PackResult:
-    name: str
-    pack_path: Path | None
-    idx_path: Path | None
-    count: int
-    checksum: bytes
-    size: int = 0
-    methods: dict[str, int] = field(default_factory=dict)
-
-
-class _Entry:
-    __slots__ = ("id", "code", "body", "mtime", "offset", "crc", "depth", "zc", "load")
-
-    def __init__(self, item: PackItem) -> None:
-        self.id = item.id
-        self.load = item.load
-        if item.load is not None:
-            self.code, self.body = KIND_CODES[item.kind], b""
-        else:
-            self.code, self.body = split_raw(item.raw)
-        self.mtime = int(item.mtime)
-        self.offset = 0
-        self.crc = 0
-        self.depth = 0
-        self.zc: zstandard.ZstdCompressor | None = None
-
-    def loaded(self) -> None:
-        """Read a lazy entry's body now (its kind must be the one it was listed with)."""
-        if self.load is not None and not self.body:
-            code, self.body = split_raw(self.load())
-            if code != self.code:
-                raise StorageError(f"object {self.id.hex()} changed kind while it was packed")
-
-    def drop(self) -> None:
-        """Forget the body and compressor once no later entry can use this one as a base."""
-        self.zc = None
-        if self.load is not None:
-            self.body = b""
-
-
-def _train(entries: list[_Entry], level: int) -> bytes:
-    """A zstd dictionary for this pack's small bodies, or b"" when it would not pay for itself."""
-    # typed as zstandard's ByteString so the list can be handed to train_dictionary as it is
-    samples: list[bytes | bytearray | memoryview] = [e.body for e in entries if 16 <= len(e.body) <= 4096]
-    small = len(samples)
-    if small < 256:
-        return b""
-    step = max(1, small // 2000)
-    samples = samples[::step]
-    total = sum(len(s) for s in samples)
-    size = min(64 * 1024, max(4096, total // 20))
-    try:
-        trained = zstandard.train_dictionary(size, samples, k=200, d=8, steps=1, level=level)
-    except zstandard.ZstdError:
-        return b""
-    # Keep it only if it saves more on this pack's small bodies than it costs to store.
-    probe = samples[:: max(1, len(samples) // 200)]
-    params = zstandard.ZstdCompressionParameters.from_level(level, **_FLAGS)
-    plain = zstandard.ZstdCompressor(compression_params=params)
-    with_dict = zstandard.ZstdCompressor(dict_data=trained, compression_params=params)
-    saved = sum(len(plain.compress(b)) - len(with_dict.compress(b)) for b in probe)
-    return trained.as_bytes() if saved * small / len(probe) > 2 * len(trained.as_bytes()) else b""
-
-
-class _Compressor:
-    def __init__(self, dict_bytes: bytes, opts: PackOptions) -> None:
-        self.opts = opts
-        params = zstandard.ZstdCompressionParameters.from_level(opts.level, **_FLAGS)
-        self.plain = zstandard.ZstdCompressor(compression_params=params)
-        self.dict = None
-        if dict_bytes:
-            zdict = zstandard.ZstdCompressionDict(dict_bytes, dict_type=zstandard.DICT_TYPE_FULLDICT)
-            self.dict = zstandard.ZstdCompressor(dict_data=zdict, compression_params=params)
-
-    def alone(self, body: bytes) -> tuple[int, bytes]:
-        best = (STORED, body)
-        for method, comp in ((ZSTD, self.plain), (DICT, self.dict)):
-            if comp is not None and (method != DICT or len(body) <= 8192):
-                data = comp.compress(body)
-                if len(data) < len(best[1]):
-                    best = (method, data)
-        return best
-
-    def against(self, base: _Entry, body: bytes) -> bytes:
-        """`body` compressed with `base`'s body as prefix; the compressor is kept on the base entry, which
-        serves as a candidate for up to `window` later entries."""
-        if base.zc is None:
-            # Tables sized for the prefix keep it cheap to load; the match, not the level, does the work.
-            size = 2 * len(base.body)
-            params = zstandard.ZstdCompressionParameters.from_level(1, source_size=size, **_FLAGS)
-            zdict = zstandard.ZstdCompressionDict(base.body, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-            base.zc = zstandard.ZstdCompressor(dict_data=zdict, compression_params=params)
-        return base.zc.compress(body)
-
-
-def _order(items: list[_Entry], hints: dict[Hash, str]) -> list[_Entry]:
-    """Group likely-similar objects together: same kind and name, then in the order given. Callers
-    pass objects in walk order (newest history first), so each version sits beside its neighbours."""
-    return [e for _, e in sorted(enumerate(items), key=lambda p: (p[1].code, hints.get(p[1].id, ""), p[0]))]
-
-
-PROGRESS_EVERY_S = 0.5
-"""Besides every 1000 objects, progress is reported at least this often: large objects pack slowly."""
-
-
-def write_pack_stream(
-    write: Callable[[bytes], object],
-    items: Iterable[PackItem],
-    opts: PackOptions | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> tuple[list[_Entry], bytes, dict[str, int]]:
-    """Write a whole pack through `write`; returns its entries (with offsets and CRCs) and trailer."""
-    opts = opts or PackOptions()
-    seen: set[Hash] = set()
-    hints: dict[Hash, str] = {}
-    entries: list[_Entry] = []
-    for item in items:
-        if item.id not in seen:
-            seen.add(item.id)
-            entries.append(_Entry(item))
-            if item.hint:
-                hints[item.id] = item.hint
-    entries = _order(entries, hints)
-    dict_bytes = _train(entries, opts.level)
-    comp = _Compressor(dict_bytes, opts)
-    hasher = blake3.blake3()
-
-    def out(data: bytes) -> None:
-        hasher.update(data)
-        write(data)
-
-    out(PACK_HEADER.pack(PACK_MAGIC, VERSION, len(entries), len(dict_bytes)) + dict_bytes)
-    offset = PACK_HEADER.size + len(dict_bytes)
-    counts = dict.fromkeys(METHOD_NAMES.values(), 0)
-    ticked = time.monotonic()
-    window: list[_Entry] = []
-    group: tuple[int, str] | None = None
-    for n, entry in enumerate(entries):
-        key = (entry.code, hints.get(entry.id, ""))
-        if key != group:
-            for old in window:
-                old.drop()
-            group, window = key, []
-        entry.loaded()
-        # Named objects (versions of one file) try their neighbours first and skip compressing alone
-        # when a delta is already small; unnamed ones compress alone first and try one neighbour.
-        method, data, base = STORED, entry.body, None
-        if not key[1]:
-            method, data = comp.alone(entry.body)
-        if len(entry.body) >= opts.min_delta and (key[1] or method != STORED):
-            for cand in reversed(window) if key[1] else window[-1:]:
-                if cand.depth >= opts.depth or len(cand.body) > 4 * len(entry.body) + 1024:
-                    continue
-                delta = comp.against(cand, entry.body)
-                if len(delta) + 4 < len(data):
-                    method, data, base = BASE, delta, cand
-                    if len(delta) * 32 < len(entry.body):
-                        break
-        if key[1] and (base is None or len(data) * 8 > len(entry.body)):
-            alone_method, alone_data = comp.alone(entry.body)
-            if base is None or len(alone_data) <= len(data) + 4:
-                method, data, base = alone_method, alone_data, None
-        head = bytes((entry.code, method)) + _varint(len(entry.body))
-        if base is not None:
-            head += _varint(offset - base.offset)
-            entry.depth = base.depth + 1
-        head += _varint(len(data))
-        entry.offset = offset
-        entry.crc = zlib.crc32(data, zlib.crc32(head))
-        out(head)
-        out(data)
-        offset += len(head) + len(data)
-        counts[METHOD_NAMES[method]] += 1
-        if len(entry.body) >= opts.min_delta:
-            window.append(entry)
-            if len(window) > opts.window:
-                window.pop(0).drop()
-        else:
-            entry.drop()
-        if progress is not None and ((n + 1) % 1000 == 0 or n + 1 == len(entries)
-                                     or time.monotonic() - ticked >= PROGRESS_EVERY_S):
-            ticked = time.monotonic()
-            progress(n + 1, len(entries))
-    trailer = hasher.digest()
-    write(trailer)
-    for entry in entries:
-        entry.body, entry.zc = b"", None
-    return entries, trailer, counts
-
-
-def write_pack(
-    directory: Path,
-    items: Iterable[PackItem],
-    opts: PackOptions | None = None,
-    *,
-    fsync: bool = True,
-    progress: Callable[[int, int], None] | None = None,
-) -> PackResult:
-    """Write `pack-<trailer>.pack` and its `.idx` into `directory`, atomically: the index comes last,
-    so a reader never sees an index whose pack is incomplete."""
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp_pack = temp_name(directory / "pack.pack")
-    try:
-        with open(tmp_pack, "xb") as f:
-            entries, trailer, counts = write_pack_stream(f.write, items, opts, progress)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        name = f"pack-{trailer.hex()}"
-        pack_path, idx_path = directory / f"{name}.pack", directory / f"{name}.idx"
-        idx = index_bytes([(e.id, e.offset, e.crc, e.mtime) for e in entries], trailer)
-        tmp_idx = temp_name(idx_path)
-        with open(tmp_idx, "xb") as f:
-            f.write(idx)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        size = tmp_pack.stat().st_size
-        os.replace(tmp_pack, pack_path)
-        os.replace(tmp_idx, idx_path)
-    finally:
-        tmp_pack.unlink(missing_ok=True)
-    if fsync:
-        fsync_dir(directory)
-    return PackResult(name, pack_path, idx_path, len(entries), trailer, size, counts)
 
 
 # Reading
@@ -606,6 +346,15 @@ class Pack:
         idx = self.index
         for i in range(idx.count):
             yield idx.id(i), idx.offset(i), idx.mtime(i)
+
+    def release_pages(self, start: int | None = None, end: int | None = None) -> None:
+        """Let go of the mapped pages of `start`..`end` (all entries by default) once read (see `release`)."""
+        release(self.map, self.data_start if start is None else start, self.data_end if end is None else end)
+
+    def checksums_ok(self) -> bool:
+        """Whether the pack's bytes hash to its trailer and the index's to its own: what makes the
+        pack's entries safe to copy as they are (each entry's CRC is still checked as it is copied)."""
+        return hash_mapped(self.map, self.data_end) == self.map[self.data_end :] and self.index.checksum_ok()
 
     def verify(self) -> tuple[list[EntryInfo], list[str]]:
         """Check everything: both trailers, every entry's CRC, inflation, hash and decoding by its kind, and

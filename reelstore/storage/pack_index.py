@@ -7,10 +7,14 @@ Layout: docs/format.md, "Packs and pack indexes".
 
 from __future__ import annotations
 
+import array
+import collections
+import itertools
 import mmap
 import os
 import struct
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import blake3
@@ -30,21 +34,29 @@ SCAN_RUN = 128
 """Runs of ids this short are searched by one scan of the mapped bytes rather than by bisection."""
 
 
-def index_bytes(rows: list[tuple[Hash, int, int, int]], pack_checksum: bytes) -> bytes:
+Columns = tuple[list[bytes], "array.array[int]", "array.array[int]", "array.array[int]"]
+"""A pack index read whole: ids, offsets, CRCs, mtimes (see `PackIndex.columns`)."""
+
+
+def index_bytes(rows: Sequence[tuple[bytes, int, int, int]], pack_checksum: bytes) -> bytes:
     """The .idx for (id, offset, crc, mtime) rows of a pack whose trailer is `pack_checksum`."""
-    rows = sorted(rows)
-    fanout = [0] * 256
-    for h, *_ in rows:
-        fanout[h[0]] += 1
-    total = 0
-    for i in range(256):
-        total += fanout[i]
-        fanout[i] = total
-    parts = [IDX_HEADER.pack(IDX_MAGIC, VERSION, len(rows)), struct.pack(">256I", *fanout)]
-    parts.append(b"".join(h for h, *_ in rows))
-    parts.append(struct.pack(f">{len(rows)}Q", *(r[1] for r in rows)))
-    parts.append(struct.pack(f">{len(rows)}I", *(r[2] for r in rows)))
-    parts.append(struct.pack(f">{len(rows)}Q", *(r[3] for r in rows)))
+    ids, offsets, crcs, mtimes = (list(column) for column in zip(*rows)) if rows else ([], [], [], [])
+    return index_columns(ids, offsets, crcs, mtimes, pack_checksum)
+
+
+def index_columns(ids: list[bytes], offsets: list[int], crcs: list[int], mtimes: list[int],
+                  pack_checksum: bytes) -> bytes:
+    """`index_bytes` for rows given as columns, in any order: rows that come as a few sorted runs
+    (gc's copied packs) sort in near-linear time, and no tuple per row is built."""
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    joined = b"".join(map(ids.__getitem__, order))
+    counts = collections.Counter(joined[::32])
+    fanout = list(itertools.accumulate(counts.get(i, 0) for i in range(256)))
+    n = len(ids)
+    parts = [IDX_HEADER.pack(IDX_MAGIC, VERSION, n), struct.pack(">256I", *fanout), joined]
+    parts.append(struct.pack(f">{n}Q", *map(offsets.__getitem__, order)))
+    parts.append(struct.pack(f">{n}I", *map(crcs.__getitem__, order)))
+    parts.append(struct.pack(f">{n}Q", *map(mtimes.__getitem__, order)))
     parts.append(pack_checksum)
     body = b"".join(parts)
     return body + blake3.blake3(body).digest()
@@ -143,6 +155,31 @@ class PackIndex:
         for i in range(self.count):
             yield Hash(m[base + 32 * i : base + 32 * i + 32])
 
+    def columns(self) -> Columns:
+        """Every id, offset, CRC and mtime, in index order, each column read in one go (gc lists whole
+        packs: one call per field per entry would cost more than the rest of its listing); the numbers
+        as compact arrays, and the mapped pages let go afterwards."""
+        m, n, base = self.map, self.count, self._ids
+        ids = [m[at : at + 32] for at in range(base, base + 32 * n, 32)]
+        offsets, crcs, mtimes = self._column("Q", self._offsets), self._column("I", self._crcs), self._column(
+            "Q", self._mtimes)
+        self.release()
+        return ids, offsets, crcs, mtimes
+
+    def _column(self, code: str, at: int) -> array.array[int]:
+        column = array.array(code)
+        column.frombytes(self.map[at : at + column.itemsize * self.count])
+        if sys.byteorder == "little":
+            column.byteswap()
+        return column
+
+    def release(self) -> None:
+        """Let go of the index's mapped pages (a whole-index read would otherwise stay resident)."""
+        self.map.madvise(mmap.MADV_DONTNEED)
+
     def checksum_ok(self) -> bool:
         end = len(self.map) - TRAILER
-        return blake3.blake3(self.map[:end]).digest() == self.map[end:]
+        with memoryview(self.map) as view:
+            ok = blake3.blake3(view[:end]).digest() == self.map[end:]
+        self.release()
+        return ok
