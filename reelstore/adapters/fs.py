@@ -34,6 +34,7 @@ import blake3
 from reelstore.adapters.base import Adapter, Admission, Result, register
 from reelstore.errors import BadInput
 from reelstore.objects import Effect
+from reelstore.storage.fileio import write_all
 
 ACTIONS = ("write", "delete")
 MAX_CONTENT = 16 * 1024 * 1024
@@ -244,11 +245,7 @@ def _write_at(dirfd: int, name: str, data: bytes, mode: int, fsync: bool) -> Non
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dirfd)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if fsync:
-                os.fsync(fd)
+            write_all(fd, data, fsync=fsync)
         finally:
             os.close(fd)
         os.rename(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)

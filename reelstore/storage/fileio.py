@@ -17,15 +17,20 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def write_all(fd: int, data: bytes, *, fsync: bool) -> None:
+    """Write every byte of `data` to `fd` (os.write may write fewer), then fsync it if asked."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    if fsync:
+        os.fsync(fd)
+
+
 def write_new(path: Path, data: bytes, *, fsync: bool = True, mode: int = 0o644) -> None:
     """Create `path` exclusively with `data` (FileExistsError if it exists), durably."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if fsync:
-            os.fsync(fd)
+        write_all(fd, data, fsync=fsync)
     except BaseException:
         os.close(fd)
         path.unlink(missing_ok=True)

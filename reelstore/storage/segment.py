@@ -28,7 +28,7 @@ from pathlib import Path
 
 from reelstore.errors import StorageError
 from reelstore.objects import Hash
-from reelstore.storage.fileio import fsync_dir
+from reelstore.storage.fileio import fsync_dir, write_all
 
 MAGIC = b"RJS1"
 FRAME = struct.Struct(">4sIII")
@@ -120,11 +120,7 @@ class Segment:
         try:
             if os.fstat(fd).st_size > self.end:
                 os.truncate(fd, self.end)
-            view = memoryview(frame)
-            while view:
-                view = view[os.write(fd, view) :]
-            if self.fsync:
-                os.fsync(fd)
+            write_all(fd, frame, fsync=self.fsync)
         finally:
             os.close(fd)
         if created and self.fsync:
