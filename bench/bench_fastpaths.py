@@ -198,8 +198,14 @@ def _startup(tmp: Path, repeat: int, cached: bool) -> None:
     row("fork / git branch", got["r"], got["g"], floor["f"])
 
 
+FLOOR_BATCH = Path(__file__).resolve().parent / "floor_batch.py"
+
+
 def batch(tmp: Path, n: int, repeat: int) -> None:
-    print(f"== cat-file --batch, {n} packed objects")
+    """reel, git and the floor (bench/floor_batch.py: the same checks and output in a minimal Python
+    script, no click and no reelstore) over the same ids, interleaved, in both bytecode modes (the floor
+    imports no project module, so only reel's figure depends on the mode)."""
+    print(f"== cat-file --batch, {n} packed objects (floor: bench/floor_batch.py)")
     r, g = tmp / "b-reel", tmp / "b-git"
     repo = reel_store(r, n)
     subprocess.run([REEL, "repack", "-a", "-d"], cwd=r, check=True, capture_output=True)
@@ -207,13 +213,23 @@ def batch(tmp: Path, n: int, repeat: int) -> None:
     git("repack", "-a", "-d", "-q", cwd=g)
     ids = "".join(h.hex() + "\n" for h in sorted(repo.objects)).encode()
     gids = git("cat-file", "--batch-all-objects", "--batch-check=%(objectname)", cwd=g)
+    want = subprocess.run([REEL, "cat-file", "--batch"], cwd=r, input=ids, capture_output=True, check=True).stdout
+    got = subprocess.run([sys.executable, str(FLOOR_BATCH)], cwd=r, input=ids, capture_output=True, check=True).stdout
+    if got != want:
+        raise RuntimeError("the floor script's output differs from reel's")
+    floor_cmd = [sys.executable, str(FLOOR_BATCH)]
     for cached in (False, True):
         env = bytecode_env(cached)
         if cached:
             run([REEL, "cat-file", "--batch"], r, ids[:65], env=env)
         got = interleaved({"r": lambda env=env: run([REEL, "cat-file", "--batch"], r, ids, env=env),
-                           "g": lambda: run(["git", "cat-file", "--batch"], g, gids)}, repeat)
-        row(f"cat-file --batch, bytecode {'cached' if cached else 'not cached'}", got["r"], got["g"])
+                           "g": lambda: run(["git", "cat-file", "--batch"], g, gids),
+                           "f": lambda: run(floor_cmd, r, ids)}, repeat)
+        reel_ms, git_ms, floor_ms = (med(got[k], 0) * 1000 for k in "rgf")
+        title = f"cat-file --batch, bytecode {'cached' if cached else 'not cached'}"
+        print(f"{title:<44} reel {reel_ms:8.1f} ms cpu ({med(got['r'], 1) * 1000:7.1f} wall)  git {git_ms:6.1f} ms  "
+              f"floor {floor_ms:6.1f} ms  reel/git {reel_ms / git_ms:5.2f}x  reel/floor {reel_ms / floor_ms:5.2f}x  "
+              f"floor/git {floor_ms / git_ms:5.2f}x", flush=True)
 
 
 def gc_rows(tmp: Path, sizes: Sequence[int], repeat: int) -> None:
