@@ -18,9 +18,20 @@ from reelstore.sync.outgoing import OutgoingPack, deflate, stored
 
 
 def pack_bytes(out: OutgoingPack) -> bytes:
-    """A whole git pack of `out`'s entries: header, entries as sent, SHA-1 trailer."""
+    """A whole git pack of `out`'s entries, as dulwich's send-pack writes them: header, each record's
+    entry, SHA-1 trailer."""
     body = b"PACK" + struct.pack(">II", 2, len(out)) + b"".join(b"".join(r.comp_chunks or []) for r in out.records())
     return body + hashlib.sha1(body).digest()
+
+
+def written_pack(out: OutgoingPack) -> bytes:
+    """The whole pack as our own send-pack writes it (`write_to`); every entry is counted once."""
+    pieces: list[bytes] = []
+    counted: list[int] = []
+    out.write_to(pieces.append, counted.append)
+    assert sum(counted) == len(out) and all(n > 0 for n in counted)
+    assert max(len(p) for p in pieces) <= outgoing._READ
+    return b"".join(pieces)
 
 
 @pytest.mark.parametrize("size", [0, 1, 63, 64, 300, 0xFFFF, 0x10000, 200_000])
@@ -37,9 +48,10 @@ def test_only_compressible_content_is_compressed() -> None:
     assert deflate(noise) == stored(noise)
 
 
+@pytest.mark.parametrize("writer", ["records", "write_to"])
 @pytest.mark.parametrize("spill", [False, True])
 def test_git_indexes_the_pack_and_reads_every_object_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          spill: bool) -> None:
+                                                          spill: bool, writer: str) -> None:
     if spill:  # entries move to the spool file every few kilobytes, and one is larger than a read
         monkeypatch.setattr(outgoing, "_SPOOL", 4096)
         monkeypatch.setattr(outgoing, "_READ", 1000)
@@ -50,7 +62,9 @@ def test_git_indexes_the_pack_and_reads_every_object_back(tmp_path: Path, monkey
     commit = out.finish({"refs/heads/main": blobs[0].id}, [])
     repo = bare(tmp_path / "r.git")
     pack = tmp_path / "r.git" / "objects" / "pack" / "incoming.pack"
-    pack.write_bytes(pack_bytes(out))
+    data = pack_bytes(out) if writer == "records" else written_pack(out)
+    assert data == pack_bytes(out)
+    pack.write_bytes(data)
     git("--git-dir", str(repo), "index-pack", "--strict", str(pack))
     git("--git-dir", str(repo), "update-ref", "refs/reel/heads/main", commit)
     git("--git-dir", str(repo), "fsck", "--strict", "--no-dangling")

@@ -7,29 +7,32 @@ is stored in deflate's "stored" blocks, which costs a copy instead of a full def
 (deflate's set-up alone costs more than the copy for the small objects that make up most stores).
 
 The fan-out trees, the `refs` file and the commit (see `mapping`) are written after the blobs, from
-the names collected on the way; dulwich's send-pack then streams the finished entries as they are
-(`records`), so it neither re-encodes, re-hashes nor re-deflates anything.
+the names collected on the way. The finished entries go out as they lie, in large writes: the whole
+pack by `write_to` (our own send-pack, `send_pack`), or an entry per record through dulwich's
+send-pack (`records`, for HTTP and the in-process server), so nothing is re-encoded, re-hashed or
+re-deflated on the way.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import struct
 import tempfile
 import time
 import zlib
-from collections.abc import Iterator
-from typing import IO
+from collections.abc import Callable, Iterator
+from typing import IO, TYPE_CHECKING
 
 import zstandard
-from dulwich.objects import Commit as GitCommit
-from dulwich.objects import ObjectID
-from dulwich.pack import UnpackedObject
 
 from reelstore.objects import Hash
 from reelstore.sync.mapping import IDENTITY
 from reelstore.sync.state import format_refs
 from reelstore.wording import plural
+
+if TYPE_CHECKING:
+    from dulwich.pack import UnpackedObject
 
 _COMMIT, _TREE, _BLOB = 1, 2, 3
 _TYPE_NAMES = {_COMMIT: b"commit ", _TREE: b"tree ", _BLOB: b"blob "}
@@ -41,6 +44,7 @@ _ZLIB_HEADER = b"\x78\x01"
 _STORED_MAX = 0xFFFF
 _STORED_HEAD = struct.Struct("<BHH")
 _ADLER = struct.Struct(">I")
+_PACK_HEADER = struct.Struct(">4sII")
 
 
 def entry_header(kind: int, size: int) -> bytes:
@@ -95,7 +99,6 @@ class OutgoingPack:
         self.shas: list[bytes] = []
         self.shards: dict[bytes, list[tuple[bytes, bytes]]] = {}
         self.blobs = 0
-        self.commit: GitCommit | None = None
 
     def _add(self, kind: int, body: bytes) -> bytes:
         head = entry_header(kind, len(body))
@@ -133,19 +136,9 @@ class OutgoingPack:
             root.append((b"40000", b"objects", self._add(_TREE, _tree_body(b"40000", fanout))))
         root.append((b"100644", b"refs", self._add(_BLOB, format_refs(refs))))
         root_sha = self._add(_TREE, b"".join(mode + b" " + name + b"\0" + sha for mode, name, sha in root))
-        commit = GitCommit()
-        commit.tree = ObjectID(root_sha.hex().encode())
-        commit.parents = [ObjectID(p.encode()) for p in parents]
-        commit.author = commit.committer = IDENTITY
-        commit.author_time = commit.commit_time = int(time.time())
-        commit.author_timezone = commit.commit_timezone = 0
         names = ", ".join(sorted(refs)) or "no refs"
-        commit.message = f"reel sync: {plural(self.blobs, 'object')}; {names}\n".encode()
-        sha = self._add(_COMMIT, commit.as_raw_string())
-        if sha != bytes.fromhex(commit.id.decode()):
-            raise AssertionError("sync commit named differently by dulwich and by the pack writer")
-        self.commit = commit
-        return commit.id.decode()
+        message = f"reel sync: {plural(self.blobs, 'object')}; {names}\n".encode()
+        return self._add(_COMMIT, commit_body(root_sha.hex(), parents, int(time.time()), message)).hex()
 
     def _tree(self, mode: bytes, entries: list[tuple[bytes, bytes]]) -> bytes:
         return self._add(_TREE, _tree_body(mode, sorted(entries)))
@@ -153,8 +146,45 @@ class OutgoingPack:
     def __len__(self) -> int:
         return len(self.ends)
 
+    def write_to(self, write: Callable[[bytes], object], written: Callable[[int], None] | None = None) -> None:
+        """The whole pack, header to trailer, to `write` in pieces of up to a MiB; `written(n)` hears
+        of every n entries written."""
+        digest = hashlib.sha1()
+        head = _PACK_HEADER.pack(b"PACK", 2, len(self.ends))
+        digest.update(head)
+        write(head)
+        done = 0
+        at = 0
+        for piece in self._pieces():
+            digest.update(piece)
+            write(piece)
+            at += len(piece)
+            if written is not None:
+                upto = bisect.bisect_right(self.ends, at)
+                if upto > done:
+                    written(upto - done)
+                    done = upto
+        write(digest.digest())
+
+    def _pieces(self) -> Iterator[bytes]:
+        """The entries' bytes, in order, a piece at a time."""
+        if self.spool is None:
+            view = memoryview(self.buf)
+            for start in range(0, len(view), _READ):
+                yield bytes(view[start : start + _READ])
+            view.release()
+            return
+        self._spill()
+        self.spool.seek(0)
+        for _ in range(self.spilled // _READ + 1):
+            piece = self.spool.read(_READ)
+            if not piece:
+                return
+            yield piece
+
     def records(self) -> Iterator[UnpackedObject]:
         """Every entry, finished, for dulwich's pack writer: it sends a record's `comp_chunks` as they are."""
+        from dulwich.pack import UnpackedObject  # only dulwich's send-pack needs it
         if self.spool is None:
             chunks: Iterator[bytes] = iter((bytes(self.buf),))
         else:
@@ -177,6 +207,16 @@ class OutgoingPack:
     def close(self) -> None:
         if self.spool is not None:
             self.spool.close()
+
+
+def commit_body(tree: str, parents: list[str], when: int, message: bytes) -> bytes:
+    """A git commit's bytes, as git writes them: tree, parents, author and committer (reel sync's
+    identity, at `when`, UTC), a blank line, the message."""
+    lines = [b"tree " + tree.encode()]
+    lines += [b"parent " + p.encode() for p in parents]
+    stamp = IDENTITY + b" %d +0000" % when
+    lines += [b"author " + stamp, b"committer " + stamp, b"", message]
+    return b"\n".join(lines)
 
 
 def _tree_body(mode: bytes, entries: list[tuple[bytes, bytes]]) -> bytes:

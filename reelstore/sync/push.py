@@ -15,12 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dulwich.errors import GitProtocolError
-from dulwich.objects import ZERO_SHA, ObjectID
-from dulwich.pack import UnpackedObject
-from dulwich.refs import Ref
+from dulwich.errors import GitProtocolError, HangupException
 
 from reelstore.errors import BadInput, NotFound, ReelError, RemoteConflict, StorageError
 from reelstore.kernel import binding
@@ -33,8 +30,14 @@ from reelstore.sync import messages
 from reelstore.sync.mapping import REMOTE_PREFIX, git_ref, tracking_ref
 from reelstore.sync.outgoing import OutgoingPack
 from reelstore.sync.remote import remote_url
+from reelstore.sync.send_pack import ZERO_SHA, ReceivePack, UpdateRefs, hung_up, send_pack
 from reelstore.sync.state import Seen, SyncState
 from reelstore.sync.transport import Counter, Progress, Remote, connect, remote_progress, talking_to, text
+
+if TYPE_CHECKING:
+    from dulwich.objects import ObjectID
+    from dulwich.pack import UnpackedObject
+    from dulwich.refs import Ref
 
 SYNCED = ("refs/heads/", "refs/views/")
 _MAX_WALK = 1_000_000
@@ -342,12 +345,63 @@ def _send(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], del
     raise StorageError(f"remote {conn.name} keeps changing under the push; try again")
 
 
-def _counted(records: Iterable[UnpackedObject], counter: Counter) -> Iterator[UnpackedObject]:
+def _send_pack(conn: Remote, update_refs: UpdateRefs, outgoing: OutgoingPack | None, progress: Progress | None,
+               atomic: bool) -> dict[bytes, str | None]:
+    """Push `outgoing` with the ref updates `update_refs` decides: by our own send-pack (`send_pack`) to
+    a local repository (git's receive-pack, spawned here) and over ssh:// and git:// (the connection
+    dulwich opens), by dulwich's send-pack over HTTP and to its in-process server. Each ref's fate (None:
+    moved; else why not)."""
+    counter = Counter(progress, "writing objects", len(outgoing)) if outgoing is not None else None
+    written = counter.add if counter is not None else None
+    side = remote_progress(progress)
+    if conn.local:
+        with ReceivePack(conn.path) as server:
+            try:
+                fates = send_pack(server, update_refs, outgoing, atomic=atomic, progress=side, written=written)
+            except HangupException:
+                raise server.hung_up() from None
+    else:
+        from dulwich.client import TraditionalGitClient
+
+        client = conn.client
+        if isinstance(client, TraditionalGitClient):
+            proto, _, errors = client._connect(b"receive-pack", conn.path)
+            with proto:
+                try:
+                    fates = send_pack(proto, update_refs, outgoing, atomic=atomic, progress=side, written=written)
+                except HangupException:
+                    raise hung_up(errors) from None
+        else:
+            fates = _dulwich_send_pack(conn, update_refs, outgoing, side, atomic, counter)
+    if counter is not None and counter.n:
+        counter.done()
+    return fates
+
+
+def _dulwich_send_pack(conn: Remote, update_refs: UpdateRefs, outgoing: OutgoingPack | None,
+                       side: Callable[[bytes], None] | None, atomic: bool, counter: Counter | None
+                       ) -> dict[bytes, str | None]:
+    """dulwich's send-pack, fed the finished entries one record each (`OutgoingPack.records`)."""
+
+    def refs(remote_refs: dict[Ref, ObjectID]) -> dict[Ref, ObjectID]:
+        return update_refs(remote_refs)  # type: ignore[return-value,arg-type]
+
+    def generate(have: AbstractSet[ObjectID], want: AbstractSet[ObjectID], ofs_delta: bool = True,
+                 progress: Callable[[bytes], None] | None = None) -> tuple[int, Iterator[UnpackedObject]]:
+        if outgoing is None:
+            return 0, iter(())
+        return len(outgoing), _counted(outgoing.records(), counter)
+
+    sent = conn.client.send_pack(conn.path.encode(), refs, generate, progress=side, atomic=atomic)
+    return {bytes(k): v for k, v in (sent.ref_status or {}).items()}
+
+
+def _counted(records: Iterable[UnpackedObject], counter: Counter | None) -> Iterator[UnpackedObject]:
     """The pack's records, each counted as it is written to the remote."""
     for record in records:
         yield record
-        counter.add()
-    counter.done()
+        if counter is not None:
+            counter.add()
 
 
 def _attempt(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], deletes: dict[str, str],
@@ -375,30 +429,21 @@ def _exchange(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash],
         if progress:
             progress(messages.pushing(len(new), conn.name, commit) + "\n")
 
-    def update_refs(remote_refs: dict[Ref, ObjectID]) -> dict[Ref, ObjectID]:
+    def update_refs(remote_refs: dict[bytes, bytes]) -> dict[bytes, bytes]:
         if plan and parents and not any(name.startswith(REMOTE_PREFIX.encode()) for name in remote_refs):
             raise _RemoteEmptied
         for name, want in [*expected.items(), *doomed.items()]:
             if remote_refs.get(name) != want:
                 raise RemoteConflict(f"{name.decode()} on remote {conn.name} moved since this store last "
                                      f"saw it; `reel fetch {conn.name}` first", ref=name.decode())
-        out = {name: ObjectID(bytes(ZERO_SHA)) for name in doomed}
+        out: dict[bytes, bytes] = dict.fromkeys(doomed, ZERO_SHA)
         if commit is not None:
-            out.update({name: ObjectID(commit.encode()) for name in expected})
+            out.update(dict.fromkeys(expected, commit.encode()))
         return out
-
-    ours = progress  # generate's `progress` is dulwich's
-
-    def generate(have: AbstractSet[ObjectID], want: AbstractSet[ObjectID], ofs_delta: bool = True,
-                 progress: Callable[[bytes], None] | None = None) -> tuple[int, Iterator[UnpackedObject]]:
-        if outgoing is None:
-            return 0, iter(())
-        return len(outgoing), _counted(outgoing.records(), Counter(ours, "writing objects", len(outgoing)))
 
     with talking_to(conn):
         try:
-            sent = conn.client.send_pack(conn.path.encode(), update_refs, generate, progress=remote_progress(progress),
-                                         atomic=atomic)
+            fates = _send_pack(conn, update_refs, outgoing, progress, atomic)
         except GitProtocolError as exc:
             said = text(exc)
             if atomic and "atomic" in said.lower():
@@ -406,7 +451,7 @@ def _exchange(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash],
             if any(s in said for s in _STALE_HAVES):
                 raise _StaleHaves(said) from None
             raise
-    failed = {k.decode(): text(v) for k, v in (sent.ref_status or {}).items() if v}
+    failed = {k.decode(): text(v) for k, v in fates.items() if v}
     if failed:
         said = "; ".join(f"{k}: {v}" for k, v in sorted(failed.items()))
         if commit is not None and any(s in said for s in _STALE_HAVES):

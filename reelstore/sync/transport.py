@@ -7,83 +7,44 @@ import os
 import re
 import shlex
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import IO
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
-from dulwich.client import GitClient, InvalidWants, LocalGitClient, SubprocessGitClient, get_transport_and_path
 from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
-from dulwich.protocol import Protocol
 
 from reelstore.errors import ReelError, Unreachable
 from reelstore.storage.config import Config
+
+if TYPE_CHECKING:
+    from dulwich.client import GitClient
 
 Progress = Callable[[str], None]
 """Where sync reports progress: text in pieces. A line ends at `\n`; a counter redrawn in place ends at
 `\r`; a piece may end mid-line (a remote's sideband is cut anywhere), so the sink reassembles lines."""
 
 
-@dataclass
 class Remote:
-    """A connected remote: the dulwich client and the path it wants."""
+    """A remote to talk to: its name, URL and the path its server wants. A local repository, when git is
+    installed, is pushed to by our own send-pack (`local`); dulwich's client, for everything else, is
+    made (and its module imported) on first use."""
 
-    name: str
-    url: str
-    client: GitClient
-    path: str
+    def __init__(self, name: str, url: str, path: str, *, local: bool = False, ssh: str | None = None,
+                 client: GitClient | None = None) -> None:
+        self.name, self.url, self.path, self.local = name, url, path, local
+        self._ssh = ssh
+        self._client = client
 
+    @property
+    def client(self) -> GitClient:
+        if self._client is None:
+            from reelstore.sync.dulwich_client import open_client
 
-_WRITE_BUFFER = 1 << 16
-
-
-class _WriteBuffer:
-    """Protocol writes gathered and sent in 64 KiB pieces (dulwich writes a pack's entries to the pipe a
-    few bytes at a time, which costs both ends a system call each), flushed before every read, so the
-    other end never waits for bytes we hold."""
-
-    def __init__(self, write: Callable[[bytes], object]) -> None:
-        self._write = write
-        self._pending: list[bytes] = []
-        self._size = 0
-
-    def write(self, data: bytes) -> int:
-        self._pending.append(data)
-        self._size += len(data)
-        if self._size >= _WRITE_BUFFER:
-            self.flush()
-        return len(data)
-
-    def flush(self) -> None:
-        if self._pending:
-            data = b"".join(self._pending)
-            self._pending, self._size = [], 0
-            self._write(data)
-
-
-class _BufferedGitClient(SubprocessGitClient):
-    """git's own receive-pack and upload-pack on a local repository, with our writes to them buffered."""
-
-    def _connect(self, cmd: bytes, path: bytes | str,
-                 protocol_version: int | None = None) -> tuple[Protocol, Callable[[], bool], IO[bytes] | None]:
-        proto, can_read, stderr = super()._connect(cmd, path, protocol_version)
-        buffer, read, close = _WriteBuffer(proto.write), proto.read, proto.close
-
-        def read_after_flush(size: int) -> bytes:
-            buffer.flush()
-            return read(size)
-
-        def close_after_flush() -> None:
-            try:
-                buffer.flush()
-            except OSError:
-                pass
-            close()
-
-        proto.write, proto.read = buffer.write, read_after_flush
-        proto.close = close_after_flush  # type: ignore[method-assign]
-        return proto, can_read, stderr
+            self._client, self.path = open_client(self.url, self._ssh)
+        return self._client
 
 
 def ssh_command(config: Config | None = None) -> str | None:
@@ -105,13 +66,23 @@ def connect(name: str, url: str, config: Config | None = None) -> Remote:
     upload-pack and receive-pack when git is installed (the same checks and ref locking as a git
     server, and much faster than dulwich's in-process server), else by dulwich in process. ssh
     remotes honour `GIT_SSH_COMMAND`, `GIT_SSH` and `core.sshCommand` (see `ssh_command`)."""
-    try:
-        client, path = get_transport_and_path(url, thin_packs=False, quiet=True, ssh_command=ssh_command(config))
-    except (ValueError, KeyError) as exc:
-        raise Unreachable(f"cannot use remote URL {url!r}: {text(exc)}") from None
-    if isinstance(client, LocalGitClient) and shutil.which("git"):
-        client = _BufferedGitClient(thin_packs=False, quiet=True)
-    return Remote(name, url, client, path)
+    ssh = ssh_command(config)
+    local = local_repository(url)
+    if local is not None and shutil.which("git"):
+        return Remote(name, url, local, local=True, ssh=ssh)
+    from reelstore.sync.dulwich_client import open_client
+
+    client, path = open_client(url, ssh)
+    return Remote(name, url, path, ssh=ssh, client=client)
+
+
+def local_repository(url: str) -> str | None:
+    """The directory `url` names if it is a plain path or a file:// URL of an existing directory (as
+    dulwich reads it: a `:` makes a path an ssh address), else None."""
+    path = urlparse(url).path if url.startswith("file://") else url
+    if ":" in path or not os.path.isdir(path):
+        return None
+    return path
 
 
 def text(value: object) -> str:
@@ -140,15 +111,29 @@ def talking_to(remote: Remote) -> Iterator[None]:
             raise Unreachable(f"remote {remote.name} ({remote.url}) hung up: {said}") from None
         raise Unreachable(f"cannot talk to remote {remote.name} ({remote.url}): it hung up without "
                           "answering") from None
-    except (GitProtocolError, InvalidWants) as exc:
-        silent = _unanswered(exc)
-        if silent is not None:
-            raise Unreachable(f"cannot talk to remote {remote.name} ({remote.url}): "
-                              f"{silent.strerror or text(silent)}") from None
-        raise Unreachable(f"remote {remote.name} ({remote.url}) refused: {text(exc)}") from None
+    except GitProtocolError as exc:
+        raise _refused(remote, exc) from None
     except OSError as exc:
         raise Unreachable(f"cannot talk to remote {remote.name} ({remote.url}): "
                           f"{exc.strerror or text(exc)}") from None
+    except Exception as exc:
+        if isinstance(exc, _client_errors()):
+            raise _refused(remote, exc) from None
+        raise
+
+
+def _refused(remote: Remote, exc: Exception) -> Unreachable:
+    """A protocol failure in words: "cannot talk to" if nothing answered, else the remote's refusal."""
+    silent = _unanswered(exc)
+    if silent is not None:
+        return Unreachable(f"cannot talk to remote {remote.name} ({remote.url}): {silent.strerror or text(silent)}")
+    return Unreachable(f"remote {remote.name} ({remote.url}) refused: {text(exc)}")
+
+
+def _client_errors() -> tuple[type[Exception], ...]:
+    """dulwich.client's own exceptions, if that module is in use (it is imported only when needed)."""
+    client = sys.modules.get("dulwich.client")
+    return (client.InvalidWants,) if client is not None else ()
 
 
 def _unanswered(exc: BaseException) -> OSError | None:
