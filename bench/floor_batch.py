@@ -159,9 +159,11 @@ def main() -> None:
     while chunk := stdin.read1(65536):
         *names, pending = (pending + chunk).split(b"\n")
         parts: list[bytes] = []
-        answer(packs, names, parts.append)
-        out.write(b"".join(parts))
-        out.flush()
+        try:
+            answer(packs, names, parts.append)
+        finally:  # the answers before a damaged object are printed, as reel does
+            out.write(b"".join(parts))
+            out.flush()
     if pending:
         answer(packs, [pending], out.write)
     out.flush()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import io
-import json
+import itertools
 import re
 import sys
 from binascii import unhexlify
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,15 +16,20 @@ from reelstore.cli import formats
 from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx, write_bytes
 from reelstore.errors import BadInput, NotFound
-from reelstore.objects import Blob, Chunks, Hash, Object
-from reelstore.objects.hash import is_full_hex, is_prefix
-from reelstore.storage import content
+from reelstore.objects.hash import Hash, is_full_hex, is_prefix
 from reelstore.storage.bulk_read import BulkReader
-from reelstore.storage.repo import Repo
+
+if TYPE_CHECKING:
+    from reelstore.objects import Object
+    from reelstore.storage.repo import Repo
 
 
 def pretty(obj: Object) -> bytes:
     """What `cat-file -p` prints: a blob's bytes, any other kind as indented JSON."""
+    import json
+
+    from reelstore.objects import Blob
+
     if isinstance(obj, Blob):
         return obj.data
     return (json.dumps(obj.to_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
@@ -104,42 +109,64 @@ def _chunks(sep: bytes) -> Iterator[list[bytes]]:
         yield [pending]
 
 
+DIRECT = 4096
+"""Contents this long are written straight out, not gathered with the chunk's other answers (so what a
+chunk holds in memory stays small whatever the objects' sizes)."""
+
+
 def _batch(ctx: Context, names: list[bytes] | None, fmt: formats.Format[Found], with_content: bool,
            buffered: bool, sep: bytes) -> None:
     """Objects are read as re-hashed bytes, not decoded: the batch prints kind, size and raw content.
-    A full lowercase hex id under the default format takes the short way: its hex is parsed once and
-    echoed as given, and the object comes from the packs' indexes directly (still hashed once)."""
+    Under the default format, a full lowercase hex id that the store's packs hold takes the short way:
+    one probe of the reader's map per pack, echoed as given (still hashed once); a full id kept
+    elsewhere is parsed once and read through the store. The answers to one chunk of input are written
+    together."""
     repo = ctx.repo
     reader = BulkReader(repo.objects)
-    read = reader.read
     out = sys.stdout.buffer
     write = out.write
     docs = []
     fast = fmt.spec == DEFAULT_FORMAT and not ctx.json
-    for records in [names] if names is not None else _chunks(sep):
-        for record in records:
-            if fast and len(record) == 64 and not record.translate(None, _HEX_DIGITS):
-                found = read(unhexlify(record))
-                if found is None:
-                    write(record + b" missing\n")
+    for records in _slices(names, 1024) if names is not None else _chunks(sep):
+        buf = bytearray()
+        try:
+            for record, found in zip(records, reader.read_names(records) if fast else itertools.repeat(None)):
+                if found is None and fast and len(record) == 64 and not record.translate(None, _HEX_DIGITS):
+                    got = reader.read(unhexlify(record))
+                    if got is None:
+                        buf += record + b" missing\n"
+                        continue
+                    found = got[0].encode("ascii"), got[1]
+                if found is not None:
+                    kind, content = found
+                    buf += b"%s %s %d\n" % (record, kind, len(content))
+                    if with_content:
+                        if len(content) >= DIRECT:
+                            write(buf)
+                            buf.clear()
+                            write(content)
+                        else:
+                            buf += content
+                        buf += b"\n"
                     continue
-                kind, content = found
-                write(b"%s %s %d\n" % (record, kind.encode("ascii"), len(content)))
-                if with_content:
-                    write(content)
-                    write(b"\n")
-                continue
-            answer = _entry(repo, reader, record.decode("utf-8", "replace"), fmt, with_content, ctx.json)
-            if isinstance(answer, dict):
-                docs.append(answer)
-                continue
-            for piece in answer:
-                write(piece)
+                answer = _entry(repo, reader, record.decode("utf-8", "replace"), fmt, with_content, ctx.json)
+                if isinstance(answer, dict):
+                    docs.append(answer)
+                else:
+                    for piece in answer:
+                        buf += piece
+        finally:  # what was answered before a damaged object is still printed
+            write(buf)
         if not buffered:
             out.flush()
     if ctx.json:
         ctx.emit(docs)
     out.flush()
+
+
+def _slices(names: list[bytes], size: int) -> Iterator[list[bytes]]:
+    for at in range(0, len(names), size):
+        yield names[at : at + size]
 
 
 @click.command("cat-file")
@@ -214,7 +241,9 @@ def cat_file(ctx: Context, show_type: bool, show_size: bool, show_pretty: bool, 
         ctx.emit({"id": obj.id.hex(), "size": size}, str(size))
     elif ctx.json:
         ctx.emit({"id": obj.id.hex(), "kind": obj.kind, "object": obj.to_json()})
-    elif isinstance(obj, Chunks):
+    elif obj.kind == "chunks":
+        from reelstore.storage import content
+
         out = sys.stdout.buffer
         for piece in content.read(repo.objects, obj.id):
             out.write(piece)

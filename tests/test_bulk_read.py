@@ -102,3 +102,63 @@ def test_a_blob_whose_body_is_not_one_msgpack_bin_is_refused(tmp_path: Path) -> 
     with pytest.raises(StorageError) as exc:
         BulkReader(store).read(Hash.of(raw))
     assert exc.value.code == "E007" and "msgpack bin" in exc.value.message
+
+
+def _names(objs: list[Blob | Tree | Record]) -> list[bytes]:
+    return [o.id.hex().encode() for o in objs]
+
+
+def test_read_names_answers_as_read_does_once_the_pack_is_mapped(tmp_path: Path) -> None:
+    """Handed at least an eighth of a pack's ids at once, the reader maps it and answers every id it holds
+    (each method, the stored ones by the short way) as `read` does; anything else is left to the caller."""
+    store = DiskObjectStore(tmp_path / "objects", fsync=False)
+    objs = _objects()
+    store.add_pack((PackItem(o.id, o.encode(), 1, "f" if o.kind == "blob" else "") for o in objs), PackOptions())
+    loose = Blob(b"loose")
+    store.put(loose)
+    reader = BulkReader(store)
+    odd = [loose.id.hex().encode(), objs[0].id.hex().upper().encode(), b"HEAD", b"", Blob(b"no").id.hex().encode()]
+    got = list(reader.read_names([*_names(objs), *odd]))
+    assert [(kind.decode(), bytes(content)) for kind, content in got[: len(objs)]] == [_expected(o) for o in objs]
+    assert got[len(objs) :] == [None] * len(odd)
+
+
+def test_read_names_leaves_a_pack_unmapped_for_a_few_names(tmp_path: Path) -> None:
+    store = DiskObjectStore(tmp_path / "objects", fsync=False)
+    objs = _objects()
+    store.add_pack(PackItem(o.id, o.encode(), 1) for o in objs)
+    assert list(BulkReader(store).read_names(_names(objs[:3]))) == [None] * 3
+
+
+def _one_entry_pack(store: DiskObjectStore, h: Hash, raw: bytes, damage: int | None = None) -> None:
+    """A pack holding `raw` under id `h`, written past the writer's own checks (as damage would be), with
+    the byte at `damage` (from the entry's start) flipped."""
+    chunks: list[bytes] = []
+    columns, trailer, _ = write_pack_stream(chunks.append, [PackItem(h, raw, 1)])
+    data = bytearray(b"".join(map(bytes, chunks)))
+    if damage is not None:
+        data[columns[1][0] + damage] ^= 0x01
+    store.pack_dir.mkdir(parents=True, exist_ok=True)
+    (store.pack_dir / f"pack-{trailer.hex()}.pack").write_bytes(bytes(data))
+    (store.pack_dir / f"pack-{trailer.hex()}.idx").write_bytes(index_columns(*columns, trailer))
+    store.refresh(force=True)
+
+
+@pytest.mark.parametrize("case", ["liar", "flipped", "not one bin"])
+def test_read_names_refuses_damage_as_read_does(tmp_path: Path, case: str) -> None:
+    """A stored entry whose content does not hash to its id (its CRC right), one with a flipped payload
+    byte (its CRC wrong), and a blob body that hashes right but is no single msgpack bin: E007 each."""
+    store = DiskObjectStore(tmp_path / "objects", fsync=False)
+    truth = Blob(b"what the pack holds, stored as it is")
+    if case == "liar":
+        h, raw, damage = Blob(b"what the id says").id, truth.encode(), None
+    elif case == "flipped":
+        h, raw, damage = truth.id, truth.encode(), 12
+    else:
+        raw = b"blob\x00\xc4\x05abc"
+        h, damage = Hash.of(raw), None
+    _one_entry_pack(store, Hash(h), raw, damage)
+    with pytest.raises(StorageError) as exc:
+        list(BulkReader(store).read_names([h.hex().encode()]))
+    assert exc.value.code == "E007"
+    assert {"liar": "does not hash", "flipped": "checksum", "not one bin": "msgpack bin"}[case] in exc.value.message

@@ -57,4 +57,5 @@ def test_the_floor_refuses_a_damaged_entry_as_reel_does(reel, tmp_path: Path) ->
     floor = _run([sys.executable, str(FLOOR)], tmp_path, ids)
     ours = reel("cat-file", "--batch", input=b"\n".join(ids) + b"\n")
     assert floor.returncode == ours.returncode == 3
+    assert floor.stdout == ours.stdout  # the answers before the damaged object
     assert floor.stderr.startswith(b"error: E007: ") and ours.stderr.startswith(b"error: E007: ")

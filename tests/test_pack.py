@@ -107,7 +107,7 @@ def test_index_search_and_position_map_agree_with_the_sorted_ids(tmp_path: Path,
     ids = sorted({(rnd.randbytes(32) if spread else b"\x00" + rnd.randbytes(31)) for _ in range(3000)})
     idx = _index(tmp_path, ids)
     assert all(idx.find(h) == n for n, h in enumerate(ids))
-    assert idx.positions() == {h: n for n, h in enumerate(ids)}
+    assert idx.hex_positions() == {h.hex().encode(): n for n, h in enumerate(ids)}
     for _ in range(200):
         absent = rnd.randbytes(32) if spread else b"\x00" + rnd.randbytes(31)
         assert absent in ids or idx.find(absent) == -1

@@ -3,43 +3,83 @@
 The store's packs are listed once per reader, and each id goes straight to their indexes: one
 lookup per pack, one CRC check, one inflation and one BLAKE3 of the canonical bytes, which are then
 trusted (no second hash, no re-parsing of the kind tag). Once a reader has looked up more than an
-eighth of a pack's ids, it maps that pack's ids to positions in a dict (built once, up to
-MAP_LIMIT ids), so each later lookup is one probe instead of a search. Anything the packs do not
-hold (a loose object, a pack written since, a segment) goes through the store's own `get_raw`,
-which rescans and verifies the same way, so a reader sees what the store sees.
+eighth of a pack's ids, or is handed that many names at once, it maps the pack (built once, up to
+MAP_LIMIT ids): hex id -> position, with the offsets and CRCs read whole, so a name is one dict probe
+and is never parsed. Anything the mapped packs do not hold (a loose object, a pack written since, a
+segment) goes through the store's own `get_raw`, which rescans and verifies the same way, so a reader
+sees what the store sees.
 """
 
 from __future__ import annotations
 
-from reelstore.errors import BadInput, NotFound, StorageError
+import zlib
+from binascii import hexlify, unhexlify
+from collections.abc import Iterator, Sequence
+
+import blake3
+
+from reelstore.errors import NotFound, StorageError
 from reelstore.objects import Hash
-from reelstore.objects.block import blob_content
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.object_store import ObjectStore
-from reelstore.storage.pack import KIND_NAMES, Pack
+from reelstore.storage.pack import KIND_CODES, KIND_TAGS, STORED, Pack
 
 MAP_LIMIT = 1 << 18
-"""Packs with more ids than this are always searched (a dict of them would cost ~100 bytes an id)."""
+"""Packs with more ids than this are always searched (a map of them costs ~150 bytes an id)."""
+COPY_BELOW = 64 << 10
+"""Contents shorter than this are handed out as a copy, which costs less than a view when small."""
+_BIN_WIDTH = {0xC4: 1, 0xC5: 2, 0xC6: 4}
+"""A blob's body is one msgpack bin: its marker byte -> the width of the length that follows."""
+_KINDS = {code: kind.encode("ascii") for kind, code in KIND_CODES.items()}
+_BLOB = KIND_CODES["blob"]
+
+Found = tuple[bytes, "bytes | memoryview"]
+"""(kind as ASCII, content): a blob's data, any other kind's body."""
 
 
 class _Lookup:
     """One pack as a reader sees it: searched until mapped."""
 
-    __slots__ = ("pack", "searches", "positions")
+    __slots__ = ("pack", "searches", "positions", "offsets", "crcs")
 
     def __init__(self, pack: Pack) -> None:
         self.pack = pack
         self.searches = 0
         self.positions: dict[bytes, int] | None = None
+        self.offsets: Sequence[int] = ()
+        self.crcs: Sequence[int] = ()
 
     def find(self, h: bytes) -> int:
-        """Search the index, until enough searches make mapping the pack's ids worth it."""
+        """Position of binary id `h`: searched in the index until enough searches make the map worth it."""
         if self.positions is not None:
-            return self.positions.get(h, -1)
+            return self.positions.get(hexlify(h), -1)
         self.searches += 1
-        if self.searches * 8 > self.pack.count and self.pack.count <= MAP_LIMIT:
-            self.positions = self.pack.index.positions()
+        self.map_for(0)
         return self.pack.index.find(h)
+
+    def map_for(self, more: int) -> None:
+        """Map the pack if `more` lookups beside those made so far reach an eighth of its ids."""
+        count = self.pack.count
+        if self.positions is None and (self.searches + more) * 8 > count and count <= MAP_LIMIT:
+            self.positions = self.pack.index.hex_positions()
+            self.offsets, self.crcs = self.pack.index.offsets_and_crcs()
+
+
+def _damaged(h: bytes, pack: Pack, what: str) -> StorageError:
+    return StorageError(f"object {h.hex()} in {pack.name} is damaged: {what}", id=Hash(h))
+
+
+def _content(raw: bytes, start: int, blob: bool, h: bytes, pack: Pack | None) -> bytes | memoryview:
+    """The content of verified canonical bytes whose body starts at `start`: a blob's data (its one
+    msgpack bin checked: bytes enter a store only decoded, so a right hash over a bad body is damage),
+    any other kind's body."""
+    if blob:
+        width = _BIN_WIDTH.get(raw[start] if start < len(raw) else -1)
+        if width is None or int.from_bytes(raw[start + 1 : start + 1 + width], "big") != len(raw) - start - 1 - width:
+            what = "blob body is not a single msgpack bin"
+            raise _damaged(h, pack, what) if pack else StorageError(f"object {h.hex()} is damaged: {what}", id=Hash(h))
+        start += 1 + width
+    return raw[start:] if len(raw) - start < COPY_BELOW else memoryview(raw)[start:]
 
 
 class BulkReader:
@@ -55,23 +95,77 @@ class BulkReader:
         """(kind, content) of the object `h` (a blob's data, any other kind's body), or None if the store
         has none; E007 if its copy is damaged."""
         for lookup in self._packs:
-            positions = lookup.positions
-            i = positions.get(h, -1) if positions is not None else lookup.find(h)
+            i = lookup.find(h)
             if i >= 0:
-                code, raw = lookup.pack.read(h, i)
-                kind = KIND_NAMES[code]
-                start = len(kind) + 1
+                pack = lookup.pack
+                raw = pack.read(h, i)[1]
                 break
         else:
             try:
                 raw = self.store.get_raw(Hash(h))
             except NotFound:
                 return None
-            nul = raw.index(b"\0")
-            kind, start = raw[:nul].decode("ascii"), nul + 1
-        if kind != "blob":
-            return kind, memoryview(raw)[start:]
-        try:
-            return kind, blob_content(raw, start)
-        except BadInput as err:  # bytes enter a store only decoded: a right hash over a bad body is damage
-            raise StorageError(f"object {h.hex()} is damaged: {err.message}", id=Hash(h)) from None
+            pack = None
+        nul = raw.index(b"\0")
+        content = _content(raw, nul + 1, raw[:nul] == b"blob", h, pack)
+        return raw[:nul].decode("ascii"), content if isinstance(content, memoryview) else memoryview(content)
+
+    def read_names(self, names: list[bytes]) -> Iterator[Found | None]:
+        """For each name in turn, (kind, content) if it is a full lowercase hex id that a mapped pack holds,
+        else None: the caller resolves that name its own way (a revision, or `read` for an id kept
+        elsewhere or nowhere). Names are never parsed: a name is one dict probe per mapped pack. Each
+        object is checked and hashed once, as `read` does (E007 on damage)."""
+        for lookup in self._packs:
+            lookup.map_for(len(names))
+            lookup.searches += len(names)
+        mapped = [(lk.positions, lk.offsets, lk.crcs, lk.pack, lk.pack.map, lk.pack.data_start, lk.pack.data_end)
+                  for lk in self._packs if lk.positions is not None]
+        crc32, stored, tags, kinds, widths = zlib.crc32, STORED, KIND_TAGS, _KINDS, _BIN_WIDTH
+        hasher = blake3.blake3()  # one, reset for each object: cheaper than a new one each time
+        reset, update, digest = hasher.reset, hasher.update, hasher.digest
+        for name in names:
+            for probe in mapped:
+                i = probe[0].get(name, -1)
+                if i >= 0:
+                    break
+            else:
+                yield None
+                continue
+            _, offsets, crcs, pack, m, lo, hi = probe
+            # The common entry (a stored body, its size and length one or two bytes each) is read here; any
+            # other, and any that fails a check here, is read by the pack itself, which names the damage.
+            off, length, size = offsets[i], -1, -2
+            if lo <= off <= hi - 6:
+                code, method, a, b, c, d = m[off : off + 6]
+                if method == stored:
+                    if a < 0x80:
+                        size = a
+                        if b < 0x80:
+                            length, pos = b, off + 4
+                        elif c < 0x80:
+                            length, pos = (b & 0x7F) | c << 7, off + 5
+                    elif b < 0x80:
+                        size = (a & 0x7F) | b << 7
+                        if c < 0x80:
+                            length, pos = c, off + 5
+                        elif d < 0x80:
+                            length, pos = (c & 0x7F) | d << 7, off + 6
+            tag = tags.get(code) if length == size else None
+            if tag is not None and pos + length <= hi:
+                entry = m[off : pos + length]
+                if crc32(entry) == crcs[i]:
+                    raw = tag + entry[pos - off :]
+                    reset()
+                    update(raw)
+                    if digest() != unhexlify(name):
+                        raise _damaged(unhexlify(name), pack, "content does not hash to its id")
+                    if code != 1:
+                        yield kinds[code], raw[len(tag) :]
+                        continue
+                    width = widths.get(raw[5] if size else -1)
+                    if width is not None and int.from_bytes(raw[6 : 6 + width], "big") == size - 1 - width:
+                        yield b"blob", raw[6 + width :]
+                        continue
+            h = unhexlify(name)
+            code, raw = pack.read(h, i)
+            yield kinds[code], _content(raw, len(tags[code]), code == _BLOB, h, pack)

@@ -14,6 +14,7 @@ import mmap
 import os
 import struct
 import sys
+from binascii import hexlify
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -128,11 +129,18 @@ class PackIndex:
             at = m.find(h, at + 1, end)
         return -1 if at < 0 else int((at - base) // 32)
 
-    def positions(self) -> dict[bytes, int]:
-        """id -> position for every entry: built once by a reader with many lookups to make."""
+    def hex_positions(self) -> dict[bytes, int]:
+        """Lowercase hex id (ASCII) -> position for every entry: built once by a reader with many names
+        to look up, which probes it with each name as given (so a name is never parsed)."""
+        if not self.count:
+            return {}
         start = self._ids
-        ids = self.map[start : start + 32 * self.count]
-        return dict(zip([ids[at : at + 32] for at in range(0, len(ids), 32)], range(self.count)))
+        hexed = hexlify(self.map[start : start + 32 * self.count], b"\n", 32)
+        return dict(zip(hexed.split(b"\n"), range(self.count)))
+
+    def offsets_and_crcs(self) -> tuple[array.array[int], array.array[int]]:
+        """Every entry's offset and CRC-32, in index order, each column read in one go."""
+        return self._column("Q", self._offsets), self._column("I", self._crcs)
 
     def entry(self, i: int) -> tuple[int, int]:
         """(offset, CRC-32) of entry `i`."""
