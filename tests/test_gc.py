@@ -15,6 +15,7 @@ from reelstore.errors import BadInput, Conflict, StorageError
 from reelstore.maintenance.fsck import fsck
 from reelstore.maintenance.gc import gc, gc_lock, parse_age, prune, repack
 from reelstore.objects import Blob, Effect, Effects, Hash, Record, Tree, View
+from reelstore.storage.pack_write import PackItem, PackOptions
 from reelstore.storage.repo import Repo
 
 
@@ -244,3 +245,48 @@ def test_gc_sweeps_a_staging_directory_left_by_a_killed_fetch(repo: Repo) -> Non
     os.utime(old, (long_ago, long_ago))
     assert gc(repo, "now").temp_removed == 1
     assert not old.exists() and young.exists()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    where=st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), min_size=24, max_size=24),
+    ages=st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), min_size=24, max_size=24),
+    reached=st.lists(st.booleans(), min_size=24, max_size=24),
+)
+def test_objects_held_twice_are_decided_once_by_their_newest_copy(tmp_path_factory, where, ages, reached) -> None:
+    """An object in two packs and/or loose is one candidate: kept if reachable or if any copy is younger
+    than the cutoff, and packed once, with its newest mtime."""
+    repo = Repo.init(tmp_path_factory.mktemp("t"))
+    repo.objects.fsync = repo.objects.loose.fsync = False
+    now = time.time()
+    old, young, cutoff = int(now) - 30 * 86400, int(now) - 3600, now - 86400
+    blobs = [Blob(b"held twice %d" % i) for i in range(24)]
+    copies = [w if any(w) else (True, False, False) for w in where]
+    for k in range(2):
+        items = [PackItem(b.id, b.encode(), young if a[k] else old)
+                 for b, w, a in zip(blobs, copies, ages) if w[k]]
+        if items:
+            repo.objects.add_pack(items, PackOptions())
+    for b, w, a in zip(blobs, copies, ages):
+        if w[2]:
+            repo.objects.put_loose([b])
+            stamp = young if a[2] else old
+            os.utime(repo.objects.loose_path(b.id), (stamp, stamp))
+    keep = [b for b, r in zip(blobs, reached) if r]
+    point = Tree(0, tuple((f"k{i:02}", b.id) for i, b in enumerate(keep)))
+    rec = Record(repo.refs["refs/heads/main"], point.id, message="keep", time=1)
+    repo.objects.put_many([point, rec])
+    repo.refs.set("refs/heads/main", rec.id)
+    newest = [max((young if a[k] else old) for k in range(3) if w[k]) for w, a in zip(copies, ages)]
+    expected = {b.id for b, r, t in zip(blobs, reached, newest) if r or t >= cutoff}
+    report = gc(repo, "1.day.ago", now=now)
+    after = Repo.open(repo.path).objects
+    held = set(after)
+    assert {b.id for b in blobs} & held == expected
+    assert report.pruned == len(set(report.pruned_ids)) == 24 - len(expected)
+    assert report.kept_recent == len(expected - {b.id for b in keep})
+    assert report.candidates == len(set(after) | set(report.pruned_ids))
+    for b in blobs:
+        if b.id in expected:
+            assert after.get_raw(b.id) == b.encode()
+            assert after.mtime(b.id) == pytest.approx(newest[blobs.index(b)], abs=1)

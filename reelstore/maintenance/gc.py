@@ -190,14 +190,15 @@ def _require_complete(w: Walk, what: str) -> None:
                        missing=len(w.missing), damaged=len(w.damaged))
 
 
-def _mark(repo: Repo, now: float, progress: Progress | None, leaves: AbstractSet[bytes] | None = None) -> Walk:
+def _mark(repo: Repo, now: float, progress: Progress | None, leaves: AbstractSet[bytes] | None = None,
+          read: Callable[[Hash], bytes] | None = None) -> Walk:
     """Everything reachable from the refs and young reflog entries, then the fence (see `_fence`)."""
     since = config_cutoff(repo, "gc.reflogExpire", DEFAULT_REFLOG_EXPIRE, now)
     since_ms = 0 if since is None else int(since * 1000)
     tick = (lambda n: progress("marking", n, None)) if progress else None
     roots = ref_roots(repo.refs, since_ms)
-    w = walk(repo.objects, roots, progress=tick, leaves=leaves)
-    _fence(repo, w, roots, since_ms, leaves)
+    w = walk(repo.objects, roots, progress=tick, leaves=leaves, read=read)
+    _fence(repo, w, roots, since_ms, leaves, read)
     return w
 
 
@@ -205,7 +206,7 @@ FENCE_ROUNDS = 3
 
 
 def _fence(repo: Repo, w: Walk, roots: list[tuple[str, Hash]], since_ms: int,
-           leaves: AbstractSet[bytes] | None) -> None:
+           leaves: AbstractSet[bytes] | None, read: Callable[[Hash], bytes] | None = None) -> None:
     """After marking, add what concurrent writers may reference next: every id a live writer registered
     and has not yet referenced from a landed ref transaction (storage/inflight.py), then the refs as they
     are now. One round suffices for a writer that registers: if gc reads its registration before it
@@ -219,11 +220,17 @@ def _fence(repo: Repo, w: Walk, roots: list[tuple[str, Hash]], since_ms: int,
     for _ in range(FENCE_ROUNDS):
         protected = inflight.protected() if isinstance(inflight, Inflight) else set()
         now = ref_roots(repo.refs, since_ms)
+        if not any(map(_unknown(w), itertools.chain((h for _, h in now), protected))):
+            # Nothing new since the mark (the usual case): no walk, and no copy of the reached set.
+            if now == before:
+                return
+            before = now
+            continue
         done = w.reachable | w.inflight | set(w.missing) | set(w.damaged)
-        moved = walk(repo.objects, [(n, h) for n, h in now if h not in done], known=done, leaves=leaves)
+        moved = walk(repo.objects, [(n, h) for n, h in now if h not in done], known=done, leaves=leaves, read=read)
         done |= moved.reachable | set(moved.missing) | set(moved.damaged)
         pending = walk(repo.objects, [("an in-flight write", h) for h in protected - done], known=done,
-                       leaves=leaves)
+                       leaves=leaves, read=read)
         # An in-flight write may not be on disk yet (or ever, if its writer fails), or be caught between
         # its pack's rename and its index's (then it reads as unusable, not absent): what its walk misses
         # is not damage; what it reaches is kept. Real damage is fsck's to name.
@@ -241,6 +248,11 @@ def _fence(repo: Repo, w: Walk, roots: list[tuple[str, Hash]], since_ms: int,
         if now == before:
             return
         before = now
+
+
+def _unknown(w: Walk) -> Callable[[bytes], bool]:
+    """Whether an id is not yet reached, kept in flight, missing or damaged in `w`."""
+    return lambda h: not (h in w.reachable or h in w.inflight or h in w.missing or h in w.damaged)
 
 
 def _loose_listing(store: DiskObjectStore) -> dict[Hash, float]:
@@ -325,27 +337,15 @@ def gc(
         store.refresh(force=True)
         loose = _loose_listing(store)
         listed = _list_packs(store)
-        packed = _Packed(listed)
-        w = _mark(repo, now, progress, _leaves(listed))
+        leaves, direct = _leaves(listed)
+        w = _mark(repo, now, progress, leaves, _reader(store, direct))
         _require_complete(w, "gc")
-        cands = packed.ids
-        cands.update(loose)
-        report = GcReport(reachable=len(w.reachable), candidates=len(cands), dry_run=dry_run)
-        keep = cands & w.reachable
-        rest = cands  # from here on, the candidates not reached (one set of all ids fewer)
-        rest -= w.reachable
-        if cutoff is None:
-            young = rest
-        else:
-            young = rest & w.inflight
-            for listing in listed:
-                young |= rest.intersection(itertools.compress(listing.ids, map(cutoff.__le__, listing.mtimes)))
-            young |= {h for h, t in loose.items() if t >= cutoff and h in rest}
-        keep |= young
-        report.kept_recent = len(young)
-        report.pruned_ids = rest - young
-        report.pruned = len(rest) - len(young)
-        report.packed = len(keep)
+        chosen = _Selection(listed, loose, w, cutoff)
+        report = GcReport(reachable=len(w.reachable), candidates=chosen.candidates, dry_run=dry_run)
+        report.kept_recent = chosen.young
+        report.pruned_ids = chosen.pruned
+        report.pruned = len(chosen.pruned)
+        report.packed = chosen.kept
         if dry_run:
             return report
 
@@ -354,24 +354,25 @@ def gc(
                 raise StorageError(f"gc refused: object {h.hex()} is damaged in its pack (its entry does not "
                                    "match its checksum); run `reel fsck`", id=h)
             # Unreachable and young: not packed; a loose copy, if any, stays for fsck.
-            keep.discard(h)
+            chosen.kept -= 1
+            chosen.loose_kept.discard(h)
             report.damaged_skipped.append(h)
 
         current = None
-        if len(listed) == 1 and not loose and len(keep) == listed[0].pack.count:
+        if len(listed) == 1 and not loose and chosen.kept == listed[0].pack.count:
             current = listed[0].pack.name
-        elif keep:
+        elif chosen.kept:
             tick = (lambda n, total: progress("packing", n, total)) if progress else None
-            current = _write_kept(store, repo, listed, keep, packed, loose, w, report.damaged_skipped, damaged,
-                                  tick).name
-        report.packed = len(keep)
+            current = _write_kept(store, repo, chosen, w, report.damaged_skipped, damaged, tick).name
+        report.packed = chosen.kept
         report.pack = current
         for listing in listed:
             if listing.pack.name != current:
                 _remove_pack(listing.pack.path)
                 report.packs_removed += 1
         for n, (h, listed_mtime) in enumerate(loose.items(), 1):
-            if _remove_loose_if_unchanged(store, h, listed_mtime, None if h in keep else cutoff):
+            kept = h in chosen.loose_kept
+            if _remove_loose_if_unchanged(store, h, listed_mtime, None if kept else cutoff):
                 report.loose_removed += 1
             if progress is not None and (n % 1000 == 0 or n == len(loose)):
                 progress("removing loose objects", n, len(loose))
@@ -382,6 +383,18 @@ def gc(
 
 LEAF_CODES = frozenset(KIND_CODES[kind] for kind, cls in KINDS.items() if cls.references is Object.references)
 """Pack codes of the kinds that reference nothing: the walk needs no more than an entry's header for them."""
+_LEAF_TABLE = bytes(code in LEAF_CODES for code in range(256))
+_NOT = bytes([1, 0]) + bytes(254)
+"""bytes.translate tables: an entry's kind code to 1 for a leaf kind; a flag of 0 or 1 to its opposite."""
+
+
+def _or(a: bytes, b: bytes) -> bytes:
+    """Flags (bytes of 0 and 1) or-ed, in two C calls rather than one step per entry."""
+    return (int.from_bytes(a, "big") | int.from_bytes(b, "big")).to_bytes(len(a), "big")
+
+
+def _and(a: bytes, b: bytes) -> bytes:
+    return (int.from_bytes(a, "big") & int.from_bytes(b, "big")).to_bytes(len(a), "big")
 
 
 class _Listing:
@@ -393,16 +406,16 @@ class _Listing:
         self.columns = pack.index.columns()
         self.ids, self.offsets, _, self.mtimes = self.columns
         self.sound = pack.checksums_ok()
+        self.codes = b""
+        """Each entry's kind code, in index order (sound packs, once `kinds` has run)."""
 
-    def leaves(self) -> Iterator[bytes]:
-        """The ids whose entries are of a kind that references nothing (from each entry's first byte,
-        read in one go; the pages read are let go at once)."""
-        if not self.sound or not self.ids:
-            return iter(())
-        m = self.pack.map
-        codes = operator.itemgetter(*self.offsets)(m) if len(self.offsets) > 1 else (m[self.offsets[0]],)
-        self.pack.release_pages()
-        return itertools.compress(self.ids, map(LEAF_CODES.__contains__, codes))
+    def kinds(self) -> bytes:
+        """Every entry's kind code, from its first byte, read in one go (the pages read are let go at once)."""
+        if self.sound and self.ids and not self.codes:
+            m, offsets = self.pack.map, self.offsets
+            self.codes = bytes(operator.itemgetter(*offsets)(m) if len(offsets) > 1 else (m[offsets[0]],))
+            self.pack.release_pages()
+        return self.codes
 
 
 def _list_packs(store: DiskObjectStore) -> list[_Listing]:
@@ -410,88 +423,187 @@ def _list_packs(store: DiskObjectStore) -> list[_Listing]:
     return [_Listing(p) for p in sorted(store.packs(), key=lambda p: -p.count)]
 
 
-class _Packed:
-    """Every packed id, and the newest mtime of each: from its pack's listing, or (for an id in several
-    packs, which is rare) from a table of those only, so gc holds no table of all ids and mtimes."""
-
-    def __init__(self, listed: list[_Listing]) -> None:
-        self.ids: set[bytes] = set()
-        twice: set[bytes] = set()
-        for listing in listed:
-            if self.ids:
-                twice.update(self.ids.intersection(listing.ids))
-            self.ids.update(listing.ids)
-        self.newest: dict[bytes, int] = {}
-        for listing in listed if twice else ():
-            for i in itertools.compress(range(len(listing.ids)), map(twice.__contains__, listing.ids)):
-                h = listing.ids[i]
-                self.newest[h] = max(self.newest.get(h, 0), listing.mtimes[i])
-        self.listed = listed
-
-    def mtime(self, h: bytes) -> int:
-        """The newest mtime of packed `h` (0 if it is not packed); one index lookup."""
-        if h in self.newest:
-            return self.newest[h]
-        for listing in self.listed:
-            t = listing.pack.mtime(Hash(h))
-            if t is not None:
-                return t
-        return 0
-
-
-def _leaves(listed: list[_Listing]) -> set[bytes]:
+def _leaves(listed: list[_Listing]) -> tuple[set[bytes], dict[bytes, tuple[Pack, int]]]:
+    """The ids stored as a kind that references nothing in a verified pack (the walk counts them as reached
+    unread), and where the other entries of verified packs are (the walk reads those from there)."""
     leaves: set[bytes] = set()
+    direct: dict[bytes, tuple[Pack, int]] = {}
     for listing in listed:
-        leaves.update(listing.leaves())
-    return leaves
+        codes = listing.kinds()
+        if not codes:
+            continue
+        flags = codes.translate(_LEAF_TABLE)
+        leaves.update(itertools.compress(listing.ids, flags))
+        for i in itertools.compress(range(len(flags)), flags.translate(_NOT)):
+            direct.setdefault(listing.ids[i], (listing.pack, i))
+    return leaves, direct
 
 
-def _write_kept(store: DiskObjectStore, repo: Repo, listed: list[_Listing], keep: set[bytes],
-                packed: _Packed, loose: dict[Hash, float], w: Walk, skipped: list[Hash] | None,
-                damaged: Callable[[Hash], None] | None,
-                tick: Callable[[int, int], None] | None) -> PackResult:
-    """One new pack of `keep`: entries of verified packs copied as they are stored, the rest (loose
-    objects, objects of packs that do not verify) read, re-hashed and compressed afresh, one at a time.
-    An object that cannot be read is left out and named in `skipped` (with no `skipped`, StorageError)."""
-    remaining = set(keep)
-    both = loose.keys() & packed.ids
+def _reader(store: DiskObjectStore, direct: Mapping[bytes, tuple[Pack, int]]) -> Callable[[Hash], bytes]:
+    """get_raw for the walk: an object whose entry the listing found is read (and re-hashed) straight
+    from it, without a search of every index; anything else, or an entry that fails, as get_raw reads it."""
+
+    def read(h: Hash) -> bytes:
+        hit = direct.get(h)
+        if hit is not None:
+            try:
+                return hit[0].read(h, hit[1])[1]
+            except StorageError:
+                pass  # another copy (a loose one, another pack) may be sound: get_raw looks for it
+        return store.get_raw(h)
+
+    return read
+
+
+class _Selection:
+    """What gc keeps, from each pack's listing and the walk, as flags per listing rather than sets of
+    every id (a few passes at C speed over each pack's ids): per verified pack, the positions to copy
+    and the mtime each carries; the ids to pack afresh (loose only, or only in packs that do not
+    verify); the counts, and the ids pruned.
+
+    An id held twice (in several packs, or loose and packed: a crash between writing a pack and
+    removing the loose copies, an object put again) is decided once, by its newest mtime, and copied
+    from the first verified pack that has it."""
+
+    def __init__(self, listed: list[_Listing], loose: Mapping[Hash, float], w: Walk, cutoff: float | None,
+                 keep_all: bool = False) -> None:
+        reach, inflight = w.reachable, w.inflight
+        everything = keep_all or cutoff is None
+        self.reuse: list[tuple[_Listing, list[int], list[int]]] = []
+        """(listing, positions to copy, the mtime each carries) per verified pack."""
+        self.fresh: dict[Hash, int] = {}
+        """id -> mtime of each object packed afresh."""
+        self.pruned: list[bytes] = []
+        self.candidates = self.kept = self.young = 0
+        self.loose_kept: set[bytes] = set()
+        """The loose ids kept (their files go only if unchanged since listed)."""
+        twice, marks, newest = _held_twice(listed, loose)
+        kept_twice: set[bytes] = set()
+        for h in twice:
+            self.candidates += 1
+            if h in reach or everything or newest[h] >= cast(float, cutoff) or h in inflight:
+                kept_twice.add(h)
+                self.young += h not in reach
+            else:
+                self.pruned.append(h)
+        self.kept = len(kept_twice)
+        claimed: set[bytes] = set()
+        for listing, shared in zip(listed, marks):
+            ids, n = listing.ids, len(listing.ids)
+            reached = bytes(map(reach.__contains__, ids))
+            if everything:
+                keep = b"\1" * n
+            else:
+                keep = reached
+                if max(listing.mtimes, default=0) >= cast(float, cutoff):
+                    keep = _or(keep, bytes(map(cast(float, cutoff).__le__, listing.mtimes)))
+                if inflight:
+                    keep = _or(keep, bytes(map(inflight.__contains__, ids)))
+            here: list[int] = []
+            if shared:
+                alone = shared.translate(_NOT)
+                keep, reached = _and(keep, alone), _and(reached, alone)
+                pruned = _and(keep.translate(_NOT), alone)
+                for i in itertools.compress(range(n), shared):
+                    h = ids[i]
+                    if h in kept_twice and h not in claimed and listing.sound:
+                        claimed.add(h)
+                        here.append(i)
+            else:
+                pruned = keep.translate(_NOT)
+            self.candidates += n - (shared.count(1) if shared else 0)
+            kept = keep.count(1)
+            self.kept += kept
+            self.young += kept - reached.count(1)
+            self.pruned.extend(itertools.compress(ids, pruned))
+            if listing.sound:
+                positions = list(itertools.compress(range(n), keep))
+                mtimes = list(map(listing.mtimes.__getitem__, positions))
+                if here:
+                    extra = dict(zip(positions, mtimes))
+                    extra.update((i, int(newest[ids[i]])) for i in here)
+                    positions = sorted(extra)
+                    mtimes = list(map(extra.__getitem__, positions))
+                self.reuse.append((listing, positions, mtimes))
+            else:
+                for i in itertools.compress(range(n), keep):
+                    self.fresh[_as_hash(ids[i])] = listing.mtimes[i]
+        for h in kept_twice - claimed:
+            self.fresh[_as_hash(h)] = int(newest[h])
+        for h, mtime in loose.items():
+            if h in twice:
+                if h in kept_twice:
+                    self.loose_kept.add(h)
+                continue
+            self.candidates += 1
+            if h in reach or everything or mtime >= cast(float, cutoff) or h in inflight:
+                self.kept += 1
+                self.young += h not in reach
+                self.loose_kept.add(h)
+                self.fresh[h] = int(mtime)
+            else:
+                self.pruned.append(h)
+
+
+def _held_twice(listed: list[_Listing], loose: Mapping[Hash, float]
+                ) -> tuple[set[bytes], list[bytes], dict[bytes, float]]:
+    """The ids held more than once (in several packs, or packed and loose); per listing, which of its
+    entries are those (b"" if none); and the newest mtime of each. Only the smaller packs' ids (and the
+    loose ones) are ever held in a set: the largest pack's are looked up in it."""
+    twice: set[bytes] = set()
+    smaller: set[bytes] = set()
+    for listing in listed[1:]:
+        twice.update(smaller.intersection(listing.ids))
+        smaller.update(listing.ids)
+    if listed:
+        twice.update((smaller | loose.keys()).intersection(listed[0].ids))
+    twice.update(smaller.intersection(loose))
+    newest: dict[bytes, float] = {}
+    marks: list[bytes] = []
+    for listing in listed:
+        shared = bytes(map(twice.__contains__, listing.ids)) if twice else b""
+        if shared.count(1) == 0:
+            shared = b""
+        for i in itertools.compress(range(len(shared)), shared):
+            h = listing.ids[i]
+            newest[h] = max(newest.get(h, 0), listing.mtimes[i])
+        marks.append(shared)
+    for h in twice.intersection(loose):
+        newest[h] = max(newest.get(h, 0), loose[cast(Hash, h)])
+    return twice, marks, newest
+
+
+def _versions(w: Walk) -> set[str]:
+    """Versions of a file: a name hint that several objects of one sort share (leaves, or objects the
+    walk read), e.g. the blobs of one path, or the tree nodes at one place in the namespace."""
+    hints = w.hints
+    read = collections.Counter(map(hints.get, w.kinds))
+    unread = collections.Counter(hints.values())
+    unread.subtract({name: count for name, count in read.items() if name})
+    return {name for group in (read, unread) for name, count in group.items() if name and count > 1}
+
+
+def _write_kept(store: DiskObjectStore, repo: Repo, chosen: _Selection, w: Walk, skipped: list[Hash] | None,
+                damaged: Callable[[Hash], None] | None, tick: Callable[[int, int], None] | None) -> PackResult:
+    """One new pack of what `chosen` keeps: entries of verified packs copied as they are stored, the rest
+    (loose objects, objects of packs that do not verify) read, re-hashed and compressed afresh, one at a
+    time. An object that cannot be read is left out and named in `skipped` (with no `skipped`, StorageError)."""
     hints = cast(Mapping[bytes, str], w.hints)  # keyed by Hash, looked up by the index's plain bytes
-    # Versions of a file: a name hint that several kept objects of one sort share (leaves, or objects
-    # the walk read), e.g. the blobs of one path, or the tree nodes at one place in the namespace.
-    read = keep & w.kinds.keys()
-    versions = {hint for group in (collections.Counter(map(hints.get, keep - read)), collections.Counter(
-        map(hints.get, read))) for hint, count in group.items() if hint and count > 1}
-    reuse: list[Reuse] = []
-    for listing in listed:
-        if not listing.sound or not remaining:
-            continue
-        positions = list(itertools.compress(range(len(listing.ids)), map(remaining.__contains__, listing.ids)))
-        if not positions:
-            continue
-        taken = [listing.ids[i] for i in positions]
-        remaining.difference_update(taken)
-        mtimes = list(map(listing.mtimes.__getitem__, positions))
-        if packed.newest:
-            for k, h in enumerate(taken):
-                if h in packed.newest:
-                    mtimes[k] = packed.newest[h]
-        if both:
-            for k, h in enumerate(taken):
-                if h in both:
-                    mtimes[k] = int(max(loose[_as_hash(h)], mtimes[k]))
-        reuse.append(Reuse(listing.pack, positions, mtimes, listing.columns, hints, versions))
+    versions = _versions(w)
+    reuse = [Reuse(listing.pack, positions, mtimes, listing.columns, hints, versions)
+             for listing, positions, mtimes in chosen.reuse if positions]
     items: list[PackItem] = []
     # In walk order (newest history first), so each version of a file is packed beside its neighbours.
-    walked = [h for h in w.kinds if h in remaining]
-    for h in itertools.chain(walked, map(_as_hash, remaining.difference(walked))):
-        mtime = int(max(loose.get(h, 0.0), float(packed.mtime(h) if h in packed.ids else 0)))
+    walked = [h for h in w.kinds if h in chosen.fresh]
+    for h in itertools.chain(walked, chosen.fresh.keys() - walked):
         try:
-            items.append(_item(store, h, w.kinds.get(h, ""), mtime, w.hints.get(h, "")))
+            items.append(_item(store, h, w.kinds.get(h, ""), chosen.fresh[h], w.hints.get(h, "")))
         except StorageError:
             if skipped is None:
                 raise
             # Unreachable, young and unreadable (gc): nothing can be packed; a loose copy stays for fsck.
-            keep.discard(h)
+            chosen.kept -= 1
+            chosen.loose_kept.discard(h)
             skipped.append(h)
     return store.add_pack(items, _pack_options(repo), progress=tick, reuse=reuse, damaged=damaged)
 
@@ -589,14 +701,13 @@ def repack(
         loose = _loose_listing(store)
         every = _list_packs(store)
         listed = every if all_objects else []
-        packed = _Packed(listed)
-        keep = packed.ids | loose.keys()
-        if not keep:
+        if not loose and not any(listing.ids for listing in listed):
             return report
         count = (lambda n: progress("counting objects", n, None)) if progress else None
-        w = walk(store, ref_roots(repo.refs, None), progress=count, leaves=_leaves(every))
+        leaves, direct = _leaves(every)
+        w = walk(store, ref_roots(repo.refs, None), progress=count, leaves=leaves, read=_reader(store, direct))
         tick = (lambda n, total: progress("packing", n, total)) if progress else None
-        result = _write_kept(store, repo, listed, keep, packed, loose, w, None, None, tick)
+        result = _write_kept(store, repo, _Selection(listed, loose, w, None, keep_all=True), w, None, None, tick)
         report.pack, report.packed, report.methods = result.name, result.count, result.methods
         if delete:
             for listing in listed:

@@ -8,11 +8,11 @@ deletes (gc, prune) can refuse to when the walk is incomplete.
 from __future__ import annotations
 
 import functools
-import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from typing import cast
 
 import msgpack
 
@@ -54,10 +54,11 @@ def _named_edges(obj: Object) -> Iterable[tuple[Hash, str]]:
 _as_hash = functools.partial(bytes.__new__, Hash)
 
 
-def _tree_edges(raw: bytes) -> tuple[list[Hash], tuple[str, ...]] | None:
+def _tree_edges(raw: bytes) -> tuple[tuple[bytes, ...], tuple[str, ...]] | None:
     """A tree's entries (ids, names) read straight from its msgpack body, without building and
     re-encoding the object: the bytes have hashed to their id, and only decoded objects are stored.
-    None for anything but a tree of the expected shape (the caller then decodes it in full)."""
+    The ids come as the plain bytes msgpack made (each of 32). None for anything but a tree of the
+    expected shape (the caller then decodes it in full)."""
     if not raw.startswith(b"tree\0"):
         return None
     try:
@@ -68,13 +69,13 @@ def _tree_edges(raw: bytes) -> tuple[list[Hash], tuple[str, ...]] | None:
     if type(entries) is not tuple:
         return None
     if not entries:
-        return [], ()
+        return (), ()
     if set(map(type, entries)) != {tuple} or set(map(len, entries)) != {2}:
         return None
     names, ids = zip(*entries)
     if set(map(type, names)) != {str} or set(map(type, ids)) != {bytes} or set(map(len, ids)) != {32}:
         return None
-    return list(map(_as_hash, ids)), names
+    return ids, names
 
 
 def walk(
@@ -84,6 +85,7 @@ def walk(
     on_object: Callable[[Object], None] | None = None,
     known: set[Hash] | None = None,
     leaves: AbstractSet[bytes] | None = None,
+    read: Callable[[Hash], bytes] | None = None,
 ) -> Walk:
     """Everything reachable from `roots` ((name, id) pairs), with what could not be reached; objects in
     `known` (an earlier walk's) are neither visited nor reported again.
@@ -91,9 +93,12 @@ def walk(
     `leaves` are ids the caller has found stored as a kind that references nothing, in a pack whose
     checksums it verified (gc, from the entries' headers): they count as reached without being read,
     so `on_object` never sees them. Whoever copies them checks each one's CRC as it does. With
-    `leaves`, an object's edges are taken in bulk (set operations), and a child's hint is the name it
-    was first reached under."""
+    `leaves`, an object's edges are taken in bulk (set operations), a child's hint is the last name it
+    was reached under, and the ids reached through trees are the plain 32 bytes (equal to, and
+    hashed as, their Hash). `read` replaces `store.get_raw` (gc reads trees straight from the pack
+    entry its listing found; it must re-hash as get_raw does)."""
     result = Walk()
+    get_raw = store.get_raw if read is None else read
     seen: set[Hash] = set(known) if known else set()
     stack: list[tuple[Hash, str]] = []
     ticks = 1000
@@ -108,7 +113,7 @@ def walk(
             reachable.add(h)
             continue
         try:
-            raw = store.get_raw(h)  # get_raw has re-hashed it
+            raw = get_raw(h)  # get_raw has re-hashed it
             light = _tree_edges(raw) if on_object is None else None
             if light is None:
                 obj = decode(raw)
@@ -116,8 +121,10 @@ def walk(
                 if on_object is not None:
                     on_object(obj)
                 ids, names = [c for c, _ in edges], tuple(n for _, n in edges)
+            elif leaves is None:
+                kind, ids, names = "tree", list(map(_as_hash, light[0])), light[1]
             else:
-                kind, (ids, names) = "tree", light
+                kind, (ids, names) = "tree", cast(tuple[list[Hash], tuple[str, ...]], light)
         except NotFound:
             result.missing[h] = via
             continue
@@ -146,7 +153,7 @@ def walk(
         if not fresh:
             continue
         seen |= fresh
-        hints.update(itertools.compress(zip(ids, names), map(fresh.__contains__, ids)))
+        hints.update(zip(ids, names))
         reached = fresh & leaves
         reachable |= reached
         if len(reached) < len(fresh):
