@@ -218,18 +218,31 @@ def batch(tmp: Path, n: int, repeat: int) -> None:
     if got != want:
         raise RuntimeError("the floor script's output differs from reel's")
     floor_cmd = [sys.executable, str(FLOOR_BATCH)]
+    # The floor after `import click`: the part of reel's start-up that the issue keeps (a script runs from
+    # source either way: Python caches no bytecode for the file it is given).
+    source = f"open({str(FLOOR_BATCH)!r}).read()"
+    click_cmd = [sys.executable, "-c", f"import click; exec(compile({source}, 'floor_batch.py', 'exec'))"]
     for cached in (False, True):
         env = bytecode_env(cached)
         if cached:
             run([REEL, "cat-file", "--batch"], r, ids[:65], env=env)
         got = interleaved({"r": lambda env=env: run([REEL, "cat-file", "--batch"], r, ids, env=env),
                            "g": lambda: run(["git", "cat-file", "--batch"], g, gids),
-                           "f": lambda: run(floor_cmd, r, ids)}, repeat)
-        reel_ms, git_ms, floor_ms = (med(got[k], 0) * 1000 for k in "rgf")
+                           "f": lambda: run(floor_cmd, r, ids),
+                           "c": lambda: run(click_cmd, r, ids)}, repeat)
+        reel_ms, git_ms, floor_ms, click_ms = (med(got[k], 0) * 1000 for k in "rgfc")
         title = f"cat-file --batch, bytecode {'cached' if cached else 'not cached'}"
         print(f"{title:<44} reel {reel_ms:8.1f} ms cpu ({med(got['r'], 1) * 1000:7.1f} wall)  git {git_ms:6.1f} ms  "
               f"floor {floor_ms:6.1f} ms  reel/git {reel_ms / git_ms:5.2f}x  reel/floor {reel_ms / floor_ms:5.2f}x  "
               f"floor/git {floor_ms / git_ms:5.2f}x", flush=True)
+        print(f"{'  (floor + import click)':<44} {click_ms:13.1f} ms cpu  "
+              f"reel/(floor+click) {reel_ms / click_ms:5.2f}x  (floor+click)/git {click_ms / git_ms:5.2f}x", flush=True)
+    # The start alone, with no input: what the process pays before it reads one object.
+    got = interleaved({"r": lambda: run([REEL, "cat-file", "--batch"], r, b"", env=env),
+                       "f": lambda: run(floor_cmd, r, b""),
+                       "c": lambda: run(click_cmd, r, b"")}, repeat)
+    print(f"{'cat-file --batch, no input (cached)':<44} reel {med(got['r'], 0) * 1000:8.1f} ms cpu  "
+          f"floor {med(got['f'], 0) * 1000:6.1f} ms  floor + click {med(got['c'], 0) * 1000:6.1f} ms", flush=True)
 
 
 def gc_rows(tmp: Path, sizes: Sequence[int], repeat: int) -> None:

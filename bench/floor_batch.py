@@ -119,27 +119,41 @@ class Pack:
         return body
 
 
-def answer(packs: list[Pack], names: list[bytes], put: Callable[[bytes], None]) -> None:
-    """Every name's answer, in order, through `put`: one dict probe finds a full lowercase hex id."""
-    b3, crc32 = blake3.blake3, zlib.crc32
+def answer(packs: list[Pack], names: list[bytes], buf: bytearray, write: Callable[[bytes], object]) -> None:
+    """Every name's answer, in order, gathered in `buf` (a content of 4 KiB or more written straight out).
+    A full lowercase hex id is one dict probe. A stored entry (its size and length one varint written
+    twice) is parsed inline, any other entry by `Pack.entry`."""
+    crc32, hasher = zlib.crc32, blake3.blake3()
     for name in names:
         for p in packs:
             i = p.pos.get(name, -1)
             if i >= 0:
                 break
         else:
-            put(name + b" missing\n")
+            buf += name + b" missing\n"
             continue
-        off = p.off[i]
+        off, m, stored = p.off[i], p.m, False
+        if p.start <= off <= p.end - 6:
+            code, method, a, b, c, d = m[off : off + 6]
+            if method == 0 and code in TAGS:
+                if a < 0x80:
+                    size, pos, stored = a, off + 4, b == a
+                elif b < 0x80:
+                    size, pos, stored = (a & 0x7F) | b << 7, off + 6, c == a and d == b
         try:
-            code, method, size, base, pos, stop = p.entry(off)
-            entry = p.m[off:stop]
+            if not stored:
+                code, method, size, base, pos, stop = p.entry(off)
+            elif (stop := pos + size) > p.end:
+                raise ValueError("entry runs past the end of the pack")
+            entry = m[off:stop]
             if crc32(entry) != p.crc[i]:
                 raise ValueError("entry checksum mismatch")
             raw = TAGS[code] + (entry[pos - off :] if method == 0 else p.body(method, size, base, pos, stop))
         except (ValueError, zstandard.ZstdError) as exc:
             fail(f"object {name.decode()} is damaged: {exc}")
-        if b3(raw).digest() != unhexlify(name):
+        hasher.reset()
+        hasher.update(raw)
+        if hasher.digest() != unhexlify(name):
             fail(f"object {name.decode()} is damaged: content does not hash to its id")
         start = len(TAGS[code])
         if code == 1:
@@ -147,26 +161,34 @@ def answer(packs: list[Pack], names: list[bytes], put: Callable[[bytes], None]) 
             if not w or int.from_bytes(raw[start + 1 : start + 1 + w], "big") != len(raw) - start - 1 - w:
                 fail(f"object {name.decode()} is damaged: blob body is not a single msgpack bin")
             start += 1 + w
-        put(b"%s %s %d\n" % (name, KINDS[code], len(raw) - start))
-        put(raw[start:])
-        put(b"\n")
+        buf += b"%s %s %d\n" % (name, KINDS[code], len(raw) - start)
+        if len(raw) - start >= 4096:
+            write(buf)
+            buf.clear()
+            write(memoryview(raw)[start:])  # type: ignore[arg-type]
+        else:
+            buf += raw[start:]
+        buf += b"\n"
 
 
 def main() -> None:
     where = ".reel/objects/pack/"
     packs = [Pack(where + name) for name in sorted(os.listdir(where)) if name.endswith(".pack")]
     out, stdin, pending = sys.stdout.buffer, sys.stdin.buffer, b""
+
+    def serve(names: list[bytes]) -> None:
+        buf = bytearray()
+        try:
+            answer(packs, names, buf, out.write)
+        finally:  # the answers before a damaged object are printed, as reel does
+            out.write(buf)
+            out.flush()
+
     while chunk := stdin.read1(65536):
         *names, pending = (pending + chunk).split(b"\n")
-        parts: list[bytes] = []
-        try:
-            answer(packs, names, parts.append)
-        finally:  # the answers before a damaged object are printed, as reel does
-            out.write(b"".join(parts))
-            out.flush()
+        serve(names)
     if pending:
-        answer(packs, [pending], out.write)
-    out.flush()
+        serve([pending])
 
 
 if __name__ == "__main__":

@@ -123,11 +123,19 @@ def test_read_names_answers_as_read_does_once_the_pack_is_mapped(tmp_path: Path)
     assert got[len(objs) :] == [None] * len(odd)
 
 
-def test_read_names_leaves_a_pack_unmapped_for_a_few_names(tmp_path: Path) -> None:
+def test_read_names_searches_a_pack_until_enough_names_map_it(tmp_path: Path) -> None:
+    """A few names are searched for (the pack stays unmapped); past an eighth of its ids, it is mapped."""
     store = DiskObjectStore(tmp_path / "objects", fsync=False)
     objs = _objects()
     store.add_pack(PackItem(o.id, o.encode(), 1) for o in objs)
-    assert list(BulkReader(store).read_names(_names(objs[:3]))) == [None] * 3
+    reader = BulkReader(store)
+    few = objs[:3]
+    assert [(k.decode(), bytes(c)) for k, c in reader.read_names(_names(few))] == [_expected(o) for o in few]  # type: ignore[misc]
+    assert reader._packs[0].positions is None
+    for at in range(3, len(objs), 3):  # three at a time: never enough alone to map the pack
+        part = objs[at : at + 3]
+        assert [(k.decode(), bytes(c)) for k, c in reader.read_names(_names(part))] == [_expected(o) for o in part]  # type: ignore[misc]
+    assert reader._packs[0].positions is not None
 
 
 def _one_entry_pack(store: DiskObjectStore, h: Hash, raw: bytes, damage: int | None = None) -> None:

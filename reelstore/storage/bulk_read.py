@@ -32,6 +32,7 @@ _BIN_WIDTH = {0xC4: 1, 0xC5: 2, 0xC6: 4}
 """A blob's body is one msgpack bin: its marker byte -> the width of the length that follows."""
 _KINDS = {code: kind.encode("ascii") for kind, code in KIND_CODES.items()}
 _BLOB = KIND_CODES["blob"]
+_HEX_DIGITS = b"0123456789abcdef"
 
 Found = tuple[bytes, "bytes | memoryview"]
 """(kind as ASCII, content): a blob's data, any other kind's body."""
@@ -111,55 +112,60 @@ class BulkReader:
         return raw[:nul].decode("ascii"), content if isinstance(content, memoryview) else memoryview(content)
 
     def read_names(self, names: list[bytes]) -> Iterator[Found | None]:
-        """For each name in turn, (kind, content) if it is a full lowercase hex id that a mapped pack holds,
-        else None: the caller resolves that name its own way (a revision, or `read` for an id kept
-        elsewhere or nowhere). Names are never parsed: a name is one dict probe per mapped pack. Each
-        object is checked and hashed once, as `read` does (E007 on damage)."""
+        """For each name in turn, (kind, content) if it is a full lowercase hex id that one of the reader's
+        packs holds, else None: the caller resolves that name its own way (a revision, or `read` for an
+        id kept elsewhere or nowhere). In a mapped pack a name is one dict probe, never parsed; the other
+        packs are searched with the name parsed once. Each object is checked and hashed once, as `read`
+        does (E007 on damage)."""
         for lookup in self._packs:
             lookup.map_for(len(names))
-            lookup.searches += len(names)
-        mapped = [(lk.positions, lk.offsets, lk.crcs, lk.pack, lk.pack.map, lk.pack.data_start, lk.pack.data_end)
-                  for lk in self._packs if lk.positions is not None]
-        crc32, stored, tags, kinds, widths = zlib.crc32, STORED, KIND_TAGS, _KINDS, _BIN_WIDTH
+        mapped = [(lk.positions, lk.offsets, lk.crcs, lk.pack) for lk in self._packs if lk.positions is not None]
+        searched = [lk for lk in self._packs if lk.positions is None]
+        crc32, stored_method, blob, tags, kinds, widths = zlib.crc32, STORED, _BLOB, KIND_TAGS, _KINDS, _BIN_WIDTH
         hasher = blake3.blake3()  # one, reset for each object: cheaper than a new one each time
         reset, update, digest = hasher.reset, hasher.update, hasher.digest
         for name in names:
             for probe in mapped:
                 i = probe[0].get(name, -1)
                 if i >= 0:
+                    _, offsets, crcs, pack = probe
+                    off, crc = offsets[i], crcs[i]
                     break
             else:
-                yield None
-                continue
-            _, offsets, crcs, pack, m, lo, hi = probe
-            # The common entry (a stored body, its size and length one or two bytes each) is read here; any
-            # other, and any that fails a check here, is read by the pack itself, which names the damage.
-            off, length, size = offsets[i], -1, -2
-            if lo <= off <= hi - 6:
+                if not searched or len(name) != 64 or name.translate(None, _HEX_DIGITS):
+                    yield None
+                    continue
+                h = unhexlify(name)
+                for lookup in searched:
+                    i = lookup.find(h)
+                    if i >= 0:
+                        break
+                else:
+                    yield None
+                    continue
+                pack = lookup.pack
+                off, crc = pack.index.entry(i)
+            m, hi = pack.map, pack.data_end
+            # A stored entry (its size and payload length are one varint, written twice) is read here when
+            # that varint is one or two bytes; any other entry, and any that fails a check here, is read
+            # by the pack itself, which names the damage.
+            stored = False
+            if pack.data_start <= off <= hi - 6:
                 code, method, a, b, c, d = m[off : off + 6]
-                if method == stored:
+                if method == stored_method:
                     if a < 0x80:
-                        size = a
-                        if b < 0x80:
-                            length, pos = b, off + 4
-                        elif c < 0x80:
-                            length, pos = (b & 0x7F) | c << 7, off + 5
+                        size, pos, stored = a, off + 4, b == a
                     elif b < 0x80:
-                        size = (a & 0x7F) | b << 7
-                        if c < 0x80:
-                            length, pos = c, off + 5
-                        elif d < 0x80:
-                            length, pos = (c & 0x7F) | d << 7, off + 6
-            tag = tags.get(code) if length == size else None
-            if tag is not None and pos + length <= hi:
-                entry = m[off : pos + length]
-                if crc32(entry) == crcs[i]:
+                        size, pos, stored = (a & 0x7F) | b << 7, off + 6, c == a and d == b
+            if stored and (tag := tags.get(code)) is not None and pos + size <= hi:
+                entry = m[off : pos + size]
+                if crc32(entry) == crc:
                     raw = tag + entry[pos - off :]
                     reset()
                     update(raw)
                     if digest() != unhexlify(name):
                         raise _damaged(unhexlify(name), pack, "content does not hash to its id")
-                    if code != 1:
+                    if code != blob:
                         yield kinds[code], raw[len(tag) :]
                         continue
                     width = widths.get(raw[5] if size else -1)
