@@ -116,6 +116,29 @@ def test_deltas_and_dictionary_entries_are_copied_and_re_aimed(repo: Repo) -> No
     assert fsck(repo).clean
 
 
+def test_a_new_version_is_packed_as_a_delta_on_the_last_copied_one(repo: Repo) -> None:
+    """The second gc copies the first one's pack and seeds the delta search of a new loose version of
+    a file with the newest copied version of the same name."""
+    text = [f"line {i} of a long document\n" for i in range(400)]
+    for v in range(4):
+        text[v * 7] = f"edit {v}\n"
+        blob = Blob("".join(text).encode())
+        tree = Tree(0, (("doc.txt", blob.id),))
+        rec = Record(repo.refs["refs/heads/main"], tree.id, message=f"version {v}", time=v)
+        repo.objects.put_many([blob, tree, rec])
+        repo.refs.set("refs/heads/main", rec.id)
+        if v == 2:
+            gc(repo, "now")
+    newest = blob.id
+    assert repo.objects.get_loose(newest)
+    gc(repo, "now")
+    (pack,) = repo.objects.packs()
+    after = entries(pack)
+    assert after[newest][0] == "base" and after[after[newest][1]][2] < after[newest][2]
+    assert repo.objects.get_raw(newest) == blob.encode()
+    assert fsck(repo).clean
+
+
 def _wrong_crc(repo: Repo, victim: Hash) -> None:
     """Rewrite the index of the pack holding `victim` with a wrong CRC for it, index checksum and pack
     trailer intact: the pack verifies, the entry does not."""

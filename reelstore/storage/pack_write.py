@@ -5,7 +5,6 @@ then its index, atomically. The format is read by `pack.py` and documented in do
 from __future__ import annotations
 
 import bisect
-import collections
 import functools
 import itertools
 import operator
@@ -204,6 +203,12 @@ class Reuse:
     """Hints shared by several objects of the new pack (versions of one file): those of a group commit's
     pack are packed afresh, and the first copied one of each seeds the delta search of the others."""
 
+    @functools.cached_property
+    def named(self) -> AbstractSet[bytes]:
+        """The ids whose hint is one of `versions`: found once (a few names among many ids)."""
+        hints = self.hints
+        return set(itertools.compress(hints.keys(), map(self.versions.__contains__, hints.values())))
+
 
 IndexColumns = tuple[list[bytes], list[int], list[int], list[int]]
 """A pack's index rows as columns: ids, offsets, CRCs, mtimes."""
@@ -242,17 +247,9 @@ class _Copies:
         and entries that cannot be copied as they are handed to `fallback`."""
         pack, m = r.pack, r.pack.map
         ids, offsets, crcs, _ = r.columns or pack.index.columns()
-        # An entry ends where the next one (in pack order) starts: the entries tile the pack.
-        starts = sorted(offsets)
-        starts.append(pack.data_end)
-        chosen = list(map(offsets.__getitem__, r.positions))
-        order = sorted(range(len(chosen)), key=chosen.__getitem__)
+        order, offs, ends = _pack_order(pack, offsets, r.positions)
         pos = list(map(r.positions.__getitem__, order))
-        mtimes = list(map(r.mtimes.__getitem__, order))
-        offs = list(map(chosen.__getitem__, order))
-        ends = list(map(starts.__getitem__, map(bisect.bisect_right, itertools.repeat(starts), offs)))
-        del starts, chosen
-        bad, methods = self._check(pack, pos, offs, ends, crcs)
+        bad, methods, got = self._check(pack, pos, offs, ends, crcs)
         for k in bad:
             h = Hash(ids[pos[k]])
             if damaged is None:
@@ -260,7 +257,8 @@ class _Copies:
             damaged(h)
         if bad:
             good = [k for k in range(len(pos)) if k not in bad]
-            pos, mtimes, offs, ends, methods = ([col[k] for k in good] for col in (pos, mtimes, offs, ends, methods))
+            order, pos, offs, ends, got = ([col[k] for k in good] for col in (order, pos, offs, ends, got))
+            methods = bytes(methods[k] for k in good)
         n = len(offs)
         if not n:
             return
@@ -275,33 +273,49 @@ class _Copies:
         if not settled:
             forced.update(k for k in itertools.compress(range(n), map(ZSTD.__eq__, methods)) if sizes[k] <= DICT_MAX)
             if r.versions:
-                named = map(r.versions.__contains__, map(r.hints.get, map(ids.__getitem__, pos)))
-                forced.update(itertools.compress(range(n), named))
+                forced.update(itertools.compress(range(n), map(r.named.__contains__, map(ids.__getitem__, pos))))
         special = sorted(forced.union(itertools.compress(range(n), map(redo.__contains__, methods))))
-        heads, dropped, depths = self._rebase(r, special, forced, methods, offs, sizes, pos, ids, mtimes)
+        mtime_of = list(map(r.mtimes.__getitem__, order)) if special else []
+        heads, dropped, depths = self._rebase(r, special, forced, methods, offs, sizes, pos, ids, mtime_of)
         at = list(itertools.accumulate(sizes, initial=self.size))
-        crc = list(map(crcs.__getitem__, pos))
+        # The index rows go out in index order (sorted by id), so the new index sorts from a few long
+        # runs: each copied entry's new offset is put back at its place in `r.positions`.
+        where = [0] * len(r.positions)
+        crc = where.copy()
+        for j, new, checked in zip(order, at, got):
+            where[j], crc[j] = new, checked
         with memoryview(m) as view:
             for k, (head, start) in heads.items():
-                crc[k] = zlib.crc32(view[start : ends[k]], zlib.crc32(head))
-        # Back to index order (sorted by id), so the index is sorted from a few long runs.
-        kept = sorted(set(range(n)) - dropped if dropped else range(n), key=pos.__getitem__)
+                crc[order[k]] = zlib.crc32(view[start : ends[k]], zlib.crc32(head))
         out_ids, out_at, out_crc, out_mtime = self.columns
         first = len(out_ids)
-        out_ids.extend(map(ids.__getitem__, map(pos.__getitem__, kept)))
-        out_at.extend(map(at.__getitem__, kept))
-        out_crc.extend(map(crc.__getitem__, kept))
-        out_mtime.extend(map(mtimes.__getitem__, kept))
-        if settled and r.versions:
-            named = map(r.versions.__contains__, map(r.hints.get, map(ids.__getitem__, pos)))
-            for k in itertools.compress(range(n), named):
+        if bad or dropped:
+            keep = bytearray(len(r.positions))
+            for k in range(n):
                 if k not in dropped:
-                    h = Hash(ids[pos[k]])
-                    # The first of a name in pack order: the newest version (a walk reaches history newest first).
-                    self.tails.setdefault((m[offs[k]], r.hints[h]), (at[k], depths.get(k, 0), h, pack, pos[k]))
-        counts = collections.Counter(methods[k] for k in kept) if dropped else collections.Counter(methods)
-        for method, count in counts.items():
-            self.counts[METHOD_NAMES[method]] += count
+                    keep[order[k]] = 1
+            out_ids.extend(itertools.compress(map(ids.__getitem__, r.positions), keep))
+            out_at.extend(itertools.compress(where, keep))
+            out_crc.extend(itertools.compress(crc, keep))
+            out_mtime.extend(itertools.compress(r.mtimes, keep))
+        else:
+            out_ids.extend(map(ids.__getitem__, r.positions))
+            out_at.extend(where)
+            out_crc.extend(crc)
+            out_mtime.extend(r.mtimes)
+        if settled and r.versions:
+            # Found in index order (the ids in the order they lie in memory), then taken in pack order.
+            named = map(r.named.__contains__, map(ids.__getitem__, r.positions))
+            gone = {order[k] for k in dropped}
+            depth = {order[k]: d for k, d in depths.items()}
+            places = [j for j in itertools.compress(range(len(r.positions)), named) if j not in gone]
+            for j in sorted(places, key=where.__getitem__):
+                i = r.positions[j]
+                h = Hash(ids[i])
+                # The first of a name in pack order: the newest version (a walk reaches history newest first).
+                self.tails.setdefault((m[offsets[i]], r.hints[h]), (where[j], depth.get(j, 0), h, pack, i))
+        for method, name in METHOD_NAMES.items():
+            self.counts[name] += methods.count(method) - sum(methods[k] == method for k in dropped)
         # Runs of adjacent entries are written in one piece; they break every 1000 entries, where
         # progress is reported.
         cuts = set(itertools.compress(range(1, n), map(operator.ne, offs[1:], ends[:-1])))
@@ -319,11 +333,12 @@ class _Copies:
 
     @staticmethod
     def _check(pack: Pack, pos: list[int], offs: list[int], ends: list[int], crcs: Sequence[int]
-               ) -> tuple[set[int], list[int]]:
-        """Which of the entries (in pack order) fail their index CRC, and each one's method byte; the
-        mapped pages are let go as it goes."""
+               ) -> tuple[set[int], bytes, list[int]]:
+        """Which of the entries (in pack order) fail their index CRC, each one's method byte, and the
+        CRCs found; the mapped pages are let go as it goes."""
         bad: set[int] = set()
-        methods: list[int] = []
+        methods = bytearray()
+        found: list[int] = []
         with memoryview(pack.map) as view:
             for lo in range(0, len(offs), CHECK_PIECE):
                 hi = min(len(offs), lo + CHECK_PIECE)
@@ -331,11 +346,12 @@ class _Copies:
                 want = list(map(crcs.__getitem__, pos[lo:hi]))
                 if got != want:
                     bad.update(lo + k for k, (g, w) in enumerate(zip(got, want)) if g != w)
-                methods += map(view.__getitem__, map((1).__add__, offs[lo:hi]))
+                methods += bytes(map(view.__getitem__, map((1).__add__, offs[lo:hi])))
+                found += got
                 release(pack.map, offs[lo], ends[hi - 1])
-        return bad, methods
+        return bad, bytes(methods), found
 
-    def _rebase(self, r: Reuse, special: list[int], forced: set[int], methods: list[int], offs: list[int],
+    def _rebase(self, r: Reuse, special: list[int], forced: set[int], methods: Sequence[int], offs: list[int],
                 sizes: list[int], pos: list[int], ids: list[bytes], mtimes: list[int]
                 ) -> tuple[dict[int, tuple[bytes, int]], set[int], dict[int, int]]:
         """Deltas whose base is copied too get a new head with their new distance (`sizes` updated);
@@ -392,6 +408,27 @@ class _Copies:
             if progress is not None and (done + entries) // 1000 > done // 1000:
                 progress(done + entries)
             done += entries
+
+
+def _pack_order(pack: Pack, offsets: Sequence[int], positions: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """The entries at `positions` (of the index) in pack order: for each, by rank, its place in
+    `positions`, its offset and where it ends (where the next entry of the whole pack starts: the
+    entries tile the pack). One sort of every entry's offset, each tagged in its lowest bit with
+    whether it is chosen, yields both the order and the ends, with no search per entry."""
+    tags = bytearray(len(offsets))
+    chosen = list(map(offsets.__getitem__, positions))
+    for p in positions:
+        tags[p] = 1
+    keys = sorted(map(operator.add, map(operator.add, offsets, offsets), tags))
+    tags = bytearray(map((1).__and__, keys))
+    starts = list(map(operator.rshift, keys, itertools.repeat(1)))
+    starts.append(pack.data_end)
+    offs = list(itertools.compress(starts, tags))
+    ends = list(itertools.compress(itertools.islice(starts, 1, None), tags))
+    rank = dict(zip(chosen, range(len(chosen))))
+    if len(rank) != len(chosen):
+        raise StorageError(f"{pack.name}: its index lists two entries at one offset; run `reel fsck`")
+    return list(map(rank.__getitem__, offs)), offs, ends
 
 
 def _seed(tail: tuple[int, int, Hash, Pack, int], first: int) -> _Entry:
