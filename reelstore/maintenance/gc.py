@@ -11,6 +11,7 @@ grace period, and a concurrent writer can lose such an object, exactly as with `
 
 from __future__ import annotations
 
+import array
 import collections
 import functools
 import gc as pygc
@@ -21,7 +22,7 @@ import re
 import shutil
 import socket
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -339,6 +340,7 @@ def gc(
         listed = _list_packs(store)
         leaves, direct = _leaves(listed)
         w = _mark(repo, now, progress, leaves, _reader(store, direct))
+        del leaves, direct  # a set of every leaf id: let go before the copy plan's columns are built
         _require_complete(w, "gc")
         chosen = _Selection(listed, loose, w, cutoff)
         report = GcReport(reachable=len(w.reachable), candidates=chosen.candidates, dry_run=dry_run)
@@ -469,7 +471,7 @@ class _Selection:
                  keep_all: bool = False) -> None:
         reach, inflight = w.reachable, w.inflight
         everything = keep_all or cutoff is None
-        self.reuse: list[tuple[_Listing, list[int], list[int]]] = []
+        self.reuse: list[tuple[_Listing, Sequence[int], Sequence[int]]] = []
         """(listing, positions to copy, the mtime each carries) per verified pack."""
         self.fresh: dict[Hash, int] = {}
         """id -> mtime of each object packed afresh."""
@@ -517,13 +519,14 @@ class _Selection:
             self.young += kept - reached.count(1)
             self.pruned.extend(itertools.compress(ids, pruned))
             if listing.sound:
-                positions = list(itertools.compress(range(n), keep))
-                mtimes = list(map(listing.mtimes.__getitem__, positions))
+                # Compact arrays: a list would hold an int object per entry for the rest of the run.
+                positions = array.array("q", itertools.compress(range(n), keep))
+                mtimes = array.array("q", itertools.compress(listing.mtimes, keep))
                 if here:
                     extra = dict(zip(positions, mtimes))
                     extra.update((i, int(newest[ids[i]])) for i in here)
-                    positions = sorted(extra)
-                    mtimes = list(map(extra.__getitem__, positions))
+                    positions = array.array("q", sorted(extra))
+                    mtimes = array.array("q", map(extra.__getitem__, positions))
                 self.reuse.append((listing, positions, mtimes))
             else:
                 for i in itertools.compress(range(n), keep):

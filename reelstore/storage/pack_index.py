@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import array
 import collections
-import functools
 import itertools
 import mmap
 import os
@@ -46,7 +45,7 @@ def index_bytes(rows: Sequence[tuple[bytes, int, int, int]], pack_checksum: byte
     return index_columns(ids, offsets, crcs, mtimes, pack_checksum)
 
 
-def index_columns(ids: list[bytes], offsets: list[int], crcs: list[int], mtimes: list[int],
+def index_columns(ids: Sequence[bytes], offsets: Sequence[int], crcs: Sequence[int], mtimes: Sequence[int],
                   pack_checksum: bytes) -> bytes:
     """`index_bytes` for rows given as columns, in any order: rows that come as a few sorted runs
     (gc's copied packs) sort in near-linear time, and no tuple per row is built."""
@@ -69,11 +68,10 @@ def pack_damage(path: Path, what: str) -> StorageError:
     return StorageError(f"{path.name}: {what}", path=str(path))
 
 
-@functools.lru_cache(maxsize=8)
-def _ids_struct(n: int) -> struct.Struct:
-    """A struct that splits `n` ids laid end to end into n bytes objects in one C call (a slice per id
-    costs twice as much)."""
-    return struct.Struct("32s" * n)
+ID_RUN = 256
+_IDS = struct.Struct("32s" * ID_RUN)
+"""Splits runs of ids laid end to end into bytes objects, ID_RUN per C call (a slice per id costs twice
+as much)."""
 
 
 class PackIndex:
@@ -176,7 +174,10 @@ class PackIndex:
         packs: one call per field per entry would cost more than the rest of its listing); the numbers
         as compact arrays, and the mapped pages let go afterwards."""
         m, n, base = self.map, self.count, self._ids
-        ids = list(_ids_struct(n).unpack_from(m, base)) if n else []
+        whole = n - n % ID_RUN
+        with memoryview(m) as view:
+            ids = list(itertools.chain.from_iterable(_IDS.iter_unpack(view[base : base + 32 * whole])))
+        ids += struct.unpack_from("32s" * (n - whole), m, base + 32 * whole)
         offsets, crcs, mtimes = self._column("Q", self._offsets), self._column("I", self._crcs), self._column(
             "Q", self._mtimes)
         self.release()

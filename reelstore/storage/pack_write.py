@@ -4,6 +4,7 @@ then its index, atomically. The format is read by `pack.py` and documented in do
 
 from __future__ import annotations
 
+import array
 import bisect
 import functools
 import itertools
@@ -11,7 +12,7 @@ import operator
 import os
 import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableSequence, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,8 +194,8 @@ class Reuse:
     each is to carry. Each entry's CRC is checked as it is copied; `damaged` hears of one that fails."""
 
     pack: Pack
-    positions: list[int]
-    mtimes: list[int]
+    positions: Sequence[int]
+    mtimes: Sequence[int]
     columns: Columns | None = None
     """The pack's `index.columns()`, if the caller has read them already."""
     hints: Mapping[bytes, str] = field(default_factory=dict)
@@ -210,8 +211,12 @@ class Reuse:
         return set(itertools.compress(hints.keys(), map(self.versions.__contains__, hints.values())))
 
 
-IndexColumns = tuple[list[bytes], list[int], list[int], list[int]]
-"""A pack's index rows as columns: ids, offsets, CRCs, mtimes."""
+IndexColumns = tuple[list[bytes], MutableSequence[int], MutableSequence[int], MutableSequence[int]]
+"""A pack's index rows as columns: ids, offsets, CRCs, mtimes (the numbers in compact arrays)."""
+
+
+def _columns() -> IndexColumns:
+    return [], array.array("q"), array.array("q"), array.array("q")
 
 COPY_PIECE = 1 << 20
 """Copied bytes are written, and their mapped pages released, this many at a time."""
@@ -225,7 +230,7 @@ class _Copies:
 
     def __init__(self, reuse: Sequence[Reuse], damaged: Callable[[Hash], None] | None) -> None:
         self.dict_bytes: bytes | None = next((r.pack._dict_bytes for r in reuse if r.pack._dict_bytes), None)
-        self.columns: IndexColumns = ([], [], [], [])
+        self.columns: IndexColumns = _columns()
         """Index rows of the copies, sorted by id within each source pack; offsets relative to the
         first entry."""
         self.spans: list[tuple[Pack, bytes, int, int, int]] = []
@@ -280,8 +285,8 @@ class _Copies:
         at = list(itertools.accumulate(sizes, initial=self.size))
         # The index rows go out in index order (sorted by id), so the new index sorts from a few long
         # runs: each copied entry's new offset is put back at its place in `r.positions`.
-        where = [0] * len(r.positions)
-        crc = where.copy()
+        where = array.array("q", bytes(8 * len(r.positions)))
+        crc = array.array("q", where)
         for j, new, checked in zip(order, at, got):
             where[j], crc[j] = new, checked
         with memoryview(m) as view:
@@ -410,7 +415,7 @@ class _Copies:
             done += entries
 
 
-def _pack_order(pack: Pack, offsets: Sequence[int], positions: list[int]) -> tuple[list[int], list[int], list[int]]:
+def _pack_order(pack: Pack, offsets: Sequence[int], positions: Sequence[int]) -> tuple[list[int], list[int], list[int]]:
     """The entries at `positions` (of the index) in pack order: for each, by rank, its place in
     `positions`, its offset and where it ends (where the next entry of the whole pack starts: the
     entries tile the pack). One sort of every entry's offset, each tagged in its lowest bit with
@@ -420,11 +425,11 @@ def _pack_order(pack: Pack, offsets: Sequence[int], positions: list[int]) -> tup
     for p in positions:
         tags[p] = 1
     keys = sorted(map(operator.add, map(operator.add, offsets, offsets), tags))
+    keys.append(2 * pack.data_end)
     tags = bytearray(map((1).__and__, keys))
-    starts = list(map(operator.rshift, keys, itertools.repeat(1)))
-    starts.append(pack.data_end)
-    offs = list(itertools.compress(starts, tags))
-    ends = list(itertools.compress(itertools.islice(starts, 1, None), tags))
+    offs = list(map(operator.rshift, itertools.compress(keys, tags), itertools.repeat(1)))
+    ends = list(map(operator.rshift, itertools.compress(itertools.islice(keys, 1, None), tags), itertools.repeat(1)))
+    del keys
     rank = dict(zip(chosen, range(len(chosen))))
     if len(rank) != len(chosen):
         raise StorageError(f"{pack.name}: its index lists two entries at one offset; run `reel fsck`")
@@ -461,12 +466,15 @@ def write_pack_stream(
     no `damaged`, StorageError. An id both copied and among `items` is copied."""
     opts = opts or PackOptions()
     copies = _Copies(reuse, damaged) if reuse else None
-    seen: set[bytes] = set(copies.columns[0]) if copies else set()
     hints: dict[Hash, str] = {}
     entries: list[_Entry] = []
     # Entries not copied come newest first, like a walk's order, so versions of a file sit together.
     fallback = sorted(copies.fallback, key=lambda item: -item.mtime) if copies else []
-    for item in [*items, *fallback]:
+    pending = [*items, *fallback]
+    # The few ids to pack are looked for among the many copied, not the other way round.
+    to_pack: set[bytes] = {item.id for item in pending}
+    seen = to_pack.intersection(copies.columns[0]) if copies else set()
+    for item in pending:
         if item.id not in seen:
             seen.add(item.id)
             entries.append(_Entry(item))
@@ -500,13 +508,13 @@ def write_pack_stream(
     out(PACK_HEADER.pack(PACK_MAGIC, VERSION, total, len(dict_bytes)) + dict_bytes)
     first = PACK_HEADER.size + len(dict_bytes)
     counts = dict.fromkeys(METHOD_NAMES.values(), 0)
-    columns: IndexColumns = ([], [], [], [])
+    columns = _columns()
     if copies:
         copies.write(out, (lambda n: progress(n, total)) if progress else None)
         if progress is not None and not entries and copied % 1000:
             progress(copied, total)  # the final count, so a "done." line states the whole
         ids, at, crcs, mtimes = copies.columns
-        columns = (ids, list(map(first.__add__, at)), crcs, mtimes)
+        columns = (ids, array.array("q", map(first.__add__, at)), crcs, mtimes)
         counts = dict(copies.counts)
     offset = first + (copies.size if copies else 0)
     ticked = time.monotonic()
