@@ -1,12 +1,15 @@
-"""`reel fork`: start a view over a trunk or another view."""
+"""`reel fork`: start a view over a trunk or another view (through the kernel's fork alone: the API's
+Store would import the commit machinery too)."""
 
 from __future__ import annotations
 
 import click
 
-from reelstore.api import Store
 from reelstore.cli.complete import SOURCES
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.kernel.fork import fork as kernel_fork
+from reelstore.kernel.inspection import status
+from reelstore.objects import Capability
 
 
 @click.command("fork")
@@ -20,9 +23,8 @@ from reelstore.cli.context import Context, pass_ctx
 @pass_ctx
 def fork(ctx: Context, source: str | None, caps: tuple[str, ...], boundary: str | None, name: str) -> None:
     """Fork view NAME: one view object and one ref, whatever the namespace's size."""
-    store = Store(ctx.repo)
-    store.fork(name, source, list(caps) if caps else None, boundary)
-    info = store.status(name)
+    kernel_fork(ctx.repo, name, source, [Capability.parse(c) for c in caps] if caps else None, boundary)
+    info = status(ctx.repo, name)
     ctx.emit(info.to_json(), f"forked view {name} from {info.parent} ({info.boundary}) as {info.id.hex()[:12]}")
 
 

@@ -86,7 +86,7 @@ KERNEL_AND_UP = ("reelstore.kernel", "reelstore.drain", "reelstore.sync", "reels
 PACKS = ("reelstore.storage.disk_store", "reelstore.storage.pack", "reelstore.storage.batch",
          "reelstore.storage.segment", "reelstore.codec", "reelstore.objects.block")
 """The object store and the codec: a verb that reads only refs has no use for them."""
-STDLIB_EXTRAS = {"secrets", "hmac", "random", "json", "dataclasses"}
+STDLIB_EXTRAS = {"secrets", "hmac", "random", "json", "dataclasses", "signal"}
 """Standard modules click itself does not load, which the hot verbs leave alone too."""
 
 
@@ -110,14 +110,19 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
         kinds = {m.rpartition(".")[2] for m in _loaded(mods, ("reelstore.objects.",))}
         assert kinds <= {"hash", "block", "data", "record", "chunks"}, (args, kinds)
         assert "reelstore.storage.pack" in mods, args
+        assert "reelstore.storage.pack_write" not in mods, args  # a read writes no pack
 
 
 def test_fork_imports_the_kernel_but_nothing_it_does_not_run(tmp_path: Path) -> None:
-    """fork needs the kernel; not sync, gc/fsck, `reel run`, dulwich, the credential store, the adapter
-    entry points (importlib.metadata) or a subprocess (no hook runs)."""
+    """fork needs the views, admission and status parts of the kernel; not the commit machinery (the
+    rest of the kernel's verbs, the drain, adapters, hooks, the API), the namespace map (a fresh view
+    changed nothing), sync, gc/fsck, `reel run`, dulwich, the credential store, the adapter entry
+    points (importlib.metadata) or a subprocess (no hook runs)."""
     _imported_after("init", cwd=tmp_path)
     mods = _imported_after("fork", "v1", cwd=tmp_path)
-    assert "reelstore.kernel.verbs" in mods
-    assert _loaded(mods, ("reelstore.sync", "reelstore.maintenance", "reelstore.intercept", "reelstore.sim",
-                          "reelstore.storage.secrets", "dulwich")) == []
-    assert sorted(mods & {"importlib.metadata", "secrets", "hmac", "subprocess", "shutil"}) == []
+    assert "reelstore.kernel.fork" in mods
+    kernel = {m.rpartition(".")[2] for m in _loaded(mods, ("reelstore.kernel.",))}
+    assert kernel <= {"admission", "binding", "changes", "fork", "inspection", "names", "views"}, kernel
+    assert _loaded(mods, KERNEL_AND_UP[1:] + ("reelstore.namespace", "reelstore.revisions",
+                                              "reelstore.storage.secrets", "reelstore.storage.pack_write")) == []
+    assert sorted(mods & (STDLIB_EXTRAS - {"dataclasses"} | {"importlib.metadata", "subprocess", "shutil"})) == []

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from reelstore.kernel import admission
 from reelstore.kernel.binding import bound_remote
-from reelstore.kernel.verbs import base_namespace, current_delta, namespace, pending_effects
+from reelstore.kernel.changes import base_namespace, current_delta, namespace, pending_effects
 from reelstore.kernel.views import live_views, load_live
 from reelstore.objects import Capability, DeltaOp, Effect, Hash, Put
 from reelstore.storage.repo import Repo

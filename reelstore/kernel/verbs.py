@@ -1,4 +1,5 @@
-"""The reel protocol's verbs over a store: fork, Class A writes, effect admission, commit and abort.
+"""The reel protocol's verbs over a store: Class A writes, effect admission, commit and abort (fork is
+`kernel.fork`'s, re-exported here).
 
 Every change is a new immutable view object and a compare-and-swap of the view's ref, so concurrent
 writers never lose an update and a reader always sees a whole view. A commit has exactly one commit
@@ -11,7 +12,6 @@ crash. So a killed commit is committed exactly once or not at all.
 from __future__ import annotations
 
 import io
-import os
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
@@ -21,11 +21,13 @@ from reelstore.codec import FrozenMap, freeze
 from reelstore.crashpoints import crash_point
 from reelstore.drain import hold
 from reelstore.drain.drainer import DrainReport, commit_message, drain
-from reelstore.errors import BadInput, Conflict, ForkDepthExceeded, NotFound, ViewTerminal
+from reelstore.errors import BadInput, Conflict, NotFound, ViewTerminal
 from reelstore.hooks.runner import run_hook, run_pre_hook
 from reelstore.kernel import admission, binding
+from reelstore.kernel.changes import base_namespace, current_delta, namespace, pending_effects
+from reelstore.kernel.fork import fork as fork
 from reelstore.kernel.merge import changes_of, replay
-from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX, trunk_ref, view_ref
+from reelstore.kernel.names import VIEW_PREFIX, trunk_ref
 from reelstore.kernel.transaction import CAS_ATTEMPTS, Transaction, backoff, give_up
 from reelstore.kernel.views import (
     Live,
@@ -40,89 +42,11 @@ from reelstore.kernel.views import (
     retire,
     terminal_error,
 )
-from reelstore.namespace.tree import Namespace
-from reelstore.objects import Capability, Delta, Effect, Effects, Hash, Object, Put, Record, Recording, Remove, View
-from reelstore.objects.view import BOUNDARIES, MAX_DEPTH
+from reelstore.objects import Delta, Effect, Effects, Hash, Object, Record, Recording, View
 from reelstore.stamp import now_ms, principal
 from reelstore.storage import content
 from reelstore.storage.repo import Repo
 from reelstore.wording import plural
-
-
-def _new_namespace(repo: Repo) -> Namespace:
-    return Namespace(repo.objects)
-
-
-def namespace(repo: Repo) -> Namespace:
-    """The store's namespace map (one per open store, so its node cache is shared)."""
-    return repo.attached(_new_namespace)
-
-
-# fork
-
-
-def fork(
-    repo: Repo,
-    name: str,
-    source: str | None = None,
-    caps: Sequence[Capability] | None = None,
-    boundary: str | None = None,
-) -> Live:
-    """A new view `name` over a trunk or a live view: one view object and one ref, whatever the
-    namespace's size. Caps default to the source's; a wider one is E009, depth past 64 is E005."""
-    ref = view_ref(name)
-    source = source or HEAD_PREFIX + repo.trunk
-    if boundary is not None and boundary not in BOUNDARIES:
-        raise BadInput(f"boundary must be one of {', '.join(BOUNDARIES)}, not {boundary!r}")
-    parent_ref, base, ns_root, parent_caps, depth, trunk = _fork_source(repo, source)
-    if depth + 1 > MAX_DEPTH:
-        raise ForkDepthExceeded(f"forking {source!r} would make a view {depth + 1} deep; the limit is {MAX_DEPTH}")
-    chosen = parent_caps if caps is None else admission.narrow(parent_caps, caps)
-    meta = {"name": name, "fork": os.urandom(16).hex(), "trunk": trunk, "created": now_ms(), "principal": principal()}
-    view = View(
-        parent=parent_ref,
-        base=base,
-        namespace=ns_root,
-        delta=None,
-        caps=tuple(c.id for c in chosen),
-        effects=None,
-        boundary=boundary or ("autonomous" if parent_ref.startswith(HEAD_PREFIX) else "isolated"),
-        depth=depth + 1,
-        meta=freeze(meta),
-    )
-    try:
-        with repo.objects.batch():
-            repo.cache.save([*chosen, view])
-            repo.refs.transaction(f"fork {name} from {source}", principal()).create(ref, view.id).commit()
-    except Conflict as exc:
-        if "lock" in exc.details:
-            raise
-        raise Conflict(f"a view named {name!r} already exists", view=name) from None
-    repo.verbs.append("fork", name, view.id, parent_ref)
-    return Live(name, view)
-
-
-def _fork_source(repo: Repo, source: str) -> tuple[str, Hash, Hash, tuple[Capability, ...], int, str]:
-    """(parent ref, base object, namespace, caps, depth, trunk) of a fork's source. `refs/heads/X` is
-    only ever the trunk and `refs/views/X` only the view; a bare name that is both is E014, so a view
-    named like a trunk never silently stands in for it."""
-    only = None
-    for prefix in (VIEW_PREFIX, HEAD_PREFIX):
-        if source.startswith(prefix):
-            source, only = source[len(prefix) :], prefix
-    is_view = only != HEAD_PREFIX and repo.refs.get(view_ref(source)) is not None
-    if is_view and only is None and repo.refs.get(trunk_ref(source)) is not None:
-        raise BadInput(f"{source!r} is both a trunk and a view; say {HEAD_PREFIX}{source} or {VIEW_PREFIX}{source}")
-    if is_view:
-        live = load_live(repo, source)
-        caps = admission.view_caps(repo, live.view)
-        return live.ref, live.id, live.view.namespace, caps, live.view.depth, live.trunk
-    head = repo.refs.get(trunk_ref(source)) if only != VIEW_PREFIX else None
-    if head is None:
-        raise terminal_error(repo, source)
-    rec = repo.cache.load(head, Record)
-    return HEAD_PREFIX + source, head, rec.namespace, admission.trunk_caps(repo, source), 0, source
-
 
 # Class A: namespace writes and reads
 
@@ -154,26 +78,6 @@ def _update(
                     raise
                 backoff(attempt)
     raise Conflict(f"view {name!r} kept changing under {what}; gave up after {CAS_ATTEMPTS} attempts", view=name)
-
-
-def current_delta(repo: Repo, live: Live) -> Delta:
-    """What the view changed since its base. An open view stores none (`delta` nil): it is the diff
-    of the base's namespace and the view's, O(changes · log n). A committed view object carries it."""
-    if live.view.delta is not None:
-        delta = repo.cache.load(live.view.delta, Object)
-        if isinstance(delta, Delta):
-            return delta
-        raise BadInput(f"view {live.name} names a {delta.kind} as its delta")
-    base = repo.cache.load(live.view.base, Object) if live.view.base is not None else None
-    base_ns = getattr(base, "namespace", Namespace.empty())
-    ops = tuple(Put("put", name, new) if new is not None else Remove("remove", name)
-                for name, _, new in namespace(repo).diff(base_ns, live.view.namespace))
-    return Delta(base_ns, ops)
-
-
-def base_namespace(delta: Delta) -> Hash:
-    """The namespace a delta applies to; one without a base changed the empty map (as `current_delta` builds it)."""
-    return delta.base if delta.base is not None else Namespace.empty()
 
 
 def _materialize(repo: Repo, live: Live) -> tuple[Live, Delta]:
@@ -261,13 +165,6 @@ def effect(
     with transaction(repo, name) as tx:
         tx.effect(adapter_name, op, effect_class, version_ref, link)
     return tx.effects[-1]
-
-
-def pending_effects(repo: Repo, view: View) -> list[Effect]:
-    """The view's buffered effects, in submission order."""
-    if view.effects is None:
-        return []
-    return [repo.cache.load(h, Effect) for h in repo.cache.load(view.effects, Effects).items]
 
 
 # commit

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from reelstore.errors import NotFound, StorageError
 from reelstore.objects import Hash, Object
@@ -22,8 +22,10 @@ from reelstore.storage.inflight import Inflight
 from reelstore.storage.object_store import LooseObjectStore, ObjectStore
 from reelstore.storage.pack import Pack
 from reelstore.storage.pack_import import import_pack
-from reelstore.storage.pack_write import PackItem, PackOptions, PackResult, Reuse, write_pack
 from reelstore.storage.segment import Segment, Segments
+
+if TYPE_CHECKING:  # the pack writer is imported where a pack is written: a read never needs it
+    from reelstore.storage.pack_write import PackItem, PackOptions, PackResult, Reuse
 
 ROLL_UP_PACKS = 32
 """Past this many packs, the end of a batch merges the small ones (git's gc.autoPackLimit is 50)."""
@@ -329,6 +331,8 @@ class DiskObjectStore(ObjectStore):
         chosen = packs[:roll]
         if len(chosen) < 2:
             return None
+        from reelstore.storage.pack_write import PackItem, write_pack
+
         items: dict[Hash, PackItem] = {}
         for pack in chosen:
             for h, _, mtime in pack.entries():
@@ -375,6 +379,8 @@ class DiskObjectStore(ObjectStore):
             (loose if os.path.exists(self.loose_path(item[0])) else packable).append(item)
         self.loose._store(loose)
         if packable:
+            from reelstore.storage.pack_write import PackItem
+
             now = int(time.time())
             self.add_pack(PackItem(h, raw, now) for h, raw in packable)
 
@@ -388,6 +394,8 @@ class DiskObjectStore(ObjectStore):
     ) -> PackResult:
         """Write one pack of `items` (and the `reuse` entries copied from packs) into objects/pack and
         start reading from it."""
+        from reelstore.storage.pack_write import write_pack
+
         result = write_pack(self.pack_dir, items, opts, fsync=self.fsync, progress=progress, reuse=reuse,
                             damaged=damaged)
         self.refresh(force=True)
