@@ -16,7 +16,7 @@ from reelstore import Store
 from reelstore.errors import BadInput, CapabilityViolation, NotFound
 from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
-from reelstore.objects import Record
+from reelstore.objects import Capability, Record
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.repo import Repo
 
@@ -80,7 +80,7 @@ def test_dropped_transaction_leaves_view_and_store_as_they_were(repo: Repo) -> N
 
 
 def test_refused_change_fails_where_it_is_made_and_the_rest_still_lands(repo: Repo) -> None:
-    kernel.fork(repo, "v", caps=[kernel.Capability.parse("read,write,delete=docs/")])
+    kernel.fork(repo, "v", caps=[Capability.parse("read,write,delete=docs/")])
     with kernel.transaction(repo, "v") as tx:
         tx.put("docs/a", b"1")
         with pytest.raises(CapabilityViolation):
