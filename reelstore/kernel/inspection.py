@@ -8,9 +8,9 @@ result, not in the CLI (the library never imports the CLI); the human-readable t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from reelstore.frozen import frozen
 from reelstore.kernel import admission
 from reelstore.kernel.binding import bound_remote
 from reelstore.kernel.changes import base_namespace, current_delta, namespace, pending_effects
@@ -29,7 +29,7 @@ def _op_json(op: DeltaOp) -> dict[str, Any]:
     return {"op": op.op, "name": op.name, "id": op.id.hex() if isinstance(op, Put) else None}
 
 
-@dataclass(frozen=True)
+@frozen
 class ViewStatus:
     """A live view now: where it came from, what it changed, what its commit would fire, and with
     which capabilities."""
@@ -67,7 +67,7 @@ class ViewStatus:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class NameChange:
     """One name a view changed against its base: the content there before (`old`) and now (`new`)."""
 
@@ -81,7 +81,7 @@ class NameChange:
                 "old": _hex(self.old), "status": self.status}
 
 
-@dataclass(frozen=True)
+@frozen
 class ViewSummary:
     """One line of the live-view list: counts instead of the changes and effects themselves."""
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import ClassVar
 
 from reelstore.errors import BadInput
+from reelstore.frozen import frozen
 from reelstore.objects.block import Object, register, v_int, v_opt, v_str, v_tuple
 
 OPS = ("read", "write", "delete", "fire_b", "fire_c")
@@ -35,7 +35,7 @@ def _op(value: object, where: str) -> str:
 
 
 @register
-@dataclass(frozen=True)
+@frozen
 class Capability(Object):
     kind: ClassVar[str] = "capability"
     ops: tuple[str, ...]

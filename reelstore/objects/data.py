@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -11,6 +10,7 @@ import msgpack
 
 from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG, frame
 from reelstore.errors import BadInput
+from reelstore.frozen import frozen
 from reelstore.objects.block import Object, register, v_bytes, v_hash, v_int, v_str, v_tuple
 from reelstore.objects.hash import HASH_SIZE, Hash
 
@@ -18,7 +18,7 @@ MAX_NAME = 4096
 
 
 @register
-@dataclass(frozen=True)
+@frozen
 class Blob(Object):
     """Raw bytes. Its body is a single msgpack bin, so a blob's size is its data's length."""
 
@@ -99,7 +99,7 @@ def _entries(value: Any, where: str) -> tuple[tuple[str, Hash], ...]:
 
 
 @register
-@dataclass(frozen=True)
+@frozen
 class Tree(Object):
     """One node of a namespace map. Level 0 maps names to value ids; a higher level maps each
     child's first name to the child node. Names are strictly increasing, so a node has one form."""

@@ -11,11 +11,11 @@ what differs. A view names its recording; the record that commits the view keeps
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from reelstore.codec import FrozenMap
 from reelstore.errors import BadInput
+from reelstore.frozen import frozen
 from reelstore.objects.block import Object, register, v_hash, v_int, v_map, v_str, v_tuple
 from reelstore.objects.hash import Hash
 
@@ -39,7 +39,7 @@ def v_exchange(value: Any, where: str) -> FrozenMap:
 
 
 @register
-@dataclass(frozen=True)
+@frozen
 class Recording(Object):
     kind: ClassVar[str] = "recording"
     entries: tuple[FrozenMap, ...]
