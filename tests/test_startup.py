@@ -126,3 +126,33 @@ def test_fork_imports_the_kernel_but_nothing_it_does_not_run(tmp_path: Path) -> 
     assert _loaded(mods, KERNEL_AND_UP[1:] + ("reelstore.namespace", "reelstore.revisions",
                                               "reelstore.storage.secrets", "reelstore.storage.pack_write")) == []
     assert sorted(mods & (STDLIB_EXTRAS - {"dataclasses"} | {"importlib.metadata", "subprocess", "shutil"})) == []
+
+
+def test_push_with_nothing_to_send_loads_push_alone(tmp_path: Path) -> None:
+    """`reel push` imports the push side of sync only: not fetch, abort or the receiving side's pack
+    reader (dulwich's object store and pack), not the kernel's verbs, the drain or the API."""
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True, timeout=60)
+    store = tmp_path / "store"
+    store.mkdir()
+    _imported_after("init", cwd=store)
+    _imported_after("remote", "add", "origin", str(remote), cwd=store)
+    _imported_after("push", cwd=store)
+    mods = _imported_after("push", cwd=store)
+    assert "reelstore.sync.push" in mods
+    assert _loaded(mods, ("reelstore.sync.fetch", "reelstore.sync.abort", "reelstore.sync.incoming",
+                          "reelstore.kernel.verbs", "reelstore.drain", "reelstore.api", "reelstore.adapters",
+                          "reelstore.maintenance", "dulwich.object_store", "dulwich.pack", "dulwich.client")) == []
+
+
+def test_the_sync_package_loads_on_use_and_its_names_stay_functions() -> None:
+    """`reelstore.sync` imports a submodule on first use of a name; `push`, `fetch` and `abort` name
+    functions even after their same-named submodules are imported (which binds a module on its package)."""
+    script = ("import sys, importlib; from reelstore import sync; before = set(sys.modules); "
+              "importlib.import_module('reelstore.sync.push'); importlib.import_module('reelstore.sync.abort'); "
+              "from reelstore.sync import fetch; "
+              "print(sorted(m for m in before if m.startswith('reelstore.sync.')), callable(sync.push), "
+              "callable(sync.abort), callable(fetch), sync.push.__module__, sorted(sync.__all__) == "
+              "sorted(n for n in sync.__all__ if hasattr(sync, n)))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60, text=True)
+    assert out.stdout.split() == ["[]", "True", "True", "True", "reelstore.sync.push", "True"], out.stderr

@@ -22,7 +22,7 @@ import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dulwich.errors import ApplyDeltaError, ChecksumMismatch, FileFormatException
 from dulwich.objects import Commit as GitCommit
@@ -34,8 +34,10 @@ from reelstore.errors import BadInput, StorageError
 from reelstore.objects import Blob, Hash, Object, decode_verified
 from reelstore.objects.hash import is_hex
 from reelstore.storage.object_store import ObjectStore
-from reelstore.sync.incoming import MAX_RAW, ReceivedPack
 from reelstore.sync.state import parse_refs
+
+if TYPE_CHECKING:  # the receiving side's reader: a push (which only sends) never loads it
+    from reelstore.sync.incoming import ReceivedPack
 
 TREE_MODE = 0o040000
 BLOB_MODE = 0o100644
@@ -180,6 +182,8 @@ def _read_object(pack: ReceivedPack, name: bytes, entry: Any, got: Received, hav
         if have(rid) or rid in got:
             return
         raise StorageError(f"the remote did not send object {rid.hex()}", id=rid)
+    from reelstore.sync.incoming import MAX_RAW
+
     if len(raw) > MAX_RAW:
         raise StorageError(f"object {rid.hex()} arrived oversized", id=rid)
     try:
