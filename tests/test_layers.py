@@ -11,7 +11,7 @@ PKG = ROOT / "reelstore"
 CLI = ("cli", "plumbing", "porcelain")
 
 LAYERS = [
-    {"errors", "crashpoints", "codec", "stamp", "wording"},
+    {"errors", "crashpoints", "codec", "stamp", "wording", "frozen"},
     {"objects", "hooks"},  # hooks: the sample installer and the runner, which needs only a Repo's type
     {"storage"},
     {"namespace"},
