@@ -103,6 +103,7 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
     assert _loaded(show, KERNEL_AND_UP + PACKS + ("reelstore.revisions", "reelstore.namespace")) == []
     assert sorted(show & STDLIB_EXTRAS) == []
     assert _loaded(show, ("reelstore.objects.",)) == ["reelstore.objects.hash"]
+    assert _loaded(show, ("reelstore.storage.ref_transaction", "reelstore.storage.reflog")) == []  # writers' parts
     for args in (["cat-file", "-p", head], ["cat-file", "-t", "main"], ["update-ref", "refs/heads/b", head]):
         mods = _imported_after(*args, cwd=tmp_path)
         assert _loaded(mods, KERNEL_AND_UP + ("reelstore.namespace",)) == [], args

@@ -12,436 +12,55 @@ than the lock timeout, is reported as stale with its remedy; `clear_stale_locks`
 
 from __future__ import annotations
 
-import bisect
 import os
-import re
 import threading
 import time
-import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from reelstore.crashpoints import crash_point
-from reelstore.errors import BadInput, Conflict, NotFound, StorageError
-from reelstore.objects import ZERO_HEX, Hash
-from reelstore.objects.hash import is_full_hex
+from reelstore.errors import Conflict, NotFound, StorageError
+from reelstore.objects import Hash
 from reelstore.storage.fileio import atomic_write, fsync_dir, pid_alive, temp_name, write_new
 from reelstore.storage.inflight import Inflight
-
-
-class _Any:
-    def __repr__(self) -> str:
-        return "ANY"
-
-
-ANY = _Any()
-"""As an expected old value: no check."""
-
-MAX_REF = 1024
-LOGGED = ("refs/heads/", "refs/views/", "refs/remotes/")
-
-
-def durable_reflog(name: str) -> bool:
-    """A trunk's reflog is fsynced with its ref: it marks the records this store committed and must
-    drain. Other reflogs are audit trails gc reads as extra roots; their newest line rides on the ref's
-    own durability point (after a power cut it may be missing, the ref never is)."""
-    return name.startswith("refs/heads/")
-
-
-def keeps_reflog(name: str) -> bool:
-    """Trunks, views and remote-tracking refs keep a reflog, as git logs only its branch-like refs by
-    default. A drain ref does not: its journal entries chain to each other and are their own log."""
-    return name.startswith(LOGGED)
-_BAD = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
-_CRC = re.compile(r"[0-9a-f]{8}")
-_LOOSE = re.compile(rb"([0-9a-f]{64}) ([0-9a-f]{8})\n")
-_LOOSE_LEGACY = re.compile(rb"([0-9a-f]{64})\n")
-_PACKED = re.compile(r"([0-9a-f]{64}) (refs/[^ ]+) ([0-9a-f]{8})")
-_PACKED_LEGACY = re.compile(r"([0-9a-f]{64}) (refs/[^ ]+)")
-PACKED_HEADER = "# reel packed-refs v2"
-PACKED_HEADER_LEGACY = "# reel packed-refs v1"
-REQUIRED_KIND = {"refs/heads/": "record", "refs/views/": "view", "refs/drains/": "journal", "refs/snapshots/": "view",
-                 "refs/ops/": "opevent"}
-
-
-def required_kind(name: str) -> str | None:
-    """The object kind a ref of this namespace must point at (None: any kind, e.g. remote-tracking)."""
-    for prefix, kind in REQUIRED_KIND.items():
-        if name.startswith(prefix):
-            return kind
-    return None
-
-
-def check_target(name: str, kind: str) -> None:
-    """E014 unless an object of `kind` may be the target of ref `name` (DESIGN §3: a trunk holds a record,
-    a view ref or a snapshot a view, a drain ref a journal entry, an operation's ref an operator event)."""
-    want = required_kind(name)
-    if want is not None and kind != want:
-        raise BadInput(f"ref {name} must point at a {want}, not a {kind}", ref=name)
-
-
-def checksum(name: str, body: str) -> str:
-    """CRC-32 of a ref's name and one entry's text, as 8 lowercase hex digits. It covers the name so an
-    entry moved to another ref (or a name changed in packed-refs) fails its check; CRC-32 catches every
-    error burst up to 32 bits, so any single changed byte of an entry is detected."""
-    crc = zlib.crc32(name.encode("utf-8") + b"\0" + body.encode("utf-8"))
-    return f"{crc:08x}"
-
-
-def check_ref_name(name: str) -> str:
-    """Validate a full ref name (E014): under refs/, no `..`, no control characters, no `.lock`…"""
-    problem = None
-    if not name.startswith("refs/") or len(name) > MAX_REF:
-        problem = "must start with refs/ and be at most 1024 characters"
-    elif _BAD.search(name) or "@{" in name:
-        problem = "contains a control character, a space or one of ~^:?*[\\ or @{"
-    elif ".." in name or "//" in name or name.endswith("/") or name.endswith("."):
-        problem = "contains '..' or '//' or ends with '/' or '.'"
-    else:
-        for part in name.split("/"):
-            if part.startswith(".") or part.startswith("-") or part.endswith(".lock"):
-                problem = "has a component starting with '.' or '-' or ending with '.lock'"
-                break
-    if problem is None:
-        try:
-            name.encode("utf-8")
-        except UnicodeEncodeError:
-            problem = "is not valid UTF-8"
-    if problem:
-        raise BadInput(f"invalid ref name {name!r}: {problem}")
-    return name
-
-
-_HOST = os.uname().nodename
-"""This host's name, as `socket.gethostname()` gives it (read without the socket module: a Class A
-write must not touch the network layer, and the audit hook that checks it counts that call)."""
-
-LOCK_TIMEOUT = 600.0
-"""Seconds after which a lock whose holder cannot be checked (another host) counts as stale."""
-
-
-def holder_line() -> bytes:
-    """What a lock file says about its holder: `pid PID host HOST time SECONDS`."""
-    return f"pid {os.getpid()} host {_HOST} time {int(time.time())}\n".encode()
-
-
-class LockInfo(NamedTuple):
-    """A lock file and what it says about its holder (pid and host are unknown for a lock written by
-    an older reel, which left it empty)."""
-
-    path: Path
-    pid: int | None
-    host: str | None
-    age: float
-    dead: bool
-    """Provably dead: the holder is a process of this host that no longer runs."""
-    stale: bool
-    """Dead, or older than the lock timeout."""
-
-    def holder(self) -> str:
-        if self.pid is None:
-            return "an unknown holder"
-        return f"pid {self.pid} on {self.host}"
-
-    def describe(self) -> str:
-        why = ("no longer running" if self.dead else
-               "not checkable from here" if self.host != _HOST else "unknown")
-        return f"{self.path.name} held by {self.holder()} ({why}), {self.age:.0f}s old"
-
-
-def read_lock(path: Path, timeout: float = LOCK_TIMEOUT) -> LockInfo:
-    """Who holds lock file `path`, how long it has been held and whether it is stale."""
-    try:
-        st = path.stat()
-        text = path.read_text("utf-8", errors="replace")
-    except OSError:
-        return LockInfo(path, None, None, 0.0, False, False)
-    fields = text.split()
-    info = dict(zip(fields[::2], fields[1::2]))
-    pid = int(info["pid"]) if info.get("pid", "").isdigit() else None
-    host = info.get("host")
-    since = int(info["time"]) if info.get("time", "").isdigit() else st.st_mtime
-    age = max(0.0, time.time() - since)
-    dead = pid is not None and host == _HOST and not pid_alive(pid)
-    return LockInfo(path, pid, host, age, dead, dead or age > timeout)
-
-
-Locks = list[LockInfo]
-Updates = list["RefUpdate"]
-"""A list of lock files (named so the annotation is not shadowed by `RefStore.list`)."""
-
-
-def lock_conflict(name: str, lock: LockInfo) -> Conflict:
-    """E002 for a ref whose lock is taken: the live holder, or the stale lock and its remedy."""
-    if lock.stale:
-        return Conflict(
-            f"cannot lock ref {name}: its lock is stale ({lock.describe()}); nothing was written. "
-            f"Remove it with `reel gc --clear-stale-locks`{'' if lock.dead else ' --force'} "
-            f"(or delete {lock.path} once you know no reel process uses it)",
-            ref=name, lock=str(lock.path), stale=True)
-    return Conflict(f"cannot lock ref {name}: {lock.path} is held by {lock.holder()} for {lock.age:.0f}s; another "
-                    "reel process is updating it", ref=name, lock=str(lock.path))
-
-
-class NameSet:
-    """Ref names, sorted, answering "which name is in the way of this one" in O(depth + log n).
-
-    `refs/heads/a` and `refs/heads/a/b` cannot both exist: on disk one would be a file and a directory.
-    """
-
-    def __init__(self, names: Iterable[str] = ()) -> None:
-        self._set = set(names)
-        self._sorted = sorted(self._set)
-
-    def add(self, name: str) -> None:
-        if name not in self._set:
-            self._set.add(name)
-            bisect.insort(self._sorted, name)
-
-    def conflict(self, name: str) -> str | None:
-        """A name that is a directory of `name`, or lives under it; None if there is none."""
-        parts = name.split("/")
-        for i in range(2, len(parts)):
-            ancestor = "/".join(parts[:i])
-            if ancestor in self._set:
-                return ancestor
-        under = name + "/"
-        at = bisect.bisect_left(self._sorted, under)
-        if at < len(self._sorted) and self._sorted[at].startswith(under):
-            return self._sorted[at]
-        return None
-
-
-def _valid(name: str) -> bool:
-    """A file under refs/ that cannot be a ref (a lock, a temporary or stray file) is not listed."""
-    try:
-        check_ref_name(name)
-    except BadInput:
-        return False
-    return True
-
-
-class ReflogEntry(NamedTuple):
-    old: Hash | None
-    new: Hash | None
-    time_ms: int
-    principal: str
-    message: str
-    verified: bool = True
-    """False for a legacy line (written before reflog lines carried a checksum)."""
-
-    def body(self) -> str:
-        old = self.old.hex() if self.old else ZERO_HEX
-        new = self.new.hex() if self.new else ZERO_HEX
-        msg = self.message.replace("\n", " ")
-        who = " ".join(self.principal.split())
-        return f"{old} {new} {self.time_ms} {who}\t{msg}"
-
-    def line(self, name: str) -> str:
-        """`CRC OLD NEW TIME WHO<tab>MESSAGE`, the CRC over the ref's name and the rest of the line."""
-        body = self.body()
-        return f"{checksum(name, body)} {body}\n"
-
-    @classmethod
-    def parse(cls, line: str, name: str) -> ReflogEntry:
-        """One line of `name`'s reflog (without its newline). E014 if malformed or its checksum fails."""
-        crc, verified = line[:8], True
-        if len(line) > 9 and line[8] == " " and _CRC.fullmatch(crc):
-            body = line[9:]
-            if checksum(name, body) != crc:
-                raise BadInput(f"reflog line fails its checksum: {line[:100]!r}")
-        elif len(line) > 64 and line[64] == " " and is_full_hex(line[:64]):
-            body, verified = line, False
-        else:
-            raise BadInput(f"malformed reflog line {line[:100]!r}")
-        head, _, message = body.partition("\t")
-        parts = head.split(" ", 3)
-        if len(parts) < 3 or not is_full_hex(parts[0]) or not is_full_hex(parts[1]) or not parts[2].isdigit() or (
-                not parts[2].isascii()):
-            raise BadInput(f"malformed reflog line {line[:100]!r}")
-        old = None if parts[0] == ZERO_HEX else Hash.from_hex(parts[0])
-        new = None if parts[1] == ZERO_HEX else Hash.from_hex(parts[1])
-        return cls(old, new, int(parts[2]), parts[3] if len(parts) > 3 else "", message, verified)
-
-
-class RefUpdate(NamedTuple):
-    name: str
-    new: Hash | None
-    """None deletes the ref."""
-    old: Hash | None | _Any
-    """None: the ref must not exist. ANY: no check. Verify-only updates have new == old."""
-    verify_only: bool = False
-    create_reflog: bool = False
-    """Log this update even where `keeps_reflog` would not (git's --create-reflog)."""
-
-
-class RefTransaction:
-    """All-or-nothing: `update`/`create`/`delete`/`verify`, then `commit()` (or `abort()`).
-
-    `prepare()` locks every ref and checks every expected value; `commit()` prepares if needed and
-    writes. A failed check raises E002 and releases every lock, having written nothing.
-    """
-
-    def __init__(self, store: RefStore, message: str = "", principal: str = "", create_reflog: bool = False,
-                 *, durable: bool = True) -> None:
-        self.store = store
-        self.message = message
-        self.principal = principal
-        self.create_reflog = create_reflog
-        self.durable = durable
-        """False: write without fsync, for a ref that only caches what a durable log already holds
-        (a drain ref: its journal segment is the durable record)."""
-        self.updates: dict[str, RefUpdate] = {}
-        self.state = "open"
-        self._held: set[str] = set()
-
-    def _add(self, upd: RefUpdate) -> RefTransaction:
-        if self.state != "open":
-            raise BadInput(f"transaction is {self.state}; no more updates")
-        check_ref_name(upd.name)
-        if upd.name in self.updates:
-            raise BadInput(f"ref {upd.name} appears twice in one transaction")
-        self.updates[upd.name] = upd._replace(create_reflog=True) if self.create_reflog else upd
-        return self
-
-    def update(self, name: str, new: Hash, old: Hash | None | _Any = ANY) -> RefTransaction:
-        return self._add(RefUpdate(name, new, old))
-
-    def create(self, name: str, new: Hash) -> RefTransaction:
-        return self._add(RefUpdate(name, new, None))
-
-    def delete(self, name: str, old: Hash | _Any = ANY) -> RefTransaction:
-        return self._add(RefUpdate(name, None, old))
-
-    def verify(self, name: str, old: Hash | None) -> RefTransaction:
-        return self._add(RefUpdate(name, old, old, verify_only=True))
-
-    def prepare(self) -> None:
-        if self.state == "prepared":
-            return
-        if self.state != "open":
-            raise BadInput(f"transaction is {self.state}")
-        names = sorted(self.updates)
-        self.store._lock(names)
-        self._held = set(names)
-        try:
-            for name in names:
-                upd = self.updates[name]
-                current = self.store._read(name)
-                if upd.old is not ANY and current != upd.old:
-                    want = upd.old.hex() if isinstance(upd.old, Hash) else "absent"
-                    have = "absent" if current is None else current.hex()
-                    raise Conflict(f"cannot update ref {name}: it is {have} but expected {want}", ref=name)
-                if upd.new is None and not upd.verify_only and current is None:
-                    raise NotFound(f"cannot delete ref {name}: it does not exist", ref=name)
-        except BaseException:
-            self._release()
-            self.state = "aborted"
-            raise
-        self.state = "prepared"
-
-    def _release(self) -> None:
-        self.store._unlock(sorted(self._held))
-        self._held.clear()
-
-    def commit(self) -> None:
-        self.prepare()
-        try:
-            if self.store.before_apply is not None:
-                # Every ref is locked and checked: now make durable what the new values may name.
-                self.store.before_apply()
-            crash_point("refs:prepared")
-            writes = [u for n in sorted(self.updates) if not (u := self.updates[n]).verify_only]
-            self.store._apply_as(writes, self.message, self.principal, self._held, self.durable)
-            self.store._settle()
-        finally:
-            self._release()
-            self.state = "committed"
-
-    def abort(self) -> None:
-        if self.state == "prepared":
-            self._release()
-        self.state = "aborted"
-
-    def __enter__(self) -> RefTransaction:
-        return self
-
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        if exc_type is None and self.state in ("open", "prepared"):
-            self.commit()
-        elif self.state != "committed":
-            self.abort()
-
-
-def format_loose(name: str, value: Hash) -> bytes:
-    """A loose ref file: `ID CRC` and a newline."""
-    return f"{value.hex()} {checksum(name, value.hex())}\n".encode("ascii")
-
-
-def parse_loose(name: str, data: bytes) -> Hash:
-    """The id a loose ref file holds; E007 naming the ref if the file is damaged. A legacy file (exactly
-    `ID` and a newline, as written before refs carried checksums) is accepted: one changed byte cannot
-    turn a checksummed file into one, since the two differ in length."""
-    m = _LOOSE.fullmatch(data)
-    if m is not None:
-        text = m.group(1).decode("ascii")
-        if checksum(name, text) != m.group(2).decode("ascii"):
-            raise StorageError(f"ref {name} is damaged: its checksum does not match", ref=name)
-        return Hash.from_hex(text)
-    m = _LOOSE_LEGACY.fullmatch(data)
-    if m is not None:
-        return Hash.from_hex(m.group(1).decode("ascii"))
-    raise StorageError(f"ref {name} is damaged: {data[:80]!r} is not an object id and checksum", ref=name)
-
-
-def format_packed(packed: Mapping[str, Hash]) -> bytes:
-    """packed-refs v2: the header, then `ID NAME CRC` lines sorted by name."""
-    lines = [PACKED_HEADER] + [f"{h.hex()} {n} {checksum(n, h.hex())}" for n, h in sorted(packed.items())]
-    return ("\n".join(lines) + "\n").encode("utf-8")
-
-
-def parse_packed(data: bytes) -> dict[str, Hash]:
-    """packed-refs, strictly: the first line is a known header, every other line one entry (no comments,
-    no blank lines), each v2 entry's checksum holds. Anything else is E007 naming the line."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise StorageError(f"packed-refs is damaged: not UTF-8 at byte {exc.start}") from None
-    if not text:
-        return {}
-    if not text.endswith("\n"):
-        raise StorageError("packed-refs is damaged: it does not end with a newline")
-    lines = text[:-1].split("\n")
-    if lines[0] not in (PACKED_HEADER, PACKED_HEADER_LEGACY):
-        raise StorageError(f"packed-refs is damaged: unknown header {lines[0][:80]!r}")
-    legacy = lines[0] == PACKED_HEADER_LEGACY
-    out: dict[str, Hash] = {}
-    for no, line in enumerate(lines[1:], start=2):
-        m = (_PACKED_LEGACY if legacy else _PACKED).fullmatch(line)
-        name = m.group(2) if m is not None else ""
-        if m is None or not _valid(name) or name in out:
-            raise StorageError(f"packed-refs is damaged at line {no}: {line[:80]!r}")
-        if not legacy and checksum(name, m.group(1)) != m.group(3):
-            raise StorageError(f"packed-refs is damaged at line {no}: the checksum of {name} does not match", ref=name)
-        out[name] = Hash.from_hex(m.group(1))
-    return out
-
-
-def parse_reflog(name: str, data: bytes) -> list[ReflogEntry]:
-    """Every line of `name`'s reflog; E007 naming the ref and line on the first damaged one."""
-    if data and not data.endswith(b"\n"):
-        raise StorageError(f"reflog of {name} is damaged: its last line is torn", ref=name)
-    out = []
-    for no, raw in enumerate(data.split(b"\n")[:-1], start=1):
-        try:
-            out.append(ReflogEntry.parse(raw.decode("utf-8"), name))
-        except UnicodeDecodeError:
-            raise StorageError(f"reflog of {name} is damaged at line {no}: not UTF-8", ref=name) from None
-        except BadInput as exc:
-            raise StorageError(f"reflog of {name} is damaged at line {no}: {exc.message}", ref=name) from None
-    return out
+from reelstore.storage.ref_format import (
+    ANY,
+    AnyValue,
+    NameSet,
+    check_ref_name,
+    check_target,
+    checksum,
+    durable_reflog,
+    format_loose,
+    format_packed,
+    is_listable,
+    keeps_reflog,
+    parse_loose,
+    parse_packed,
+    required_kind,
+)
+from reelstore.storage.ref_locks import LOCK_TIMEOUT, LockInfo, Locks, holder_line, lock_conflict, read_lock
+
+if TYPE_CHECKING:
+    from reelstore.storage.ref_transaction import RefTransaction, RefUpdate, Updates
+    from reelstore.storage.reflog import ReflogEntry
+
+__all__ = ["ANY", "LOCK_TIMEOUT", "DiskRefStore", "LockInfo", "MemoryRefStore", "RefStore", "RefTransaction",
+           "RefUpdate", "ReflogEntry", "check_ref_name", "check_target", "checksum", "required_kind"]
+
+_LAZY = {"RefTransaction": "ref_transaction", "RefUpdate": "ref_transaction", "ReflogEntry": "reflog"}
+"""Names kept importable from here whose modules only a writer (or a reflog reader) loads."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _LAZY.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"reelstore.storage.{home}"), name)
 
 
 class RefStore:
@@ -517,15 +136,17 @@ class RefStore:
                     durable: bool = True) -> RefTransaction:
         """A transaction; with `create_reflog` every ref it writes gets a reflog, whatever its namespace;
         `durable=False` writes without fsync (see `RefTransaction.durable`)."""
+        from reelstore.storage.ref_transaction import RefTransaction
+
         return RefTransaction(self, message, principal, create_reflog, durable=durable)
 
     def set(
-        self, name: str, new: Hash, old: Hash | None | _Any = ANY, message: str = "", principal: str = ""
+        self, name: str, new: Hash, old: Hash | None | AnyValue = ANY, message: str = "", principal: str = ""
     ) -> None:
         """Compare-and-swap one ref (old=None: must not exist). E002 if it holds something else."""
         self.transaction(message, principal).update(name, new, old).commit()
 
-    def delete(self, name: str, old: Hash | _Any = ANY, message: str = "", principal: str = "") -> None:
+    def delete(self, name: str, old: Hash | AnyValue = ANY, message: str = "", principal: str = "") -> None:
         self.transaction(message, principal).delete(name, old).commit()
 
 
@@ -559,6 +180,8 @@ class MemoryRefStore(RefStore):
             self._locked.difference_update(names)
 
     def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str]) -> None:
+        from reelstore.storage.reflog import ReflogEntry
+
         now = int(time.time() * 1000)
         for u in updates:
             old = self._refs.get(u.name)
@@ -696,6 +319,8 @@ class DiskRefStore(RefStore):
 
     def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str],
                durable: bool = True) -> None:
+        from reelstore.storage.reflog import ReflogEntry
+
         now = int(time.time() * 1000)
         sync = self.fsync and durable
         deletes = [u for u in updates if u.new is None]
@@ -794,7 +419,7 @@ class DiskRefStore(RefStore):
         for dirpath, _, files in os.walk(self.root / "refs"):
             for f in files:
                 name = os.path.relpath(os.path.join(dirpath, f), self.root).replace(os.sep, "/")
-                if _valid(name):
+                if is_listable(name):
                     yield name
 
     def reflog(self, name: str) -> list[ReflogEntry]:
@@ -804,6 +429,8 @@ class DiskRefStore(RefStore):
             return []
         except OSError as exc:
             raise StorageError(f"cannot read the reflog of {name}: {exc}", ref=name) from None
+        from reelstore.storage.reflog import parse_reflog
+
         return parse_reflog(name, data)
 
     def pack_refs(self) -> int:

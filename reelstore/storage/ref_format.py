@@ -1,0 +1,194 @@
+"""A ref's name and its bytes on disk: the name rules, the kind each namespace must point at, the
+CRC that guards every entry, and the loose and packed-refs file formats.
+
+Everything a reader needs: `show-ref` reads refs through this, the lock files and `storage.refs`;
+the reflog and ref transactions are modules of their own that only their users load.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import zlib
+from collections.abc import Iterable, Mapping
+
+from reelstore.errors import BadInput, StorageError
+from reelstore.objects import Hash
+
+
+class AnyValue:
+    """The type of ANY."""
+
+    def __repr__(self) -> str:
+        return "ANY"
+
+
+ANY = AnyValue()
+"""As an expected old value: no check."""
+
+MAX_REF = 1024
+LOGGED = ("refs/heads/", "refs/views/", "refs/remotes/")
+
+
+def durable_reflog(name: str) -> bool:
+    """A trunk's reflog is fsynced with its ref: it marks the records this store committed and must
+    drain. Other reflogs are audit trails gc reads as extra roots; their newest line rides on the ref's
+    own durability point (after a power cut it may be missing, the ref never is)."""
+    return name.startswith("refs/heads/")
+
+
+def keeps_reflog(name: str) -> bool:
+    """Trunks, views and remote-tracking refs keep a reflog, as git logs only its branch-like refs by
+    default. A drain ref does not: its journal entries chain to each other and are their own log."""
+    return name.startswith(LOGGED)
+
+
+_BAD = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+_LOOSE = re.compile(rb"([0-9a-f]{64}) ([0-9a-f]{8})\n")
+_LOOSE_LEGACY = re.compile(rb"([0-9a-f]{64})\n")
+_PACKED = re.compile(r"([0-9a-f]{64}) (refs/[^ ]+) ([0-9a-f]{8})")
+_PACKED_LEGACY = re.compile(r"([0-9a-f]{64}) (refs/[^ ]+)")
+PACKED_HEADER = "# reel packed-refs v2"
+PACKED_HEADER_LEGACY = "# reel packed-refs v1"
+REQUIRED_KIND = {"refs/heads/": "record", "refs/views/": "view", "refs/drains/": "journal", "refs/snapshots/": "view",
+                 "refs/ops/": "opevent"}
+
+
+def required_kind(name: str) -> str | None:
+    """The object kind a ref of this namespace must point at (None: any kind, e.g. remote-tracking)."""
+    for prefix, kind in REQUIRED_KIND.items():
+        if name.startswith(prefix):
+            return kind
+    return None
+
+
+def check_target(name: str, kind: str) -> None:
+    """E014 unless an object of `kind` may be the target of ref `name` (DESIGN §3: a trunk holds a record,
+    a view ref or a snapshot a view, a drain ref a journal entry, an operation's ref an operator event)."""
+    want = required_kind(name)
+    if want is not None and kind != want:
+        raise BadInput(f"ref {name} must point at a {want}, not a {kind}", ref=name)
+
+
+def checksum(name: str, body: str) -> str:
+    """CRC-32 of a ref's name and one entry's text, as 8 lowercase hex digits. It covers the name so an
+    entry moved to another ref (or a name changed in packed-refs) fails its check; CRC-32 catches every
+    error burst up to 32 bits, so any single changed byte of an entry is detected."""
+    crc = zlib.crc32(name.encode("utf-8") + b"\0" + body.encode("utf-8"))
+    return f"{crc:08x}"
+
+
+def check_ref_name(name: str) -> str:
+    """Validate a full ref name (E014): under refs/, no `..`, no control characters, no `.lock`…"""
+    problem = None
+    if not name.startswith("refs/") or len(name) > MAX_REF:
+        problem = "must start with refs/ and be at most 1024 characters"
+    elif _BAD.search(name) or "@{" in name:
+        problem = "contains a control character, a space or one of ~^:?*[\\ or @{"
+    elif ".." in name or "//" in name or name.endswith("/") or name.endswith("."):
+        problem = "contains '..' or '//' or ends with '/' or '.'"
+    else:
+        for part in name.split("/"):
+            if part.startswith(".") or part.startswith("-") or part.endswith(".lock"):
+                problem = "has a component starting with '.' or '-' or ending with '.lock'"
+                break
+    if problem is None:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            problem = "is not valid UTF-8"
+    if problem:
+        raise BadInput(f"invalid ref name {name!r}: {problem}")
+    return name
+
+
+class NameSet:
+    """Ref names, sorted, answering "which name is in the way of this one" in O(depth + log n).
+
+    `refs/heads/a` and `refs/heads/a/b` cannot both exist: on disk one would be a file and a directory.
+    """
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self._set = set(names)
+        self._sorted = sorted(self._set)
+
+    def add(self, name: str) -> None:
+        if name not in self._set:
+            self._set.add(name)
+            bisect.insort(self._sorted, name)
+
+    def conflict(self, name: str) -> str | None:
+        """A name that is a directory of `name`, or lives under it; None if there is none."""
+        parts = name.split("/")
+        for i in range(2, len(parts)):
+            ancestor = "/".join(parts[:i])
+            if ancestor in self._set:
+                return ancestor
+        under = name + "/"
+        at = bisect.bisect_left(self._sorted, under)
+        if at < len(self._sorted) and self._sorted[at].startswith(under):
+            return self._sorted[at]
+        return None
+
+
+def is_listable(name: str) -> bool:
+    """A file under refs/ that cannot be a ref (a lock, a temporary or stray file) is not listed."""
+    try:
+        check_ref_name(name)
+    except BadInput:
+        return False
+    return True
+
+
+def format_loose(name: str, value: Hash) -> bytes:
+    """A loose ref file: `ID CRC` and a newline."""
+    return f"{value.hex()} {checksum(name, value.hex())}\n".encode("ascii")
+
+
+def parse_loose(name: str, data: bytes) -> Hash:
+    """The id a loose ref file holds; E007 naming the ref if the file is damaged. A legacy file (exactly
+    `ID` and a newline, as written before refs carried checksums) is accepted: one changed byte cannot
+    turn a checksummed file into one, since the two differ in length."""
+    m = _LOOSE.fullmatch(data)
+    if m is not None:
+        text = m.group(1).decode("ascii")
+        if checksum(name, text) != m.group(2).decode("ascii"):
+            raise StorageError(f"ref {name} is damaged: its checksum does not match", ref=name)
+        return Hash.from_hex(text)
+    m = _LOOSE_LEGACY.fullmatch(data)
+    if m is not None:
+        return Hash.from_hex(m.group(1).decode("ascii"))
+    raise StorageError(f"ref {name} is damaged: {data[:80]!r} is not an object id and checksum", ref=name)
+
+
+def format_packed(packed: Mapping[str, Hash]) -> bytes:
+    """packed-refs v2: the header, then `ID NAME CRC` lines sorted by name."""
+    lines = [PACKED_HEADER] + [f"{h.hex()} {n} {checksum(n, h.hex())}" for n, h in sorted(packed.items())]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def parse_packed(data: bytes) -> dict[str, Hash]:
+    """packed-refs, strictly: the first line is a known header, every other line one entry (no comments,
+    no blank lines), each v2 entry's checksum holds. Anything else is E007 naming the line."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StorageError(f"packed-refs is damaged: not UTF-8 at byte {exc.start}") from None
+    if not text:
+        return {}
+    if not text.endswith("\n"):
+        raise StorageError("packed-refs is damaged: it does not end with a newline")
+    lines = text[:-1].split("\n")
+    if lines[0] not in (PACKED_HEADER, PACKED_HEADER_LEGACY):
+        raise StorageError(f"packed-refs is damaged: unknown header {lines[0][:80]!r}")
+    legacy = lines[0] == PACKED_HEADER_LEGACY
+    out: dict[str, Hash] = {}
+    for no, line in enumerate(lines[1:], start=2):
+        m = (_PACKED_LEGACY if legacy else _PACKED).fullmatch(line)
+        name = m.group(2) if m is not None else ""
+        if m is None or not is_listable(name) or name in out:
+            raise StorageError(f"packed-refs is damaged at line {no}: {line[:80]!r}")
+        if not legacy and checksum(name, m.group(1)) != m.group(3):
+            raise StorageError(f"packed-refs is damaged at line {no}: the checksum of {name} does not match", ref=name)
+        out[name] = Hash.from_hex(m.group(1))
+    return out

@@ -1,0 +1,82 @@
+"""Ref lock files: what a lock says about its holder, whether that holder is provably dead, and the
+E002 a writer reports when it finds a lock taken (a lock is never broken by a writer: it may belong
+to a live one)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from reelstore.errors import Conflict
+from reelstore.storage.fileio import pid_alive
+
+_HOST = os.uname().nodename
+"""This host's name, as `socket.gethostname()` gives it (read without the socket module: a Class A
+write must not touch the network layer, and the audit hook that checks it counts that call)."""
+
+LOCK_TIMEOUT = 600.0
+"""Seconds after which a lock whose holder cannot be checked (another host) counts as stale."""
+
+
+def holder_line() -> bytes:
+    """What a lock file says about its holder: `pid PID host HOST time SECONDS`."""
+    return f"pid {os.getpid()} host {_HOST} time {int(time.time())}\n".encode()
+
+
+class LockInfo(NamedTuple):
+    """A lock file and what it says about its holder (pid and host are unknown for a lock written by
+    an older reel, which left it empty)."""
+
+    path: Path
+    pid: int | None
+    host: str | None
+    age: float
+    dead: bool
+    """Provably dead: the holder is a process of this host that no longer runs."""
+    stale: bool
+    """Dead, or older than the lock timeout."""
+
+    def holder(self) -> str:
+        if self.pid is None:
+            return "an unknown holder"
+        return f"pid {self.pid} on {self.host}"
+
+    def describe(self) -> str:
+        why = ("no longer running" if self.dead else
+               "not checkable from here" if self.host != _HOST else "unknown")
+        return f"{self.path.name} held by {self.holder()} ({why}), {self.age:.0f}s old"
+
+
+def read_lock(path: Path, timeout: float = LOCK_TIMEOUT) -> LockInfo:
+    """Who holds lock file `path`, how long it has been held and whether it is stale."""
+    try:
+        st = path.stat()
+        text = path.read_text("utf-8", errors="replace")
+    except OSError:
+        return LockInfo(path, None, None, 0.0, False, False)
+    fields = text.split()
+    info = dict(zip(fields[::2], fields[1::2]))
+    pid = int(info["pid"]) if info.get("pid", "").isdigit() else None
+    host = info.get("host")
+    since = int(info["time"]) if info.get("time", "").isdigit() else st.st_mtime
+    age = max(0.0, time.time() - since)
+    dead = pid is not None and host == _HOST and not pid_alive(pid)
+    return LockInfo(path, pid, host, age, dead, dead or age > timeout)
+
+
+Locks = list[LockInfo]
+"""A list of lock files (named so the annotation is not shadowed by `RefStore.list`)."""
+
+
+def lock_conflict(name: str, lock: LockInfo) -> Conflict:
+    """E002 for a ref whose lock is taken: the live holder, or the stale lock and its remedy."""
+    if lock.stale:
+        return Conflict(
+            f"cannot lock ref {name}: its lock is stale ({lock.describe()}); nothing was written. "
+            f"Remove it with `reel gc --clear-stale-locks`{'' if lock.dead else ' --force'} "
+            f"(or delete {lock.path} once you know no reel process uses it)",
+            ref=name, lock=str(lock.path), stale=True)
+    return Conflict(f"cannot lock ref {name}: {lock.path} is held by {lock.holder()} for {lock.age:.0f}s; another "
+                    "reel process is updating it", ref=name, lock=str(lock.path))
