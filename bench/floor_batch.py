@@ -12,6 +12,7 @@ body checked to be one msgpack bin; then `<id> <kind> <size>\\n<content>\\n`. Da
 """
 
 import array
+import gc
 import mmap
 import os
 import sys
@@ -172,6 +173,7 @@ def answer(packs: list[Pack], names: list[bytes], buf: bytearray, write: Callabl
 
 
 def main() -> None:
+    gc.freeze()  # as reel does: what exists now lives until exit, so no collection (nor the exit) walks it
     where = ".reel/objects/pack/"
     packs = [Pack(where + name) for name in sorted(os.listdir(where)) if name.endswith(".pack")]
     out, stdin, pending = sys.stdout.buffer, sys.stdin.buffer, b""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import itertools
 import re
@@ -121,8 +122,11 @@ def _batch(ctx: Context, names: list[bytes] | None, fmt: formats.Format[Found], 
     one probe of the reader's map per pack, echoed as given (still hashed once); a full id kept
     elsewhere is parsed once and read through the store. The answers to one chunk of input are written
     together."""
+    # What exists now (modules, the repo, the reader) lives until the process ends: frozen, no collection
+    # walks it, and ending the process skips collecting it (that teardown cost ~8 ms CPU per run).
+    gc.freeze()
     repo = ctx.repo
-    reader = BulkReader(repo.objects)
+    reader = BulkReader.of_repo(repo)
     out = sys.stdout.buffer
     write = out.write
     docs = []

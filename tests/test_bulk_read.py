@@ -3,6 +3,8 @@ an open write batch, with damage refused as E007."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from reelstore.storage.bulk_read import BulkReader
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.pack_index import index_columns
 from reelstore.storage.pack_write import PackItem, PackOptions, write_pack_stream
+from reelstore.storage.repo import Repo
 
 
 def _objects() -> list[Blob | Tree | Record]:
@@ -170,3 +173,63 @@ def test_read_names_refuses_damage_as_read_does(tmp_path: Path, case: str) -> No
         list(BulkReader(store).read_names([h.hex().encode()]))
     assert exc.value.code == "E007"
     assert {"liar": "does not hash", "flipped": "checksum", "not one bin": "msgpack bin"}[case] in exc.value.message
+
+
+def _packed_repo(tmp_path: Path) -> tuple[list[Blob | Tree | Record], Blob]:
+    """A store whose objects are packed but one loose blob; returned with the packed objects."""
+    repo = Repo.init(tmp_path)
+    objs = _objects()
+    repo.objects.add_pack(PackItem(o.id, o.encode(), 1) for o in objs)
+    loose = Blob(b"loose, not packed")
+    repo.objects.put(loose)
+    return objs, loose
+
+
+def test_a_reader_of_a_repo_opens_its_object_store_only_for_what_the_packs_lack(tmp_path: Path) -> None:
+    objs, loose = _packed_repo(tmp_path)
+    repo = Repo.open(tmp_path)
+    reader = BulkReader.of_repo(repo)
+    got = list(reader.read_names(_names(objs)))
+    assert [(k.decode(), bytes(c)) for k, c in got] == [_expected(o) for o in objs]  # type: ignore[misc]
+    assert repo._objects is None
+    found = reader.read(loose.id)
+    assert found is not None and bytes(found[1]) == loose.data and repo._objects is not None
+
+
+_BATCH_MODULES = """\
+import sys
+from reelstore.cli.main import main
+try:
+    main(["cat-file", "--batch-check"])
+finally:
+    sys.stderr.write("\\n".join(sorted(sys.modules)))
+"""
+
+
+def test_a_batch_of_packed_objects_loads_no_store_writing_machinery(tmp_path: Path) -> None:
+    objs, loose = _packed_repo(tmp_path)
+    names = b"".join(o.id.hex().encode() + b"\n" for o in objs)
+    proc = subprocess.run([sys.executable, "-c", _BATCH_MODULES], input=names, capture_output=True, cwd=tmp_path,
+                          timeout=60)
+    assert proc.stdout.splitlines() == [b"%s %s %d" % (o.id.hex().encode(), o.kind.encode(), len(o.content()))
+                                        for o in objs]
+    mods = set(proc.stderr.decode().split())
+    assert "reelstore.storage.pack" in mods
+    assert sorted(mods & {"reelstore.storage.disk_store", "reelstore.storage.pack_write", "reelstore.storage.batch",
+                          "reelstore.storage.segment", "reelstore.storage.object_store",
+                          "reelstore.objects.block", "json"}) == []
+
+
+def test_a_pack_the_reader_cannot_open_is_left_to_the_store(tmp_path: Path) -> None:
+    """Its objects are read (or refused) as the store reads them: here an index that is not one."""
+    objs, _ = _packed_repo(tmp_path)
+    idx = next((tmp_path / ".reel" / "objects" / "pack").glob("*.idx"))
+    idx.chmod(0o644)
+    idx.write_bytes(b"XXXX" + idx.read_bytes()[4:])
+    errors = []
+    for reader in (BulkReader.of_repo(Repo.open(tmp_path)), BulkReader(Repo.open(tmp_path).objects)):
+        assert reader._packs == []
+        with pytest.raises(StorageError) as exc:
+            reader.read(objs[0].id)
+        errors.append(exc.value.message)
+    assert errors[0] == errors[1] and "not a reel pack index" in errors[0]

@@ -12,17 +12,21 @@ sees what the store sees.
 
 from __future__ import annotations
 
+import os
 import zlib
 from binascii import hexlify, unhexlify
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import blake3
 
 from reelstore.errors import NotFound, StorageError
 from reelstore.objects import Hash
-from reelstore.storage.disk_store import DiskObjectStore
-from reelstore.storage.object_store import ObjectStore
 from reelstore.storage.pack import KIND_CODES, KIND_TAGS, STORED, Pack
+
+if TYPE_CHECKING:
+    from reelstore.storage.object_store import ObjectStore
+    from reelstore.storage.repo import Repo
 
 MAP_LIMIT = 1 << 18
 """Packs with more ids than this are always searched (a map of them costs ~150 bytes an id)."""
@@ -86,11 +90,46 @@ def _content(raw: bytes, start: int, blob: bool, h: bytes, pack: Pack | None) ->
 class BulkReader:
     """Verified (kind, content) of object after object from `store`."""
 
-    def __init__(self, store: ObjectStore) -> None:
-        self.store = store
-        # A thread with an open write batch reads its pending objects through get_raw.
-        disk = isinstance(store, DiskObjectStore) and not store.batch_open
-        self._packs = [_Lookup(p) for p in store.packs()] if isinstance(store, DiskObjectStore) and disk else []
+    def __init__(self, store: ObjectStore | Callable[[], ObjectStore], packs: list[Pack] | None = None) -> None:
+        """`store`, or the function that opens it, with `packs` the packs to read first (by default the
+        store's own, unless this thread has an open write batch, whose objects only `get_raw` reads)."""
+        self._store = None if callable(store) else store
+        self._open_store = store if callable(store) else None
+        if packs is None:
+            from reelstore.storage.disk_store import DiskObjectStore
+
+            disk = isinstance(self.store, DiskObjectStore) and not self.store.batch_open
+            packs = self.store.packs() if isinstance(self.store, DiskObjectStore) and disk else []
+        self._packs = [_Lookup(p) for p in packs]
+
+    @classmethod
+    def of_repo(cls, repo: Repo) -> BulkReader:
+        """A reader of `repo` that opens the packs itself and its object store only for what they do not
+        hold: a batch of packed objects then never loads the store's writing machinery (loose objects,
+        write batches, segments, the pack writer). A pack it cannot open is left to the store, which
+        reports or repairs it."""
+        if repo.path is None:
+            return cls(repo.objects)
+        pack_dir = repo.path / "objects" / "pack"  # DiskObjectStore's layout (docs/format.md)
+        try:
+            names = sorted(os.listdir(pack_dir))
+        except FileNotFoundError:
+            names = []
+        packs = []
+        for name in names:
+            if name.startswith("pack-") and name.endswith(".pack") and f"{name[:-5]}.idx" in names:
+                try:
+                    packs.append(Pack(pack_dir / name))
+                except (StorageError, OSError):
+                    continue
+        return cls(lambda: repo.objects, packs)
+
+    @property
+    def store(self) -> ObjectStore:
+        if self._store is None:
+            assert self._open_store is not None
+            self._store = self._open_store()
+        return self._store
 
     def read(self, h: bytes) -> tuple[str, memoryview] | None:
         """(kind, content) of the object `h` (a blob's data, any other kind's body), or None if the store

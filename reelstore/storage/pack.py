@@ -24,7 +24,7 @@ import zstandard
 
 from reelstore.codec import MAX_OBJECT_SIZE
 from reelstore.errors import BadInput, StorageError
-from reelstore.objects import Hash, decode
+from reelstore.objects import Hash
 from reelstore.storage.pack_index import TRAILER, VERSION, PackIndex, pack_damage
 from reelstore.wording import plural
 
@@ -359,6 +359,8 @@ class Pack:
     def verify(self) -> tuple[list[EntryInfo], list[str]]:
         """Check everything: both trailers, every entry's CRC, inflation, hash and decoding by its kind, and
         that the entries tile the pack exactly. Returns the entries (in pack order) and the damage found, named."""
+        from reelstore.objects import decode  # the kinds' codec: only verifying a pack decodes its objects
+
         problems: list[str] = []
         if hash_mapped(self.map, self.data_end) != self.map[self.data_end :]:
             problems.append(f"{self.path.name}: pack checksum mismatch")
