@@ -6,11 +6,13 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from hypothesis import settings
+from ports import Reserved
 
 from reelstore.cli.main import cli
 from reelstore.storage.repo import Repo
@@ -23,6 +25,21 @@ if os.environ.get("CI"):
     # CI judges a submission once: the same examples every run, so a landing never hangs on luck.
     settings.register_profile("ci", derandomize=True, print_blob=True)
     settings.load_profile("ci")
+
+
+@pytest.fixture
+def reserve_port() -> Iterator[Callable[[], int]]:
+    """`reserve_port()` gives a loopback port nothing listens on and no other process can take until the
+    test ends (see ports.py); a test server may still be started on it by number."""
+    held: list[Reserved] = []
+
+    def reserve() -> int:
+        held.append(Reserved())
+        return held[-1].port
+
+    yield reserve
+    for r in held:
+        r.close()
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from ports import Reserved
+
 GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent", "PATH": "/usr/local/bin:/usr/bin:/bin",
            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
 
@@ -31,18 +33,15 @@ def fsck(path: Path) -> str:
     return git("--git-dir", str(path), "fsck", "--strict", "--no-dangling")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class GitDaemon:
     """`git daemon` serving every repository under `base`, push enabled, on 127.0.0.1."""
 
     def __init__(self, base: Path) -> None:
         self.base = base
-        self.port = free_port()
+        self.reserved = Reserved()
+        """Held until `stop()`: no other process can take the port before git daemon listens on it, so
+        the start probe below can only reach this daemon."""
+        self.port = self.reserved.port
         self.proc: subprocess.Popen | None = None
 
     def url(self, name: str) -> str:
@@ -73,6 +72,7 @@ class GitDaemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        self.reserved.close()
 
 
 class GitHttp:

@@ -11,11 +11,11 @@ import ipaddress
 import json
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,12 +30,6 @@ from reelstore.api import Store
 from reelstore.drain import log as drainlog
 from reelstore.drain import ops, recovery
 from reelstore.errors import EffectFailed, OutcomeUnknown
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def states(store: Store) -> list[str]:
@@ -55,8 +49,9 @@ def acted(target: Target, tier: str) -> int:
 
 
 @pytest.mark.parametrize("tier", TIERS)
-def test_nothing_listening_is_not_sent_and_recover_sends_it_whatever_the_tier(tmp_path: Path, tier: str) -> None:
-    port = free_port()
+def test_nothing_listening_is_not_sent_and_recover_sends_it_whatever_the_tier(tmp_path: Path, tier: str,
+                                                                            reserve_port: Callable[[], int]) -> None:
+    port = reserve_port()
     base = f"http://127.0.0.1:{port}"
     store = Store.init(tmp_path / "s")
     configure(store.repo.config, base)
@@ -188,8 +183,8 @@ def test_a_5xx_is_unknown_and_recover_decides_by_tier(tmp_path: Path, tier: str)
         assert ([x.state for x in rep.drains[0].outcomes][0], acted(target, tier)) == RECOVERED_AFTER_A_5XX[tier]
 
 
-def test_the_command_line_exits_by_fate(tmp_path: Path, reel) -> None:  # noqa: ANN001
-    port = free_port()
+def test_the_command_line_exits_by_fate(tmp_path: Path, reel, reserve_port: Callable[[], int]) -> None:  # noqa: ANN001
+    port = reserve_port()
     base = f"http://127.0.0.1:{port}"
     assert reel("init", "s").returncode == 0
     cwd = tmp_path / "s"
@@ -300,10 +295,11 @@ def test_the_python_api_raises_per_fate_unless_check_is_false(tmp_path: Path) ->
         assert unknown.value.to_json()["details"]["ops"] == unknown.value.ops
 
 
-def test_a_not_sent_operation_can_be_given_up_but_never_declared_succeeded(tmp_path: Path) -> None:
+def test_a_not_sent_operation_can_be_given_up_but_never_declared_succeeded(tmp_path: Path,
+                                                                         reserve_port: Callable[[], int]) -> None:
     from reelstore.errors import BadInput
 
-    base = f"http://127.0.0.1:{free_port()}"
+    base = f"http://127.0.0.1:{reserve_port()}"
     store = Store.init(tmp_path / "s")
     v = queue(store, base, "blind")
     v.effect("http", pay_op(base, "blind", 6))

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from conftest import REEL
-from gitserver import GitDaemon, GitHttp, bare, free_port, fsck, git
+from gitserver import GitDaemon, GitHttp, bare, fsck, git
 from test_sync import add_view, add_view_object, grow
 
 from reelstore import sync
@@ -163,11 +163,12 @@ def test_clone_of_a_relative_path_stores_a_url_that_works_from_the_new_store(tmp
     assert fetched.returncode == 0, fetched.stderr
 
 
-def test_remote_errors_are_words_and_cannot_talk_means_nothing_answered(tmp_path: Path, daemon: GitDaemon) -> None:
+def test_remote_errors_are_words_and_cannot_talk_means_nothing_answered(tmp_path: Path, daemon: GitDaemon,
+                                                                        reserve_port: Callable[[], int]) -> None:
     a = Repo.init(tmp_path / "a")
     grow(a, 1, "x")
-    cases = {"answered": daemon.url("no-such.git"), "silent": f"git://127.0.0.1:{free_port()}/x.git",
-             "silent-http": f"http://127.0.0.1:{free_port()}/x.git"}
+    cases = {"answered": daemon.url("no-such.git"), "silent": f"git://127.0.0.1:{reserve_port()}/x.git",
+             "silent-http": f"http://127.0.0.1:{reserve_port()}/x.git"}
     for name, url in cases.items():
         sync.add_remote(a, name, url)
         for op in (sync.push, sync.fetch):
