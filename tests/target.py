@@ -16,6 +16,9 @@ drops the connection; "drop-after-append" appends and drops; "drop-before-append
 are served meanwhile); "refuse" answers 422 without acting; "error-before-append" answers 500 without
 acting.
 `fault_routes` limits a fault to paths starting with one of those prefixes (default: every acting route).
+
+`answers` lists every answer the target gave, in order (`"POST /blind/pay -> 201"`; a request line it
+could not parse is quoted as it came), so a failing test can say what the target saw.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class Target:
         self.committed: set[str] = set()
         self.doc_version = 1
         self.requests = 0
+        self.answers: list[str] = []
         self.lock = threading.Lock()
         self.stalled = threading.Event()
         self.unstall = threading.Event()
@@ -82,6 +86,11 @@ def _handler(target: Target) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, *_: object) -> None:
             pass
+
+        def send_response(self, code: int, message: str | None = None) -> None:
+            what = f"{self.command} {self.path}" if self.command else f"unparsed {self.requestline!r}"
+            target.answers.append(f"{what} -> {code}")  # list.append is atomic: no lock (a parse error holds none)
+            super().send_response(code, message)
 
         def _answer(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
             self.send_response(status)

@@ -37,8 +37,10 @@ def test_concurrent_commit_remote_drains_once(tmp_path: Path) -> None:
         for p in procs.values():
             p.stdout.close()
             p.stderr.close()
-        assert sorted(rc for rc, _ in outcome.values()) == [0, 5], outcome
-        assert target.count("/blind") == 1
+        seen = "\n".join([*(f"{d.name} exited {rc}: {err}" for d, (rc, err) in outcome.items()),
+                          f"target answered: {target.answers}", f"ledger: {target.ledger()}"])
+        assert sorted(rc for rc, _ in outcome.values()) == [0, 5], seen
+        assert target.count("/blind") == 1, seen
 
         winner = next(d for d, (rc, _) in outcome.items() if rc == 0)
         loser = next(d for d, (rc, _) in outcome.items() if rc == 5)
