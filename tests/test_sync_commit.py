@@ -89,3 +89,81 @@ def test_a_record_from_a_remote_is_never_drained_again_here(tmp_path: Path) -> N
         proc = subprocess.run([REEL, "recover"], cwd=tmp_path / "a", env=env, capture_output=True, timeout=60)
         assert proc.returncode == 0, proc.stderr.decode()
         assert target.count("/blind") == 1
+
+
+def _won_then(action):  # noqa: ANN001, ANN202
+    """A `commit --remote` fence that wins the remote trunk for real, then lets `action(store_path)` run as
+    another process of the same store would, at the worst moment: after the remote win, before the local
+    trunk moves."""
+    class Fence:
+        def __init__(self, repo: Repo) -> None:
+            self.real = sync.remote_fence(repo, "origin")
+            self.remote = self.real.remote
+            self.seen: list[str] = []
+
+        def __call__(self, trunk, old, new) -> None:  # noqa: ANN001
+            self.real(trunk, old, new)
+            try:
+                self.seen.append(f"ran: {action(self.real.repo.path)}")
+            except Exception as exc:  # noqa: BLE001  (what the racing writer met is the test's evidence)
+                self.seen.append(f"refused: {type(exc).__name__}: {exc}")
+
+    return Fence
+
+
+def _bound_view_with_a_blind_effect(tmp_path: Path, target: Target) -> tuple[Store, Path]:
+    remote = bare(tmp_path / "shared.git")
+    a = Store.init(tmp_path / "a")
+    configure(a.repo.config, target.url)
+    a.fork("pay").effect("http", pay_op(target.url, "blind"))
+    sync.add_remote(a.repo, "origin", str(remote))
+    sync.push(a.repo, "origin")
+    return a, remote
+
+
+def test_a_fetch_racing_a_won_remote_commit_neither_drops_nor_doubles_the_drain(tmp_path: Path) -> None:
+    """A fetch in another process, between the remote win and the local trunk move, used to fast-forward
+    the trunk to the very record being committed (marked as fetched, so not this store's to drain): the
+    commit then said E008 "committed by another process" and nothing ever sent the effect. The commit
+    holds the trunk and view locks across the remote push, so the racing fetch cannot move them."""
+    with Target(tmp_path / "ledger.jsonl") as target:
+        a, _ = _bound_view_with_a_blind_effect(tmp_path, target)
+        fence = _won_then(lambda path: sync.fetch(Repo.open(path), "origin").trunks)(a.repo)
+        result = a.commit("pay", fence=fence)
+        assert len(fence.seen) == 1 and "status='fast-forward'" not in fence.seen[0], fence.seen  # it could not move
+        assert result.record is not None and [o.state for o in result.drain.outcomes] == ["succeeded"], fence.seen
+        assert target.count("/blind") == 1, fence.seen
+        assert Repo.open(tmp_path / "a").refs["refs/heads/main"] == result.record
+        again = sync.fetch(Repo.open(tmp_path / "a"), "origin")  # the remote holds the same record
+        assert [(t.status, t.new) for t in again.trunks] == [("up-to-date", result.record)]
+        proc = subprocess.run([REEL, "recover"], cwd=tmp_path / "a", capture_output=True, timeout=60,
+                              env={k: v for k, v in os.environ.items() if k != "REEL_DIR"})
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert target.count("/blind") == 1
+
+
+def test_a_write_racing_a_won_remote_commit_cannot_undo_it(tmp_path: Path) -> None:
+    """A write to the view between the remote win and the local trunk move used to fail the local step
+    (E002 "nothing was committed") although the remote held the record: the effect was never sent, and
+    the view could no longer be committed anywhere. Now the write is refused (the view ref is locked by
+    the commit) and the commit lands and drains once."""
+    from dataclasses import replace
+
+    from reelstore.objects import View
+
+    def write(path: Path) -> str:
+        repo = Repo.open(path)
+        current = repo.refs["refs/views/pay"]
+        other = replace(repo.objects.get_as(current, View), effects=None)  # the effect dropped: a write
+        repo.objects.put(other)
+        repo.refs.set("refs/views/pay", other.id, current)
+        return "the write landed"
+
+    with Target(tmp_path / "ledger.jsonl") as target:
+        a, _ = _bound_view_with_a_blind_effect(tmp_path, target)
+        fence = _won_then(write)(a.repo)
+        result = a.commit("pay", fence=fence)
+        assert fence.seen and fence.seen[0].startswith("refused: Conflict"), fence.seen
+        assert result.record is not None and [o.state for o in result.drain.outcomes] == ["succeeded"]
+        assert target.count("/blind") == 1
+        assert Repo.open(tmp_path / "a").refs.get("refs/views/pay") is None

@@ -21,7 +21,7 @@ from reelstore.codec import FrozenMap, freeze
 from reelstore.crashpoints import crash_point
 from reelstore.drain import hold
 from reelstore.drain.drainer import DrainReport, commit_message, drain
-from reelstore.errors import BadInput, Conflict, NotFound, ViewTerminal
+from reelstore.errors import BadInput, Conflict, NotFound, ReelError, StorageError, ViewTerminal
 from reelstore.hooks.runner import run_hook, run_pre_hook
 from reelstore.kernel import admission, binding
 from reelstore.kernel.changes import base_namespace, current_delta, namespace, pending_effects
@@ -45,6 +45,7 @@ from reelstore.kernel.views import (
 from reelstore.objects import Delta, Effect, Effects, Hash, Object, Record, Recording, View
 from reelstore.stamp import now_ms, principal
 from reelstore.storage import content
+from reelstore.storage.refs import RefTransaction
 from reelstore.storage.repo import Repo
 from reelstore.wording import plural
 
@@ -290,17 +291,43 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
         crash_point("commit:record-written")
         if fence is not None:
             repo.objects.flush()
-            fence(live.trunk, head, record.id)
         tx = repo.refs.transaction(commit_message(live.name), author).update(ref, record.id, head).verify(live.ref, at)
         try:
-            tx.commit()
-            return record.id
+            tx.prepare()
         except Conflict as exc:
             if give_up(exc, attempt):
                 raise
             _view_unchanged(repo, live, at)
             backoff(attempt)
+            continue
+        if fence is None:
+            tx.commit()
+        else:
+            _fence_locked(tx, fence, live, head, record.id)
+        return record.id
     raise Conflict(f"trunk {live.trunk} kept moving; gave up after {CAS_ATTEMPTS} attempts", trunk=live.trunk)
+
+
+def _fence_locked(tx: RefTransaction, fence: Callable[[str, Hash, Hash], None], live: Live, head: Hash,
+                  record: Hash) -> None:
+    """Run the fence with the trunk and the view ref locked and checked (`tx` prepared), so the local step
+    after a won fence cannot lose: a fetch in another process fast-forwarding the trunk to this very
+    record (marked fetched, so never drained here), or a write to the view, would otherwise slip in
+    between, and a record committed on the remote would be drained by no store. They get E002 (the
+    ref is locked) instead. A fence that raises releases the locks, having moved nothing locally."""
+    try:
+        fence(live.trunk, head, record)
+    except BaseException:
+        tx.abort()
+        raise
+    try:
+        tx.commit()
+    except (OSError, ReelError) as exc:
+        why = exc.message if isinstance(exc, ReelError) else str(exc)
+        raise StorageError(f"record {record.hex()} of view {live.name!r} won the remote trunk, but this store could "
+                           f"not move {trunk_ref(live.trunk)} to it ({why}); none of its effects was sent, and no "
+                           "other store will send them: repair the store before anything else, then report it",
+                           record=record.hex(), view=live.name) from exc
 
 
 def _view_unchanged(repo: Repo, live: Live, at: Hash) -> None:
