@@ -82,6 +82,26 @@ def test_kill_then_recover(tmp_path: Path, tier: str, point: str) -> None:
             assert again.returncode == 7 and target.count("/") == before
 
 
+def test_a_drain_ref_deleted_outright_resends_nothing(tmp_path: Path) -> None:
+    """The drain ref deleted (gone, not damaged) after a blind send whose outcome is unknown: the journal's
+    segment is its durable record, so recover still sees the intent, keeps the effect unknown (exit 7)
+    and sends nothing, and the ref is put back. With the segment gone instead, the ref names entries
+    nothing holds: E007, and still nothing is sent."""
+    with Target(tmp_path / "ledger.jsonl") as target:
+        crashed_commit(tmp_path, target, "blind", "target-kills")
+        ref = tmp_path / ".reel" / "refs" / "drains" / "main"
+        ref.unlink()
+        assert not (tmp_path / ".reel" / "packed-refs").exists() or b"drains" not in \
+            (tmp_path / ".reel" / "packed-refs").read_bytes()  # deleted outright: no older value behind it
+        rec = reel(tmp_path, "recover")
+        assert_ledger("blind", target.count("/"), rec.returncode, op_state(tmp_path)["state"])
+        assert target.count("/") == 1 and b"E011" in rec.stderr and ref.exists()
+        (tmp_path / ".reel" / "objects" / "journal" / "main.seg").unlink()
+        rec = reel(tmp_path, "recover")
+        assert rec.returncode == 3 and b"E007" in rec.stderr, rec.stderr
+        assert target.count("/") == 1
+
+
 def test_negative_control_forgetting_the_journal_duplicates(tmp_path: Path) -> None:
     with Target(tmp_path / "ledger.jsonl") as target:
         crashed_commit(tmp_path, target, "blind", "target-kills")
