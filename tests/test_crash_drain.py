@@ -102,12 +102,32 @@ def test_a_drain_ref_deleted_outright_resends_nothing(tmp_path: Path) -> None:
         assert target.count("/") == 1
 
 
+def test_a_journal_deleted_whole_is_e007_and_nothing_is_resent(tmp_path: Path) -> None:
+    """Segment and drain ref both deleted after a blind send whose outcome is unknown: the trunk's mark
+    (`.reel/journals/main`) says it had a journal, so recover refuses with E007 naming what is missing
+    instead of taking the effect for unsent; fsck reports it too."""
+    with Target(tmp_path / "ledger.jsonl") as target:
+        crashed_commit(tmp_path, target, "blind", "target-kills")
+        assert (tmp_path / ".reel" / "journals" / "main").is_file()
+        (tmp_path / ".reel" / "objects" / "journal" / "main.seg").unlink()
+        (tmp_path / ".reel" / "refs" / "drains" / "main").unlink()
+        for args in (("recover",), ("recover",), ("ops",)):
+            rec = reel(tmp_path, *args)
+            assert rec.returncode == 3, rec.stderr
+            assert b"E007: the drain journal of trunk main is missing" in rec.stderr, rec.stderr
+        assert target.count("/") == 1
+        checked = reel(tmp_path, "fsck")
+        assert checked.returncode != 0 and b"drain journal of trunk main is missing" in checked.stdout + checked.stderr
+
+
 def test_negative_control_forgetting_the_journal_duplicates(tmp_path: Path) -> None:
     with Target(tmp_path / "ledger.jsonl") as target:
         crashed_commit(tmp_path, target, "blind", "target-kills")
-        # The journal is the trunk's segment (its durable record) and the drain ref that follows it.
+        # The journal is the trunk's segment (its durable record), the drain ref that follows it and the
+        # mark that says the trunk has one; forgotten together, nothing says the effect was ever sent.
         (tmp_path / ".reel" / "objects" / "journal" / "main.seg").unlink()
         (tmp_path / ".reel" / "refs" / "drains" / "main").unlink()
+        (tmp_path / ".reel" / "journals" / "main").unlink()
         rec = reel(tmp_path, "recover")
         with pytest.raises(AssertionError, match="reached the target 2 times"):
             assert_ledger("blind", target.count("/"), rec.returncode, op_state(tmp_path)["state"])

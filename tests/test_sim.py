@@ -5,6 +5,7 @@ acted but is reported not sent)."""
 from __future__ import annotations
 
 from reelstore.adapters.base import Result
+from reelstore.drain import log as drainlog
 from reelstore.sim.batch import run_many
 from reelstore.sim.run import Run, run_seed
 from reelstore.sim.world import World
@@ -36,6 +37,7 @@ class ForgetfulRun(Run):
     def calm(self) -> None:
         if self.repo.refs.get("refs/drains/main") is not None:
             self.repo.refs.delete("refs/drains/main")
+            self.repo.files.remove(drainlog.mark_name("main"))  # and the mark that would report it missing
         super().calm()
 
 

@@ -12,6 +12,10 @@ entry is the journal's head; `refs/drains/<trunk>` follows it without an fsync o
 gc, fsck and the reflog-less readers that start from refs), and is moved forward by the next append
 if a crash left it behind. The chain stays hash-verified: each entry names its `prev` by id, and
 every read re-hashes. A store in memory keeps the journal as objects and a ref, as before.
+
+Once a trunk's journal holds an entry, the state file `journals/<trunk>` says so. A journal that is
+gone altogether (segment and ref deleted) then reads as E007, not as "nothing was ever sent": without
+that mark, recovery would take every effect of the trunk for unsent and send a blind one again.
 """
 
 from __future__ import annotations
@@ -82,6 +86,29 @@ def walk(repo: Repo, head: Hash | None, stop: Hash | None = None) -> Iterator[Jo
             raise StorageError("journal chain does not end")
 
 
+def mark_name(trunk: str) -> str:
+    """The state file that says trunk `trunk` has journaled drains."""
+    return f"journals/{trunk}"
+
+
+def _marked(repo: Repo) -> set[str]:
+    """Per open store: the trunks this process has seen marked."""
+    return set()
+
+
+def _mark(repo: Repo, trunk: str) -> None:
+    """Write the trunk's mark if it is not there yet. Called after an entry is durable (a crash before
+    the mark leaves a journal without one, never a mark without a journal)."""
+    done = repo.attached(_marked)
+    if trunk in done:
+        return
+    name = mark_name(trunk)
+    if repo.files.read(name) is None:
+        repo.files.write(name, f"trunk {trunk} has a drain journal ({ref_name(trunk)}); it must never vanish\n"
+                         .encode())
+    done.add(trunk)
+
+
 def _segment(repo: Repo, trunk: str) -> Segment | None:
     """The trunk's journal segment, for a store on disk."""
     return repo.objects.segment(trunk)
@@ -97,7 +124,13 @@ def head_of(repo: Repo, trunk: str) -> Hash | None:
             raise StorageError(f"the journal segment is damaged ({seg.problem}); run `reel fsck`")
         if seg.tail is not None:
             return seg.tail
-    return repo.refs.get(ref_name(trunk))
+    head = repo.refs.get(ref_name(trunk))
+    if head is None and repo.files.read(mark_name(trunk)) is not None:
+        raise StorageError(f"the drain journal of trunk {trunk} is missing: {repo.files.where(mark_name(trunk))} "
+                           f"says it has entries, but neither its segment nor {ref_name(trunk)} is there. Nothing "
+                           "is drained or resent until it is restored from a copy of this store: without it an "
+                           "effect already sent would look unsent", trunk=trunk)
+    return head
 
 
 def index(repo: Repo, trunk: str) -> JournalIndex:
@@ -170,6 +203,7 @@ def append(repo: Repo, trunk: str, epoch: int, *steps: Step, principal: str = "r
             tx = repo.refs.transaction(f"journal {what}", principal, durable=False)
             tx.update(ref_name(trunk), entries[-1].id).commit()
             crash_point("journal:ref-moved")
+        _mark(repo, trunk)
         for entry in entries:
             idx.apply(entry)
         return entries
