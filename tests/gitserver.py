@@ -129,6 +129,7 @@ def _cgi_handler(http: GitHttp) -> type[BaseHTTPRequestHandler]:
             path, _, query = self.path.partition("?")
             env = {**GIT_ENV, "GIT_PROJECT_ROOT": str(base), "GIT_HTTP_EXPORT_ALL": "1",
                    "REQUEST_METHOD": self.command, "PATH_INFO": path, "QUERY_STRING": query,
+                   "SERVER_PROTOCOL": self.request_version,  # else http-backend answers a wrong method 400, not 405
                    "CONTENT_TYPE": self.headers.get("Content-Type", ""), "REMOTE_ADDR": "127.0.0.1",
                    "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
                    "GIT_PROTOCOL": self.headers.get("Git-Protocol", "")}
