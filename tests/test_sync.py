@@ -306,7 +306,7 @@ def test_pointing_a_remote_elsewhere_forgets_what_was_known(tmp_path: Path, stor
 @pytest.mark.parametrize("engine", ["git", "dulwich"])
 def test_damaged_packs_are_e007(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
     from reelstore.sync import incoming
-    from reelstore.sync.mapping import unpack
+    from reelstore.sync.unpack import unpack
 
     if engine == "dulwich":  # no git on PATH: dulwich reads the pack in Python
         monkeypatch.setenv("PATH", str(tmp_path))

@@ -14,7 +14,7 @@ from reelstore import sync
 from reelstore.objects import Blob, Hash, Record
 from reelstore.storage.repo import Repo
 from reelstore.sync import incoming
-from reelstore.sync.mapping import unpack
+from reelstore.sync.unpack import unpack
 
 
 def _similar(repo: Repo, n: int) -> Hash:

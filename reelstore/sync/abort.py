@@ -10,7 +10,6 @@ view was committed there meanwhile, it is retired as committed (E008).
 from __future__ import annotations
 
 from reelstore.kernel import binding
-from reelstore.kernel.verbs import abort as kernel_abort
 from reelstore.kernel.views import descendants, load_live, terminal_error
 from reelstore.storage.repo import Repo
 from reelstore.sync.fetch import fetch
@@ -37,4 +36,6 @@ def abort(repo: Repo, name: str, progress: Progress | None = None) -> list[str]:
                   and repo.refs.get(v.ref) is not None and same_view(repo, seen[v.ref].target, v.view)]
         if doomed:
             delete(repo, remote, doomed, progress)
+    from reelstore.kernel.verbs import abort as kernel_abort  # the kernel's verbs: loaded only to abort
+
     return kernel_abort(repo, name, cleared=remotes)

@@ -1,7 +1,7 @@
 """Fetch and clone: bring a remote's reel refs and the objects they reach into this store.
 
 Nothing received is trusted. The pack is staged in a temporary file, every object in it is
-re-hashed and decoded (see `mapping.unpack`), the closure of every fetched ref is checked complete,
+re-hashed and decoded (see `unpack`), the closure of every fetched ref is checked complete,
 and only then is anything stored: one bad object rejects the whole fetch with E007 and stores nothing.
 
 Then the store catches up (DESIGN §7): every view fetched is bound to the remote; every local trunk
@@ -18,27 +18,27 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from dulwich.object_store import ObjectStoreGraphWalker
-from dulwich.objects import ObjectID
-from dulwich.refs import Ref
+from typing import TYPE_CHECKING, Any
 
 from reelstore.errors import BadInput, ReelError, StorageError
 from reelstore.kernel import binding
 from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX
-from reelstore.kernel.verbs import abort as abort_view
 from reelstore.kernel.views import committed_in, find_record, live_views, retire
 from reelstore.objects import Hash, Object, Record, View
 from reelstore.storage.object_store import LooseObjectStore
 from reelstore.storage.refs import ANY, check_ref_name, check_target
 from reelstore.storage.repo import DEFAULT_TRUNK, REEL_DIR, Repo
 from reelstore.sync import messages
-from reelstore.sync.incoming import read_pack
-from reelstore.sync.mapping import Omitted, Received, reel_ref, tracking_ref, unpack
+from reelstore.sync.mapping import reel_ref, tracking_ref
 from reelstore.sync.remote import DEFAULT_REMOTE, add_remote, remote_url
 from reelstore.sync.state import Seen, SyncState
 from reelstore.sync.transport import Counter, Progress, Remote, connect, remote_progress, size, talking_to
+
+if TYPE_CHECKING:
+    from dulwich.objects import ObjectID
+    from dulwich.refs import Ref
+
+    from reelstore.sync.unpack import Received
 
 _STORE_BATCH = 16 << 20
 _MAX_FETCH = 4 << 30
@@ -92,6 +92,8 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
     they reach turns out incomplete here (this store dropped objects since), the fetch is redone
     once from scratch, without haves.
     """
+    from reelstore.sync.unpack import Omitted  # a fetch's modules load dulwich's object model: on use
+
     conn = connect(remote, remote_url(repo, remote), repo.config)
     result = FetchResult(remote, conn.url)
     state = SyncState(repo)
@@ -213,6 +215,8 @@ def _prune(repo: Repo, remote: str, targets: dict[str, Hash], result: FetchResul
             continue
         if repo.refs.get(live.ref) is None:
             continue
+        from reelstore.kernel.verbs import abort as abort_view
+
         try:
             result.aborted += abort_view(repo, live.name, cleared={remote})
         except ReelError as exc:
@@ -244,6 +248,12 @@ def _store_staged(repo: Repo, got: Received) -> None:
 def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | None, staging: str, *,
              incremental: bool) -> tuple[dict[str, str], Received]:
     """One fetch round: the advertised reel refs (ref → sync commit) and the verified objects received."""
+    from dulwich.object_store import ObjectStoreGraphWalker
+    from dulwich.objects import ObjectID
+
+    from reelstore.sync.incoming import read_pack
+    from reelstore.sync.unpack import unpack
+
     advertised: dict[str, str] = {}
 
     def determine_wants(refs: Mapping[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
