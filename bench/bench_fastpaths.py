@@ -298,12 +298,24 @@ def gc_rows(tmp: Path, sizes: Sequence[int], repeat: int) -> None:
               f"git +{(med(got['g'], 2) - med(empty['g'], 2)) / 1024:5.1f} MB", flush=True)
 
 
+FLOOR_SYNC = str(Path(__file__).resolve().parent / "floor_sync.py")
+ZERO = "0" * 40
+
+
 def sync_rows(tmp: Path, n: int, repeat: int) -> None:
+    """Push, clone and incremental push over a path remote, each beside git and beside its floor
+    (bench/floor_sync.py: python with the modules every reel process imports, and the git child the
+    protocol needs: receive-pack taking the very pack reel sent, or upload-pack and the store's pack
+    writer for clone)."""
     print(f"== sync over a path remote, {n} objects")
+    imports = "import click, blake3, zstandard, msgpack, sqlite3"
+    start = interleaved({"s": lambda: run([sys.executable, "-c", imports], tmp)}, repeat)
+    row("(floor's start-up: python -c 'import click, …')", start["s"], None)
     r = tmp / "y-reel"
     reel_store(r, n)
     g = git_repo(tmp / "y-git", n)
     counter = iter(range(10**6))
+    ref = "refs/reel/heads/main"
 
     def reel_push() -> tuple[float, float, int]:
         k = next(counter)
@@ -316,23 +328,36 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
         git_init(remote)
         return run(["git", "push", "-q", str(remote), "main"], g)
 
-    got = interleaved({"r": reel_push, "g": git_push}, repeat)
-    row("full push", got["r"], got["g"])
+    def floor_push() -> tuple[float, float, int]:
+        sent = tmp / "y-remote-0"  # the first reel push, made before the first floor run
+        pack = next((sent / "objects" / "pack").glob("*.pack"))
+        remote = tmp / f"y-fremote-{next(counter)}"
+        git_init(remote)
+        commit = git("rev-parse", ref, cwd=sent).decode().strip()
+        return run([sys.executable, FLOOR_SYNC, "push", str(remote), ref, ZERO, commit, str(pack)], tmp)
+
+    got = interleaved({"r": reel_push, "g": git_push, "f": floor_push}, repeat)
+    row("full push", got["r"], got["g"], got["f"])
+    floor_ratio("full push", got)
     remote, gremote = tmp / "y-remote-base", tmp / "y-gremote-base"
     git_init(remote)
     git_init(gremote)
     subprocess.run([REEL, "remote", "add", "base", str(remote)], cwd=r, check=True)
     subprocess.run([REEL, "push", "base"], cwd=r, check=True, capture_output=True)
     git("push", "-q", str(gremote), "main", cwd=g)
+    tip = git("rev-parse", ref, cwd=remote).decode().strip()
     got = interleaved({"r": lambda: run([REEL, "clone", str(remote), str(tmp / f"y-clone-{next(counter)}")], tmp),
                        "g": lambda: run(["git", "clone", "-q", "--bare", str(gremote),
                                          str(tmp / f"y-gclone-{next(counter)}")], tmp),
                        "n": lambda: run(["git", "clone", "-q", "--bare", "--no-local", str(gremote),
-                                         str(tmp / f"y-gclone-{next(counter)}")], tmp)}, repeat)
+                                         str(tmp / f"y-gclone-{next(counter)}")], tmp),
+                       "f": lambda: run([sys.executable, FLOOR_SYNC, "clone", str(remote), tip,
+                                         str(tmp / f"y-fclone-{next(counter)}")], tmp)}, repeat)
     row("clone (git: local, hard links)", got["r"], got["g"])
-    row("clone (git: --no-local, packs and indexes)", got["r"], got["n"])
+    row("clone (git: --no-local, packs and indexes)", got["r"], got["n"], got["f"])
+    floor_ratio("clone", {"f": got["f"], "g": got["n"]})
     print("(incremental push: 10 new objects onto the remote above)")
-    samples: dict[str, list[tuple]] = {"r": [], "g": []}
+    samples: dict[str, list[tuple]] = {"r": [], "g": [], "f": []}
     for k in range(repeat):
         repo = Repo.open(r)
         extra = [Blob(b"extra %d %d" % (k, i)) for i in range(10)]
@@ -343,13 +368,29 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
         rec = Record(parent=head, namespace=root, effects=None, view=None, author="bench", message="more", time=k + 1)
         repo.objects.put(rec)
         repo.refs.set("refs/heads/main", rec.id, head, message="bench")
+        before = tmp / f"y-fincr-{k}"
+        shutil.copytree(remote, before, symlinks=True)
+        old = git("rev-parse", ref, cwd=remote).decode().strip()
         samples["r"].append(run([REEL, "push", "base"], r))
+        new = git("rev-parse", ref, cwd=remote).decode().strip()
+        pack = tmp / f"y-fincr-{k}.pack"
+        pack.write_bytes(git("pack-objects", "--revs", "--stdout", "--window=0", "-q", cwd=remote,
+                             input=f"{new}\n^{old}\n".encode()))
+        samples["f"].append(run([sys.executable, FLOOR_SYNC, "push", str(before), ref, old, new, str(pack)], tmp))
         blobs = [b"extra %d %d" % (k, i) for i in range(10)]
         stream = fast_import_blobs(blobs) + b"commit refs/heads/main\ncommitter b <b@x> 1 +0000\ndata 4\nmore\n"
         stream += b"from refs/heads/main^0\n" + b"".join(b"M 100644 :%d x/%d/%d\n" % (i + 1, k, i) for i in range(10))
         git("fast-import", "--quiet", cwd=g, input=stream + b"\n")
         samples["g"].append(run(["git", "push", "-q", str(gremote), "main"], g, env={**os.environ, **GIT_ENV}))
-    row("incremental push of 10 objects", samples["r"], samples["g"])
+    row("incremental push of 10 objects", samples["r"], samples["g"], samples["f"])
+    floor_ratio("incremental push", samples)
+
+
+def floor_ratio(title: str, got: dict[str, list[tuple]]) -> None:
+    """The floor beside git: how far below git's own figure the floor already is (or above it)."""
+    print(f"  {title}: floor/git {med(got['f'], 0) / max(med(got['g'], 0), 1e-6):5.2f}x "
+          "(floor: python + click + blake3/zstandard/msgpack/sqlite3 + the git child; bench/floor_sync.py)",
+          flush=True)
 
 
 SECTIONS = ("startup", "batch", "gc", "sync")
