@@ -131,6 +131,19 @@ class BulkReader:
             self._store = self._open_store()
         return self._store
 
+    def read_raw(self, h: bytes) -> bytes | None:
+        """The verified canonical bytes of `h` (kind tag and body, as `get_raw` gives them), or None if the
+        store has none; E007 if its copy is damaged."""
+        for lookup in self._packs:
+            positions = lookup.positions
+            i = positions.get(h, -1) if positions is not None else lookup.find(h)
+            if i >= 0:
+                return lookup.pack.read(h, i)[1]
+        try:
+            return self.store.get_raw(Hash(h))
+        except NotFound:
+            return None
+
     def read(self, h: bytes) -> tuple[str, memoryview] | None:
         """(kind, content) of the object `h` (a blob's data, any other kind's body), or None if the store
         has none; E007 if its copy is damaged."""

@@ -49,6 +49,10 @@ _PACK_HEADER = struct.Struct(">4sII")
 
 def entry_header(kind: int, size: int) -> bytes:
     """A pack entry's type-and-size header (git's little-endian base-128, type in the first byte)."""
+    if size < 0x10:
+        return bytes(((kind << 4) | size,))
+    if size < 0x800:
+        return bytes(((kind << 4) | (size & 0x0F) | 0x80, size >> 4))
     out = bytearray()
     byte = (kind << 4) | (size & 0x0F)
     size >>= 4
@@ -60,12 +64,18 @@ def entry_header(kind: int, size: int) -> bytes:
     return bytes(out)
 
 
-def deflate(data: bytes) -> bytes:
-    """`data` as one zlib stream: compressed if a zstd probe of its start shrinks it by a tenth, else in
-    stored blocks."""
+def compressible(data: bytes) -> bool:
+    """Does a zstd probe of the start of `data` shrink it by a tenth? (Far cheaper than a deflate.)"""
     sample = data[:_SAMPLE]
-    if len(sample) >= 64 and len(_PROBE.compress(sample)) * 10 < len(sample) * 9:
-        return zlib.compress(data)
+    return len(sample) >= 64 and len(_PROBE.compress(sample)) * 10 < len(sample) * 9
+
+
+def deflate(data: bytes) -> bytes:
+    """`data` as one zlib stream: compressed if the probe finds it compressible, else in stored blocks.
+    The window is no larger than the data: zlib sets up (and clears) a window of 2**wbits bytes per
+    stream, which costs a small object more than compressing it; inflating accepts any window."""
+    if compressible(data):
+        return zlib.compress(data, 6, min(15, max(9, (len(data) - 1).bit_length())))
     return stored(data)
 
 
@@ -101,11 +111,19 @@ class OutgoingPack:
         self.blobs = 0
 
     def _add(self, kind: int, body: bytes) -> bytes:
-        head = entry_header(kind, len(body))
-        sha = hashlib.sha1(_TYPE_NAMES[kind] + b"%d\0" % len(body) + body).digest()
+        n = len(body)
+        digest = hashlib.sha1(_TYPE_NAMES[kind] + b"%d\0" % n)
+        digest.update(body)
+        sha = digest.digest()
         buf = self.buf
-        buf += head
-        buf += deflate(body)
+        buf += entry_header(kind, n)
+        if n <= _STORED_MAX and not compressible(body):  # one stored block, written in place
+            buf += _ZLIB_HEADER
+            buf += _STORED_HEAD.pack(1, n, n ^ 0xFFFF)
+            buf += body
+            buf += _ADLER.pack(zlib.adler32(body))
+        else:
+            buf += deflate(body)
         self.ends.append(self.spilled + len(buf))
         self.kinds.append(kind)
         self.shas.append(sha)

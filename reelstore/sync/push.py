@@ -24,6 +24,7 @@ from reelstore.kernel import binding
 from reelstore.kernel.names import VIEW_PREFIX
 from reelstore.kernel.views import fork_id
 from reelstore.objects import Blob, Hash, Record, View, decode
+from reelstore.storage.bulk_read import BulkReader
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
 from reelstore.sync import messages
@@ -279,6 +280,7 @@ def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[H
     out: list[Hash] = []
     visited: set[Hash] = set()
     frontier = list(dict.fromkeys(targets))
+    read = BulkReader(repo.objects).read_raw
     while frontier:
         known = state.known(remote, frontier)
         nxt: list[Hash] = []
@@ -286,10 +288,9 @@ def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[H
             if h in known or h in visited:
                 continue
             visited.add(h)
-            try:
-                raw = repo.objects.get_raw(h)
-            except NotFound:
-                raise StorageError(f"cannot push: object {h.hex()} is missing from this store", id=h) from None
+            raw = read(h)
+            if raw is None:
+                raise StorageError(f"cannot push: object {h.hex()} is missing from this store", id=h)
             out.append(h)
             if take is not None:
                 take(h, raw)
