@@ -132,6 +132,11 @@ def _train(entries: list[_Entry], level: int) -> bytes:
     samples = samples[:: max(1, len(samples) // TRAIN_SAMPLES)]
     if len(samples) < 16:
         return b""
+    # A dictionary holds what the bodies share: if a spread of them side by side does not compress,
+    # there is nothing to learn, and training (and compressing every small body with it) is wasted.
+    joined = b"".join(samples[:: max(1, len(samples) // 256)])
+    if len(zstandard.ZstdCompressor(level=1).compress(joined)) * 10 > len(joined) * 9:
+        return b""
     total = sum(len(s) for s in samples)
     size = min(64 * 1024, max(4096, total // 20))
     try:
@@ -143,7 +148,8 @@ def _train(entries: list[_Entry], level: int) -> bytes:
     params = zstandard.ZstdCompressionParameters.from_level(level, **_FLAGS)
     plain = zstandard.ZstdCompressor(compression_params=params)
     with_dict = zstandard.ZstdCompressor(dict_data=trained, compression_params=params)
-    saved = sum(len(plain.compress(b)) - len(with_dict.compress(b)) for b in probe)
+    # Against what each body would cost anyway: one that neither shrinks is stored, whichever is tried.
+    saved = sum(min(len(b), len(plain.compress(b))) - min(len(b), len(with_dict.compress(b))) for b in probe)
     return trained.as_bytes() if saved * small / len(probe) > 2 * len(trained.as_bytes()) else b""
 
 
@@ -446,6 +452,15 @@ def _seed(tail: tuple[int, int, Hash, Pack, int], first: int) -> _Entry:
     return entry
 
 
+def _uvarint(n: int) -> bytes:
+    """`_varint`, with the one- and two-byte cases (nearly every size in a pack) built directly."""
+    if n < 0x80:
+        return bytes((n,))
+    if n < 0x4000:
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
+    return _varint(n)
+
+
 PROGRESS_EVERY_S = 0.5
 """Besides every 1000 objects, progress is reported at least this often: large objects pack slowly."""
 
@@ -520,8 +535,15 @@ def write_pack_stream(
     ticked = time.monotonic()
     window: list[_Entry] = []
     group: tuple[int, str] | None = None
+    # The loop runs once per object: what it calls is bound here, and headers and small writes are
+    # built in place (a Python call per step costs more than the step for a small object).
+    ids_add, offsets_add = columns[0].append, columns[1].append
+    crcs_add, mtimes_add = columns[2].append, columns[3].append
+    alone, against, crc32 = comp.alone, comp.against, zlib.crc32
+    min_delta, max_depth, width = opts.min_delta, opts.depth, opts.window
+    tally = dict.fromkeys(METHOD_NAMES, 0)
     for n, entry in enumerate(entries, copied):
-        key = (entry.code, hints.get(entry.id, ""))
+        key = (entry.code, hints.get(entry.id, "") if hints else "")
         if key != group:
             for old in window:
                 old.drop()
@@ -529,52 +551,65 @@ def write_pack_stream(
             tail = copies.tails.get(key) if copies and key[1] else None
             if tail is not None:
                 window = [_seed(tail, first)]
-        entry.loaded()
+        if entry.load is not None:
+            entry.loaded()
+        body = entry.body
+        size = len(body)
+        named = bool(key[1])
         # Named objects (versions of one file) try their neighbours first and skip compressing alone
         # when a delta is already small; unnamed ones compress alone first and try one neighbour.
-        method, data, base = STORED, entry.body, None
-        if not key[1]:
-            method, data = comp.alone(entry.body)
-        if len(entry.body) >= opts.min_delta and (key[1] or method != STORED):
-            for cand in reversed(window) if key[1] else window[-1:]:
-                if cand.depth >= opts.depth or len(cand.body) > 4 * len(entry.body) + 1024:
+        method, data, base = STORED, body, None
+        if not named:
+            method, data = alone(body)
+        if size >= min_delta and (named or method != STORED):
+            for cand in reversed(window) if named else window[-1:]:
+                if cand.depth >= max_depth or len(cand.body) > 4 * size + 1024:
                     continue
-                delta = comp.against(cand, entry.body)
+                delta = against(cand, body)
                 if len(delta) + 4 < len(data):
                     method, data, base = BASE, delta, cand
-                    if len(delta) * 32 < len(entry.body):
+                    if len(delta) * 32 < size:
                         break
-                elif len(delta) >= len(entry.body):
+                elif len(delta) >= size:
                     break  # nothing shared with a neighbour and nothing to squeeze: incompressible
-        if key[1] and (base is None or len(data) * 8 > len(entry.body)):
-            alone_method, alone_data = comp.alone(entry.body)
+        if named and (base is None or len(data) * 8 > size):
+            alone_method, alone_data = alone(body)
             if base is None or len(alone_data) <= len(data) + 4:
                 method, data, base = alone_method, alone_data, None
-        head = bytes((entry.code, method)) + _varint(len(entry.body))
-        if base is not None:
-            head += _varint(offset - base.offset)
+        if base is None:
+            head = bytes((entry.code, method)) + _uvarint(size) + _uvarint(len(data))
+        else:
+            head = bytes((entry.code, method)) + _uvarint(size) + _uvarint(offset - base.offset) + _uvarint(len(data))
             entry.depth = base.depth + 1
-        head += _varint(len(data))
         entry.offset = offset
-        crc = zlib.crc32(data, zlib.crc32(head))
-        columns[0].append(entry.id)
-        columns[1].append(offset)
-        columns[2].append(crc)
-        columns[3].append(entry.mtime)
-        out(head)
-        out(data)
+        ids_add(entry.id)
+        offsets_add(offset)
+        crcs_add(crc32(data, crc32(head)))
+        mtimes_add(entry.mtime)
+        if len(data) < COPY_PIECE:
+            buffer += head
+            buffer += data
+            if len(buffer) >= COPY_PIECE:
+                flush()
+        else:
+            out(head)
+            out(data)
         offset += len(head) + len(data)
-        counts[METHOD_NAMES[method]] += 1
-        if len(entry.body) >= opts.min_delta:
+        tally[method] += 1
+        if size >= min_delta:
             window.append(entry)
-            if len(window) > opts.window:
+            if len(window) > width:
                 window.pop(0).drop()
         else:
-            entry.drop()
+            entry.zc = None
+            if entry.load is not None:
+                entry.body = b""
         if progress is not None and ((n + 1) % 1000 == 0 or n + 1 == total
                                      or time.monotonic() - ticked >= PROGRESS_EVERY_S):
             ticked = time.monotonic()
             progress(n + 1, total)
+    for code, count in tally.items():
+        counts[METHOD_NAMES[code]] += count
     flush()
     trailer = hasher.digest()
     write(trailer)

@@ -1,0 +1,39 @@
+"""How the pack writer compresses new objects: a dictionary only where the small bodies share something,
+incompressible content stored after one attempt, and the same bytes read back either way."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from reelstore.objects import Blob, Record, Tree
+from reelstore.storage.pack import Pack
+from reelstore.storage.pack_write import PackItem, write_pack
+
+
+def _write(tmp_path: Path, objs: list) -> tuple[Pack, dict[str, int]]:
+    result = write_pack(tmp_path / "pack", [PackItem(o.id, o.encode(), 1000) for o in objs], fsync=False)
+    assert result.pack_path is not None
+    return Pack(result.pack_path), result.methods
+
+
+def test_small_incompressible_bodies_get_no_dictionary(tmp_path: Path) -> None:
+    objs = [Blob(i.to_bytes(4, "big") + os.urandom(50 + i % 400)) for i in range(20000)]  # a counter, then noise
+    pack, methods = _write(tmp_path, objs)
+    try:
+        assert methods["stored"] == len(objs) and not methods["dict"]
+        assert pack._dict_bytes == b""
+        assert all(pack.get_raw(o.id) == o.encode() for o in objs)
+    finally:
+        pack.close()
+
+
+def test_small_bodies_that_share_words_get_one(tmp_path: Path) -> None:
+    objs = [Record(None, Tree(0, ()).id, author="ann", message=f"change {i} of the inventory", time=i)
+            for i in range(2000)]
+    pack, methods = _write(tmp_path, objs)
+    try:
+        assert pack._dict_bytes and methods["dict"] > len(objs) // 2
+        assert all(pack.get_raw(o.id) == o.encode() for o in objs)
+    finally:
+        pack.close()
