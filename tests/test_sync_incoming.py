@@ -8,13 +8,15 @@ from pathlib import Path
 
 import pytest
 from gitserver import bare, git
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_sync import closure
 
 from reelstore import sync
 from reelstore.objects import Blob, Hash, Record
 from reelstore.storage.repo import Repo
 from reelstore.sync import incoming
-from reelstore.sync.unpack import unpack
+from reelstore.sync.unpack import canonical_blob, unpack
 
 
 def _similar(repo: Repo, n: int) -> Hash:
@@ -67,3 +69,35 @@ def test_clone_of_a_repacked_remote_gets_every_object(tmp_path: Path) -> None:
     assert b.refs["refs/heads/main"] == a.refs["refs/heads/main"]
     assert closure(b, b.refs["refs/heads/main"]) == closure(a, a.refs["refs/heads/main"])
     assert fetched.objects == len(closure(a, a.refs["refs/heads/main"]))
+
+
+def _decodes(raw: bytes) -> bool:
+    from reelstore.errors import BadInput
+    from reelstore.objects import decode
+
+    try:
+        return isinstance(decode(raw), Blob)
+    except BadInput:
+        return False
+    except OverflowError:  # Blob.from_canonical on a body shorter than its bin header: a refusal all the same
+        return False
+
+
+def _bin(head: int, length: int, off: int) -> bytes:
+    """A msgpack-bin-like body: marker `head`, a declared length near the real one, `length` bytes."""
+    width = {0xC4: 1, 0xC5: 2, 0xC6: 4}.get(head, 1)
+    declared = max(0, length + off) % (1 << (8 * width))
+    return bytes([head]) + declared.to_bytes(width, "big") + b"x" * length
+
+
+@given(st.one_of(
+    st.binary(max_size=40),
+    st.builds(_bin, st.sampled_from([0xC4, 0xC5, 0xC6, 0xC7, 0x00]),
+              st.sampled_from([0, 1, 255, 256, 65535, 65536]) | st.integers(0, 70_000), st.integers(-1, 1)),
+    st.builds(lambda data: Blob(data).encode()[5:], st.binary(max_size=70_000))))
+@settings(max_examples=300, deadline=None)
+def test_a_received_blob_is_checked_in_place_exactly_as_the_decoder_checks_it(body: bytes) -> None:
+    """The fetch checks received blobs without building them (`unpack.canonical_blob`): it must accept
+    exactly what the bounded decoder accepts, canonical msgpack bin headers and nothing else."""
+    raw = b"blob\x00" + body
+    assert canonical_blob(raw) == _decodes(raw)
