@@ -17,10 +17,15 @@ from reelstore.sync import outgoing
 from reelstore.sync.outgoing import OutgoingPack, deflate, stored
 
 
-def pack_bytes(out: OutgoingPack) -> bytes:
+def pack_bytes(out: OutgoingPack, gather: int = 0) -> bytes:
     """A whole git pack of `out`'s entries, as dulwich's send-pack writes them: header, each record's
-    entry, SHA-1 trailer."""
-    body = b"PACK" + struct.pack(">II", 2, len(out)) + b"".join(b"".join(r.comp_chunks or []) for r in out.records())
+    bytes (one entry each, or entries gathered into pieces), SHA-1 trailer."""
+    records = list(out.records(gather))
+    assert len(records) == len(out)
+    pieces = [b"".join(r.comp_chunks) for r in records if r.comp_chunks]
+    if gather:
+        assert all(len(p) >= gather for p in pieces[:-1]) and len(pieces) < len(records)
+    body = b"PACK" + struct.pack(">II", 2, len(out)) + b"".join(pieces)
     return body + hashlib.sha1(body).digest()
 
 
@@ -48,7 +53,7 @@ def test_only_compressible_content_is_compressed() -> None:
     assert deflate(noise) == stored(noise)
 
 
-@pytest.mark.parametrize("writer", ["records", "write_to"])
+@pytest.mark.parametrize("writer", ["records", "gathered", "write_to"])
 @pytest.mark.parametrize("spill", [False, True])
 def test_git_indexes_the_pack_and_reads_every_object_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           spill: bool, writer: str) -> None:
@@ -62,7 +67,8 @@ def test_git_indexes_the_pack_and_reads_every_object_back(tmp_path: Path, monkey
     commit = out.finish({"refs/heads/main": blobs[0].id}, [])
     repo = bare(tmp_path / "r.git")
     pack = tmp_path / "r.git" / "objects" / "pack" / "incoming.pack"
-    data = pack_bytes(out) if writer == "records" else written_pack(out)
+    data = {"records": lambda: pack_bytes(out), "gathered": lambda: pack_bytes(out, 4096),
+            "write_to": lambda: written_pack(out)}[writer]()
     assert data == pack_bytes(out)
     pack.write_bytes(data)
     git("--git-dir", str(repo), "index-pack", "--strict", str(pack))

@@ -190,6 +190,8 @@ class _Compressor:
 def _order(items: list[_Entry], hints: dict[Hash, str]) -> list[_Entry]:
     """Group likely-similar objects together: same kind and name, then in the order given. Callers
     pass objects in walk order (newest history first), so each version sits beside its neighbours."""
+    if not hints:  # the same order: sorting is stable
+        return sorted(items, key=operator.attrgetter("code"))
     return [e for _, e in sorted(enumerate(items), key=lambda p: (p[1].code, hints.get(p[1].id, ""), p[0]))]
 
 

@@ -200,9 +200,14 @@ class OutgoingPack:
                 return
             yield piece
 
-    def records(self) -> Iterator[UnpackedObject]:
-        """Every entry, finished, for dulwich's pack writer: it sends a record's `comp_chunks` as they are."""
+    def records(self, gather: int = 0) -> Iterator[UnpackedObject]:
+        """Every entry, finished, for dulwich's pack writer: it sends a record's `comp_chunks` as they are,
+        one write (or HTTP chunk) per record. With `gather`, a record carries every entry since the last
+        one that carried any once they reach `gather` bytes, and the others carry none: the same bytes in
+        the same order, in pieces of about that size. Only for a byte stream to a server (an HTTP body):
+        a writer that indexes the records it writes (dulwich's in-process server) needs one each."""
         from dulwich.pack import UnpackedObject  # only dulwich's send-pack needs it
+
         if self.spool is None:
             chunks: Iterator[bytes] = iter((bytes(self.buf),))
         else:
@@ -211,15 +216,19 @@ class OutgoingPack:
             chunks = iter(lambda: self.spool.read(_READ) if self.spool else b"", b"")
         buf = b""
         base = start = 0
-        for end, kind, sha in zip(self.ends, self.kinds, self.shas, strict=True):
+        last = len(self.ends) - 1
+        for n, (end, kind, sha) in enumerate(zip(self.ends, self.kinds, self.shas, strict=True)):
             while end > base + len(buf):
                 more = next(chunks, b"")
                 if not more:
                     raise AssertionError("the outgoing pack's spool is shorter than its entries")
                 buf, base = buf[start - base :] + more, start
             record = UnpackedObject(kind, sha=sha)
-            record.comp_chunks = [buf[start - base : end - base]]
-            start = end
+            if end - start >= gather or n == last:
+                record.comp_chunks = [buf[start - base : end - base]]
+                start = end
+            else:
+                record.comp_chunks = []
             yield record
 
     def close(self) -> None:

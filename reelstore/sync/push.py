@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 SYNCED = ("refs/heads/", "refs/views/")
 _MAX_WALK = 1_000_000
+_HTTP_PIECE = 1 << 16
+"""Pack bytes per HTTP chunk of a push's request body (dulwich sends one chunk per record it is given)."""
 _LEAF = Blob.kind.encode() + b"\0"
 _STALE_HAVES = ("missing necessary objects", "unpack-objects abnormal exit", "index-pack abnormal exit",
                 "did not receive expected object", "bad object", "missing object")
@@ -382,16 +384,21 @@ def _send_pack(conn: Remote, update_refs: UpdateRefs, outgoing: OutgoingPack | N
 def _dulwich_send_pack(conn: Remote, update_refs: UpdateRefs, outgoing: OutgoingPack | None,
                        side: Callable[[bytes], None] | None, atomic: bool, counter: Counter | None
                        ) -> dict[bytes, str | None]:
-    """dulwich's send-pack, fed the finished entries one record each (`OutgoingPack.records`)."""
+    """dulwich's send-pack, fed the finished entries (`OutgoingPack.records`): one record each to its
+    in-process server, gathered into 64 KiB pieces for an HTTP body."""
 
     def refs(remote_refs: dict[Ref, ObjectID]) -> dict[Ref, ObjectID]:
         return update_refs(remote_refs)  # type: ignore[return-value,arg-type]
+
+    from dulwich.client import AbstractHttpGitClient
+
+    gather = _HTTP_PIECE if isinstance(conn.client, AbstractHttpGitClient) else 0
 
     def generate(have: AbstractSet[ObjectID], want: AbstractSet[ObjectID], ofs_delta: bool = True,
                  progress: Callable[[bytes], None] | None = None) -> tuple[int, Iterator[UnpackedObject]]:
         if outgoing is None:
             return 0, iter(())
-        return len(outgoing), _counted(outgoing.records(), counter)
+        return len(outgoing), _counted(outgoing.records(gather), counter)
 
     sent = conn.client.send_pack(conn.path.encode(), refs, generate, progress=side, atomic=atomic)
     return {bytes(k): v for k, v in (sent.ref_status or {}).items()}
