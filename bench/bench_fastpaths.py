@@ -356,6 +356,7 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
     row("clone (git: local, hard links)", got["r"], got["g"])
     row("clone (git: --no-local, packs and indexes)", got["r"], got["n"], got["f"])
     floor_ratio("clone", {"f": got["f"], "g": got["n"]})
+    row("  of which the store's pack write alone", pack_write_alone(tmp, r, repeat), None)
     print("(incremental push: 10 new objects onto the remote above)")
     samples: dict[str, list[tuple]] = {"r": [], "g": [], "f": []}
     for k in range(repeat):
@@ -384,6 +385,21 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
         samples["g"].append(run(["git", "push", "-q", str(gremote), "main"], g, env={**os.environ, **GIT_ENV}))
     row("incremental push of 10 objects", samples["r"], samples["g"], samples["f"])
     floor_ratio("incremental push", samples)
+
+
+def pack_write_alone(tmp: Path, store: Path, repeat: int) -> list[tuple]:
+    """CPU of the store's pack writer alone (`write_pack`, in this process) on every object of `store`:
+    the part of a clone (and of the clone floor) that stores what was received."""
+    from reelstore.storage.pack_write import PackItem, write_pack
+
+    repo = Repo.open(store)
+    items = [(h, repo.objects.get_raw(h)) for h in repo.objects]
+    out = []
+    for k in range(repeat):
+        start = time.process_time()
+        write_pack(tmp / f"y-packwrite-{k}", (PackItem(h, raw, 0) for h, raw in items))
+        out.append((time.process_time() - start, 0.0, 0))
+    return out
 
 
 def floor_ratio(title: str, got: dict[str, list[tuple]]) -> None:
