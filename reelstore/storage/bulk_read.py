@@ -135,8 +135,7 @@ class BulkReader:
         """The verified canonical bytes of `h` (kind tag and body, as `get_raw` gives them), or None if the
         store has none; E007 if its copy is damaged."""
         for lookup in self._packs:
-            positions = lookup.positions
-            i = positions.get(h, -1) if positions is not None else lookup.find(h)
+            i = lookup.find(h)
             if i >= 0:
                 return lookup.pack.read(h, i)[1]
         try:

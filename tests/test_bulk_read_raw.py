@@ -1,0 +1,47 @@
+"""`BulkReader.read_raw` (what a push reads its objects with): the verified canonical bytes of each
+object, straight from the packs once they are mapped, through `get_raw` for anything else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reelstore.errors import StorageError
+from reelstore.objects import Blob, Hash
+from reelstore.storage.bulk_read import BulkReader
+from reelstore.storage.repo import Repo
+
+
+def test_read_raw_reads_packed_objects_from_their_pack_and_the_rest_through_the_store(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = Repo.init(tmp_path / "s")
+    packed = [Blob(b"packed %d" % i) for i in range(3000)]
+    repo.objects.put_many(packed)  # one pack
+    loose = Blob(b"loose one")
+    repo.objects.put(loose)
+    assert repo.objects.packs()
+    reader = BulkReader(repo.objects)
+    through_store: list[Hash] = []
+    get_raw = repo.objects.get_raw
+    monkeypatch.setattr(repo.objects, "get_raw", lambda h: through_store.append(h) or get_raw(h))
+    assert all(reader.read_raw(b.id) == b.encode() for b in packed)  # the pack gets mapped on the way
+    assert through_store == []
+    assert reader.read_raw(loose.id) == loose.encode() and through_store == [loose.id]
+    assert reader.read_raw(Hash(b"\x01" * 32)) is None
+
+
+def test_read_raw_refuses_a_damaged_entry(tmp_path: Path) -> None:
+    repo = Repo.init(tmp_path / "s")
+    blobs = [Blob(b"object number %d " % i * 20) for i in range(1500)]
+    repo.objects.put_many(blobs)
+    pack = repo.objects.packs()[0]
+    offset, _ = pack.index.entry(pack.index.find(blobs[7].id))
+    with open(pack.path, "r+b") as f:
+        f.seek(offset + 8)
+        byte = f.read(1)
+        f.seek(offset + 8)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    fresh = Repo.open(tmp_path / "s")
+    with pytest.raises(StorageError, match="damaged"):
+        BulkReader(fresh.objects).read_raw(blobs[7].id)
