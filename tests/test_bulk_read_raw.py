@@ -1,8 +1,10 @@
 """`BulkReader.read_raw` (what a push reads its objects with): the verified canonical bytes of each
-object, straight from the packs once they are mapped, through `get_raw` for anything else."""
+object, straight from the packs once they are mapped, through `get_raw` for anything else, and whether
+the pack holds it stored (so the push need not probe it again)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,9 @@ from reelstore.storage.repo import Repo
 def test_read_raw_reads_packed_objects_from_their_pack_and_the_rest_through_the_store(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     repo = Repo.init(tmp_path / "s")
-    packed = [Blob(b"packed %d" % i) for i in range(3000)]
+    noise = [Blob(os.urandom(200)) for _ in range(1500)]
+    text = [Blob(b"the same words again and again %d " % i * 20) for i in range(1500)]
+    packed = noise + text
     repo.objects.put_many(packed)  # one pack
     loose = Blob(b"loose one")
     repo.objects.put(loose)
@@ -25,9 +29,11 @@ def test_read_raw_reads_packed_objects_from_their_pack_and_the_rest_through_the_
     through_store: list[Hash] = []
     get_raw = repo.objects.get_raw
     monkeypatch.setattr(repo.objects, "get_raw", lambda h: through_store.append(h) or get_raw(h))
-    assert all(reader.read_raw(b.id) == b.encode() for b in packed)  # the pack gets mapped on the way
+    # The pack gets mapped on the way; what its writer stored as incompressible is said so.
+    assert all(reader.read_raw(b.id) == (b.encode(), True) for b in noise)
+    assert all(reader.read_raw(b.id) == (b.encode(), False) for b in text)
     assert through_store == []
-    assert reader.read_raw(loose.id) == loose.encode() and through_store == [loose.id]
+    assert reader.read_raw(loose.id) == (loose.encode(), False) and through_store == [loose.id]
     assert reader.read_raw(Hash(b"\x01" * 32)) is None
 
 

@@ -64,6 +64,10 @@ def test_git_indexes_the_pack_and_reads_every_object_back(tmp_path: Path, monkey
     out = OutgoingPack()
     for b in blobs:
         out.add_object(b.id, b.encode())
+    said_stored = [Blob(b"text the store kept stored %d " % n * (n // 20)) for n in (100, 90_000)]
+    for b in said_stored:  # what the store's pack holds stored goes out stored, unprobed, in one block or more
+        out.add_object(b.id, b.encode(), incompressible=True)
+    blobs += said_stored
     commit = out.finish({"refs/heads/main": blobs[0].id}, [])
     repo = bare(tmp_path / "r.git")
     pack = tmp_path / "r.git" / "objects" / "pack" / "incoming.pack"

@@ -131,15 +131,18 @@ class BulkReader:
             self._store = self._open_store()
         return self._store
 
-    def read_raw(self, h: bytes) -> bytes | None:
-        """The verified canonical bytes of `h` (kind tag and body, as `get_raw` gives them), or None if the
-        store has none; E007 if its copy is damaged."""
+    def read_raw(self, h: bytes) -> tuple[bytes, bool] | None:
+        """The verified canonical bytes of `h` (kind tag and body, as `get_raw` gives them), and whether a
+        pack holds its body stored (its writer found it incompressible); None if the store has none;
+        E007 if its copy is damaged."""
         for lookup in self._packs:
             i = lookup.find(h)
             if i >= 0:
-                return lookup.pack.read(h, i)[1]
+                pack = lookup.pack
+                raw = pack.read(h, i)[1]
+                return raw, pack.map[pack.index.entry(i)[0] + 1] == STORED
         try:
-            return self.store.get_raw(Hash(h))
+            return self.store.get_raw(Hash(h)), False
         except NotFound:
             return None
 

@@ -110,20 +110,20 @@ class OutgoingPack:
         self.shards: dict[bytes, list[tuple[bytes, bytes]]] = {}
         self.blobs = 0
 
-    def _add(self, kind: int, body: bytes) -> bytes:
+    def _add(self, kind: int, body: bytes, incompressible: bool = False) -> bytes:
         n = len(body)
         digest = hashlib.sha1(_TYPE_NAMES[kind] + b"%d\0" % n)
         digest.update(body)
         sha = digest.digest()
         buf = self.buf
         buf += entry_header(kind, n)
-        if n <= _STORED_MAX and not compressible(body):  # one stored block, written in place
+        if n <= _STORED_MAX and (incompressible or not compressible(body)):  # one stored block, in place
             buf += _ZLIB_HEADER
             buf += _STORED_HEAD.pack(1, n, n ^ 0xFFFF)
             buf += body
             buf += _ADLER.pack(zlib.adler32(body))
         else:
-            buf += deflate(body)
+            buf += stored(body) if incompressible else deflate(body)
         self.ends.append(self.spilled + len(buf))
         self.kinds.append(kind)
         self.shas.append(sha)
@@ -139,10 +139,11 @@ class OutgoingPack:
         self.spilled += len(self.buf)
         self.buf.clear()
 
-    def add_object(self, rid: Hash, raw: bytes) -> None:
-        """One reel object (its canonical bytes), filed under `objects/<2 hex>/<62 hex>`."""
+    def add_object(self, rid: Hash, raw: bytes, incompressible: bool = False) -> None:
+        """One reel object (its canonical bytes), filed under `objects/<2 hex>/<62 hex>`; `incompressible`
+        (the store's pack holds it stored: its writer found that zstd cannot shrink it) skips the probe."""
         hexid = rid.hex().encode()
-        sha = self._add(_BLOB, raw)
+        sha = self._add(_BLOB, raw, incompressible)
         self.shards.setdefault(hexid[:2], []).append((hexid[2:], sha))
         self.blobs += 1
 

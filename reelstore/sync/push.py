@@ -275,10 +275,11 @@ def _came_from(repo: Repo, ref: str, head: Hash, earlier: Hash) -> bool:
 
 
 def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[Hash],
-                      take: Callable[[Hash, bytes], None] | None = None) -> list[Hash]:
+                      take: Callable[[Hash, bytes, bool], None] | None = None) -> list[Hash]:
     """The closure of `targets` minus what the remote holds: walk down and stop at known objects.
-    Each new object is read once, and handed with its bytes to `take` (the outgoing pack); blobs, the
-    bulk of a store, have no edges and are not decoded; no object's bytes are kept."""
+    Each new object is read once, and handed with its bytes to `take` (the outgoing pack), with whether
+    the store keeps it stored as incompressible; blobs, the bulk of a store, have no edges and are not
+    decoded; no object's bytes are kept."""
     out: list[Hash] = []
     visited: set[Hash] = set()
     frontier = list(dict.fromkeys(targets))
@@ -290,12 +291,13 @@ def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[H
             if h in known or h in visited:
                 continue
             visited.add(h)
-            raw = read(h)
-            if raw is None:
+            found = read(h)
+            if found is None:
                 raise StorageError(f"cannot push: object {h.hex()} is missing from this store", id=h)
+            raw, incompressible = found
             out.append(h)
             if take is not None:
-                take(h, raw)
+                take(h, raw, incompressible)
             if not raw.startswith(_LEAF):
                 nxt.extend(r for r in decode(raw).references() if r not in visited)
         frontier = list(dict.fromkeys(nxt))
