@@ -7,12 +7,14 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import REEL
 from gitserver import bare, fsck, git
 from target import Target, configure, pay_op
 
 from reelstore import sync
 from reelstore.api import Store
+from reelstore.drain import recovery
 from reelstore.storage.repo import Repo
 
 
@@ -167,3 +169,82 @@ def test_a_write_racing_a_won_remote_commit_cannot_undo_it(tmp_path: Path) -> No
         assert result.record is not None and [o.state for o in result.drain.outcomes] == ["succeeded"]
         assert target.count("/blind") == 1
         assert Repo.open(tmp_path / "a").refs.get("refs/views/pay") is None
+
+
+def test_a_commit_killed_after_winning_the_remote_is_settled_by_fetch_and_drained_once(tmp_path: Path) -> None:
+    """SIGKILL between the remote win and the local trunk move: the remote holds the record, this store's
+    trunk does not, and nothing marked it as this store's to drain, so its effect was never sent (a later
+    fetch took the record in as another store's). The commit's claim (`.reel/claims/main`) survives the
+    kill; the next fetch moves the trunk to the record as committed here, and `reel recover` sends the
+    effect, once."""
+    env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+
+    def reel(*args: str, **extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([REEL, *args], cwd=tmp_path / "a", capture_output=True, timeout=60, env={**env, **extra})
+
+    with Target(tmp_path / "ledger.jsonl") as target:
+        _, remote = _bound_view_with_a_blind_effect(tmp_path, target)
+        killed = reel("commit", "pay", "--remote", "origin", REEL_TEST_CRASH_AT="commit:fenced")
+        assert killed.returncode == -9, killed.stderr.decode()
+        assert git("--git-dir", str(remote), "rev-list", "--count", "refs/reel/heads/main").strip() == "2"
+        assert (tmp_path / "a" / ".reel" / "claims" / "main").is_file() and target.count("/blind") == 0
+        cleared = reel("gc", "--clear-stale-locks")  # the killed commit's ref locks
+        assert cleared.returncode == 0, cleared.stderr.decode()
+        fetched = reel("fetch", "origin")
+        assert fetched.returncode == 0, fetched.stderr.decode()
+        assert b"now holds the record as committed here" in fetched.stdout + fetched.stderr
+        assert not (tmp_path / "a" / ".reel" / "claims" / "main").exists()
+        store = Repo.open(tmp_path / "a")
+        assert store.refs.get("refs/views/pay") is None
+        for _ in range(2):
+            rec = reel("recover")
+            assert rec.returncode == 0, rec.stderr.decode()
+            assert target.count("/blind") == 1
+
+
+def test_a_claim_the_remote_never_took_is_dropped_by_fetch(tmp_path: Path) -> None:
+    """A commit killed before its push reached the remote leaves a claim for a record the remote does not
+    hold: the fetch drops it (nothing was committed) and the view can be committed again."""
+    from reelstore.errors import RemoteConflict
+    from reelstore.kernel import claims
+    from reelstore.objects import Hash
+
+    with Target(tmp_path / "ledger.jsonl") as target:
+        a, _ = _bound_view_with_a_blind_effect(tmp_path, target)
+        head = a.repo.refs["refs/heads/main"]
+        never = Hash.of(b"a record no push ever carried")
+        claims.write(a.repo, claims.Claim("main", never, head, "pay", "origin"))
+        with pytest.raises(RemoteConflict, match="reel fetch origin"):
+            a.commit("pay", fence=sync.remote_fence(a.repo, "origin"))
+        fetched = sync.fetch(a.repo, "origin")
+        assert any("did not reach remote origin" in n for n in fetched.notes), fetched.notes
+        result = a.commit("pay", fence=sync.remote_fence(a.repo, "origin"))
+        assert result.record is not None and target.count("/blind") == 1
+
+
+def test_a_push_whose_answer_was_lost_is_settled_by_fetch(tmp_path: Path) -> None:
+    """The push landed but the commit saw only an error (E010, as when the connection drops before the
+    answer): the commit fails with nothing moved here, the claim stays, and the fetch finds the record on
+    the remote, makes it this store's commit, and recover sends the effect once."""
+    from reelstore.errors import Unreachable
+
+    class LostAnswer:
+        def __init__(self, repo: Repo) -> None:
+            self.real = sync.remote_fence(repo, "origin")
+            self.remote = "origin"
+
+        def __call__(self, trunk: str, old, new) -> None:  # noqa: ANN001
+            self.real(trunk, old, new)
+            raise Unreachable("the connection dropped before the answer")
+
+    with Target(tmp_path / "ledger.jsonl") as target:
+        a, _ = _bound_view_with_a_blind_effect(tmp_path, target)
+        before = a.repo.refs["refs/heads/main"]
+        with pytest.raises(Unreachable):
+            a.commit("pay", fence=LostAnswer(a.repo))
+        assert a.repo.refs["refs/heads/main"] == before and target.count("/blind") == 0
+        fetched = sync.fetch(a.repo, "origin")
+        assert any("now holds the record as committed here" in n for n in fetched.notes), fetched.notes
+        for _ in range(2):
+            recovery.recover(a.repo).check()
+            assert target.count("/blind") == 1

@@ -21,7 +21,7 @@ from reelstore.codec import FrozenMap, freeze
 from reelstore.crashpoints import crash_point
 from reelstore.drain import hold
 from reelstore.drain.drainer import DrainReport, commit_message, drain
-from reelstore.errors import BadInput, Conflict, NotFound, ReelError, StorageError, ViewTerminal
+from reelstore.errors import BadInput, Conflict, NotFound, ReelError, RemoteConflict, StorageError, ViewTerminal
 from reelstore.hooks.runner import run_hook, run_pre_hook
 from reelstore.kernel import admission, binding
 from reelstore.kernel.changes import base_namespace, current_delta, namespace, pending_effects
@@ -303,31 +303,51 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
         if fence is None:
             tx.commit()
         else:
-            _fence_locked(tx, fence, live, head, record.id)
+            _fence_locked(repo, tx, fence, live, head, record.id)
         return record.id
     raise Conflict(f"trunk {live.trunk} kept moving; gave up after {CAS_ATTEMPTS} attempts", trunk=live.trunk)
 
 
-def _fence_locked(tx: RefTransaction, fence: Callable[[str, Hash, Hash], None], live: Live, head: Hash,
-                  record: Hash) -> None:
+def _fence_locked(repo: Repo, tx: RefTransaction, fence: Callable[[str, Hash, Hash], None], live: Live,
+                  head: Hash, record: Hash) -> None:
     """Run the fence with the trunk and the view ref locked and checked (`tx` prepared), so the local step
     after a won fence cannot lose: a fetch in another process fast-forwarding the trunk to this very
     record (marked fetched, so never drained here), or a write to the view, would otherwise slip in
     between, and a record committed on the remote would be drained by no store. They get E002 (the
-    ref is locked) instead. A fence that raises releases the locks, having moved nothing locally."""
+    ref is locked) instead. A fence that names its remote first leaves a claim (`kernel.claims`) until
+    the local trunk holds the record: a crash, or a push whose answer was lost, is settled by the next
+    fetch of that remote. A definite refusal (E015) drops the claim; any other failure keeps it."""
+    from reelstore.kernel import claims
+
+    remote = getattr(fence, "remote", None)
+    claim = claims.Claim(live.trunk, record, head, live.name, remote) if isinstance(remote, str) else None
     try:
-        fence(live.trunk, head, record)
+        if claim is not None:
+            claims.write(repo, claim)
     except BaseException:
         tx.abort()
         raise
+    try:
+        fence(live.trunk, head, record)
+    except RemoteConflict:
+        tx.abort()
+        if claim is not None:
+            claims.clear(repo, live.trunk)
+        raise
+    except BaseException:
+        tx.abort()
+        raise
+    crash_point("commit:fenced")
     try:
         tx.commit()
     except (OSError, ReelError) as exc:
         why = exc.message if isinstance(exc, ReelError) else str(exc)
         raise StorageError(f"record {record.hex()} of view {live.name!r} won the remote trunk, but this store could "
-                           f"not move {trunk_ref(live.trunk)} to it ({why}); none of its effects was sent, and no "
-                           "other store will send them: repair the store before anything else, then report it",
-                           record=record.hex(), view=live.name) from exc
+                           f"not move {trunk_ref(live.trunk)} to it ({why}); none of its effects was sent. Repair "
+                           f"the store, then `reel fetch {remote or 'REMOTE'}` makes it this store's commit and `reel "
+                           "recover` sends them", record=record.hex(), view=live.name) from exc
+    if claim is not None:
+        claims.clear(repo, live.trunk)
 
 
 def _view_unchanged(repo: Repo, live: Live, at: Hash) -> None:

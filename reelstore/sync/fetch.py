@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reelstore.errors import BadInput, ReelError, StorageError
-from reelstore.kernel import binding
+from reelstore.kernel import binding, claims
 from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX
 from reelstore.kernel.views import committed_in, find_record, live_views, retire
 from reelstore.objects import Hash, Object, Record, View
@@ -134,6 +134,7 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
             if ref.startswith(VIEW_PREFIX):
                 binding.bind(repo, repo.objects.get_as(target, View), remote)
         if catch_up:
+            _settle_claims(repo, remote, targets, result)
             result.trunks = _fast_forward(repo, remote, targets)
             result.retired = _retire_committed(repo, remote)
             if prune:
@@ -143,6 +144,39 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
     finally:
         state.close()
         staging.cleanup()
+
+
+def _settle_claims(repo: Repo, remote: str, targets: dict[str, Hash], result: FetchResult) -> None:
+    """Finish what an interrupted `commit --remote` at this remote left (`kernel.claims`): if the remote's
+    trunk holds the claimed record, the commit won there, so the local trunk moves to it as a commit made
+    here (its reflog marks it, and `reel recover` drains it); if not, nothing was committed. Run before
+    the fast-forward, so the record is never taken in as another store's."""
+    for ref, new in sorted(targets.items()):
+        if not ref.startswith(HEAD_PREFIX):
+            continue
+        trunk = ref[len(HEAD_PREFIX):]
+        claim = claims.read(repo, trunk)
+        if claim is None or claim.remote != remote:
+            continue
+        what = f"an interrupted `commit --remote` of view {claim.view!r} (record {claim.record.hex()[:12]})"
+        local = repo.refs.get(ref)
+        if local is not None and _descends(repo, local, claim.record):
+            claims.clear(repo, trunk)  # the commit had landed here too; only its claim was left
+        elif not _descends(repo, new, claim.record):
+            claims.clear(repo, trunk)
+            result.notes.append(f"{what} did not reach remote {remote}: nothing was committed")
+        elif local == claim.base:
+            from reelstore.drain.drainer import commit_message  # on use: fetch needs nothing else of the drain
+
+            tx = repo.refs.transaction(commit_message(claim.view), "reel sync")
+            tx.update(ref, claim.record, claim.base).commit()
+            claims.clear(repo, trunk)
+            result.notes.append(f"{what} had won remote {remote} before it stopped: trunk {trunk} now holds the record "
+                                "as committed here, and `reel recover` sends its effects")
+        else:
+            result.notes.append(f"{what} won remote {remote}, but trunk {trunk} has moved here since; its effects "
+                                f"were not sent. The claim stays in {repo.files.where(claims.PREFIX + trunk)} until "
+                                "an operator settles it")
 
 
 def _fast_forward(repo: Repo, remote: str, targets: dict[str, Hash]) -> list[TrunkMove]:
