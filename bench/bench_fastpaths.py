@@ -248,14 +248,16 @@ def batch(tmp: Path, n: int, repeat: int) -> None:
 GC_FLOOR = "import click, blake3, zstandard, msgpack"
 """What a reel gc cannot shed: the interpreter, click (the CLI) and the three libraries its store format
 uses (BLAKE3 ids and checksums, zstd entries, msgpack bodies)."""
+FLOOR_GC = Path(__file__).resolve().parent / "floor_gc.py"
 
 
 def gc_rows(tmp: Path, sizes: Sequence[int], repeat: int) -> None:
-    """gc --prune=now of a fresh copy of each store, reel beside git, bytecode cached (as an installed
-    reel runs; the empty store is also shown without). Besides the whole process: the import floor
-    (GC_FLOOR), reel's empty-store gc as its fixed cost, and the part that grows with the store (each
-    gc less its tool's empty-store gc), so the note can say what is fixed and what is per object."""
-    print("== gc --prune=now with half the objects unreachable (fresh copy each run, bytecode cached)")
+    """gc --prune=now of a fresh copy of each store: reel, git and the floor (bench/floor_gc.py: the same
+    checks and result in a minimal Python script, no click, no reelstore), interleaved, bytecode cached
+    (as an installed reel runs; the empty store is also shown without). Also the import floor (GC_FLOOR),
+    and the part of each gc that grows with the store (each tool's gc less its empty-store gc)."""
+    print("== gc --prune=now with half the objects unreachable (fresh copy each run, bytecode cached; "
+          "floor: bench/floor_gc.py)")
     git_env = {**os.environ, **GIT_ENV}
 
     def fresh(src: Path) -> Path:
@@ -263,6 +265,12 @@ def gc_rows(tmp: Path, sizes: Sequence[int], repeat: int) -> None:
         shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(src, dst, symlinks=True)
         return dst
+
+    def line(title: str, got: dict[str, list[tuple]]) -> None:
+        r, g, f = (med(got[k], 0) * 1000 for k in "rgf")
+        rss = " ".join(f"{k} {med(got[k], 2) / 1024:5.1f}" for k in "rgf")
+        print(f"{title:<34} reel {r:7.1f} ms cpu ({med(got['r'], 1) * 1000:6.1f} wall)  git {g:6.1f}  floor {f:6.1f}  "
+              f"reel/git {r / g:5.2f}x  reel/floor {r / f:5.2f}x  floor/git {f / g:5.2f}x  RSS MB {rss}", flush=True)
 
     e0, eg0 = tmp / "g-reel-empty", tmp / "g-git-empty"
     Repo.init(e0)
@@ -272,30 +280,28 @@ def gc_rows(tmp: Path, sizes: Sequence[int], repeat: int) -> None:
         env = bytecode_env(cached)
         if cached:
             run([REEL, "gc", "--prune=now"], fresh(e0), env=env)  # writes the bytecode
-        got = interleaved({"r": lambda env=env: run([REEL, "gc", "--prune=now"], fresh(e0), env=env),
-                           "g": lambda: run(["git", "gc", "--prune=now", "-q"], fresh(eg0), env=git_env),
-                           "f": lambda env=env: run([sys.executable, "-c", GC_FLOOR], e0, env=env)}, repeat)
-        row(f"gc, empty store, bytecode {'cached' if cached else 'not cached'}", got["r"], got["g"], got["f"],
-            rss=True)
-        empty = got
+        empty = interleaved({"r": lambda env=env: run([REEL, "gc", "--prune=now"], fresh(e0), env=env),
+                             "g": lambda: run(["git", "gc", "--prune=now", "-q"], fresh(eg0), env=git_env),
+                             "f": lambda env=env: run([sys.executable, str(FLOOR_GC)], fresh(e0), env=env),
+                             "i": lambda env=env: run([sys.executable, "-c", GC_FLOOR], e0, env=env)}, repeat)
+        line(f"empty store, bytecode {'cached' if cached else 'not cached'}", empty)
     env = bytecode_env(True)
-    print(f"{'(floor: python + ' + GC_FLOOR.removeprefix('import ') + ')':<44} "
-          f"{med(empty['f'], 0) * 1000:8.1f} ms cpu, RSS {med(empty['f'], 2) / 1024:5.1f} MB")
+    print(f"{'(python + ' + GC_FLOOR.removeprefix('import ') + ')':<34} {med(empty['i'], 0) * 1000:7.1f} ms cpu, "
+          f"RSS {med(empty['i'], 2) / 1024:5.1f} MB")
     for n in sizes:
         r0, g0 = tmp / f"g-reel-{n}", tmp / f"g-git-{n}"
         reel_store(r0, n, 0.5)
         git_repo(g0, n, 0.5)
         git("repack", "-d", "-q", cwd=g0)
         got = interleaved({"r": lambda r0=r0: run([REEL, "gc", "--prune=now"], fresh(r0), env=env),
-                           "g": lambda g0=g0: run(["git", "gc", "--prune=now", "-q"], fresh(g0), env=git_env)},
-                          repeat)
-        row(f"gc, {n} objects", got["r"], got["g"], rss=True)
-        grow_r = med(got["r"], 0) - med(empty["r"], 0)
-        grow_g = med(got["g"], 0) - med(empty["g"], 0)
-        print(f"{'  less the empty-store gc (per object)':<44} reel {grow_r * 1e6 / n:6.2f} us/object  "
-              f"git {grow_g * 1e6 / n:6.2f} us/object  reel/git {grow_r / max(grow_g, 1e-9):5.2f}x  "
-              f"RSS reel +{(med(got['r'], 2) - med(empty['r'], 2)) / 1024:5.1f} MB "
-              f"git +{(med(got['g'], 2) - med(empty['g'], 2)) / 1024:5.1f} MB", flush=True)
+                           "g": lambda g0=g0: run(["git", "gc", "--prune=now", "-q"], fresh(g0), env=git_env),
+                           "f": lambda r0=r0: run([sys.executable, str(FLOOR_GC)], fresh(r0), env=env)}, repeat)
+        line(f"{n} objects", got)
+        grow = {k: (med(got[k], 0) - med(empty[k], 0)) * 1e6 / n for k in "rgf"}
+        more = " ".join(f"{k} +{(med(got[k], 2) - med(empty[k], 2)) / 1024:.1f}" for k in "rgf")
+        print(f"{'  less the empty store, per object':<34} reel {grow['r']:5.2f} us  git {grow['g']:5.2f} us  "
+              f"floor {grow['f']:5.2f} us  reel/git {grow['r'] / grow['g']:5.2f}x  "
+              f"floor/git {grow['f'] / grow['g']:5.2f}x  RSS MB {more}", flush=True)
 
 
 FLOOR_SYNC = str(Path(__file__).resolve().parent / "floor_sync.py")

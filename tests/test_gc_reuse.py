@@ -245,3 +245,12 @@ def test_an_in_flight_write_caught_between_its_pack_and_its_index_is_not_damage(
     writer.join()
     report = gc(Repo.open(repo.path), "now")
     assert report.pruned == 0 and result.pack_path.exists()
+
+
+def test_the_leaf_kinds_gc_names_are_the_kinds_that_reference_nothing() -> None:
+    """gc names its leaf kinds instead of importing every kind to find them: the list must match."""
+    from reelstore.maintenance.gc import LEAF_CODES
+    from reelstore.objects import KINDS, Object
+    from reelstore.storage.pack import KIND_CODES
+
+    assert LEAF_CODES == {KIND_CODES[k] for k, cls in KINDS.items() if cls.references is Object.references}

@@ -19,23 +19,17 @@ import itertools
 import operator
 import os
 import re
-import shutil
-import socket
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, cast
 
 from reelstore.errors import BadInput, Conflict, StorageError
 from reelstore.maintenance.reach import Walk, ref_roots, walk
-from reelstore.objects import KINDS, Hash, Object
-from reelstore.storage.disk_store import DiskObjectStore
-from reelstore.storage.inflight import Inflight
-from reelstore.storage.object_store import MemoryObjectStore
+from reelstore.objects import Hash
+from reelstore.storage.object_store import ObjectStore
 from reelstore.storage.pack import KIND_CODES, Pack
 from reelstore.storage.pack_write import PackItem, PackOptions, PackResult, Reuse
 from reelstore.storage.repo import Repo
@@ -80,6 +74,8 @@ def parse_age(text: str, now: float | None = None) -> float | None:
     m = _RELATIVE.match(t)
     if m and m.group(2) in _UNITS:
         return now - int(m.group(1)) * _UNITS[m.group(2)]
+    from datetime import datetime, timezone  # only for an ISO time
+
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
@@ -98,7 +94,7 @@ def config_cutoff(repo: Repo, key: str, default: str, now: float) -> float | Non
 def gc_lock(repo: Repo, wait_s: float = 0.0) -> Iterator[None]:
     """Hold `.reel/gc.lock`. A lock left by a dead process on this host is taken over; a live one makes
     us wait up to `wait_s`, then fail with E002."""
-    me = f"{os.getpid()} {socket.gethostname()} {int(time.time())}\n".encode()
+    me = f"{os.getpid()} {_host()} {int(time.time())}\n".encode()
     deadline = time.monotonic() + wait_s
     while not repo.files.create(LOCK_NAME, me):
         owner = _lock_owner(repo.files.read(LOCK_NAME))
@@ -129,12 +125,17 @@ def _no_cycle_collection() -> Iterator[None]:
             pygc.enable()
 
 
+def _host() -> str:
+    """This host's name, as socket.gethostname() gives it (both read uname), without importing socket."""
+    return os.uname().nodename
+
+
 def _lock_owner(content: bytes | None) -> str | None:
     """A description of the live holder of the lock, or None if its holder is dead (stale lock)."""
     if content is None:
         return "a process that just released it"
     parts = content.decode("utf-8", "replace").split()
-    if len(parts) >= 2 and parts[0].isdigit() and parts[1] == socket.gethostname():
+    if len(parts) >= 2 and parts[0].isdigit() and parts[1] == _host():
         try:
             os.kill(int(parts[0]), 0)
         except ProcessLookupError:
@@ -216,10 +217,9 @@ def _fence(repo: Repo, w: Walk, roots: list[tuple[str, Hash]], since_ms: int,
     referenced by a write that began before the listing. Up to FENCE_ROUNDS rounds are read until two
     readings of the refs agree, which also catches an object moving between two refs mid-reading for a
     writer that does not register."""
-    inflight = getattr(repo.objects, "inflight", None)
     before = roots
     for _ in range(FENCE_ROUNDS):
-        protected = inflight.protected() if isinstance(inflight, Inflight) else set()
+        protected = repo.objects.protected()
         now = ref_roots(repo.refs, since_ms)
         if not any(map(_unknown(w), itertools.chain((h for _, h in now), protected))):
             # Nothing new since the mark (the usual case): no walk, and no copy of the reached set.
@@ -256,61 +256,8 @@ def _unknown(w: Walk) -> Callable[[bytes], bool]:
     return lambda h: not (h in w.reachable or h in w.inflight or h in w.missing or h in w.damaged)
 
 
-def _loose_listing(store: DiskObjectStore) -> dict[Hash, float]:
-    return {h: mtime for h, (_, mtime) in store.loose_files().items()}
-
-
-def _remove_loose_if_unchanged(store: DiskObjectStore, h: Hash, listed: float, older_than: float | None) -> bool:
-    path = store.loose_path(h)
-    try:
-        mtime = os.stat(path).st_mtime
-    except FileNotFoundError:
-        return False
-    if mtime > listed or (older_than is not None and mtime >= older_than):
-        return False
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        return False
-    return True
-
-
 TEMP_AGE = 3600
 """A temporary file older than this (seconds) is left over from a crash: no writer holds one that long."""
-
-
-def _sweep_temp(store: DiskObjectStore, now: float) -> int:
-    """Delete `.tmp-*` files a killed writer left in objects/XX/ or objects/pack/, and staging
-    directories a killed fetch left in objects/; returns how many."""
-    removed = 0
-    dirs = [store.pack_dir] + [Path(e.path) for e in os.scandir(store.root) if len(e.name) == 2 and e.is_dir()]
-    for d in dirs:
-        try:
-            entries = list(os.scandir(d))
-        except FileNotFoundError:
-            continue
-        for entry in entries:
-            try:
-                if entry.name.startswith(".tmp-") and entry.stat().st_mtime < now - TEMP_AGE:
-                    os.unlink(entry.path)
-                    removed += 1
-            except FileNotFoundError:
-                continue
-    for entry in os.scandir(store.root):
-        # A fetch stages large objects in objects/.tmp-fetch-*/ and removes it when done; a killed one
-        # leaves it behind.
-        try:
-            if entry.name.startswith(".tmp-fetch-") and entry.is_dir() and entry.stat().st_mtime < now - TEMP_AGE:
-                shutil.rmtree(entry.path, ignore_errors=True)
-                removed += 1
-        except FileNotFoundError:
-            continue
-    return removed
-
-
-def _remove_pack(path: Path) -> None:
-    path.with_suffix(".idx").unlink(missing_ok=True)
-    path.unlink(missing_ok=True)
 
 
 def gc(
@@ -330,13 +277,11 @@ def gc(
     cutoff = parse_age(prune, now) if prune is not None else config_cutoff(
         repo, "gc.pruneExpire", DEFAULT_PRUNE_EXPIRE, now)
     store = repo.objects
-    if isinstance(store, MemoryObjectStore):
+    if not store.keeps_files:
         return _gc_memory(repo, cutoff, dry_run, now)
-    if not isinstance(store, DiskObjectStore):
-        raise BadInput(f"gc does not know how to collect a {type(store).__name__}")
     with gc_lock(repo, wait_s), _no_cycle_collection():
         store.refresh(force=True)
-        loose = _loose_listing(store)
+        loose = store.loose_files()
         listed = _list_packs(store)
         leaves, direct = _leaves(listed)
         w = _mark(repo, now, progress, leaves, _reader(store, direct))
@@ -370,21 +315,23 @@ def gc(
         report.pack = current
         for listing in listed:
             if listing.pack.name != current:
-                _remove_pack(listing.pack.path)
+                store.remove_pack(listing.pack)
                 report.packs_removed += 1
         for n, (h, listed_mtime) in enumerate(loose.items(), 1):
             kept = h in chosen.loose_kept
-            if _remove_loose_if_unchanged(store, h, listed_mtime, None if kept else cutoff):
+            if store.remove_if_unchanged(h, listed_mtime, None if kept else cutoff):
                 report.loose_removed += 1
             if progress is not None and (n % 1000 == 0 or n == len(loose)):
                 progress("removing loose objects", n, len(loose))
-        report.temp_removed = _sweep_temp(store, now)
+        report.temp_removed = store.sweep_temp(now - TEMP_AGE)
         store.refresh(force=True)
         return report
 
 
-LEAF_CODES = frozenset(KIND_CODES[kind] for kind, cls in KINDS.items() if cls.references is Object.references)
-"""Pack codes of the kinds that reference nothing: the walk needs no more than an entry's header for them."""
+LEAF_CODES = frozenset(KIND_CODES[kind] for kind in ("blob", "capability", "effect"))
+"""Pack codes of the kinds that reference nothing: the walk needs no more than an entry's header for them.
+Named here rather than found from every kind's class, so gc does not import every kind to start (a test
+checks the list against the classes)."""
 _LEAF_TABLE = bytes(code in LEAF_CODES for code in range(256))
 _NOT = bytes([1, 0]) + bytes(254)
 """bytes.translate tables: an entry's kind code to 1 for a leaf kind; a flag of 0 or 1 to its opposite."""
@@ -420,7 +367,7 @@ class _Listing:
         return self.codes
 
 
-def _list_packs(store: DiskObjectStore) -> list[_Listing]:
+def _list_packs(store: ObjectStore) -> list[_Listing]:
     """Every pack's listing, the largest first: an object in several packs is copied from the first."""
     return [_Listing(p) for p in sorted(store.packs(), key=lambda p: -p.count)]
 
@@ -441,7 +388,7 @@ def _leaves(listed: list[_Listing]) -> tuple[set[bytes], dict[bytes, tuple[Pack,
     return leaves, direct
 
 
-def _reader(store: DiskObjectStore, direct: Mapping[bytes, tuple[Pack, int]]) -> Callable[[Hash], bytes]:
+def _reader(store: ObjectStore, direct: Mapping[bytes, tuple[Pack, int]]) -> Callable[[Hash], bytes]:
     """get_raw for the walk: an object whose entry the listing found is read (and re-hashed) straight
     from it, without a search of every index; anything else, or an entry that fails, as get_raw reads it."""
 
@@ -586,7 +533,7 @@ def _versions(w: Walk) -> set[str]:
     return {name for group in (read, unread) for name, count in group.items() if name and count > 1}
 
 
-def _write_kept(store: DiskObjectStore, repo: Repo, chosen: _Selection, w: Walk, skipped: list[Hash] | None,
+def _write_kept(store: ObjectStore, repo: Repo, chosen: _Selection, w: Walk, skipped: list[Hash] | None,
                 damaged: Callable[[Hash], None] | None, tick: Callable[[int, int], None] | None) -> PackResult:
     """One new pack of what `chosen` keeps: entries of verified packs copied as they are stored, the rest
     (loose objects, objects of packs that do not verify) read, re-hashed and compressed afresh, one at a
@@ -627,7 +574,7 @@ def _gc_memory(repo: Repo, cutoff: float | None, dry_run: bool, now: float) -> G
     return report
 
 
-def _item(store: DiskObjectStore, h: Hash, kind: str, mtime: int, hint: str) -> PackItem:
+def _item(store: ObjectStore, h: Hash, kind: str, mtime: int, hint: str) -> PackItem:
     """A pack item read by the pack writer when it gets to it. An object the walk did not read is read
     now, to learn its kind (and, if small, kept: the unreachable young are few)."""
     if not kind:
@@ -649,8 +596,8 @@ def _pack_options(repo: Repo) -> PackOptions:
     return opts
 
 
-def _disk(repo: Repo) -> DiskObjectStore:
-    if not isinstance(repo.objects, DiskObjectStore):
+def _disk(repo: Repo) -> ObjectStore:
+    if not repo.objects.keeps_files:
         raise BadInput("this command needs an on-disk store")
     return repo.objects
 
@@ -670,7 +617,7 @@ def prune(repo: Repo, expire: str | None = None, *, dry_run: bool = False, now: 
     store = _disk(repo)
     report = PruneReport(dry_run=dry_run)
     with gc_lock(repo):
-        loose = _loose_listing(store)
+        loose = store.loose_files()
         w = _mark(repo, now, None, None)
         _require_complete(w, "prune")
         for h, listed in sorted(loose.items()):
@@ -678,7 +625,7 @@ def prune(repo: Repo, expire: str | None = None, *, dry_run: bool = False, now: 
                 continue
             if cutoff is None or listed >= cutoff or h in w.inflight:
                 report.kept_recent += 1
-            elif dry_run or _remove_loose_if_unchanged(store, h, listed, cutoff):
+            elif dry_run or store.remove_if_unchanged(h, listed, cutoff):
                 report.removed.append(h)
     return report
 
@@ -701,7 +648,7 @@ def repack(
     report = RepackReport()
     with gc_lock(repo), _no_cycle_collection():
         store.refresh(force=True)
-        loose = _loose_listing(store)
+        loose = store.loose_files()
         every = _list_packs(store)
         listed = every if all_objects else []
         if not loose and not any(listing.ids for listing in listed):
@@ -715,10 +662,10 @@ def repack(
         if delete:
             for listing in listed:
                 if listing.pack.name != result.name:
-                    _remove_pack(listing.pack.path)
+                    store.remove_pack(listing.pack)
                     report.packs_removed += 1
             for n, (h, listed_mtime) in enumerate(loose.items(), 1):
-                if _remove_loose_if_unchanged(store, h, listed_mtime, None):
+                if store.remove_if_unchanged(h, listed_mtime, None):
                     report.loose_removed += 1
                 if progress is not None and (n % 1000 == 0 or n == len(loose)):
                     progress("removing loose objects", n, len(loose))

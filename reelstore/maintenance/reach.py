@@ -12,14 +12,17 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import msgpack
 
 from reelstore.errors import BadInput, NotFound, StorageError
-from reelstore.objects import Delta, Hash, Journal, Object, Put, Record, Tree, View, decode
+from reelstore.objects import Hash, Tree, decode
 from reelstore.storage.object_store import ObjectStore
 from reelstore.storage.refs import RefStore
+
+if TYPE_CHECKING:
+    from reelstore.objects import Object
 
 
 @dataclass
@@ -46,8 +49,10 @@ def _named_edges(obj: Object) -> Iterable[tuple[Hash, str]]:
         # A tree's references are its entries: each once, with its name.
         return [(h, name) for name, h in obj.entries]
     edges: list[tuple[Hash, str]] = []
-    if isinstance(obj, Delta):
-        edges = [(op.id, op.name) for op in obj.ops if isinstance(op, Put)]
+    if obj.kind == "delta":
+        from reelstore.objects import Delta, Put  # loaded only where a delta is met
+
+        edges = [(op.id, op.name) for op in cast(Delta, obj).ops if isinstance(op, Put)]
     return edges + [(h, "") for h in obj.references()]
 
 
@@ -210,6 +215,8 @@ def history(store: ObjectStore, starts: Iterable[Hash], limit: int | None = None
 
 def predecessor(obj: Object) -> Hash | None:
     """The object one step back in `obj`'s hash chain (what `NAME~1` names), or None at a chain's root."""
+    from reelstore.objects import Journal, Record, View  # the kinds a chain is made of, loaded when asked
+
     if isinstance(obj, Record):
         return obj.parent
     if isinstance(obj, Journal):

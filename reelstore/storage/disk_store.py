@@ -214,9 +214,13 @@ class DiskObjectStore(ObjectStore):
             raise StorageError(f"object {h.hex()} is damaged: content does not hash to its id", id=h)
         return raw
 
-    def loose_files(self) -> dict[Hash, tuple[str, float]]:
-        """Every loose object: id -> (path, mtime), from one directory scan."""
-        out: dict[Hash, tuple[str, float]] = {}
+    @property
+    def keeps_files(self) -> bool:
+        return True
+
+    def loose_files(self) -> dict[Hash, float]:
+        """Every loose object: id -> mtime, from one directory scan."""
+        out: dict[Hash, float] = {}
         try:
             shards = [e for e in os.scandir(self._root) if len(e.name) == 2 and e.is_dir()]
         except FileNotFoundError:
@@ -229,10 +233,60 @@ class DiskObjectStore(ObjectStore):
                 try:
                     h = Hash(bytes.fromhex(name))
                     if h.hex() == name:
-                        out[h] = (entry.path, entry.stat().st_mtime)
+                        out[h] = entry.stat().st_mtime
                 except (ValueError, FileNotFoundError):
                     continue
         return out
+
+    def remove_if_unchanged(self, h: Hash, listed: float, older_than: float | None = None) -> bool:
+        path = self.loose_path(h)
+        try:
+            mtime = os.stat(path).st_mtime
+        except FileNotFoundError:
+            return False
+        if mtime > listed or (older_than is not None and mtime >= older_than):
+            return False
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def remove_pack(self, pack: Pack) -> None:
+        pack.path.with_suffix(".idx").unlink(missing_ok=True)
+        pack.path.unlink(missing_ok=True)
+
+    def sweep_temp(self, older_than: float) -> int:
+        """`.tmp-*` files a killed writer left in objects/XX/ or objects/pack/, and staging directories
+        a killed fetch left in objects/."""
+        removed = 0
+        dirs = [self.pack_dir] + [Path(e.path) for e in os.scandir(self.root) if len(e.name) == 2 and e.is_dir()]
+        for d in dirs:
+            try:
+                entries = list(os.scandir(d))
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                try:
+                    if entry.name.startswith(".tmp-") and entry.stat().st_mtime < older_than:
+                        os.unlink(entry.path)
+                        removed += 1
+                except FileNotFoundError:
+                    continue
+        for entry in os.scandir(self.root):
+            # A fetch stages large objects in objects/.tmp-fetch-*/ and removes it when done.
+            try:
+                if entry.name.startswith(".tmp-fetch-") and entry.is_dir() and entry.stat().st_mtime < older_than:
+                    import shutil  # only for a killed fetch's staging directory
+
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    removed += 1
+            except FileNotFoundError:
+                continue
+        return removed
+
+    def protected(self) -> set[Hash]:
+        return self.inflight.protected() if self.inflight is not None else set()
 
     def has(self, h: Hash) -> bool:
         # Rescan first (one stat when nothing changed): a pack gc has just deleted must not answer yes

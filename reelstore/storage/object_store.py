@@ -10,7 +10,7 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, TypeVar
@@ -26,7 +26,7 @@ from reelstore.storage.fileio import fsync_dir, temp_name, write_new
 
 if TYPE_CHECKING:  # the pack modules import nothing from here, but a store without packs never loads them
     from reelstore.storage.pack import Pack
-    from reelstore.storage.pack_write import PackItem, PackOptions, PackResult
+    from reelstore.storage.pack_write import PackItem, PackOptions, PackResult, Reuse
     from reelstore.storage.segment import Segment
 
 MAX_RAW = MAX_OBJECT_SIZE + MAX_TAG + 1
@@ -86,6 +86,37 @@ class ObjectStore(ABC):
         """The ids held one object per copy, outside any pack."""
         return iter(self)
 
+    # What gc uses beyond reading: a store that keeps no files answers that it keeps none.
+
+    @property
+    def keeps_files(self) -> bool:
+        """Whether objects live in files (loose files and packs, with mtimes): gc packs and prunes those;
+        a store without files is collected object by object."""
+        return False
+
+    def loose_files(self) -> dict[Hash, float]:
+        """Every object held in a file of its own, with the file's mtime (seconds): gc lists them before
+        it marks."""
+        return {}
+
+    def remove_if_unchanged(self, h: Hash, listed: float, older_than: float | None = None) -> bool:
+        """Remove `h`'s own file if its mtime has not moved past `listed` (a writer that put it again
+        freshened it) and, given `older_than`, is before that; True if it was removed."""
+        return False
+
+    def remove_pack(self, pack: Pack) -> None:
+        """Delete a pack gc or repack has rewritten (its index first, so no reader finds an index whose
+        pack is gone)."""
+        raise BadInput(f"a {type(self).__name__} keeps no pack files")
+
+    def sweep_temp(self, older_than: float) -> int:
+        """Delete temporary files a killed writer left, last changed before `older_than`; how many."""
+        return 0
+
+    def protected(self) -> set[Hash]:
+        """Ids live writers have registered and not yet referenced from a ref (gc's fence keeps them)."""
+        return set()
+
     def get_loose(self, h: Hash) -> bytes:
         """The verified bytes of `h`'s own copy, whatever a pack holds (E001 if it has none)."""
         return self.get_raw(h)
@@ -95,8 +126,9 @@ class ObjectStore(ABC):
         return self.put_many(objs)
 
     def add_pack(self, items: Iterable[PackItem], opts: PackOptions | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> PackResult:
-        """Write one pack of `items` and start reading from it."""
+                 progress: Callable[[int, int], None] | None = None, reuse: Sequence[Reuse] = (),
+                 damaged: Callable[[Hash], None] | None = None) -> PackResult:
+        """Write one pack of `items` (and the `reuse` entries copied as stored) and start reading from it."""
         raise BadInput(f"a {type(self).__name__} keeps no pack files; write the pack to standard output")
 
     def import_pack(self, fill: Callable[[IO[bytes]], object]) -> tuple[Path, bytes, int]:
