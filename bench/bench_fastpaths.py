@@ -160,9 +160,88 @@ def bytecode_env(cached: bool) -> dict[str, str]:
     return env
 
 
+CLICK_COMMAND = ("import sys, click, blake3, zstandard, msgpack; from pathlib import Path\n"
+                 "@click.group()\ndef cli(): pass\n"
+                 "@cli.command()\n@click.option('-p', 'pretty', is_flag=True)\n@click.argument('ref')\n"
+                 "def show(pretty, ref): click.echo(Path(ref).read_text()[:64])\n"
+                 "cli(['show', '-p', sys.argv[1]])")
+"""The floor with click doing what every verb makes it do: a group, one command with a short flag
+(click tries `-p` as a long option first, which loads difflib to suggest a name) and `--help`'s
+translated strings (gettext, locale), parsed and run."""
+
+IMPORT_PATCH = ("import sys, importlib; importlib.import_module = "
+                "lambda n, package=None: (__import__(n), sys.modules[n])[1]; ")
+"""-X importtime times only the imports of `import` statements; the CLI (and `reelstore.objects`)
+load modules by importlib.import_module, so the measuring run routes it through `__import__`."""
+
+
+def _importtime(code: str, args: Sequence[str], cwd: Path, env: dict[str, str]) -> dict[str, int]:
+    """Module -> self import time (us), the median of 3 runs of `python -X importtime -c code args`
+    (a `{}` in an argument becomes the run's number, for verbs that create a name)."""
+    runs: dict[str, list[int]] = {}
+    for i in range(3):
+        argv = [a.replace("{}", str(i)) for a in args]
+        done = subprocess.run([sys.executable, "-X", "importtime", "-c", code, *argv], cwd=cwd, env=env,
+                              capture_output=True, check=True)
+        for line in done.stderr.decode().splitlines():
+            if line.startswith("import time:") and "self [us]" not in line:
+                own, _cum, name = line.split(":", 1)[1].split("|")
+                runs.setdefault(name.strip(), []).append(int(own))
+    return {name: int(statistics.median(v)) for name, v in runs.items()}
+
+
+LIBS = ("blake3", "zstandard", "msgpack", "dulwich")
+
+
+def _import_split(args: Sequence[str], cwd: Path, env: dict[str, str], base: dict[str, int]) -> str:
+    """Where a verb's imports go (-X importtime self times, ms; importtime itself inflates them): what
+    `import click` loads, the libraries, the rest of the standard library, and reelstore's modules."""
+    got = _importtime(IMPORT_PATCH + "from reelstore.cli.main import main; main(sys.argv[1:])", args, cwd, env)
+    groups = {"python+click": 0, "libs": 0, "other stdlib": 0, "reelstore": 0}
+    count = 0
+    for name, us in got.items():
+        if name in base:
+            groups["python+click"] += us
+        elif name.split(".")[0] in LIBS or name.startswith("_cffi"):
+            groups["libs"] += us
+        elif name.startswith("reelstore"):
+            groups["reelstore"] += us
+            count += 1
+        else:
+            groups["other stdlib"] += us
+    return ("imports: " + " | ".join(f"{k} {v / 1000:.1f}" for k, v in groups.items())
+            + f" ms ({count} reelstore modules)")
+
+
+def _click_floor_why(cwd: Path, env: dict[str, str]) -> str:
+    """Why python + click is the floor: what `import click` loads, by -X importtime."""
+    base = _importtime("pass", [], cwd, env)
+    got = _importtime("import click", [], cwd, env)
+    extra = {k: v for k, v in got.items() if k not in base}
+    top = sorted(extra.items(), key=lambda kv: -kv[1])[:6]
+    listed = ", ".join(f"{k} {v / 1000:.1f}" for k, v in top)
+    return (f"  why: `python -c pass` imports {len(base)} modules ({sum(base.values()) / 1000:.1f} ms self, site "
+            f"and the editable install's finder among them); `import click` adds {len(extra)} "
+            f"({sum(extra.values()) / 1000:.1f} ms self: {listed}, ...)")
+
+
+def _verb_row(title: str, reel_s: list[tuple], git_s: list[tuple] | None, floor: list[tuple],
+              click_floor: list[tuple]) -> None:
+    """reel beside git, the issue's floor and the floor with click; the goal is reel/(floor+click) <= 1.3."""
+    r = med(reel_s, 0)
+    parts = [f"{title:<30} reel {r * 1000:6.1f} ms cpu ({med(reel_s, 1) * 1000:6.1f} wall)"]
+    if git_s:
+        parts.append(f"git {med(git_s, 0) * 1000:5.1f} ms  reel/git {r / max(med(git_s, 0), 1e-6):5.1f}x")
+    parts.append(f"floor {med(floor, 0) * 1000:5.1f}  reel/floor {r / med(floor, 0):4.2f}x")
+    parts.append(f"floor+click {med(click_floor, 0) * 1000:5.1f}  reel/(floor+click) {r / med(click_floor, 0):4.2f}x")
+    print("  ".join(parts), flush=True)
+
+
 def _startup(tmp: Path, repeat: int, cached: bool) -> None:
     """Without cached bytecode (as this environment runs reel: every reelstore module is compiled at
-    every start) and with it (after one warm-up run wrote __pycache__)."""
+    every start) and with it (after one warm-up run wrote __pycache__). Each verb's runs are interleaved
+    with git's and with the two floors' (the issue's: python + blake3/zstandard/msgpack reading one ref;
+    and that with `import click`, which every verb pays while the CLI is click)."""
     env = bytecode_env(cached)
     print(f"== one CLI verb, whole process, bytecode {'cached' if cached else 'not cached'}")
     tmp.mkdir(parents=True)
@@ -171,31 +250,51 @@ def _startup(tmp: Path, repeat: int, cached: bool) -> None:
     git_repo(g, 10)
     head = (r / ".reel" / "refs" / "heads" / "main").read_text()[:64]
     ghead = git("rev-parse", "main", cwd=g).decode().strip()
+    ref = str(r / ".reel/refs/heads/main")
     if cached:
-        for warm in ([REEL, "--help"], [REEL, "show-ref"], [REEL, "fork", "warm"]):
+        for warm in ([REEL, "--help"], [REEL, "show-ref"], [REEL, "fork", "warm"], [REEL, "cat-file", "-p", head]):
             run(warm, r, env=env)
-    floor = interleaved({"f": lambda: run([sys.executable, "-c", FLOOR, str(r / ".reel/refs/heads/main")], r,
-                                          env=env)}, repeat)
-    # The CLI is click (the issue keeps it): importing click alone is the part of every verb's start-up
-    # that no change to reelstore can remove.
-    with_click = interleaved({"c": lambda: run([sys.executable, "-c", "import click; " + FLOOR,
-                                               str(r / ".reel/refs/heads/main")], r, env=env)}, repeat)
-    row("(floor + import click)", with_click["c"], None, floor["f"])
-    verbs = [
-        ("--version", [REEL, "--version"], ["git", "--version"]),
-        ("--help", [REEL, "--help"], ["git", "help", "-a"]),
-        ("show-ref", [REEL, "show-ref"], ["git", "show-ref"]),
-        ("cat-file -p HEAD record", [REEL, "cat-file", "-p", head], ["git", "cat-file", "-p", ghead]),
-        ("update-ref refs/heads/b", [REEL, "update-ref", "refs/heads/b", head], ["git", "update-ref", "refs/heads/b",
-                                                                                 ghead]),
-    ]
-    for name, rc, gc_ in verbs:
-        got = interleaved({"r": lambda rc=rc: run(rc, r, env=env), "g": lambda gc_=gc_: run(gc_, g)}, repeat)
-        row(name, got["r"], got["g"], floor["f"])
+    floors = {"pass": lambda: run([sys.executable, "-c", "pass"], r, env=env),
+              "floor": lambda: run([sys.executable, "-c", FLOOR, ref], r, env=env),
+              "click": lambda: run([sys.executable, "-c", "import click; " + FLOOR, ref], r, env=env),
+              "command": lambda: run([sys.executable, "-c", CLICK_COMMAND, ref], r, env=env)}
+    got = interleaved(floors, repeat)
+    print(f"{'(python -c pass)':<30} {med(got['pass'], 0) * 1000:6.1f} ms cpu")
+    print(f"{'(floor)':<30} {med(got['floor'], 0) * 1000:6.1f} ms cpu  (python + blake3, zstandard, msgpack; "
+          "reads one ref)")
+    print(f"{'(floor + import click)':<30} {med(got['click'], 0) * 1000:6.1f} ms cpu  "
+          f"floor+click/floor {med(got['click'], 0) / med(got['floor'], 0):4.2f}x")
+    print(f"{'(floor + a click command)':<30} {med(got['command'], 0) * 1000:6.1f} ms cpu  "
+          "(a group, one command with -p, parsed and run)")
+    print(_click_floor_why(r, env))
+
+    def versus(title: str, reel_cmd: Callable[[], list[str]], git_cmd: Callable[[], list[str]] | None,
+               split: list[str] | None = None, cwd: Path = r, gcwd: Path = g) -> None:
+        pairs = {"r": lambda: run(reel_cmd(), cwd, env=env), "f": floors["floor"], "c": floors["click"]}
+        if git_cmd is not None:
+            pairs["g"] = lambda: run(git_cmd(), gcwd, env={**os.environ, **GIT_ENV})
+        res = interleaved(pairs, repeat)
+        _verb_row(title, res["r"], res.get("g"), res["f"], res["c"])
+        if split is not None:
+            print("    " + _import_split(split, cwd, env, base_click))
+
+    base_click = _importtime("import click", [], r, env)
+    versus("--version", lambda: [REEL, "--version"], lambda: ["git", "--version"])
+    versus("--help", lambda: [REEL, "--help"], lambda: ["git", "help", "-a"])
+    versus("show-ref", lambda: [REEL, "show-ref"], lambda: ["git", "show-ref"], ["show-ref"])
+    versus("cat-file -p HEAD record", lambda: [REEL, "cat-file", "-p", head], lambda: ["git", "cat-file", "-p", ghead],
+           ["cat-file", "-p", head])
+    versus("update-ref refs/heads/b", lambda: [REEL, "update-ref", "refs/heads/b", head],
+           lambda: ["git", "update-ref", "refs/heads/b", ghead], ["update-ref", "refs/heads/b", head])
     n = iter(range(10**6))
-    got = interleaved({"r": lambda: run([REEL, "fork", f"v{next(n)}"], r, env=env),
-                       "g": lambda: run(["git", "branch", f"b{next(n)}", "main"], g)}, repeat)
-    row("fork / git branch", got["r"], got["g"], floor["f"])
+    versus("fork / git branch", lambda: [REEL, "fork", f"v{next(n)}"], lambda: ["git", "branch", f"b{next(n)}", "main"],
+           ["fork", "vsplit{}"])
+    remote, gremote = git_init(tmp / "p-remote"), git_init(tmp / "p-gremote")
+    subprocess.run([REEL, "remote", "add", "base", str(remote)], cwd=r, check=True, env=env)
+    subprocess.run([REEL, "push", "base"], cwd=r, check=True, capture_output=True, env=env)
+    git("push", "-q", str(gremote), "main", cwd=g)
+    versus("push, nothing to send", lambda: [REEL, "push", "base"], lambda: ["git", "push", "-q", str(gremote), "main"],
+           ["push", "base"])
 
 
 FLOOR_BATCH = Path(__file__).resolve().parent / "floor_batch.py"

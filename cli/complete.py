@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from click.shell_completion import CompletionItem
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # click's completion module loads only when a completer runs, as the store does
+    from click.shell_completion import CompletionItem
+
     from reelstore.storage.repo import Repo
 
-Completer = Callable[[click.Context, click.Parameter, str], list[CompletionItem]]
+Completer = Callable[[click.Context, click.Parameter, str], "list[CompletionItem]"]
 
 _SHORT = (("refs/heads/", "trunk"), ("refs/views/", "view"), ("refs/tags/", "tag"),
           ("refs/remotes/", "remote-tracking ref"), ("refs/snapshots/", "snapshot"))
@@ -41,6 +42,8 @@ def _guarded(names: Callable[[Repo, str], Iterable[tuple[str, str]]]) -> Complet
     nothing at all if the store cannot be found or read, whatever the reason."""
 
     def complete(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+        from click.shell_completion import CompletionItem
+
         try:
             found = [CompletionItem(name, help=help or None) for name, help in names(_repo(ctx), incomplete)
                      if name.startswith(incomplete)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import os
 
 from reelstore import revisions
@@ -46,6 +45,8 @@ def principal(repo: Repo) -> str:
     """Who the reflog names: REEL_PRINCIPAL, else config user.name, else the login name."""
     who = os.environ.get("REEL_PRINCIPAL") or repo.config.get("user.name")
     if not who:
+        import getpass  # it loads termios; most runs name their principal without it
+
         try:
             who = getpass.getuser()
         except (KeyError, OSError):

@@ -2,23 +2,25 @@
 
 A one-verb process (`reel fork`, `reel cat-file -p`) defines a dozen value classes before it does any
 work, and `dataclass` spends ~0.4 ms on each: six generated methods, each compiled by its own `exec`,
-and a regular-expression check per annotation. `frozen` compiles one `__init__` per class (the only
-method whose speed matters per instance: decoding an object builds one) and shares the rest: `__eq__`,
-`__hash__` and `__repr__` read the class's field names, with the semantics dataclass gives them.
+and a regular-expression check per annotation. `frozen` compiles `__init__`, `__eq__` and `__hash__`
+in one `exec` per class and shares `__repr__` and the frozen `__setattr__`, with the semantics
+dataclass gives them; building an instance is also faster (it fills `__dict__` directly).
 
-A class made here is a dataclass to the standard library: it carries `__dataclass_fields__`, so
-`dataclasses.fields`, `replace`, `asdict` and `is_dataclass` work on it, and assigning an attribute
-raises `dataclasses.FrozenInstanceError`. What it does not do: `order`, `slots`, `kw_only`, `InitVar`,
+A class made here is a dataclass to the standard library: it carries `__dataclass_fields__` (built on
+first use, so `dataclasses` itself is imported only then), so `dataclasses.fields`, `replace`,
+`asdict` and `is_dataclass` work on it, and assigning an attribute raises
+`dataclasses.FrozenInstanceError`. What it does not do: `order`, `slots`, `kw_only`, `InitVar`,
 per-field `compare`/`repr`/`hash` options. A class that needs one uses `dataclass`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:
+    import dataclasses
+
     from typing_extensions import dataclass_transform
 else:
     def dataclass_transform(**_options: Any) -> Callable[[Any], Any]:
@@ -26,6 +28,15 @@ else:
 
 T = TypeVar("T")
 C = TypeVar("C", bound=type)
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+_MISSING = _Missing()
+"""No default (dataclasses.MISSING's role, without importing dataclasses)."""
 
 
 class _Factory:
@@ -40,6 +51,10 @@ def field(*, default_factory: Callable[[], T]) -> T:
     return _Factory(default_factory)  # type: ignore[return-value]
 
 
+Spec = dict[str, tuple[Any, Any, Any]]
+"""Field name -> (annotation, default or _MISSING, default factory or _MISSING), in field order."""
+
+
 def _is_classvar(annotation: Any) -> bool:
     if isinstance(annotation, str):  # under `from __future__ import annotations`, as dataclass reads it
         return annotation.startswith(("ClassVar", "typing.ClassVar"))
@@ -47,45 +62,65 @@ def _is_classvar(annotation: Any) -> bool:
 
 
 def _setattr(self: Any, name: str, value: Any) -> None:
-    raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+    from dataclasses import FrozenInstanceError
+
+    raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
 
 def _delattr(self: Any, name: str) -> None:
-    raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+    from dataclasses import FrozenInstanceError
+
+    raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
 def _repr(self: Any) -> str:
-    inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__dataclass_fields__)
+    inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__frozen_fields__)
     return f"{self.__class__.__qualname__}({inner})"
+
+
+class _DataclassFields:
+    """`__dataclass_fields__`, built (importing dataclasses) the first time the standard library asks:
+    `fields`, `replace`, `asdict` and `is_dataclass` read it; a one-verb process usually never does."""
+
+    def __get__(self, obj: Any, owner: type) -> dict[str, dataclasses.Field[Any]]:
+        import dataclasses
+
+        fields: dict[str, dataclasses.Field[Any]] = {}
+        for name, (annotation, default, factory) in owner.__frozen_fields__.items():  # type: ignore[attr-defined]
+            made: Any = dataclasses.MISSING if factory is _MISSING else factory
+            f = dataclasses.Field(dataclasses.MISSING if default is _MISSING else default, made,
+                                  True, True, None, True, {}, False)
+            f.name, f.type = name, annotation
+            f._field_type = dataclasses._FIELD  # type: ignore[attr-defined]  # what fields() and replace() look for
+            fields[name] = f
+        type.__setattr__(owner, "__dataclass_fields__", fields)
+        return fields
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(field,))
 def frozen(cls: C) -> C:
     """Make `cls` a frozen value class of the fields it annotates (after those of its frozen bases)."""
-    fields: dict[str, dataclasses.Field[Any]] = {}
+    spec: Spec = {}
     for base in reversed(cls.__mro__[1:]):
-        fields.update(getattr(base, "__dataclass_fields__", {}))
-    namespace: dict[str, Any] = {"_MISSING": dataclasses.MISSING}
+        spec.update(getattr(base, "__frozen_fields__", {}))
+    namespace: dict[str, Any] = {"_MISSING": _MISSING}
     for name, annotation in cls.__dict__.get("__annotations__", {}).items():
         if _is_classvar(annotation):
             continue
-        default = cls.__dict__.get(name, dataclasses.MISSING)
-        factory: Any = dataclasses.MISSING
+        default: Any = cls.__dict__.get(name, _MISSING)
+        factory: Any = _MISSING
         if isinstance(default, _Factory):
-            factory, default = default.make, dataclasses.MISSING
+            factory, default = default.make, _MISSING
             delattr(cls, name)
-        f = dataclasses.Field(default, factory, True, True, None, True, {}, False)
-        f.name, f.type = name, annotation
-        f._field_type = dataclasses._FIELD  # type: ignore[attr-defined]  # what fields() and replace() look for
-        fields[name] = f
+        spec[name] = (annotation, default, factory)
     params, body = [], []
-    for name, f in fields.items():
-        if f.default is not dataclasses.MISSING:
-            namespace[f"_d_{name}"] = f.default
+    for name, (_, default, factory) in spec.items():
+        if default is not _MISSING:
+            namespace[f"_d_{name}"] = default
             params.append(f"{name}=_d_{name}")
             body.append(f" d[{name!r}] = {name}")
-        elif f.default_factory is not dataclasses.MISSING:
-            namespace[f"_f_{name}"] = f.default_factory
+        elif factory is not _MISSING:
+            namespace[f"_f_{name}"] = factory
             params.append(f"{name}=_MISSING")
             body.append(f" d[{name!r}] = _f_{name}() if {name} is _MISSING else {name}")
         else:
@@ -93,16 +128,16 @@ def frozen(cls: C) -> C:
             body.append(f" d[{name!r}] = {name}")
     if hasattr(cls, "__post_init__"):
         body.append(" self.__post_init__()")
-    key = "(" + "".join(f"self.{name}, " for name in fields) + ")"
-    other = "(" + "".join(f"other.{name}, " for name in fields) + ")"
+    key = "(" + "".join(f"self.{name}, " for name in spec) + ")"
+    other = "(" + "".join(f"other.{name}, " for name in spec) + ")"
     source = (f"def __init__(self, {', '.join(params)}):\n d = self.__dict__\n" + "\n".join(body) + "\n"
               "def __eq__(self, other):\n if other.__class__ is not self.__class__:\n  return NotImplemented\n"
               f" return {key} == {other}\n"
               f"def __hash__(self):\n return hash({key})\n")
     exec(source, namespace)  # noqa: S102  # the source is built above from the class's own field names
     own = dict(cls.__dict__)
-    methods = {"__setattr__": _setattr, "__delattr__": _delattr, "__dataclass_fields__": fields,
-               "__match_args__": tuple(fields)}
+    methods = {"__setattr__": _setattr, "__delattr__": _delattr, "__frozen_fields__": spec,
+               "__dataclass_fields__": _DataclassFields(), "__match_args__": tuple(spec)}
     if "__repr__" not in own:
         methods["__repr__"] = _repr
     for name in ("__init__", "__eq__", "__hash__"):

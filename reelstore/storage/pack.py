@@ -16,7 +16,6 @@ import struct
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import blake3
@@ -24,6 +23,7 @@ import zstandard
 
 from reelstore.codec import MAX_OBJECT_SIZE
 from reelstore.errors import BadInput, StorageError
+from reelstore.frozen import frozen
 from reelstore.objects import Hash
 from reelstore.storage.pack_index import TRAILER, VERSION, PackIndex, pack_damage
 from reelstore.wording import plural
@@ -126,7 +126,7 @@ def hash_mapped(buf: mmap.mmap | bytes, end: int) -> bytes:
 # Reading
 
 
-@dataclass(frozen=True)
+@frozen
 class EntryInfo:
     """What verify-pack -v shows for one entry."""
 
