@@ -29,10 +29,8 @@ def pretty(obj: Object) -> bytes:
     """What `cat-file -p` prints: a blob's bytes, any other kind as indented JSON."""
     import json
 
-    from reelstore.objects import Blob
-
-    if isinstance(obj, Blob):
-        return obj.data
+    if obj.kind == "blob":  # a blob's content is its data (asking by kind loads no blob class for a record)
+        return obj.content()
     return (json.dumps(obj.to_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 

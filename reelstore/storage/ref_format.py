@@ -7,7 +7,6 @@ the reflog and ref transactions are modules of their own that only their users l
 
 from __future__ import annotations
 
-import bisect
 import re
 import zlib
 from collections.abc import Iterable, Mapping
@@ -113,6 +112,8 @@ class NameSet:
         self._sorted = sorted(self._set)
 
     def add(self, name: str) -> None:
+        import bisect  # only a writer checks names against each other
+
         if name not in self._set:
             self._set.add(name)
             bisect.insort(self._sorted, name)
@@ -124,6 +125,8 @@ class NameSet:
             ancestor = "/".join(parts[:i])
             if ancestor in self._set:
                 return ancestor
+        import bisect
+
         under = name + "/"
         at = bisect.bisect_left(self._sorted, under)
         if at < len(self._sorted) and self._sorted[at].startswith(under):
