@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from reelstore.errors import BudgetExhausted, CapabilityViolation
-from reelstore.objects import OPS, Capability, Effect, View
+from reelstore.objects import OPS, Capability
 from reelstore.storage.repo import Repo
+
+if TYPE_CHECKING:
+    from reelstore.objects import Effect, View
 
 AXES = ("ops", "prefix", "expiry", "budget")
 

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING
 
 from reelstore.errors import BadInput
 from reelstore.kernel.views import Live
-from reelstore.objects import Delta, Effect, Effects, Hash, Object, Put, Remove, View
+from reelstore.objects import Hash, Object
 from reelstore.storage.repo import Repo
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # each loaded where it is met: a fresh view has no delta, no effects and no changed name
     from reelstore.namespace.tree import Namespace
+    from reelstore.objects import Delta, DeltaOp, Effect, View
 
 
 def _new_namespace(repo: Repo) -> Namespace:
@@ -38,6 +39,8 @@ def empty_namespace() -> Hash:
 def current_delta(repo: Repo, live: Live) -> Delta:
     """What the view changed since its base. An open view stores none (`delta` nil): it is the diff
     of the base's namespace and the view's, O(changes · log n). A committed view object carries it."""
+    from reelstore.objects import Delta, Put, Remove
+
     if live.view.delta is not None:
         delta = repo.cache.load(live.view.delta, Object)
         if isinstance(delta, Delta):
@@ -54,6 +57,15 @@ def current_delta(repo: Repo, live: Live) -> Delta:
     return Delta(base_ns, ops)
 
 
+def changed(repo: Repo, live: Live) -> tuple[DeltaOp, ...]:
+    """The operations of `current_delta`, without building a delta for a view that changed nothing."""
+    if live.view.delta is None and live.view.base is not None:
+        base = repo.cache.load(live.view.base, Object)
+        if getattr(base, "namespace", None) == live.view.namespace:
+            return ()
+    return current_delta(repo, live).ops
+
+
 def base_namespace(delta: Delta) -> Hash:
     """The namespace a delta applies to; one without a base changed the empty map (as `current_delta` builds it)."""
     return delta.base if delta.base is not None else empty_namespace()
@@ -63,4 +75,6 @@ def pending_effects(repo: Repo, view: View) -> list[Effect]:
     """The view's buffered effects, in submission order."""
     if view.effects is None:
         return []
+    from reelstore.objects import Effect, Effects
+
     return [repo.cache.load(h, Effect) for h in repo.cache.load(view.effects, Effects).items]

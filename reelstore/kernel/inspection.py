@@ -8,15 +8,18 @@ result, not in the CLI (the library never imports the CLI); the human-readable t
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from reelstore.frozen import frozen
 from reelstore.kernel import admission
 from reelstore.kernel.binding import bound_remote
-from reelstore.kernel.changes import base_namespace, current_delta, namespace, pending_effects
+from reelstore.kernel.changes import base_namespace, changed, current_delta, namespace, pending_effects
 from reelstore.kernel.views import live_views, load_live
-from reelstore.objects import Capability, DeltaOp, Effect, Hash, Put
+from reelstore.objects import Hash
 from reelstore.storage.repo import Repo
+
+if TYPE_CHECKING:  # a status of a view that changed nothing needs none of their modules
+    from reelstore.objects import Capability, DeltaOp, Effect
 
 ChangeStatus = Literal["added", "modified", "removed"]
 
@@ -26,6 +29,8 @@ def _hex(h: Hash | None) -> str | None:
 
 
 def _op_json(op: DeltaOp) -> dict[str, Any]:
+    from reelstore.objects import Put
+
     return {"op": op.op, "name": op.name, "id": op.id.hex() if isinstance(op, Put) else None}
 
 
@@ -108,13 +113,15 @@ def status(repo: Repo, name: str) -> ViewStatus:
     view = live.view
     return ViewStatus(
         view=name, id=live.id, parent=view.parent, base=view.base, boundary=view.boundary, depth=view.depth,
-        trunk=live.trunk, changes=current_delta(repo, live).ops, effects=tuple(pending_effects(repo, view)),
+        trunk=live.trunk, changes=changed(repo, live), effects=tuple(pending_effects(repo, view)),
         caps=admission.view_caps(repo, view), merged=tuple(str(m) for m in view.meta.get("merged", ())),
     )
 
 
 def diff(repo: Repo, name: str) -> list[NameChange]:
     """What view `name` changed relative to its base: one entry per name, in name order."""
+    from reelstore.objects import Put
+
     live = load_live(repo, name, settle=False)
     delta = current_delta(repo, live)
     ns = namespace(repo)
@@ -132,6 +139,6 @@ def views(repo: Repo) -> list[ViewSummary]:
     out = []
     for live in live_views(repo):
         v = live.view
-        out.append(ViewSummary(live.name, live.id, v.parent, v.boundary, v.depth, len(current_delta(repo, live).ops),
+        out.append(ViewSummary(live.name, live.id, v.parent, v.boundary, v.depth, len(changed(repo, live)),
                                len(pending_effects(repo, v)), bound_remote(repo, v)))
     return out
