@@ -190,6 +190,9 @@ def test_a_commit_killed_after_winning_the_remote_is_settled_by_fetch_and_draine
         assert (tmp_path / "a" / ".reel" / "claims" / "main").is_file() and target.count("/blind") == 0
         cleared = reel("gc", "--clear-stale-locks")  # the killed commit's ref locks
         assert cleared.returncode == 0, cleared.stderr.decode()
+        again = reel("commit", "pay", "--remote", "origin")  # terminal, and it says what is still to do
+        assert again.returncode == 8 and b"`reel fetch origin` makes it this store's commit" in again.stderr, \
+            again.stderr.decode()
         fetched = reel("fetch", "origin")
         assert fetched.returncode == 0, fetched.stderr.decode()
         assert b"now holds the record as committed here" in fetched.stdout + fetched.stderr

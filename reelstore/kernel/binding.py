@@ -107,7 +107,13 @@ def check_commit_point(repo: Repo, live: Live, remote: str | None) -> None:
     head = repo.refs.get(tracking_trunk(bound, live.trunk))
     found = find_record(repo, live.view, head, stop=None) if head is not None and repo.objects.has(head) else None
     if found is not None:
-        raise ViewTerminal(f"view {live.name!r} was committed as {found.hex()} (on remote {bound})",
+        from reelstore.kernel import claims  # on use: only a view the remote already holds gets here
+
+        claim = claims.read(repo, live.trunk)
+        unsettled = (f"; this store committed it there but stopped before its own trunk moved: `reel fetch {bound}` "
+                     "makes it this store's commit, then `reel recover` sends its effects"
+                     if claim is not None and claim.record == found else "")
+        raise ViewTerminal(f"view {live.name!r} was committed as {found.hex()} (on remote {bound}){unsettled}",
                            view=live.name, state="committed", record=found.hex())
     if remote != bound:
         where = "without --remote" if remote is None else f"at remote {remote!r}"
