@@ -17,13 +17,13 @@ from reelstore.errors import Unreachable
 from reelstore.objects import Blob
 from reelstore.storage.repo import Repo
 from reelstore.sync.outgoing import OutgoingPack
-from reelstore.sync.send_pack import ZERO_SHA, ReceivePack, send_pack
+from reelstore.sync.send_pack import ZERO_SHA, GitService, send_pack
 
 
 class Trickle:
     """A receive-pack whose every write takes at most `most` bytes and says so, as a socket may."""
 
-    def __init__(self, server: ReceivePack, most: int) -> None:
+    def __init__(self, server: GitService, most: int) -> None:
         self.server, self.most, self.writes = server, most, 0
 
     def read(self, size: int) -> bytes:
@@ -47,7 +47,7 @@ def test_a_pack_cut_into_short_writes_arrives_whole(tmp_path: Path) -> None:
     remote = bare(tmp_path / "r.git")
     out, blobs, commit = _pack(300)
     counted: list[int] = []
-    with ReceivePack(str(remote)) as server:
+    with GitService("receive-pack", str(remote)) as server:
         wire = Trickle(server, 1000)
         fates = send_pack(wire, lambda refs: {b"refs/reel/heads/main": commit.encode()}, out, written=counted.append)
     assert fates == {b"refs/reel/heads/main": None}
@@ -64,7 +64,7 @@ def test_a_pack_cut_into_short_writes_arrives_whole(tmp_path: Path) -> None:
 def test_the_server_compares_and_swaps_each_ref(tmp_path: Path) -> None:
     remote = bare(tmp_path / "r.git")
     out, _, first = _pack(3)
-    with ReceivePack(str(remote)) as server:
+    with GitService("receive-pack", str(remote)) as server:
         assert send_pack(server, lambda refs: {b"refs/reel/heads/main": first.encode()}, out) == {
             b"refs/reel/heads/main": None}
     tree = git("--git-dir", str(remote), "rev-parse", f"{first}^{{tree}}").strip()
@@ -76,11 +76,11 @@ def test_the_server_compares_and_swaps_each_ref(tmp_path: Path) -> None:
         git("--git-dir", str(remote), "update-ref", "refs/reel/heads/main", other)  # after the advertisement
         return {b"refs/reel/heads/main": second.encode()}
 
-    with ReceivePack(str(remote)) as server:
+    with GitService("receive-pack", str(remote)) as server:
         fates = send_pack(server, moved_meanwhile, late)
     assert fates[b"refs/reel/heads/main"]  # refused, with git's reason
     assert git("--git-dir", str(remote), "rev-parse", "refs/reel/heads/main").strip() == other
-    with ReceivePack(str(remote)) as server:
+    with GitService("receive-pack", str(remote)) as server:
         assert send_pack(server, lambda refs: {b"refs/reel/heads/main": ZERO_SHA}, None) == {
             b"refs/reel/heads/main": None}
     assert git("--git-dir", str(remote), "for-each-ref").strip() == ""
@@ -89,10 +89,10 @@ def test_the_server_compares_and_swaps_each_ref(tmp_path: Path) -> None:
 def test_nothing_to_change_sends_no_pack(tmp_path: Path) -> None:
     remote = bare(tmp_path / "r.git")
     out, _, commit = _pack(3)
-    with ReceivePack(str(remote)) as server:
+    with GitService("receive-pack", str(remote)) as server:
         send_pack(server, lambda refs: {b"refs/reel/heads/main": commit.encode()}, out)
     before = git("--git-dir", str(remote), "count-objects", "-v")
-    with ReceivePack(str(remote)) as server:
+    with GitService("receive-pack", str(remote)) as server:
         assert send_pack(server, lambda refs: dict(refs), out) == {}
     assert git("--git-dir", str(remote), "count-objects", "-v") == before
 
@@ -100,7 +100,7 @@ def test_nothing_to_change_sends_no_pack(tmp_path: Path) -> None:
 def test_a_directory_that_is_not_a_repository_is_named_in_gits_words(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    with ReceivePack(str(plain)) as server:
+    with GitService("receive-pack", str(plain)) as server:
         with pytest.raises(HangupException):
             send_pack(server, lambda refs: {}, None)
         said = str(server.hung_up())
@@ -122,3 +122,17 @@ def test_a_push_to_a_local_repository_does_not_load_dulwichs_client(tmp_path: Pa
                            check=True, timeout=120).stdout.split()
     assert int(shown[0]) > 0 and shown[1] == "False"
     fsck(remote)
+
+
+def test_a_clone_and_fetch_of_a_local_repository_do_not_load_dulwichs_client(tmp_path: Path) -> None:
+    remote = bare(tmp_path / "r.git")
+    repo = Repo.init(tmp_path / "a")
+    sync.add_remote(repo, "origin", str(remote))
+    sync.push(repo, "origin")
+    script = ("import sys; from reelstore import sync; "
+              "b, got = sync.clone(sys.argv[1], sys.argv[2]); f = sync.fetch(b, 'origin'); "
+              "print(sorted(got.refs) == sorted(f.refs), len(got.refs), 'dulwich.client' in sys.modules)")
+    shown = subprocess.run([sys.executable, "-c", script, str(remote), str(tmp_path / "b")], capture_output=True,
+                           text=True, check=True, timeout=120).stdout.split()
+    assert shown == ["True", "1", "False"]
+    assert Repo.open(tmp_path / "b").refs["refs/heads/main"] == repo.refs["refs/heads/main"]

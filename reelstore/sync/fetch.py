@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from dulwich.errors import HangupException
 
 from reelstore.errors import BadInput, ReelError, StorageError
 from reelstore.kernel import binding, claims
@@ -31,13 +33,11 @@ from reelstore.storage.repo import DEFAULT_TRUNK, REEL_DIR, Repo
 from reelstore.sync import messages
 from reelstore.sync.mapping import reel_ref, tracking_ref
 from reelstore.sync.remote import DEFAULT_REMOTE, add_remote, remote_url
+from reelstore.sync.send_pack import GitService, fetch_pack, list_refs
 from reelstore.sync.state import Seen, SyncState
 from reelstore.sync.transport import Counter, Progress, Remote, connect, remote_progress, size, talking_to
 
 if TYPE_CHECKING:
-    from dulwich.objects import ObjectID
-    from dulwich.refs import Ref
-
     from reelstore.sync.unpack import Received
 
 _STORE_BATCH = 16 << 20
@@ -281,25 +281,23 @@ def _store_staged(repo: Repo, got: Received) -> None:
 
 def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | None, staging: str, *,
              incremental: bool) -> tuple[dict[str, str], Received]:
-    """One fetch round: the advertised reel refs (ref → sync commit) and the verified objects received."""
-    from dulwich.object_store import ObjectStoreGraphWalker
-    from dulwich.objects import ObjectID
-
+    """One fetch round: the advertised reel refs (ref → sync commit) and the verified objects received.
+    A local repository is fetched from by our own fetch-pack (`send_pack.fetch_pack`, git's upload-pack
+    spawned here); any other remote by dulwich's."""
     from reelstore.sync.incoming import read_pack
     from reelstore.sync.unpack import unpack
 
     advertised: dict[str, str] = {}
 
-    def determine_wants(refs: Mapping[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
+    def determine_wants(refs: Mapping[bytes, bytes | None], depth: int | None = None) -> list[bytes]:
         for name, sha in refs.items():
             ref = reel_ref(name)
             if ref is not None and sha is not None:
                 advertised[_checked(ref)] = sha.decode()
-        return sorted({ObjectID(sha.encode()) for sha in advertised.values()
+        return sorted({sha.encode() for sha in advertised.values()
                        if not incremental or state.commit_refs(conn.name, sha) is None})
 
-    tips = [ObjectID(t.encode()) for t in state.tips(conn.name)] if incremental else []
-    walker = ObjectStoreGraphWalker(tips, lambda _sha: [])
+    tips = [t.encode() for t in state.tips(conn.name)] if incremental else []
     limit = _max_bytes(repo)
     round_name = "incremental" if incremental else "full"
     received = Path(staging) / f"{round_name}.pack"
@@ -312,7 +310,7 @@ def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | No
             counted.add(len(chunk))
             return spool.write(chunk)
 
-        conn.client.fetch_pack(conn.path, determine_wants, walker, write, progress=remote_progress(progress))
+        _fetch_pack(conn, determine_wants, tips, write, remote_progress(progress), limit)
         if counted.n:
             counted.done()
     store = LooseObjectStore(Path(staging) / round_name, fsync=False)
@@ -320,6 +318,36 @@ def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | No
         return advertised, unpack(read_pack(received, store), repo.objects.has)
     finally:
         received.unlink()
+
+
+def _fetch_pack(conn: Remote, determine_wants: Callable[[Mapping[bytes, bytes | None]], list[bytes]],
+                tips: list[bytes], write: Callable[[bytes], int], side: Callable[[bytes], None] | None,
+                limit: int) -> None:
+    """Fetch what `determine_wants` picks, offering `tips` as haves: by our own fetch-pack from git's
+    upload-pack for a local repository, else by dulwich's client."""
+    if conn.local:
+        with GitService("upload-pack", conn.path) as server:
+            try:
+                fetch_pack(server, determine_wants, tips, write, side, budget=2 * limit + (1 << 20))
+            except HangupException:
+                raise server.hung_up() from None
+        return
+    from dulwich.object_store import ObjectStoreGraphWalker
+    from dulwich.objects import ObjectID
+
+    walker = ObjectStoreGraphWalker([ObjectID(t) for t in tips], lambda _sha: [])
+    conn.client.fetch_pack(conn.path, determine_wants, walker, write, progress=side)  # type: ignore[arg-type]
+
+
+def _list_refs(conn: Remote) -> dict[bytes, bytes]:
+    """The refs the remote advertises (by our own client for a local repository)."""
+    if conn.local:
+        with GitService("upload-pack", conn.path) as server:
+            try:
+                return list_refs(server)
+            except HangupException:
+                raise server.hung_up() from None
+    return {bytes(name): bytes(sha) for name, sha in conn.client.get_refs(conn.path.encode()).refs.items() if sha}
 
 
 def _max_bytes(repo: Repo) -> int:
@@ -342,7 +370,7 @@ def clone(url: str, directory: Path | str, progress: Progress | None = None) -> 
     url = _absolute(url)
     conn = connect(DEFAULT_REMOTE, url)
     with talking_to(conn):
-        listed = conn.client.get_refs(conn.path.encode()).refs
+        listed = _list_refs(conn)
     trunks = sorted(ref.removeprefix("refs/heads/") for ref in filter(None, map(reel_ref, listed))
                     if ref.startswith("refs/heads/"))
     trunk = DEFAULT_TRUNK if DEFAULT_TRUNK in trunks or not trunks else trunks[0]

@@ -31,7 +31,7 @@ from reelstore.sync import messages
 from reelstore.sync.mapping import REMOTE_PREFIX, git_ref, tracking_ref
 from reelstore.sync.outgoing import OutgoingPack
 from reelstore.sync.remote import remote_url
-from reelstore.sync.send_pack import ZERO_SHA, ReceivePack, UpdateRefs, hung_up, send_pack
+from reelstore.sync.send_pack import ZERO_SHA, GitService, UpdateRefs, hung_up, send_pack
 from reelstore.sync.state import Seen, SyncState
 from reelstore.sync.transport import Counter, Progress, Remote, connect, remote_progress, talking_to, text
 
@@ -360,7 +360,7 @@ def _send_pack(conn: Remote, update_refs: UpdateRefs, outgoing: OutgoingPack | N
     written = counter.add if counter is not None else None
     side = remote_progress(progress)
     if conn.local:
-        with ReceivePack(conn.path) as server:
+        with GitService("receive-pack", conn.path) as server:
             try:
                 fates = send_pack(server, update_refs, outgoing, atomic=atomic, progress=side, written=written)
             except HangupException:

@@ -6,7 +6,8 @@ start-up. The protocol itself is small: read the refs the server advertises, sen
 to move, naming its old and new id (the server compares and swaps each under its ref lock), send the
 pack, read the server's report. Here the pack goes out as it lies in `OutgoingPack`, in large writes,
 whatever carries the bytes: git's receive-pack spawned for a local repository (no dulwich import at
-all), or the connection dulwich opens for ssh:// and git://.
+all), or the connection dulwich opens for ssh:// and git://. The fetch side for a local repository
+(git's upload-pack) is here too (`fetch_pack`), so a clone of a path loads no dulwich client either.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ _WAIT_S = 60
 _MAX_PKT = 65520
 _MAX_REPORT_PKTS = 1 << 20
 _MAX_ERRORS = 1 << 16
+_PIECE = 1 << 16
 
 UpdateRefs = Callable[[dict[bytes, bytes]], dict[bytes, bytes]]
 """Given the refs the server holds, the refs to set (ZERO_SHA deletes); raise to send nothing."""
@@ -200,14 +202,15 @@ def hung_up(errors: IO[bytes] | None) -> Exception:
     return HangupException(lines)
 
 
-class ReceivePack:
-    """git's receive-pack for a local repository, spawned as git's own push spawns it; its error output
-    goes to a file, so it can never block on a full pipe, and is quoted if it hangs up."""
+class GitService:
+    """git's receive-pack or upload-pack for a local repository, spawned as git's own push and fetch spawn
+    them; its error output goes to a file, so it can never block on a full pipe, and is quoted if it
+    hangs up."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, service: str, path: str) -> None:
         self.errors: IO[bytes] = tempfile.TemporaryFile()
         try:
-            self.proc = subprocess.Popen(["git", "receive-pack", path], stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen(["git", service, path], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=self.errors, bufsize=0)
         except BaseException:
             self.errors.close()
@@ -240,9 +243,63 @@ class ReceivePack:
             self.proc.kill()
             self.proc.wait()
 
-    def __enter__(self) -> ReceivePack:
+    def __enter__(self) -> GitService:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
         self.errors.close()
+
+
+def fetch_pack(wire: Wire, determine_wants: Callable[[dict[bytes, bytes]], list[bytes]], haves: list[bytes],
+               write: Callable[[bytes], object], progress: Callable[[bytes], None] | None = None,
+               budget: int = 1 << 40) -> None:
+    """Fetch over `wire` from git's upload-pack (protocol v0, no multi-ack): the ids `determine_wants`
+    picks from the advertised refs, telling the server the commits in `haves`; the pack goes to `write`
+    as it arrives (nothing, if nothing is wanted). Thin packs are not asked for. At most `budget` bytes
+    are read (the caller's own limit on the pack stops it sooner)."""
+    refs, caps = advertised(wire)
+    wants = determine_wants(refs)
+    put = _writer(wire)
+    if not wants:
+        put(pkt(None))
+        return
+    wanted = [b"side-band-64k", b"ofs-delta"]
+    asked = b" ".join([c for c in wanted if c in caps] + [b"agent=reelstore"])
+    lines = [pkt(b"want " + sha + (b" " + asked if i == 0 else b"") + b"\n") for i, sha in enumerate(wants)]
+    lines.append(pkt(None))
+    lines += [pkt(b"have " + sha + b"\n") for sha in haves]
+    lines.append(pkt(b"done\n"))
+    put(b"".join(lines))
+    answer = read_pkt(wire)  # without multi-ack: one ACK (a have was common) or NAK
+    if answer is None or not (answer.startswith(b"ACK ") or answer.rstrip(b"\n") == b"NAK"):
+        raise GitProtocolError(f"the server answered the negotiation with {answer!r}")
+    if b"side-band-64k" not in caps:
+        for _ in range(budget // _PIECE + 1):
+            piece = wire.read(_PIECE)
+            if not piece:
+                return
+            write(piece)
+        raise GitProtocolError("the server sent more than any pack")
+    for _ in range(budget // 5 + 1):  # every side-band line is at least 5 bytes long
+        part = read_pkt(wire)
+        if part is None:
+            return
+        channel, body = part[:1], part[1:]
+        if channel == b"\x01":
+            write(body)
+        elif channel == b"\x02":
+            if progress is not None:
+                progress(body)
+        elif channel == b"\x03":
+            raise GitProtocolError(body.decode("utf-8", "replace"))
+        else:
+            raise GitProtocolError(f"the server used an unknown side-band channel {channel!r}")
+    raise GitProtocolError("the server sent more than any pack")
+
+
+def list_refs(wire: Wire) -> dict[bytes, bytes]:
+    """The refs git's upload-pack advertises, ending the conversation there."""
+    refs, _ = advertised(wire)
+    _writer(wire)(pkt(None))
+    return refs

@@ -29,8 +29,8 @@ Progress = Callable[[str], None]
 
 class Remote:
     """A remote to talk to: its name, URL and the path its server wants. A local repository, when git is
-    installed, is pushed to by our own send-pack (`local`); dulwich's client, for everything else, is
-    made (and its module imported) on first use."""
+    installed, is pushed to and fetched from by our own client (`local`, `send_pack`); dulwich's client,
+    for everything else, is made (and its module imported) on first use."""
 
     def __init__(self, name: str, url: str, path: str, *, local: bool = False, ssh: str | None = None,
                  client: GitClient | None = None) -> None:
