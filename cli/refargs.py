@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 
-from reelstore import revisions
 from reelstore.errors import BadInput
-from reelstore.objects import ZERO_HEX, Hash, Record
+from reelstore.objects import ZERO_HEX, Hash
 from reelstore.objects.hash import is_full_hex
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
@@ -27,9 +26,19 @@ def is_zero(text: str) -> bool:
     return text == "" or text == ZERO_HEX
 
 
+def revision(repo: Repo, text: str) -> Hash:
+    """The object a revision names. A full id goes straight to the store, which is the answer the
+    revision parser gives it, so the commonest argument loads no parser."""
+    if is_full_hex(text):
+        return repo.resolve(text)
+    from reelstore import revisions
+
+    return revisions.resolve(repo, text)
+
+
 def new_value(repo: Repo, text: str) -> Hash | None:
     """A value to store: any name that resolves to an existing object; None for zeros (delete)."""
-    return None if is_zero(text) else revisions.resolve(repo, text)
+    return None if is_zero(text) else revision(repo, text)
 
 
 def old_value(repo: Repo, text: str) -> Hash | None:
@@ -38,7 +47,7 @@ def old_value(repo: Repo, text: str) -> Hash | None:
         return None
     if is_full_hex(text):
         return Hash.from_hex(text)
-    return revisions.resolve(repo, text)
+    return revision(repo, text)
 
 
 def principal(repo: Repo) -> str:
@@ -66,4 +75,6 @@ def trunk_namespace(repo: Repo, name: str) -> Hash | None:
         return None
     if head is None:
         return None
+    from reelstore.objects import Record
+
     return repo.objects.get_as(head, Record).namespace

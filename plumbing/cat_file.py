@@ -211,14 +211,14 @@ def cat_file(ctx: Context, show_type: bool, show_size: bool, show_pretty: bool, 
         return
     if batch_all_objects or nul:
         raise click.UsageError("--batch-all-objects and -z need --batch or --batch-check")
-    from reelstore import revisions
+    from reelstore.cli.refargs import revision
 
     repo = ctx.repo
     if not modes:
         if len(args) != 2:
             raise click.UsageError("give one of -t, -s, -p, -e and a NAME, or KIND NAME")
         kind, name = args
-        obj = repo.objects.get(revisions.resolve(repo, name))
+        obj = repo.objects.get(revision(repo, name))
         if obj.kind != kind:
             raise BadInput(f"{name} is a {obj.kind}, not a {kind}")
         if ctx.json:
@@ -231,11 +231,11 @@ def cat_file(ctx: Context, show_type: bool, show_size: bool, show_pretty: bool, 
     name = args[0]
     if show_exists:
         try:
-            repo.objects.get(revisions.resolve(repo, name))
+            repo.objects.get(revision(repo, name))
         except NotFound:
             click.get_current_context().exit(NotFound.exit_status)
         return
-    obj = repo.objects.get(revisions.resolve(repo, name))
+    obj = repo.objects.get(revision(repo, name))
     if show_type:
         ctx.emit({"id": obj.id.hex(), "kind": obj.kind}, obj.kind)
     elif show_size:

@@ -112,6 +112,7 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
         assert kinds <= {"hash", "block", "record"}, (args, kinds)  # the kinds met: a record
         assert "reelstore.storage.pack" in mods, args
         assert "reelstore.storage.pack_write" not in mods, args  # a read writes no pack
+        assert ("reelstore.revisions" in mods) == (args[-1] == "main"), args  # a full id needs no revision parser
 
 
 def test_fork_imports_the_kernel_but_nothing_it_does_not_run(tmp_path: Path) -> None:
