@@ -2,9 +2,9 @@
 
 A one-verb process (`reel fork`, `reel cat-file -p`) defines a dozen value classes before it does any
 work, and `dataclass` spends ~0.4 ms on each: six generated methods, each compiled by its own `exec`,
-and a regular-expression check per annotation. `frozen` compiles `__init__`, `__eq__` and `__hash__`
-in one `exec` per class and shares `__repr__` and the frozen `__setattr__`, with the semantics
-dataclass gives them; building an instance is also faster (it fills `__dict__` directly).
+and a regular-expression check per annotation. `frozen` compiles one `__init__` per class and shares
+the rest (`__eq__` and `__hash__` read the fields through one `operator.attrgetter`), with the
+semantics dataclass gives them; building an instance is also faster (it fills `__dict__` directly).
 
 A class made here is a dataclass to the standard library: it carries `__dataclass_fields__` (built on
 first use, so `dataclasses` itself is imported only then), so `dataclasses.fields`, `replace`,
@@ -15,6 +15,7 @@ per-field `compare`/`repr`/`hash` options. A class that needs one uses `dataclas
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -73,6 +74,21 @@ def _delattr(self: Any, name: str) -> None:
     raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
+def _eq(self: Any, other: Any) -> Any:
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    key = self.__frozen_key__
+    return key(self) == key(other)
+
+
+def _hash(self: Any) -> int:
+    return hash(self.__frozen_key__(self))
+
+
+def _no_fields(_obj: Any) -> tuple[()]:
+    return ()
+
+
 def _repr(self: Any) -> str:
     inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__frozen_fields__)
     return f"{self.__class__.__qualname__}({inner})"
@@ -128,21 +144,16 @@ def frozen(cls: C) -> C:
             body.append(f" d[{name!r}] = {name}")
     if hasattr(cls, "__post_init__"):
         body.append(" self.__post_init__()")
-    key = "(" + "".join(f"self.{name}, " for name in spec) + ")"
-    other = "(" + "".join(f"other.{name}, " for name in spec) + ")"
-    source = (f"def __init__(self, {', '.join(params)}):\n d = self.__dict__\n" + "\n".join(body) + "\n"
-              "def __eq__(self, other):\n if other.__class__ is not self.__class__:\n  return NotImplemented\n"
-              f" return {key} == {other}\n"
-              f"def __hash__(self):\n return hash({key})\n")
+    source = f"def __init__(self, {', '.join(params)}):\n d = self.__dict__\n" + "\n".join(body) + "\n"
     exec(source, namespace)  # noqa: S102  # the source is built above from the class's own field names
     own = dict(cls.__dict__)
-    methods = {"__setattr__": _setattr, "__delattr__": _delattr, "__frozen_fields__": spec,
-               "__dataclass_fields__": _DataclassFields(), "__match_args__": tuple(spec)}
+    namespace["__init__"].__qualname__ = f"{cls.__qualname__}.__init__"
+    key = operator.attrgetter(*spec) if spec else staticmethod(_no_fields)
+    methods = {"__init__": namespace["__init__"], "__eq__": _eq, "__hash__": _hash, "__setattr__": _setattr,
+               "__delattr__": _delattr, "__frozen_fields__": spec, "__dataclass_fields__": _DataclassFields(),
+               "__match_args__": tuple(spec), "__frozen_key__": key}
     if "__repr__" not in own:
         methods["__repr__"] = _repr
-    for name in ("__init__", "__eq__", "__hash__"):
-        namespace[name].__qualname__ = f"{cls.__qualname__}.{name}"
-        methods[name] = namespace[name]
     if "__init__" in own:
         del methods["__init__"]
     if "__eq__" in own:
