@@ -103,7 +103,8 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
     assert _loaded(show, KERNEL_AND_UP + PACKS + ("reelstore.revisions", "reelstore.namespace")) == []
     assert sorted(show & STDLIB_EXTRAS) == []
     assert _loaded(show, ("reelstore.objects.",)) == ["reelstore.objects.hash"]
-    assert _loaded(show, ("reelstore.storage.ref_transaction", "reelstore.storage.reflog")) == []  # writers' parts
+    assert _loaded(show, ("reelstore.storage.ref_transaction", "reelstore.storage.reflog",  # writers' parts
+                          "reelstore.storage.verb_log")) == []
     for args in (["cat-file", "-p", head], ["cat-file", "-t", "main"], ["update-ref", "refs/heads/b", head]):
         mods = _imported_after(*args, cwd=tmp_path)
         assert _loaded(mods, KERNEL_AND_UP + ("reelstore.namespace",)) == [], args
@@ -112,6 +113,7 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
         assert kinds <= {"hash", "block", "record"}, (args, kinds)  # the kinds met: a record
         assert "reelstore.storage.pack" in mods, args
         assert "reelstore.storage.pack_write" not in mods, args  # a read writes no pack
+        assert "reelstore.storage.verb_log" not in mods, args  # no fork, commit or abort
         assert ("reelstore.revisions" in mods) == (args[-1] == "main"), args  # a full id needs no revision parser
 
 

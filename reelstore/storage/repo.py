@@ -20,11 +20,11 @@ from reelstore.storage.config import Config
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.refs import DiskRefStore, MemoryRefStore, RefStore, check_ref_name
 from reelstore.storage.state_files import DiskFiles, MemoryFiles, StateFiles
-from reelstore.storage.verb_log import VerbLog
 
 if TYPE_CHECKING:
     from reelstore.storage.object_cache import ObjectCache
     from reelstore.storage.object_store import ObjectStore
+    from reelstore.storage.verb_log import VerbLog
 
 REEL_DIR = ".reel"
 DEFAULT_TRUNK = "main"
@@ -57,9 +57,22 @@ class Repo:
         self.refs = refs
         self.config = config
         refs.before_apply = self._flush_objects
-        self.verbs = VerbLog(files)
+        self._verbs: VerbLog | None = None
         self._attached: dict[Callable[[Repo], Any], Any] = {}
         self._attach_guard = threading.RLock()
+
+    @property
+    def verbs(self) -> VerbLog:
+        """The verb log (fork, commit, abort), opened on first use: a plumbing verb never reads it."""
+        log = self._verbs
+        if log is None:
+            from reelstore.storage.verb_log import VerbLog
+
+            with self._attach_guard:
+                if self._verbs is None:
+                    self._verbs = VerbLog(self.files)
+                log = self._verbs
+        return log
 
     @property
     def objects(self) -> ObjectStore:
