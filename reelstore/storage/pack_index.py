@@ -8,7 +8,7 @@ Layout: docs/format.md, "Packs and pack indexes".
 from __future__ import annotations
 
 import array
-import collections
+import bisect
 import itertools
 import mmap
 import os
@@ -47,20 +47,30 @@ def index_bytes(rows: Sequence[tuple[bytes, int, int, int]], pack_checksum: byte
 
 def index_columns(ids: Sequence[bytes], offsets: Sequence[int], crcs: Sequence[int], mtimes: Sequence[int],
                   pack_checksum: bytes) -> bytes:
-    """`index_bytes` for rows given as columns, in any order: rows that come as a few sorted runs
-    (gc's copied packs) sort in near-linear time, and no tuple per row is built."""
+    """`index_bytes` for rows given as columns, in any order (see `index_parts`)."""
+    return b"".join(index_parts(ids, offsets, crcs, mtimes, pack_checksum))
+
+
+def index_parts(ids: Sequence[bytes], offsets: Sequence[int], crcs: Sequence[int], mtimes: Sequence[int],
+                pack_checksum: bytes) -> list[bytes]:
+    """The .idx as the pieces a writer writes one after another (its own checksum last), so a large
+    index is never held twice. Rows that come as a few sorted runs (gc's copied packs) sort in
+    near-linear time, and no tuple per row is built."""
     order = sorted(range(len(ids)), key=ids.__getitem__)
     joined = b"".join(map(ids.__getitem__, order))
-    counts = collections.Counter(joined[::32])
-    fanout = list(itertools.accumulate(counts.get(i, 0) for i in range(256)))
+    firsts = joined[::32]  # sorted: each bucket of the fan-out ends where the next first byte starts
+    fanout = [bisect.bisect_right(firsts, i) for i in range(256)]
     n = len(ids)
     parts = [IDX_HEADER.pack(IDX_MAGIC, VERSION, n), struct.pack(">256I", *fanout), joined]
     parts.append(struct.pack(f">{n}Q", *map(offsets.__getitem__, order)))
     parts.append(struct.pack(f">{n}I", *map(crcs.__getitem__, order)))
     parts.append(struct.pack(f">{n}Q", *map(mtimes.__getitem__, order)))
     parts.append(pack_checksum)
-    body = b"".join(parts)
-    return body + blake3.blake3(body).digest()
+    hasher = blake3.blake3()
+    for part in parts:
+        hasher.update(part)
+    parts.append(hasher.digest())
+    return parts
 
 
 def pack_damage(path: Path, what: str) -> StorageError:

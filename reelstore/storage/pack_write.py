@@ -39,7 +39,7 @@ from reelstore.storage.pack import (
     release,
     split_raw,
 )
-from reelstore.storage.pack_index import TRAILER, VERSION, Columns, index_columns
+from reelstore.storage.pack_index import TRAILER, VERSION, Columns, index_parts
 
 
 @dataclass
@@ -261,7 +261,7 @@ class _Copies:
         pack, m = r.pack, r.pack.map
         ids, offsets, crcs, _ = r.columns or pack.index.columns()
         order, offs, ends = _pack_order(pack, offsets, r.positions)
-        pos = list(map(r.positions.__getitem__, order))
+        pos: Sequence[int] = array.array("q", map(r.positions.__getitem__, order))
         bad, methods, got = self._check(pack, pos, offs, ends, crcs)
         for k in bad:
             h = Hash(ids[pos[k]])
@@ -345,13 +345,13 @@ class _Copies:
         self.size = at[n]
 
     @staticmethod
-    def _check(pack: Pack, pos: list[int], offs: list[int], ends: list[int], crcs: Sequence[int]
-               ) -> tuple[set[int], bytes, list[int]]:
+    def _check(pack: Pack, pos: Sequence[int], offs: Sequence[int], ends: Sequence[int], crcs: Sequence[int]
+               ) -> tuple[set[int], bytes, Sequence[int]]:
         """Which of the entries (in pack order) fail their index CRC, each one's method byte, and the
         CRCs found; the mapped pages are let go as it goes."""
         bad: set[int] = set()
         methods = bytearray()
-        found: list[int] = []
+        found = array.array("q")
         with memoryview(pack.map) as view:
             for lo in range(0, len(offs), CHECK_PIECE):
                 hi = min(len(offs), lo + CHECK_PIECE)
@@ -360,12 +360,12 @@ class _Copies:
                 if got != want:
                     bad.update(lo + k for k, (g, w) in enumerate(zip(got, want)) if g != w)
                 methods += bytes(map(view.__getitem__, map((1).__add__, offs[lo:hi])))
-                found += got
+                found.extend(got)
                 release(pack.map, offs[lo], ends[hi - 1])
         return bad, bytes(methods), found
 
-    def _rebase(self, r: Reuse, special: list[int], forced: set[int], methods: Sequence[int], offs: list[int],
-                sizes: list[int], pos: list[int], ids: list[bytes], mtimes: list[int]
+    def _rebase(self, r: Reuse, special: list[int], forced: set[int], methods: Sequence[int], offs: Sequence[int],
+                sizes: list[int], pos: Sequence[int], ids: list[bytes], mtimes: Sequence[int]
                 ) -> tuple[dict[int, tuple[bytes, int]], set[int], dict[int, int]]:
         """Deltas whose base is copied too get a new head with their new distance (`sizes` updated);
         the other special entries (`forced` ones, deltas whose base goes, dictionary entries under
@@ -423,7 +423,8 @@ class _Copies:
             done += entries
 
 
-def _pack_order(pack: Pack, offsets: Sequence[int], positions: Sequence[int]) -> tuple[list[int], list[int], list[int]]:
+def _pack_order(pack: Pack, offsets: Sequence[int], positions: Sequence[int]
+                ) -> tuple[Sequence[int], Sequence[int], Sequence[int]]:
     """The entries at `positions` (of the index) in pack order: for each, by rank, its place in
     `positions`, its offset and where it ends (where the next entry of the whole pack starts: the
     entries tile the pack). One sort of every entry's offset, each tagged in its lowest bit with
@@ -435,13 +436,15 @@ def _pack_order(pack: Pack, offsets: Sequence[int], positions: Sequence[int]) ->
     keys = sorted(map(operator.add, map(operator.add, offsets, offsets), tags))
     keys.append(2 * pack.data_end)
     tags = bytearray(map((1).__and__, keys))
-    offs = list(map(operator.rshift, itertools.compress(keys, tags), itertools.repeat(1)))
-    ends = list(map(operator.rshift, itertools.compress(itertools.islice(keys, 1, None), tags), itertools.repeat(1)))
+    # Compact arrays: these live through the whole plan, and a list would hold an int object per entry.
+    offs = array.array("q", map(operator.rshift, itertools.compress(keys, tags), itertools.repeat(1)))
+    ends = array.array("q", map(operator.rshift, itertools.compress(itertools.islice(keys, 1, None), tags),
+                                itertools.repeat(1)))
     del keys
     rank = dict(zip(chosen, range(len(chosen))))
     if len(rank) != len(chosen):
         raise StorageError(f"{pack.name}: its index lists two entries at one offset; run `reel fsck`")
-    return list(map(rank.__getitem__, offs)), offs, ends
+    return array.array("q", map(rank.__getitem__, offs)), offs, ends
 
 
 def _seed(tail: tuple[int, int, Hash, Pack, int], first: int) -> _Entry:
@@ -646,10 +649,13 @@ def write_pack(
         _check_written(tmp_pack, trailer)
         name = f"pack-{trailer.hex()}"
         pack_path, idx_path = directory / f"{name}.pack", directory / f"{name}.idx"
-        idx = index_columns(*columns, trailer)
+        count = len(columns[0])
+        idx = index_parts(*columns, trailer)
+        del columns  # the index's pieces replace its columns: neither is held twice
         tmp_idx = temp_name(idx_path)
         with open(tmp_idx, "xb") as f:
-            f.write(idx)
+            f.writelines(idx)
+            del idx
             if fsync:
                 f.flush()
                 os.fsync(f.fileno())
@@ -663,7 +669,7 @@ def write_pack(
             tmp_idx.unlink(missing_ok=True)
     if fsync:
         fsync_dir(directory)
-    return PackResult(name, pack_path, idx_path, len(columns[0]), trailer, size, counts)
+    return PackResult(name, pack_path, idx_path, count, trailer, size, counts)
 
 
 CHECK_SAMPLE = 256
