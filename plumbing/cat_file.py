@@ -8,8 +8,8 @@ import itertools
 import re
 import sys
 from binascii import unhexlify
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
@@ -120,13 +120,14 @@ def _batch(ctx: Context, names: list[bytes] | None, fmt: formats.Format[Found], 
     one probe of the reader's map per pack, echoed as given (still hashed once); a full id kept
     elsewhere is parsed once and read through the store. The answers to one chunk of input are written
     together."""
-    # What exists now (modules, the repo, the reader) lives until the process ends: frozen, no collection
-    # walks it, and ending the process skips collecting it (that teardown cost ~8 ms CPU per run).
-    gc.freeze()
+    out = sys.stdout.buffer
+    if _own_process(out):
+        # What exists now lives until the process ends, so it is frozen: no collection walks it again, and
+        # the exit skips collecting it, a teardown that cost ~8 ms CPU per run.
+        gc.freeze()
     repo = ctx.repo
     reader = BulkReader.of_repo(repo)
-    out = sys.stdout.buffer
-    write = out.write
+    write = _write_all(out)
     docs = []
     fast = fmt.spec == DEFAULT_FORMAT and not ctx.json
     for records in _slices(names, 1024) if names is not None else _chunks(sep):
@@ -164,6 +165,33 @@ def _batch(ctx: Context, names: list[bytes] | None, fmt: formats.Format[Found], 
     if ctx.json:
         ctx.emit(docs)
     out.flush()
+
+
+def _own_process(out: BinaryIO) -> bool:
+    """Whether this command is a process of its own: its stdout is a real file, not the in-memory capture
+    of a caller or test runner (whose process goes on, so its objects must not be frozen)."""
+    try:
+        out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
+
+
+def _write_all(out: BinaryIO) -> Callable[[bytes | bytearray | memoryview], object]:
+    """`out.write` that writes every byte: an unbuffered stdout (PYTHONUNBUFFERED) is a raw file, whose
+    write may write fewer (each round writes at least one byte, or the stream is refused)."""
+    if not isinstance(out, io.RawIOBase):
+        return out.write
+
+    def write(data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            done = out.write(view)
+            if not done:
+                raise OSError("standard output takes no more bytes")
+            view = view[done:]
+
+    return write
 
 
 def _slices(names: list[bytes], size: int) -> Iterator[list[bytes]]:

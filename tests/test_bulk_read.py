@@ -3,12 +3,15 @@ an open write batch, with damage refused as E007."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from reelstore.cli.main import cli
 from reelstore.errors import StorageError
 from reelstore.objects import Blob, Hash, Record, Tree
 from reelstore.storage.bulk_read import BulkReader
@@ -197,12 +200,12 @@ def test_a_reader_of_a_repo_opens_its_object_store_only_for_what_the_packs_lack(
 
 
 _BATCH_MODULES = """\
-import sys
+import gc, sys
 from reelstore.cli.main import main
 try:
     main(["cat-file", "--batch-check"])
 finally:
-    sys.stderr.write("\\n".join(sorted(sys.modules)))
+    sys.stderr.write(f"frozen={gc.get_freeze_count()}\\n" + "\\n".join(sorted(sys.modules)))
 """
 
 
@@ -213,8 +216,10 @@ def test_a_batch_of_packed_objects_loads_no_store_writing_machinery(tmp_path: Pa
                           timeout=60)
     assert proc.stdout.splitlines() == [b"%s %s %d" % (o.id.hex().encode(), o.kind.encode(), len(o.content()))
                                         for o in objs]
-    mods = set(proc.stderr.decode().split())
+    frozen, *listed = proc.stderr.decode().split()
+    mods = set(listed)
     assert "reelstore.storage.pack" in mods
+    assert frozen != "frozen=0"  # its own process: what it loaded is frozen until the exit
     assert sorted(mods & {"reelstore.storage.disk_store", "reelstore.storage.pack_write", "reelstore.storage.batch",
                           "reelstore.storage.segment", "reelstore.storage.object_store",
                           "reelstore.objects.block", "json"}) == []
@@ -233,3 +238,14 @@ def test_a_pack_the_reader_cannot_open_is_left_to_the_store(tmp_path: Path) -> N
             reader.read(objs[0].id)
         errors.append(exc.value.message)
     assert errors[0] == errors[1] and "not a reel pack index" in errors[0]
+
+
+def test_a_batch_run_inside_another_process_freezes_nothing(tmp_path: Path) -> None:
+    """Embedded (here click's test runner, stdout captured in memory), the batch leaves the caller's
+    collector alone: freezing would pin the caller's garbage for good."""
+    objs, _ = _packed_repo(tmp_path)
+    before = gc.get_freeze_count()
+    out = CliRunner().invoke(cli, ["-C", str(tmp_path), "cat-file", "--batch-check"],
+                             input=b"".join(o.id.hex().encode() + b"\n" for o in objs))
+    assert out.exit_code == 0 and len(out.stdout_bytes.splitlines()) == len(objs)
+    assert gc.get_freeze_count() == before == 0

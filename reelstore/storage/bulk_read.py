@@ -1,13 +1,14 @@
 """Many reads in a row from one store (`cat-file --batch`), each object hashed once.
 
-The store's packs are listed once per reader, and each id goes straight to their indexes: one
-lookup per pack, one CRC check, one inflation and one BLAKE3 of the canonical bytes, which are then
-trusted (no second hash, no re-parsing of the kind tag). Once a reader has looked up more than an
-eighth of a pack's ids, or is handed that many names at once, it maps the pack (built once, up to
-MAP_LIMIT ids): hex id -> position, with the offsets and CRCs read whole, so a name is one dict probe
-and is never parsed. Anything the mapped packs do not hold (a loose object, a pack written since, a
-segment) goes through the store's own `get_raw`, which rescans and verifies the same way, so a reader
-sees what the store sees.
+The packs are listed once per reader (by the store, or for `of_repo` by the reader itself, which then
+opens the store only for what they lack), and each id goes straight to their indexes: one lookup per
+pack, one CRC check, one inflation and one BLAKE3 of the canonical bytes, which are then trusted (no
+second hash, no re-parsing of the kind tag). Once a reader has looked up more than an eighth of a
+pack's ids, or is handed that many names at once, it maps the pack (built once, up to MAP_LIMIT ids):
+hex id -> position, with the offsets and CRCs read whole, so a name is one dict probe and is never
+parsed. `read_names` reads a stored entry inline and leaves any other to `Pack.read`. Anything the
+packs do not hold (a loose object, a pack written since, a segment) goes through the store's own
+`get_raw`, which rescans and verifies the same way, so a reader sees what the store sees.
 """
 
 from __future__ import annotations
