@@ -182,6 +182,17 @@ def test_random_bytes_decode_or_raise_e014_only(raw):
     assert obj.encode() == raw
 
 
+@pytest.mark.parametrize("raw", [b"blob\x00\xc4", b"blob\x00\xc5\x00", b"blob\x00\xc6\x00\x00\x00"])
+def test_a_blob_cut_inside_its_bin_header_is_e014(raw: bytes) -> None:
+    """The length the header cannot hold must not reach the header builder (it raised OverflowError)."""
+    from reelstore.objects.block import blob_content
+
+    with pytest.raises(BadInput, match="E014"):
+        decode(raw)
+    with pytest.raises(BadInput):
+        blob_content(raw, 5)
+
+
 def test_unknown_kind_and_trailing_bytes_are_e014():
     with pytest.raises(BadInput, match="unknown object kind"):
         decode(frame("gadget", pack_body({})))

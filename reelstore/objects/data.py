@@ -52,7 +52,7 @@ class Blob(Object):
         if len(raw) > MAX_OBJECT_SIZE + MAX_TAG + 1:
             raise BadInput(f"object of {len(raw)} bytes exceeds the size limit")
         width = {0xC4: 1, 0xC5: 2, 0xC6: 4}.get(raw[5] if len(raw) > 5 else -1)
-        if width is None or raw[5 : 6 + width] != _bin_head(len(raw) - 6 - width):
+        if width is None or len(raw) < 6 + width or raw[5 : 6 + width] != _bin_head(len(raw) - 6 - width):
             raise BadInput("blob body is not a single msgpack bin in canonical form")
         blob = cls(raw[6 + width :])
         blob.__dict__["_canonical"] = raw
