@@ -126,7 +126,7 @@ def test_fork_imports_the_kernel_but_nothing_it_does_not_run(tmp_path: Path) -> 
     mods = _imported_after("fork", "v1", cwd=tmp_path)
     assert "reelstore.kernel.fork" in mods
     kernel = {m.rpartition(".")[2] for m in _loaded(mods, ("reelstore.kernel.",))}
-    assert kernel <= {"admission", "binding", "changes", "fork", "inspection", "names", "views"}, kernel
+    assert kernel <= {"admission", "changes", "fork", "inspection", "names", "views"}, kernel
     kinds = {m.rpartition(".")[2] for m in _loaded(mods, ("reelstore.objects.",))}
     assert kinds <= {"hash", "block", "capability", "record", "view"}, kinds  # no delta, effect or tree: none met
     assert _loaded(mods, KERNEL_AND_UP[1:] + ("reelstore.namespace", "reelstore.revisions",

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from reelstore.frozen import frozen
 from reelstore.kernel import admission
-from reelstore.kernel.binding import bound_remote
 from reelstore.kernel.changes import base_namespace, changed, current_delta, namespace, pending_effects
 from reelstore.kernel.views import live_views, load_live
 from reelstore.objects import Hash
@@ -136,6 +135,8 @@ def diff(repo: Repo, name: str) -> list[NameChange]:
 
 def views(repo: Repo) -> list[ViewSummary]:
     """Every live view, by name, with the remote each is bound to."""
+    from reelstore.kernel.binding import bound_remote  # the list's remotes: `reel fork`'s status has none
+
     out = []
     for live in live_views(repo):
         v = live.view
