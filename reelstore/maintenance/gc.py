@@ -284,8 +284,10 @@ def gc(
         loose = store.loose_files()
         listed = _list_packs(store)
         leaves, direct = _leaves(listed)
-        w = _mark(repo, now, progress, leaves, _reader(store, direct))
+        reader = _Reader(store, direct)
+        w = _mark(repo, now, progress, leaves, reader)
         del leaves, direct  # a set of every leaf id: let go before the copy plan's columns are built
+        reader.direct = {}
         _require_complete(w, "gc")
         chosen = _Selection(listed, loose, w, cutoff)
         report = GcReport(reachable=len(w.reachable), candidates=chosen.candidates, dry_run=dry_run)
@@ -310,7 +312,7 @@ def gc(
             current = listed[0].pack.name
         elif chosen.kept:
             tick = (lambda n, total: progress("packing", n, total)) if progress else None
-            current = _write_kept(store, repo, chosen, w, report.damaged_skipped, damaged, tick).name
+            current = _write_kept(store, repo, chosen, w, report.damaged_skipped, damaged, tick, reader.held).name
         report.packed = chosen.kept
         report.pack = current
         for listing in listed:
@@ -388,20 +390,33 @@ def _leaves(listed: list[_Listing]) -> tuple[set[bytes], dict[bytes, tuple[Pack,
     return leaves, direct
 
 
-def _reader(store: ObjectStore, direct: Mapping[bytes, tuple[Pack, int]]) -> Callable[[Hash], bytes]:
+class _Reader:
     """get_raw for the walk: an object whose entry the listing found is read (and re-hashed) straight
-    from it, without a search of every index; anything else, or an entry that fails, as get_raw reads it."""
+    from it, without a search of every index; anything else, or an entry that fails, as get_raw reads it.
+    What is read from elsewhere (loose objects, mostly: a few recent writes) is kept, small ones up to
+    HELD_TOTAL bytes in all, for the pack writer, which would otherwise read each again."""
 
-    def read(h: Hash) -> bytes:
-        hit = direct.get(h)
+    def __init__(self, store: ObjectStore, direct: Mapping[bytes, tuple[Pack, int]]) -> None:
+        self.store, self.direct = store, direct
+        self.held: dict[bytes, bytes] = {}
+        self._room = HELD_TOTAL
+
+    def __call__(self, h: Hash) -> bytes:
+        hit = self.direct.get(h)
         if hit is not None:
             try:
                 return hit[0].read(h, hit[1])[1]
             except StorageError:
                 pass  # another copy (a loose one, another pack) may be sound: get_raw looks for it
-        return store.get_raw(h)
+        raw = self.store.get_raw(h)
+        if len(raw) <= min(HELD_RAW, self._room):
+            self.held[h] = raw
+            self._room -= len(raw)
+        return raw
 
-    return read
+
+HELD_TOTAL = 4 << 20
+"""Most bytes of objects the walk read from outside the verified packs that gc keeps for the writer."""
 
 
 class _Selection:
@@ -534,7 +549,8 @@ def _versions(w: Walk) -> set[str]:
 
 
 def _write_kept(store: ObjectStore, repo: Repo, chosen: _Selection, w: Walk, skipped: list[Hash] | None,
-                damaged: Callable[[Hash], None] | None, tick: Callable[[int, int], None] | None) -> PackResult:
+                damaged: Callable[[Hash], None] | None, tick: Callable[[int, int], None] | None,
+                held: Mapping[bytes, bytes]) -> PackResult:
     """One new pack of what `chosen` keeps: entries of verified packs copied as they are stored, the rest
     (loose objects, objects of packs that do not verify) read, re-hashed and compressed afresh, one at a
     time. An object that cannot be read is left out and named in `skipped` (with no `skipped`, StorageError)."""
@@ -547,7 +563,7 @@ def _write_kept(store: ObjectStore, repo: Repo, chosen: _Selection, w: Walk, ski
     walked = [h for h in w.kinds if h in chosen.fresh]
     for h in itertools.chain(walked, chosen.fresh.keys() - walked):
         try:
-            items.append(_item(store, h, w.kinds.get(h, ""), chosen.fresh[h], w.hints.get(h, "")))
+            items.append(_item(store, h, w.kinds.get(h, ""), chosen.fresh[h], w.hints.get(h, ""), held.get(h)))
         except StorageError:
             if skipped is None:
                 raise
@@ -574,9 +590,12 @@ def _gc_memory(repo: Repo, cutoff: float | None, dry_run: bool, now: float) -> G
     return report
 
 
-def _item(store: ObjectStore, h: Hash, kind: str, mtime: int, hint: str) -> PackItem:
-    """A pack item read by the pack writer when it gets to it. An object the walk did not read is read
-    now, to learn its kind (and, if small, kept: the unreachable young are few)."""
+def _item(store: ObjectStore, h: Hash, kind: str, mtime: int, hint: str, raw: bytes | None) -> PackItem:
+    """A pack item read by the pack writer when it gets to it, unless the walk kept its bytes (`raw`). An
+    object the walk did not read is read now, to learn its kind (and, if small, kept: the unreachable
+    young are few)."""
+    if raw is not None:
+        return PackItem(h, raw, mtime, hint)
     if not kind:
         raw = store.get_raw(h)
         if len(raw) <= HELD_RAW:
@@ -655,9 +674,11 @@ def repack(
             return report
         count = (lambda n: progress("counting objects", n, None)) if progress else None
         leaves, direct = _leaves(every)
-        w = walk(store, ref_roots(repo.refs, None), progress=count, leaves=leaves, read=_reader(store, direct))
+        reader = _Reader(store, direct)
+        w = walk(store, ref_roots(repo.refs, None), progress=count, leaves=leaves, read=reader)
         tick = (lambda n, total: progress("packing", n, total)) if progress else None
-        result = _write_kept(store, repo, _Selection(listed, loose, w, None, keep_all=True), w, None, None, tick)
+        result = _write_kept(store, repo, _Selection(listed, loose, w, None, keep_all=True), w, None, None, tick,
+                             reader.held)
         report.pack, report.packed, report.methods = result.name, result.count, result.methods
         if delete:
             for listing in listed:
