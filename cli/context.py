@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
@@ -67,7 +68,25 @@ def report(err: ReelError, as_json: bool) -> None:
         click.echo(f"error: {err.code}: {err.message}", err=True)
 
 
+def every_byte(out: BinaryIO) -> Callable[[bytes | bytearray | memoryview], object]:
+    """`out.write` that writes every byte: an unbuffered stdout (PYTHONUNBUFFERED) is a raw file, whose
+    write may write fewer (each round writes at least one byte, or the stream is refused)."""
+    if not isinstance(out, io.RawIOBase):
+        return out.write
+
+    def write(data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            done = out.write(view)
+            if not done:
+                raise OSError("standard output takes no more bytes")
+            view = view[done:]
+
+    return write
+
+
 def write_bytes(data: bytes) -> None:
+    """Write `data` to standard output whole, as an object's content must be."""
     out = sys.stdout.buffer
-    out.write(data)
+    every_byte(out)(data)
     out.flush()

@@ -8,14 +8,14 @@ import itertools
 import re
 import sys
 from binascii import unhexlify
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
 from reelstore.cli import formats
 from reelstore.cli.complete import REVISIONS
-from reelstore.cli.context import Context, pass_ctx, write_bytes
+from reelstore.cli.context import Context, every_byte, pass_ctx, write_bytes
 from reelstore.errors import BadInput, NotFound
 from reelstore.objects.hash import Hash, is_full_hex, is_prefix
 from reelstore.storage.bulk_read import BulkReader
@@ -127,7 +127,7 @@ def _batch(ctx: Context, names: list[bytes] | None, fmt: formats.Format[Found], 
         gc.freeze()
     repo = ctx.repo
     reader = BulkReader.of_repo(repo)
-    write = _write_all(out)
+    write = every_byte(out)
     docs = []
     fast = fmt.spec == DEFAULT_FORMAT and not ctx.json
     for records in _slices(names, 1024) if names is not None else _chunks(sep):
@@ -175,23 +175,6 @@ def _own_process(out: BinaryIO) -> bool:
     except (AttributeError, OSError, ValueError):
         return False
     return True
-
-
-def _write_all(out: BinaryIO) -> Callable[[bytes | bytearray | memoryview], object]:
-    """`out.write` that writes every byte: an unbuffered stdout (PYTHONUNBUFFERED) is a raw file, whose
-    write may write fewer (each round writes at least one byte, or the stream is refused)."""
-    if not isinstance(out, io.RawIOBase):
-        return out.write
-
-    def write(data: bytes | bytearray | memoryview) -> None:
-        view = memoryview(data)
-        while view:
-            done = out.write(view)
-            if not done:
-                raise OSError("standard output takes no more bytes")
-            view = view[done:]
-
-    return write
 
 
 def _slices(names: list[bytes], size: int) -> Iterator[list[bytes]]:

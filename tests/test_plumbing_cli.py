@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -346,3 +347,28 @@ def test_batch_answers_each_name_before_reading_the_next(reel, tmp_path: Path):
     finally:
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0
+
+
+class _TrickleFile(io.RawIOBase):
+    """A raw file that takes at most three bytes a write, as a raw stdout may take fewer than given."""
+
+    def __init__(self) -> None:
+        self.got = bytearray()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:  # type: ignore[override]
+        self.got += bytes(data[:3])
+        return min(3, len(data))
+
+
+def test_content_goes_out_whole_through_a_raw_stdout_that_writes_fewer() -> None:
+    """Under PYTHONUNBUFFERED stdout is a raw file: cat-file's writes must loop until every byte is out."""
+    from reelstore.cli.context import every_byte
+
+    out = _TrickleFile()
+    data = bytes(range(256)) * 5
+    every_byte(out)(data)
+    every_byte(out)(memoryview(b"tail"))
+    assert bytes(out.got) == data + b"tail"
