@@ -16,6 +16,7 @@ dictionary) it refuses with exit status 3. bench/bench_fastpaths.py runs it besi
 """
 
 import array
+import gc
 import itertools
 import mmap
 import operator
@@ -385,4 +386,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        gc.freeze()  # as reel does: the exit's last collection walks none of what lives to the end

@@ -15,6 +15,7 @@ reelstore it imports). No decoding into reel objects, no refs, no sync state.
 bench/bench_fastpaths.py runs it beside reel and git.
 """
 
+import gc
 import hashlib
 import sqlite3  # noqa: F401  (imported by any reel sync: its state)
 import subprocess
@@ -132,7 +133,10 @@ def tree(objects: dict[bytes, tuple[int, bytes]], sha: bytes) -> list[tuple[byte
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "push":
-        push(*sys.argv[2:7])
-    else:
-        clone(*sys.argv[2:5])
+    try:
+        if sys.argv[1] == "push":
+            push(*sys.argv[2:7])
+        else:
+            clone(*sys.argv[2:5])
+    finally:
+        gc.freeze()  # as reel does: the exit's last collection walks none of what lives to the end

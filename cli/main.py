@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -157,4 +158,10 @@ def cli(ctx: click.Context, directory: str | None, as_json: bool, color: str | N
 
 
 def main(argv: list[str] | None = None) -> None:
-    cli.main(args=argv, prog_name="reel")
+    """The `reel` executable: one command, then the process ends."""
+    try:
+        cli.main(args=argv, prog_name="reel")
+    finally:
+        # Everything alive now lives until the exit, so it is frozen: the interpreter's last collection at
+        # exit then walks none of it (that walk cost ~6 ms CPU of every short command).
+        gc.freeze()

@@ -162,3 +162,26 @@ def test_the_sync_package_loads_on_use_and_its_names_stay_functions() -> None:
               "sorted(n for n in sync.__all__ if hasattr(sync, n)))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60, text=True)
     assert out.stdout.split() == ["[]", "True", "True", "True", "reelstore.sync.push", "True"], out.stderr
+
+
+_FREEZE = """\
+import gc, sys
+from click.testing import CliRunner
+from reelstore.cli.main import cli, main
+CliRunner().invoke(cli, ["--version"])
+embedded = gc.get_freeze_count()
+try:
+    main(["--version"])
+except SystemExit:
+    pass
+print(embedded, gc.get_freeze_count())
+"""
+
+
+def test_the_executable_freezes_its_heap_at_exit_and_an_embedded_cli_does_not(tmp_path: Path) -> None:
+    """`main` (the executable) freezes what lives to the exit, so the exit's collection walks none of it;
+    the click group run inside another program (a test runner, an agent) must leave its heap alone."""
+    done = subprocess.run([sys.executable, "-c", _FREEZE], capture_output=True, timeout=60, cwd=tmp_path, check=True)
+    embedded, after = (int(n) for n in done.stdout.splitlines()[-1].split())
+    assert embedded == 0
+    assert after > 1000
