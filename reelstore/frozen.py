@@ -103,9 +103,12 @@ class _DataclassFields:
 
         fields: dict[str, dataclasses.Field[Any]] = {}
         for name, (annotation, default, factory) in owner.__frozen_fields__.items():  # type: ignore[attr-defined]
-            made: Any = dataclasses.MISSING if factory is _MISSING else factory
-            f = dataclasses.Field(dataclasses.MISSING if default is _MISSING else default, made,
-                                  True, True, None, True, {}, False)
+            given: dict[str, Any] = {}  # through the public `field()`: Field's own signature changes by release
+            if default is not _MISSING:
+                given["default"] = default
+            if factory is not _MISSING:
+                given["default_factory"] = factory
+            f: dataclasses.Field[Any] = dataclasses.field(**given)
             f.name, f.type = name, annotation
             f._field_type = dataclasses._FIELD  # type: ignore[attr-defined]  # what fields() and replace() look for
             fields[name] = f
