@@ -153,22 +153,27 @@ def _writer(wire: Wire) -> Callable[[bytes], None]:
     return put
 
 
+def _side_band(part: bytes, data: Callable[[bytes], object], progress: Callable[[bytes], None] | None) -> None:
+    """One side-band-64k line: channel 1 is data, 2 progress, 3 the server's fatal error."""
+    channel, body = part[:1], part[1:]
+    if channel == b"\x01":
+        data(body)
+    elif channel == b"\x02":
+        if progress is not None:
+            progress(body)
+    elif channel == b"\x03":
+        raise GitProtocolError(body.decode("utf-8", "replace"))
+    else:
+        raise GitProtocolError(f"the server used an unknown side-band channel {channel!r}")
+
+
 def _report(wire: Wire, sideband: bool, progress: Callable[[bytes], None] | None) -> dict[bytes, str | None]:
     """The server's report-status (unpacked from the side band if it uses one): each ref's fate."""
     lines: list[bytes] = []
     if sideband:
         data = bytearray()
         for part in _pkts(wire):
-            channel, body = part[:1], part[1:]
-            if channel == b"\x01":
-                data += body
-            elif channel == b"\x02":
-                if progress is not None:
-                    progress(body)
-            elif channel == b"\x03":
-                raise GitProtocolError(body.decode("utf-8", "replace"))
-            else:
-                raise GitProtocolError(f"the server used an unknown side-band channel {channel!r}")
+            _side_band(part, data.extend, progress)
         lines = list(_pkts(io.BytesIO(bytes(data))))
     else:
         lines = list(_pkts(wire))
@@ -285,16 +290,7 @@ def fetch_pack(wire: Wire, determine_wants: Callable[[dict[bytes, bytes]], list[
         part = read_pkt(wire)
         if part is None:
             return
-        channel, body = part[:1], part[1:]
-        if channel == b"\x01":
-            write(body)
-        elif channel == b"\x02":
-            if progress is not None:
-                progress(body)
-        elif channel == b"\x03":
-            raise GitProtocolError(body.decode("utf-8", "replace"))
-        else:
-            raise GitProtocolError(f"the server used an unknown side-band channel {channel!r}")
+        _side_band(part, write, progress)
     raise GitProtocolError("the server sent more than any pack")
 
 
