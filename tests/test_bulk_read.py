@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pack_objects import every_method
 
 from reelstore.cli.main import cli
 from reelstore.errors import StorageError
@@ -21,25 +22,13 @@ from reelstore.storage.pack_write import PackItem, PackOptions, write_pack_strea
 from reelstore.storage.repo import Repo
 
 
-def _objects() -> list[Blob | Tree | Record]:
-    """Small records (the pack trains a dictionary for them), versions of one text (deltas), one large
-    and one empty blob, so every pack method is read."""
-    text = [b"line %d of the text\n" % i for i in range(400)]
-    versions = []
-    for v in range(6):
-        text[v * 7] = b"changed in version %d\n" % v
-        versions.append(Blob(b"".join(text)))
-    records = [Record(None, Tree(0, ()).id, author="ann", message=f"change {i}", time=i) for i in range(300)]
-    return [*records, *versions, Blob(b""), Blob(bytes(range(256)) * 400), Tree(0, ())]
-
-
 def _expected(obj: Blob | Tree | Record) -> tuple[str, bytes]:
     return obj.kind, obj.content()
 
 
 def test_packed_and_loose_objects_read_as_a_full_decode_does(tmp_path: Path) -> None:
     store = DiskObjectStore(tmp_path / "objects", fsync=False)
-    objs = _objects()
+    objs = every_method()
     result = store.add_pack((PackItem(o.id, o.encode(), 1, "f" if o.kind == "blob" else "") for o in objs),
                             PackOptions())
     assert result.methods["dict"] and result.methods["base"]
@@ -118,7 +107,7 @@ def test_read_names_answers_as_read_does_once_the_pack_is_mapped(tmp_path: Path)
     """Handed at least an eighth of a pack's ids at once, the reader maps it and answers every id it holds
     (each method, the stored ones by the short way) as `read` does; anything else is left to the caller."""
     store = DiskObjectStore(tmp_path / "objects", fsync=False)
-    objs = _objects()
+    objs = every_method()
     store.add_pack((PackItem(o.id, o.encode(), 1, "f" if o.kind == "blob" else "") for o in objs), PackOptions())
     loose = Blob(b"loose")
     store.put(loose)
@@ -132,7 +121,7 @@ def test_read_names_answers_as_read_does_once_the_pack_is_mapped(tmp_path: Path)
 def test_read_names_searches_a_pack_until_enough_names_map_it(tmp_path: Path) -> None:
     """A few names are searched for (the pack stays unmapped); past an eighth of its ids, it is mapped."""
     store = DiskObjectStore(tmp_path / "objects", fsync=False)
-    objs = _objects()
+    objs = every_method()
     store.add_pack(PackItem(o.id, o.encode(), 1) for o in objs)
     reader = BulkReader(store)
     few = objs[:3]
@@ -181,7 +170,7 @@ def test_read_names_refuses_damage_as_read_does(tmp_path: Path, case: str) -> No
 def _packed_repo(tmp_path: Path) -> tuple[list[Blob | Tree | Record], Blob]:
     """A store whose objects are packed but one loose blob; returned with the packed objects."""
     repo = Repo.init(tmp_path)
-    objs = _objects()
+    objs = every_method()
     repo.objects.add_pack(PackItem(o.id, o.encode(), 1) for o in objs)
     loose = Blob(b"loose, not packed")
     repo.objects.put(loose)

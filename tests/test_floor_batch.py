@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reelstore.objects import Blob, Record, Tree
+from pack_objects import every_method
+
+from reelstore.objects import Blob
 from reelstore.storage.pack_write import PackItem, PackOptions
 from reelstore.storage.repo import Repo
 
@@ -18,13 +20,7 @@ def _store(tmp_path: Path) -> tuple[Repo, list[bytes]]:
     """One pack using every method (records for the dictionary, versions of a text for bases, a large
     blob stored plain or compressed, an empty one), and the ids to ask for, with names no pack holds."""
     repo = Repo.init(tmp_path)
-    text = [b"line %d of the text\n" % i for i in range(400)]
-    versions = []
-    for v in range(6):
-        text[v * 7] = b"changed in version %d\n" % v
-        versions.append(Blob(b"".join(text)))
-    records = [Record(None, Tree(0, ()).id, author="ann", message=f"change {i}", time=i) for i in range(300)]
-    objs = [*records, *versions, Blob(b""), Blob(bytes(range(256)) * 400), Blob(b"x" * 70_000), Tree(0, ())]
+    objs = [*every_method(), Blob(b"x" * 70_000)]
     result = repo.objects.add_pack((PackItem(o.id, o.encode(), 1, "f" if o.kind == "blob" else "") for o in objs),
                                    PackOptions())
     assert result.methods["dict"] and result.methods["base"] and result.methods["stored"]
