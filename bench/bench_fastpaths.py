@@ -497,7 +497,8 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
 def pack_write_alone(tmp: Path, store: Path, repeat: int) -> list[tuple]:
     """CPU of the store's pack writer alone (`write_pack`, in this process) on every object of `store`:
     the part of a clone (and of the clone floor) that stores what was received."""
-    from reelstore.storage.pack_write import PackItem, write_pack
+    from reelstore.storage.pack_item import PackItem
+    from reelstore.storage.pack_write import write_pack
 
     repo = Repo.open(store)
     items = [(h, repo.objects.get_raw(h)) for h in repo.objects]

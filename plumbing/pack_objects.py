@@ -12,7 +12,8 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.maintenance.reach import ref_roots, walk
 from reelstore.objects import Hash
-from reelstore.storage.pack_write import PackItem, write_pack_stream
+from reelstore.storage.pack_item import PackItem
+from reelstore.storage.pack_write import write_pack_stream
 from reelstore.storage.repo import Repo
 
 

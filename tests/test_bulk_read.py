@@ -18,7 +18,8 @@ from reelstore.objects import Blob, Hash, Record, Tree
 from reelstore.storage.bulk_read import BulkReader
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.pack_index import index_columns
-from reelstore.storage.pack_write import PackItem, PackOptions, write_pack_stream
+from reelstore.storage.pack_item import PackItem, PackOptions
+from reelstore.storage.pack_write import write_pack_stream
 from reelstore.storage.repo import Repo
 
 

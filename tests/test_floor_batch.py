@@ -10,7 +10,7 @@ from pathlib import Path
 from pack_objects import every_method
 
 from reelstore.objects import Blob
-from reelstore.storage.pack_write import PackItem, PackOptions
+from reelstore.storage.pack_item import PackItem, PackOptions
 from reelstore.storage.repo import Repo
 
 FLOOR = Path(__file__).resolve().parent.parent / "bench" / "floor_batch.py"

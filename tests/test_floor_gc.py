@@ -15,7 +15,7 @@ from reelstore.namespace.tree import Namespace
 from reelstore.objects import Blob, Record
 from reelstore.storage.pack import Pack
 from reelstore.storage.pack_index import index_bytes
-from reelstore.storage.pack_write import PackItem, PackOptions
+from reelstore.storage.pack_item import PackItem, PackOptions
 from reelstore.storage.repo import Repo
 
 FLOOR = Path(__file__).resolve().parent.parent / "bench" / "floor_gc.py"

@@ -15,7 +15,7 @@ from reelstore.errors import BadInput, Conflict, StorageError
 from reelstore.maintenance.fsck import fsck
 from reelstore.maintenance.gc import gc, gc_lock, parse_age, prune, repack
 from reelstore.objects import Blob, Effect, Effects, Hash, Record, Tree, View
-from reelstore.storage.pack_write import PackItem, PackOptions
+from reelstore.storage.pack_item import PackItem, PackOptions
 from reelstore.storage.repo import Repo
 
 

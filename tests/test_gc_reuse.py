@@ -19,7 +19,7 @@ from reelstore.maintenance.reach import _tree_edges
 from reelstore.objects import Blob, Hash, Record, Tree
 from reelstore.storage.pack import Pack
 from reelstore.storage.pack_index import index_bytes
-from reelstore.storage.pack_write import PackItem, PackOptions
+from reelstore.storage.pack_item import PackItem, PackOptions
 from reelstore.storage.repo import Repo
 
 OLD = int(time.time()) - 30 * 86400

@@ -15,7 +15,8 @@ from test_crash_drain import _env, crashed_commit, reel
 
 from reelstore.api import Store
 from reelstore.objects import Blob, Hash
-from reelstore.storage.pack_write import PackItem, write_pack
+from reelstore.storage.pack_item import PackItem
+from reelstore.storage.pack_write import write_pack
 from reelstore.storage.refs import ReflogEntry, checksum
 from reelstore.storage.repo import Repo
 

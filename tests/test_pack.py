@@ -14,7 +14,8 @@ from reelstore.errors import NotFound, StorageError
 from reelstore.objects import Blob, Hash, Record, Tree
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.pack import Pack, scan_pack
-from reelstore.storage.pack_write import PackItem, PackOptions, write_pack
+from reelstore.storage.pack_item import PackItem, PackOptions
+from reelstore.storage.pack_write import write_pack
 
 
 def versioned(files: int = 6, versions: int = 8, seed: int = 1) -> list[tuple[Blob, str]]:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from reelstore.objects import Blob, Record, Tree
 from reelstore.storage.pack import Pack
-from reelstore.storage.pack_write import PackItem, write_pack
+from reelstore.storage.pack_item import PackItem
+from reelstore.storage.pack_write import write_pack
 
 
 def _write(tmp_path: Path, objs: list) -> tuple[Pack, dict[str, int]]:

@@ -31,7 +31,8 @@ from reelstore.maintenance.reach import Walk, ref_roots, walk
 from reelstore.objects import Hash
 from reelstore.storage.object_store import ObjectStore
 from reelstore.storage.pack import KIND_CODES, Pack
-from reelstore.storage.pack_write import PackItem, PackOptions, PackResult, Reuse
+from reelstore.storage.pack_copy import Reuse
+from reelstore.storage.pack_item import PackItem, PackOptions, PackResult
 from reelstore.storage.repo import Repo
 
 HELD_RAW = 64 * 1024

@@ -25,7 +25,8 @@ from reelstore.storage.pack_import import import_pack
 from reelstore.storage.segment import Segment, Segments
 
 if TYPE_CHECKING:  # the pack writer is imported where a pack is written: a read never needs it
-    from reelstore.storage.pack_write import PackItem, PackOptions, PackResult, Reuse
+    from reelstore.storage.pack_copy import Reuse
+    from reelstore.storage.pack_item import PackItem, PackOptions, PackResult
 
 ROLL_UP_PACKS = 32
 """Past this many packs, the end of a batch merges the small ones (git's gc.autoPackLimit is 50)."""
@@ -385,7 +386,8 @@ class DiskObjectStore(ObjectStore):
         chosen = packs[:roll]
         if len(chosen) < 2:
             return None
-        from reelstore.storage.pack_write import PackItem, write_pack
+        from reelstore.storage.pack_item import PackItem
+        from reelstore.storage.pack_write import write_pack
 
         items: dict[Hash, PackItem] = {}
         for pack in chosen:
@@ -433,7 +435,7 @@ class DiskObjectStore(ObjectStore):
             (loose if os.path.exists(self.loose_path(item[0])) else packable).append(item)
         self.loose._store(loose)
         if packable:
-            from reelstore.storage.pack_write import PackItem
+            from reelstore.storage.pack_item import PackItem
 
             now = int(time.time())
             self.add_pack(PackItem(h, raw, now) for h, raw in packable)

@@ -26,7 +26,8 @@ from reelstore.storage.fileio import fsync_dir, temp_name, write_new
 
 if TYPE_CHECKING:  # the pack modules import nothing from here, but a store without packs never loads them
     from reelstore.storage.pack import Pack
-    from reelstore.storage.pack_write import PackItem, PackOptions, PackResult, Reuse
+    from reelstore.storage.pack_copy import Reuse
+    from reelstore.storage.pack_item import PackItem, PackOptions, PackResult
     from reelstore.storage.segment import Segment
 
 MAX_RAW = MAX_OBJECT_SIZE + MAX_TAG + 1
