@@ -24,7 +24,14 @@ def mcp(ctx: Context, trunk: str | None, caps: tuple[str, ...], http_port: int |
     from reelstore.api import Store
 
     server = build_server(Store(ctx.repo), trunk, list(caps) or None, port=http_port or 8000)
-    server.run("stdio" if http_port is None else "streamable-http")
+    if http_port is None:
+        server.run("stdio")
+        return
+    try:
+        server.run("streamable-http")
+    except KeyboardInterrupt:
+        # uvicorn shuts down gracefully on the operator's Ctrl-C, then raises it again: a requested stop.
+        return
 
 
 COMMANDS = [mcp]

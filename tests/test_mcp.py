@@ -1,16 +1,26 @@
-"""`reel mcp` driven by the official MCP client over stdio, against a real store and a loopback ledger."""
+"""`reel mcp` driven by the official MCP client over stdio and over streamable HTTP, against a real store
+and a loopback ledger."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import re
+import signal
+import socket
+import subprocess
 import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
+import pytest
 from conftest import REEL
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from target import Target
 
 from reelstore.storage.repo import Repo
@@ -29,12 +39,72 @@ def _doc(result):
     return json.loads(_text(result))
 
 
-async def _session(store: Path, url: str, ledger_lines) -> None:
-    params = StdioServerParameters(
-        command=REEL, args=["-C", str(store), "mcp", "--cap", "read,write,delete=notes/",
-                            "--cap", f"fire_c=http:POST:{url}/blind/;budget=5"],
-        env={k: v for k, v in os.environ.items() if k != "REEL_DIR"})
+def _server_args(store: Path, url: str) -> list[str]:
+    return ["-C", str(store), "mcp", "--cap", "read,write,delete=notes/",
+            "--cap", f"fire_c=http:POST:{url}/blind/;budget=5"]
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+
+
+@asynccontextmanager
+async def _over_stdio(store: Path, url: str, _port: int) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(command=REEL, args=_server_args(store, url), env=_env())
     async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+        yield client
+
+
+def _listening(port: int) -> set[str]:
+    """The local addresses of the sockets listening on `port` (from /proc/net/tcp and tcp6)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in list(f)[1:]:
+                local, state = line.split()[1], line.split()[3]
+                addr, hexport = local.rsplit(":", 1)
+                if state == "0A" and int(hexport, 16) == port:
+                    found.add(addr)
+    return found
+
+
+@asynccontextmanager
+async def _over_http(store: Path, url: str, port: int) -> AsyncIterator[ClientSession]:
+    server = subprocess.Popen([REEL, *_server_args(store, url), "--http", str(port)], env=_env(),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, server.communicate()[1].decode()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "reel mcp --http never listened"
+                await asyncio.sleep(0.05)
+        # only loopback: 127.0.0.1 in /proc's little-endian hex, and nothing on any other address
+        assert _listening(port) == {"0100007F"}, _listening(port)
+        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write, _), \
+                ClientSession(read, write) as client:
+            yield client
+    finally:
+        server.send_signal(signal.SIGINT)  # an operator's Ctrl-C
+        try:
+            err = server.communicate(timeout=30)[1]
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.communicate()
+            raise AssertionError("reel mcp --http did not stop on SIGINT") from None
+    # The SDK logs a traceback of its own when the client ends its session while the standalone SSE stream
+    # is open (mcp 1.30); no frame of reel's may appear, and the server exits 0.
+    assert server.returncode == 0 and not re.search(rb'File "[^"]*/reelstore/', err), err.decode()
+
+
+Transport = Callable[[Path, str, int], AbstractAsyncContextManager[ClientSession]]
+
+
+async def _session(transport: Transport, store: Path, url: str, port: int, ledger_lines) -> None:
+    async with transport(store, url, port) as client:
         await client.initialize()
         listed = await client.list_tools()
         names = {t.name for t in listed.tools}
@@ -69,7 +139,9 @@ async def _session(store: Path, url: str, ledger_lines) -> None:
         assert [v["name"] for v in _doc(await client.call_tool("views", {}))] == []
 
 
-def test_mcp_server_through_the_official_client(tmp_path: Path, reel) -> None:
+@pytest.mark.parametrize("transport", [_over_stdio, _over_http], ids=["stdio", "streamable-http"])
+def test_mcp_server_through_the_official_client(tmp_path: Path, reel, reserve_port: Callable[[], int],
+                                                transport: Transport) -> None:
     store = tmp_path / "store"
     store.mkdir()
     Repo.init(store)
@@ -78,7 +150,7 @@ def test_mcp_server_through_the_official_client(tmp_path: Path, reel) -> None:
         def lines() -> list[str]:
             return target.ledger_path.read_text().splitlines()
 
-        asyncio.run(asyncio.wait_for(_session(store, target.url, lines), timeout=120))
+        asyncio.run(asyncio.wait_for(_session(transport, store, target.url, reserve_port(), lines), timeout=120))
     assert reel("-C", str(store), "views", check=True).stdout.decode().split("\t")[0] == "wide"
 
 
