@@ -101,17 +101,18 @@ class _DataclassFields:
     def __get__(self, obj: Any, owner: type) -> dict[str, dataclasses.Field[Any]]:
         import dataclasses
 
-        fields: dict[str, dataclasses.Field[Any]] = {}
+        specs: list[tuple[str, Any, Any]] = []
         for name, (annotation, default, factory) in owner.__frozen_fields__.items():  # type: ignore[attr-defined]
-            given: dict[str, Any] = {}  # through the public `field()`: Field's own signature changes by release
             if default is not _MISSING:
-                given["default"] = default
-            if factory is not _MISSING:
-                given["default_factory"] = factory
-            f: dataclasses.Field[Any] = dataclasses.field(**given)
-            f.name, f.type = name, annotation
-            f._field_type = dataclasses._FIELD  # type: ignore[attr-defined]  # what fields() and replace() look for
-            fields[name] = f
+                specs.append((name, annotation, dataclasses.field(default=default)))
+            elif factory is not _MISSING:
+                specs.append((name, annotation, dataclasses.field(default_factory=factory)))
+            else:
+                specs.append((name, annotation, dataclasses.field()))
+        # The standard library builds the fields (on a stand-in class of the same fields), so each is the
+        # kind of Field that `fields()` and `replace()` look for, whatever that is in this release.
+        stand_in = dataclasses.make_dataclass(owner.__name__, specs, frozen=True)
+        fields = {f.name: f for f in dataclasses.fields(stand_in)}
         type.__setattr__(owner, "__dataclass_fields__", fields)
         return fields
 
