@@ -40,12 +40,15 @@ def add(ctx: Context, name: str, url: str, track: bool, trunks_opt: tuple[str, .
 
 @remote.command("remove")
 @click.argument("name", shell_complete=REMOTES)
+@click.option("--force", is_flag=True,
+              help="Remove it although live views are bound to it (they stay bound to the name).")
 @pass_ctx
-def remove(ctx: Context, name: str) -> None:
-    """Forget remote NAME, its remote-tracking refs and what this store knew of it."""
+def remove(ctx: Context, name: str, force: bool) -> None:
+    """Forget remote NAME, its remote-tracking refs and what this store knew of it; refused while live views
+    are bound to it."""
     from reelstore import sync  # on use: it loads dulwich, which most commands never need
 
-    deleted = sync.remove_remote(ctx.repo, name)
+    deleted = sync.remove_remote(ctx.repo, name, force=force)
     ctx.emit({"name": name, "deleted_refs": deleted})
 
 

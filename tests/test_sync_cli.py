@@ -79,6 +79,31 @@ def test_exit_statuses(tmp_path: Path, reel) -> None:
     assert git("--git-dir", str(remote), "for-each-ref").count("refs/reel/heads/main") == 1
 
 
+def test_remote_remove_is_refused_while_a_view_is_bound_to_it(tmp_path: Path, reel) -> None:
+    remote = bare(tmp_path / "r.git")
+    a = str(tmp_path / "a")
+    reel("init", a, check=True)
+    reel("-C", a, "remote", "add", "origin", str(remote), check=True)
+    for view in ("pushed", "kept", "local"):
+        reel("-C", a, "fork", view, check=True)
+    reel("-C", a, "push", "origin", "pushed", check=True)
+    reel("-C", a, "push", "origin", "kept", check=True)
+
+    refused = reel("-C", a, "--json", "remote", "remove", "origin")
+    assert refused.returncode == 5, refused.stderr
+    error = json.loads(refused.stderr)["error"]
+    assert error["code"] == "E002" and error["details"]["views"] == ["kept", "pushed"]
+    assert reel("-C", a, "remote", "get-url", "origin", check=True).stdout.strip() == str(remote).encode()
+
+    reel("-C", a, "abort", "pushed", check=True)  # removes the remote copy first
+    assert reel("-C", a, "remote", "remove", "origin").returncode == 5  # "kept" is still bound
+    assert reel("-C", a, "remote", "remove", "--force", "origin").returncode == 0
+    assert reel("-C", a, "remote", "list").stdout == b""
+    still = reel("-C", a, "commit", "kept")  # still bound: no local commit can race a remote one
+    assert still.returncode == 5 and b"E015" in still.stderr
+    reel("-C", a, "commit", "local", check=True)
+
+
 def test_racing_pushes_one_wins(tmp_path: Path, reel) -> None:
     remote = bare(tmp_path / "r.git")
     a = Repo.init(tmp_path / "a")

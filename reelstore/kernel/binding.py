@@ -72,6 +72,11 @@ def unbind(repo: Repo, view: View) -> str | None:
     return was
 
 
+def bound_to(repo: Repo, remote: str) -> list[str]:
+    """The names of the live views bound to `remote`, sorted."""
+    return sorted({live.name for live in live_views(repo) if _read(repo, live.view) == remote})
+
+
 def rebind_remote(repo: Repo, old: str, new: str) -> int:
     """Live views bound to remote `old` are bound to `new` instead (the remote was renamed). Returns
     how many bindings changed."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from reelstore.crashpoints import crash_point
-from reelstore.errors import BadInput, NotFound
+from reelstore.errors import BadInput, Conflict, NotFound
 from reelstore.kernel import binding
 from reelstore.kernel.names import trunk_ref
 from reelstore.storage.repo import Repo
@@ -92,9 +92,21 @@ def rename_remote(repo: Repo, old: str, new: str) -> int:
     return len(moving)
 
 
-def remove_remote(repo: Repo, name: str) -> int:
-    """Forget a remote: its config, its remote-tracking refs and what we knew of it. Returns refs deleted."""
+def remove_remote(repo: Repo, name: str, *, force: bool = False) -> int:
+    """Forget a remote: its config, its remote-tracking refs and what we knew of it. Returns refs deleted.
+
+    A live view bound to the remote has a copy there that another store can commit, so it can be
+    committed or aborted only through that remote: E002 while any is live, unless `force`, which keeps
+    them bound (until a remote of that name is added again, they can be neither)."""
     remote_url(repo, name)
+    bound = binding.bound_to(repo, name)
+    if bound and not force:
+        shown = ", ".join(bound[:10]) + (f" and {len(bound) - 10} more" if len(bound) > 10 else "")
+        raise Conflict(f"remote {name!r} has live views bound to it ({shown}): each has a copy there that another "
+                       f"store can commit. Commit them with `reel commit VIEW --remote {name}` or abort them "
+                       f"(`reel abort VIEW` removes the remote copy) first, or remove the remote anyway with "
+                       f"--force: they stay bound, and can be neither committed nor aborted until a remote named "
+                       f"{name!r} is added again", remote=name, views=bound)
     doomed = [ref for ref, _ in repo.refs.list(f"refs/remotes/{name}/")]
     for ref in doomed:
         repo.refs.delete(ref, message=f"remote remove {name}")
