@@ -10,6 +10,12 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.objects import Hash
 
 _MARK = {"added": "A", "modified": "M", "removed": "D"}
+_MARK_COLOUR = {"added": "green", "modified": "yellow", "removed": "red"}
+
+
+def _mark(status: str) -> str:
+    """A name's status letter, coloured as git colours added, modified and deleted (stripped when off)."""
+    return click.style(_MARK[status], fg=_MARK_COLOUR[status])
 
 
 @click.command("diff")
@@ -25,7 +31,7 @@ def diff(ctx: Context, view: str, other: str | None) -> None:
     rows = Store(ctx.repo).handle(view).diff()
 
     def text() -> str:
-        return "\n".join(f"{_MARK[r.status]}\t{_short(r.old)}\t{_short(r.new)}\t{r.name}" for r in rows)
+        return "\n".join(f"{_mark(r.status)}\t{_short(r.old)}\t{_short(r.new)}\t{r.name}" for r in rows)
 
     ctx.emit({"view": view, "changes": [r.to_json() for r in rows]}, text, page=True)
 
@@ -51,7 +57,7 @@ def _runs(ctx: Context, a: str, b: str) -> None:
 
     def text() -> str:
         lines = [f"names ({a} -> {b}):" if result.names else f"names: no difference between {a} and {b}"]
-        lines += [f"  {_MARK[n.status]}\t{n.name}" for n in result.names]
+        lines += [f"  {_mark(n.status)}\t{n.name}" for n in result.names]
         lines.append("effects:" if result.effects else "effects: none on either side")
         for e in result.effects:
             side = e.b or e.a

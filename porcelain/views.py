@@ -30,9 +30,9 @@ def views(ctx: Context, unbind: str | None) -> None:
     rows = Store(ctx.repo).views()
 
     def text() -> str:
-        return "\n".join(f"{r.name}\t{r.id.hex()[:12]}\t{r.parent}\t{r.boundary}\t"
+        return "\n".join(f"{r.name}\t{click.style(r.id.hex()[:12], fg='yellow')}\t{r.parent}\t{r.boundary}\t"
                          f"{r.changes} changed\t{plural(r.effects, 'effect')}\t"
-                         f"{'bound to ' + r.remote if r.remote else '-'}" for r in rows)
+                         f"{click.style('bound to ' + r.remote, fg='cyan') if r.remote else '-'}" for r in rows)
 
     ctx.emit({"views": [r.to_json() for r in rows]}, text, page=True)
 

@@ -206,3 +206,19 @@ def test_an_effects_diff_is_coloured_as_git_colours_a_diff(tmp_path: Path) -> No
     assert b'\x1b[32m+  "amount": 7\x1b[0m' in seen.terminal and b'\x1b[31m-  "amount": 5\x1b[0m' in seen.terminal
     plain = run("diff", "a", "b", cwd=tmp_path, on_tty=())
     assert b'+  "amount": 7' in plain.stdout and b"\x1b" not in plain.stdout
+
+
+def test_status_views_and_diff_colour_their_marks_on_a_terminal(tmp_path: Path) -> None:
+    from reelstore.api import Store
+
+    store = Store.init(tmp_path)
+    v = store.fork("v")
+    v.put("notes/new.txt", b"n")
+    v.effect("http", {"method": "POST", "url": "https://example.invalid/pay", "json": {"amount": 1}})
+    green, yellow = b"\x1b[32m", b"\x1b[33m"
+    for args, painted in ((("status", "v"), (green + b"put", yellow)), (("diff", "v"), (green + b"A\x1b[0m\t",)),
+                          (("views",), (yellow,))):
+        seen = run("--no-pager", *args, cwd=tmp_path, on_tty=("stdout",), env=XTERM)
+        assert seen.returncode == 0 and all(p in seen.terminal for p in painted), (args, seen.terminal)
+        plain = run(*args, cwd=tmp_path, on_tty=())
+        assert plain.returncode == 0 and b"\x1b" not in plain.stdout and plain.stdout.strip(), (args, plain.stdout)
