@@ -132,6 +132,12 @@ class BulkReader:
             self._store = self._open_store()
         return self._store
 
+    @property
+    def packs(self) -> list[Pack]:
+        """The packs this reader reads first, in order: a caller with a whole pack's worth of ids may
+        read them in its own loop, and the rest through `read_raw`."""
+        return [lookup.pack for lookup in self._packs]
+
     def read_raw(self, h: bytes) -> tuple[bytes, bool] | None:
         """The verified canonical bytes of `h` (kind tag and body, as `get_raw` gives them), and whether a
         pack holds its body stored (its writer found it incompressible); None if the store has none;

@@ -23,8 +23,7 @@ from reelstore.errors import BadInput, NotFound, ReelError, RemoteConflict, Stor
 from reelstore.kernel import binding
 from reelstore.kernel.names import VIEW_PREFIX
 from reelstore.kernel.views import fork_id
-from reelstore.objects import Blob, Hash, Record, View, decode
-from reelstore.storage.bulk_read import BulkReader
+from reelstore.objects import Hash, Record, View
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
 from reelstore.sync import messages
@@ -34,6 +33,7 @@ from reelstore.sync.remote import remote_url
 from reelstore.sync.send_pack import ZERO_SHA, GitService, UpdateRefs, hung_up, send_pack
 from reelstore.sync.state import Seen, SyncState
 from reelstore.sync.transport import Counter, Progress, Remote, connect, remote_progress, talking_to, text
+from reelstore.sync.walk import missing_on_remote
 
 if TYPE_CHECKING:
     from dulwich.objects import ObjectID
@@ -44,7 +44,6 @@ SYNCED = ("refs/heads/", "refs/views/")
 _MAX_WALK = 1_000_000
 _HTTP_PIECE = 1 << 16
 """Pack bytes per HTTP chunk of a push's request body (dulwich sends one chunk per record it is given)."""
-_LEAF = Blob.kind.encode() + b"\0"
 _STALE_HAVES = ("missing necessary objects", "unpack-objects abnormal exit", "index-pack abnormal exit",
                 "did not receive expected object", "bad object", "missing object")
 
@@ -274,36 +273,6 @@ def _came_from(repo: Repo, ref: str, head: Hash, earlier: Hash) -> bool:
     return False
 
 
-def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[Hash],
-                      take: Callable[[Hash, bytes, bool], None] | None = None) -> list[Hash]:
-    """The closure of `targets` minus what the remote holds: walk down and stop at known objects.
-    Each new object is read once, and handed with its bytes to `take` (the outgoing pack), with whether
-    the store keeps it stored as incompressible; blobs, the bulk of a store, have no edges and are not
-    decoded; no object's bytes are kept."""
-    out: list[Hash] = []
-    visited: set[Hash] = set()
-    frontier = list(dict.fromkeys(targets))
-    read = BulkReader(repo.objects).read_raw
-    while frontier:
-        known = state.known(remote, frontier)
-        nxt: list[Hash] = []
-        for h in frontier:
-            if h in known or h in visited:
-                continue
-            visited.add(h)
-            found = read(h)
-            if found is None:
-                raise StorageError(f"cannot push: object {h.hex()} is missing from this store", id=h)
-            raw, incompressible = found
-            out.append(h)
-            if take is not None:
-                take(h, raw, incompressible)
-            if not raw.startswith(_LEAF):
-                nxt.extend(r for r in decode(raw).references() if r not in visited)
-        frontier = list(dict.fromkeys(nxt))
-    return out
-
-
 def _send(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], deletes: dict[str, str],
           result: PushResult, progress: Progress | None) -> None:
     """Push one sync commit setting `plan` and deleting `deletes` (ref → the sync commit it must still
@@ -432,7 +401,7 @@ def _exchange(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash],
     doomed = {git_ref(ref): commit.encode() for ref, commit in deletes.items()}
     parents = state.tips(conn.name)
     commit: str | None = None
-    new: list[Hash] = []
+    new: list[bytes] = []
     if outgoing is not None:
         new = missing_on_remote(repo, state, conn.name, list(plan.values()), outgoing.add_object)
         commit = outgoing.finish(plan, parents)
@@ -485,7 +454,7 @@ class _NoAtomic(Exception):
 
 
 def _record(repo: Repo, state: SyncState, remote: str, commit: str | None, plan: dict[str, Hash],
-            deletes: dict[str, str], parents: list[str], new: list[Hash]) -> None:
+            deletes: dict[str, str], parents: list[str], new: list[bytes]) -> None:
     with state:
         if commit is not None:
             state.add_known(remote, new)

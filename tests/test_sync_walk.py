@@ -1,0 +1,130 @@
+"""A push's walk (`sync.walk`): every object of the closure the remote lacks, read and verified once,
+from a mapped pack in one loop (stored entries inline) or one at a time; the ids the sync state keeps."""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from pathlib import Path
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reelstore.errors import BadInput, StorageError
+from reelstore.namespace.tree import Namespace
+from reelstore.objects import Blob, Hash, Record, Tree, decode
+from reelstore.storage.repo import Repo
+from reelstore.sync.state import SyncState
+from reelstore.sync.walk import _Reader, edges, missing_on_remote
+
+
+def _store(path: Path, n: int) -> tuple[Repo, list[Blob], Hash]:
+    """A store whose trunk names `n` blobs, half noise (the pack holds them stored), half text."""
+    repo = Repo.init(path)
+    blobs = [Blob(os.urandom(40 + i % 300)) if i % 2 else Blob(b"words and words %d " % i * 9) for i in range(n)]
+    repo.objects.put_many(blobs)
+    head = repo.refs["refs/heads/main"]
+    top = repo.objects.get_as(head, Record)
+    root = Namespace(repo.objects).update(top.namespace, {f"f/{i:05}": b.id for i, b in enumerate(blobs)})
+    rec = Record(parent=head, namespace=root, effects=None, view=None, author="t", message="m", time=0)
+    repo.objects.put(rec)
+    repo.refs.set("refs/heads/main", rec.id, head, message="t")
+    return repo, blobs, rec.id
+
+
+def test_the_walk_hands_over_every_object_once_with_its_verified_bytes(tmp_path: Path) -> None:
+    repo, blobs, tip = _store(tmp_path / "s", 3000)
+    loose = Blob(b"a loose one")
+    repo.objects.put(loose)
+    got: dict[bytes, tuple[bytes, bool]] = {}
+
+    def take(h: bytes, raw: bytes, stored: bool, hexid: bytes) -> None:
+        assert h not in got and hexid == h.hex().encode()
+        got[h] = (raw, stored)
+
+    state = SyncState(repo)
+    try:
+        new = missing_on_remote(repo, state, "r", [tip], take)
+        assert sorted(new) == sorted(got) and len(new) == len(set(new))
+        assert all(got[h][0] == repo.objects.get_raw(Hash(h)) for h in new)
+        assert {b.id for b in blobs} <= set(new)
+        # The noise is held stored by the store's pack (read inline), the text compressed (read by the pack).
+        assert all(got[b.id][1] for b in blobs[1::2]) and not any(got[b.id][1] for b in blobs[::2])
+        # What the remote is known to hold stops the walk: nothing below the tip is read again.
+        with state:
+            state.add_known("r", new)
+        assert missing_on_remote(repo, state, "r", [tip]) == []
+        assert state.known("r", [tip, loose.id]) == {tip}
+        assert state.known("other", [tip]) == set()
+    finally:
+        state.close()
+
+
+def test_a_mapped_read_falls_back_to_the_store_for_what_its_packs_lack(tmp_path: Path) -> None:
+    repo, blobs, _ = _store(tmp_path / "s", 1000)
+    loose = Blob(b"a loose one")
+    repo.objects.put(loose)
+    ids = [b.id for b in blobs] + [loose.id]
+    assert [raw for _, raw, _, _ in _Reader(repo).read(ids)] == [repo.objects.get_raw(h) for h in ids]
+    with pytest.raises(StorageError, match="missing from this store"):
+        list(_Reader(repo).read([*ids, Hash(b"\x02" * 32)]))
+
+
+def _stored_entry(repo: Repo, h: bytes) -> tuple[Path, Path, int, int]:
+    """(pack path, index path, entry offset, index position) of `h`, which the pack must hold stored."""
+    pack = repo.objects.packs()[0]
+    i = pack.index.find(h)
+    offset, _ = pack.index.entry(i)
+    assert pack.map[offset + 1] == 0  # STORED
+    return pack.path, pack.index.path, offset, i
+
+
+@pytest.mark.parametrize("crc_too", [False, True])
+def test_a_damaged_stored_entry_is_refused_even_with_a_matching_crc(tmp_path: Path, crc_too: bool) -> None:
+    """A flipped byte is E007 whether the entry's CRC catches it (then the pack names the damage) or
+    the CRC was rewritten to match (then only the inline BLAKE3 can)."""
+    repo, blobs, _ = _store(tmp_path / "s", 1000)
+    victim = blobs[501]
+    pack_path, idx_path, offset, i = _stored_entry(repo, victim.id)
+    data = bytearray(pack_path.read_bytes())
+    end = offset + 6 + len(victim.encode()) - 5  # two-byte size and length, the body after the kind tag
+    data[end - 3] ^= 0x40
+    pack_path.write_bytes(bytes(data))
+    if crc_too:
+        count = struct.unpack_from(">I", idx_path.read_bytes(), 8)[0]
+        idx = bytearray(idx_path.read_bytes())
+        at = len(idx) - 2 * 32 - 8 * count - 4 * count + 4 * i  # the CRC column sits before the mtimes
+        struct.pack_into(">I", idx, at, zlib.crc32(data[offset:end]))
+        idx_path.write_bytes(bytes(idx))
+    fresh = Repo.open(tmp_path / "s")
+    ids = [b.id for b in blobs]
+    with pytest.raises(StorageError, match="damaged") as caught:
+        list(_Reader(fresh).read(ids))
+    assert caught.value.code == "E007"
+    if crc_too:
+        assert "does not hash to its id" in caught.value.message
+
+
+names = st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(names, st.binary(min_size=32, max_size=32).map(Hash), max_size=20), st.integers(0, 3))
+def test_edges_of_a_node_are_what_the_decoder_finds(entries: dict[str, Hash], level: int) -> None:
+    if level and not entries:
+        level = 0
+    node = Tree(level=level, entries=tuple(sorted(entries.items())))
+    assert list(edges(node.encode())) == list(decode(node.encode()).references())
+
+
+def test_a_node_not_shaped_as_one_is_left_to_the_decoder() -> None:
+    record = Record(parent=None, namespace=Hash(b"\x03" * 32), effects=None, view=None, author="a", message="m",
+                    time=1)
+    assert list(edges(record.encode())) == list(record.references())
+    for body in (b"\xc1", msgpack.packb({"entries": [["a", b"short"]], "level": 0}),
+                 msgpack.packb({"entries": 3, "level": 0}), msgpack.packb([1, 2])):
+        with pytest.raises(BadInput):
+            edges(b"tree\0" + body)
