@@ -83,6 +83,11 @@ class SyncState:
                                "substr(?3, ids.i * 32 + 1, 32)", (len(blob) // 32, remote, blob))
         return {row[0] for row in rows}
 
+    def knows_any(self, remote: str) -> bool:
+        """Is the remote known to hold anything? (Not before a first push or fetch: then a walk need
+        not ask `known` about each level.)"""
+        return self.db.execute("SELECT 1 FROM known WHERE remote = ? LIMIT 1", (remote,)).fetchone() is not None
+
     def add_known(self, remote: str, ids: Iterable[bytes]) -> None:
         """Record that the remote holds `ids`: one statement, the ids split from one blob in SQLite (a
         row per id from Python costs twice as much)."""

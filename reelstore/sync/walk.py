@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import zlib
 from binascii import hexlify
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import blake3
 import msgpack
@@ -53,9 +53,9 @@ class _Reader:
         self.packs = self.bulk.packs
         self.mapped: dict[int, _Mapped] = {}
 
-    def read(self, ids: Sequence[bytes]) -> Iterator[tuple[bytes, bytes, bool, bytes]]:
-        """(id, canonical bytes, stored, hex id) of each of `ids`, in order; E007 on damage, and a
-        StorageError naming the first id the store does not hold."""
+    def read(self, ids: Sequence[bytes], take: Take) -> None:
+        """Hand `take` each of `ids`, in order, with its canonical bytes, whether it is held stored and
+        its hex id; E007 on damage, and a StorageError naming the first id the store does not hold."""
         for k, pack in enumerate(self.packs):
             if k not in self.mapped and len(ids) * 8 > pack.count:
                 self.mapped[k] = _Mapped(pack)
@@ -94,12 +94,12 @@ class _Reader:
                                                "hash to its id", id=Hash(h))
                 break
             if raw is not None:
-                yield h, raw, True, hexid
+                take(h, raw, True, hexid)
                 continue
             found = self.bulk.read_raw(h)
             if found is None:
                 raise StorageError(f"cannot push: object {h.hex()} is missing from this store", id=Hash(h))
-            yield h, found[0], found[1], hexid
+            take(h, found[0], found[1], hexid)
 
 
 def edges(raw: bytes) -> Sequence[bytes]:
@@ -127,16 +127,21 @@ def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[H
     visited: set[bytes] = set()
     frontier: list[bytes] = list(dict.fromkeys(targets))
     reader = _Reader(repo)
+    nxt: list[bytes] = []
+
+    def visit(h: bytes, raw: bytes, stored: bool, hexid: bytes) -> None:
+        if take is not None:
+            take(h, raw, stored, hexid)
+        if not raw.startswith(_LEAF):
+            nxt.extend(r for r in edges(raw) if r not in visited)
+
+    anything_known = state.knows_any(remote)
     while frontier:
-        known = state.known(remote, frontier)
+        known = state.known(remote, frontier) if anything_known else set()
         new = [h for h in frontier if h not in known and h not in visited]
         visited.update(new)
         out += new
-        nxt: list[bytes] = []
-        for h, raw, stored, hexid in reader.read(new):
-            if take is not None:
-                take(h, raw, stored, hexid)
-            if not raw.startswith(_LEAF):
-                nxt.extend(r for r in edges(raw) if r not in visited)
+        nxt.clear()
+        reader.read(new, visit)
         frontier = list(dict.fromkeys(nxt))
     return out
