@@ -7,21 +7,20 @@ import io
 import itertools
 import re
 import sys
-from binascii import unhexlify
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
-from reelstore.cli import formats
 from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, every_byte, pass_ctx, write_bytes
 from reelstore.errors import BadInput, NotFound
 from reelstore.objects.hash import Hash, is_full_hex, is_prefix
-from reelstore.storage.bulk_read import BulkReader
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the batch modes' own machinery loads when a batch runs: -p, -t, -s and -e never use it
+    from reelstore.cli import formats
     from reelstore.objects import Object
+    from reelstore.storage.bulk_read import BulkReader
     from reelstore.storage.repo import Repo
 
 
@@ -61,12 +60,17 @@ class Found:
         self.id, self.kind, self.size, self.rest = id, kind, size, rest
 
 
-ATOMS: dict[str, formats.AtomFactory[Found]] = {
-    "objectname": formats.hex_id(lambda f: f.id.hex(), "objectname"),
-    "objecttype": formats.plain(lambda f: f.kind, "objecttype"),
-    "objectsize": formats.plain(lambda f: str(f.size), "objectsize"),
-    "rest": formats.plain(lambda f: f.rest, "rest"),
-}
+def batch_format(spec: str) -> formats.Format[Found]:
+    """SPEC compiled with the batch modes' atoms (E014 for an unknown atom or modifier)."""
+    from reelstore.cli import formats
+
+    atoms: dict[str, formats.AtomFactory[Found]] = {
+        "objectname": formats.hex_id(lambda f: f.id.hex(), "objectname"),
+        "objecttype": formats.plain(lambda f: f.kind, "objecttype"),
+        "objectsize": formats.plain(lambda f: str(f.size), "objectsize"),
+        "rest": formats.plain(lambda f: f.rest, "rest"),
+    }
+    return formats.Format(spec, atoms, hex_escapes=False)
 
 
 def _entry(repo: Repo, reader: BulkReader, line: str, fmt: formats.Format[Found], with_content: bool,
@@ -120,6 +124,10 @@ def _batch(ctx: Context, names: list[bytes] | None, fmt: formats.Format[Found], 
     one probe of the reader's map per pack, echoed as given (still hashed once); a full id kept
     elsewhere is parsed once and read through the store. The answers to one chunk of input are written
     together."""
+    from binascii import unhexlify
+
+    from reelstore.storage.bulk_read import BulkReader
+
     out = sys.stdout.buffer
     if _own_process(out):
         # What exists now lives until the process ends, so it is frozen: no collection walks it again, and
@@ -216,7 +224,7 @@ def cat_file(ctx: Context, show_type: bool, show_size: bool, show_pretty: bool, 
     if spec is not None:
         if args:
             raise click.UsageError("--batch and --batch-check take names on stdin, not NAME")
-        fmt = formats.Format(spec, ATOMS, hex_escapes=False)
+        fmt = batch_format(spec)
         names = sorted(h.hex().encode() for h in ctx.repo.objects) if batch_all_objects else None
         _batch(ctx, names, fmt, batch is not None, buffer, b"\0" if nul else b"\n")
         return

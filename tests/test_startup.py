@@ -90,6 +90,14 @@ STDLIB_EXTRAS = {"secrets", "hmac", "random", "json", "dataclasses", "signal", "
 """Standard modules click itself does not load, which the hot verbs leave alone too."""
 
 
+READ_PATH_EXTRAS = ("reelstore.storage.batch", "reelstore.storage.pack_import", "reelstore.storage.segment",
+                    "reelstore.storage.bulk_read", "reelstore.cli.formats")
+"""What only a writer, a batch or a miss in packs and loose files uses: the write batch and index repair,
+pack import, journal segments, cat-file's batch reader and its format atoms."""
+LAZY_STDLIB = {"array", "bisect", "binascii", "fcntl"}
+"""Standard modules that only a whole-index read, an index build, a batch or a lock taker needs."""
+
+
 def _loaded(mods: set[str], prefixes: tuple[str, ...]) -> list[str]:
     return sorted(m for m in mods if m.startswith(prefixes))
 
@@ -104,9 +112,14 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
     assert sorted(show & STDLIB_EXTRAS) == []
     assert _loaded(show, ("reelstore.objects.",)) == ["reelstore.objects.hash"]
     assert _loaded(show, ("reelstore.storage.ref_transaction", "reelstore.storage.reflog",  # writers' parts
-                          "reelstore.storage.verb_log")) == []
+                          "reelstore.storage.verb_log", "reelstore.storage.ref_locks")) == []
+    assert sorted(show & LAZY_STDLIB) == []
     for args in (["cat-file", "-p", head], ["cat-file", "-t", "main"], ["update-ref", "refs/heads/b", head]):
         mods = _imported_after(*args, cwd=tmp_path)
+        assert _loaded(mods, READ_PATH_EXTRAS) == [], args
+        assert sorted(mods & LAZY_STDLIB) == ([] if args[0] == "cat-file" else ["bisect"]), args  # a ref write
+        # checks its name against the others' (bisect), and takes its lock
+        assert ("reelstore.storage.ref_locks" in mods) == (args[0] == "update-ref"), args
         assert _loaded(mods, KERNEL_AND_UP + ("reelstore.namespace",)) == [], args
         assert sorted(mods & (STDLIB_EXTRAS - {"json", "getpass"})) == [], args
         kinds = {m.rpartition(".")[2] for m in _loaded(mods, ("reelstore.objects.",))}

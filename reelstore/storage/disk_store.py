@@ -17,16 +17,16 @@ from typing import IO, TYPE_CHECKING
 
 from reelstore.errors import NotFound, StorageError
 from reelstore.objects import Hash, Object
-from reelstore.storage.batch import PackBatch, orphaned_by_dead, rebuild_index, torn_index
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.object_store import LooseObjectStore, ObjectStore
 from reelstore.storage.pack import Pack
-from reelstore.storage.pack_import import import_pack
-from reelstore.storage.segment import Segment, Segments
 
-if TYPE_CHECKING:  # the pack writer is imported where a pack is written: a read never needs it
+if TYPE_CHECKING:  # imported where used: a read that packs or loose files answer needs no writer, write
+    # batch, pack import, index repair or journal segment
+    from reelstore.storage.batch import PackBatch
     from reelstore.storage.pack_copy import Reuse
     from reelstore.storage.pack_item import PackItem, PackOptions, PackResult
+    from reelstore.storage.segment import Segment, Segments
 
 ROLL_UP_PACKS = 32
 """Past this many packs, the end of a batch merges the small ones (git's gc.autoPackLimit is 50)."""
@@ -60,7 +60,21 @@ class DiskObjectStore(ObjectStore):
         self._scanned: int | None = None
         self._scan_time = 0
         self._local = threading.local()
-        self.segments = Segments(self.root / "journal", fsync=fsync)
+        self._segments: Segments | None = None
+        self._segments_guard = threading.Lock()
+
+    @property
+    def segments(self) -> Segments:
+        """The journal segments, opened on first use (a drain's log or a miss in packs and loose files)."""
+        segments = self._segments
+        if segments is None:
+            from reelstore.storage.segment import Segments
+
+            with self._segments_guard:
+                if self._segments is None:
+                    self._segments = Segments(self.root / "journal", fsync=self.fsync)
+                segments = self._segments
+        return segments
 
     # The open batch is per thread: a thread's uncommitted objects are its own (another thread's flush
     # or discard never touches them, and other threads do not read them before they are durable).
@@ -136,6 +150,8 @@ class DiskObjectStore(ObjectStore):
 
     def _repair_orphan(self, pack_path: Path) -> bool:
         """Give a pack its index back if its writer was killed between renaming the pack and the index."""
+        from reelstore.storage.batch import orphaned_by_dead, rebuild_index
+
         leftovers = orphaned_by_dead(pack_path)
         if not leftovers or not rebuild_index(pack_path, fsync=self.fsync):
             return False
@@ -150,6 +166,8 @@ class DiskObjectStore(ObjectStore):
         try:
             return Pack(path)
         except StorageError:
+            from reelstore.storage.batch import rebuild_index, torn_index
+
             if not torn_index(path) or not rebuild_index(path, fsync=self.fsync):
                 raise
             return Pack(path)
@@ -423,6 +441,8 @@ class DiskObjectStore(ObjectStore):
                     os.utime(self.loose_path(h))
                     continue
                 if self._batch is None:
+                    from reelstore.storage.batch import PackBatch
+
                     self._batch = PackBatch(self.pack_dir, fsync=self.fsync)
                 self._batch.add(h, raw, now)
             return
@@ -494,7 +514,9 @@ class DiskObjectStore(ObjectStore):
         return self.loose.put_many(objs)
 
     def import_pack(self, fill: Callable[[IO[bytes]], object]) -> tuple[Path, bytes, int]:
-        found = import_pack(self.pack_dir, fill)
+        from reelstore.storage import pack_import
+
+        found = pack_import.import_pack(self.pack_dir, fill)
         self.refresh(force=True)
         return found
 

@@ -7,21 +7,22 @@ Layout: docs/format.md, "Packs and pack indexes".
 
 from __future__ import annotations
 
-import array
-import bisect
 import itertools
 import mmap
 import os
 import struct
 import sys
-from binascii import hexlify
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import blake3
 
 from reelstore.errors import StorageError
 from reelstore.objects import Hash
+
+if TYPE_CHECKING:  # array, bisect and binascii load where whole columns are read, an index built or hexed
+    import array
 
 IDX_MAGIC = b"RIDX"
 VERSION = 1
@@ -56,6 +57,8 @@ def index_parts(ids: Sequence[bytes], offsets: Sequence[int], crcs: Sequence[int
     """The .idx as the pieces a writer writes one after another (its own checksum last), so a large
     index is never held twice. Rows that come as a few sorted runs (gc's copied packs) sort in
     near-linear time, and no tuple per row is built."""
+    import bisect
+
     order = sorted(range(len(ids)), key=ids.__getitem__)
     joined = b"".join(map(ids.__getitem__, order))
     firsts = joined[::32]  # sorted: each bucket of the fan-out ends where the next first byte starts
@@ -150,6 +153,8 @@ class PackIndex:
         to look up, which probes it with each name as given (so a name is never parsed)."""
         if not self.count:
             return {}
+        from binascii import hexlify
+
         start = self._ids
         hexed = hexlify(self.map[start : start + 32 * self.count], b"\n", 32)
         return dict(zip(hexed.split(b"\n"), range(self.count)))
@@ -194,6 +199,8 @@ class PackIndex:
         return ids, offsets, crcs, mtimes
 
     def _column(self, code: str, at: int) -> array.array[int]:
+        import array
+
         column = array.array(code)
         column.frombytes(self.map[at : at + column.itemsize * self.count])
         if sys.byteorder == "little":

@@ -41,17 +41,18 @@ from reelstore.storage.ref_format import (
     parse_packed,
     required_kind,
 )
-from reelstore.storage.ref_locks import LOCK_TIMEOUT, LockInfo, Locks, holder_line, lock_conflict, read_lock
 
 if TYPE_CHECKING:
+    from reelstore.storage.ref_locks import LOCK_TIMEOUT, LockInfo, Locks
     from reelstore.storage.ref_transaction import RefTransaction, RefUpdate, Updates
     from reelstore.storage.reflog import ReflogEntry
 
 __all__ = ["ANY", "LOCK_TIMEOUT", "DiskRefStore", "LockInfo", "MemoryRefStore", "RefStore", "RefTransaction",
            "RefUpdate", "ReflogEntry", "check_ref_name", "check_target", "checksum", "required_kind"]
 
-_LAZY = {"RefTransaction": "ref_transaction", "RefUpdate": "ref_transaction", "ReflogEntry": "reflog"}
-"""Names kept importable from here whose modules only a writer (or a reflog reader) loads."""
+_LAZY = {"RefTransaction": "ref_transaction", "RefUpdate": "ref_transaction", "ReflogEntry": "reflog",
+         "LOCK_TIMEOUT": "ref_locks", "LockInfo": "ref_locks"}
+"""Names kept importable from here whose modules only a writer (or a reflog or lock reader) loads."""
 
 
 def __getattr__(name: str) -> Any:
@@ -203,7 +204,9 @@ class MemoryRefStore(RefStore):
 class DiskRefStore(RefStore):
     """Loose refs under `refs/`, `packed-refs`, reflogs under `logs/`, all inside the `.reel` dir."""
 
-    def __init__(self, root: Path, *, fsync: bool = True, lock_timeout: float = LOCK_TIMEOUT) -> None:
+    def __init__(self, root: Path, *, fsync: bool = True, lock_timeout: float | None = None) -> None:
+        """`lock_timeout`: seconds after which an unverifiable lock is stale (None: ref_locks.LOCK_TIMEOUT,
+        left to that module so a reader, which takes no lock, does not load it)."""
         self.root = Path(root)
         self.fsync = fsync
         self.lock_timeout = lock_timeout
@@ -268,6 +271,8 @@ class DiskRefStore(RefStore):
                 except (NotADirectoryError, IsADirectoryError):
                     raise Conflict(f"cannot lock ref {name}: a ref is in the way of its path", ref=name) from None
                 except FileExistsError:
+                    from reelstore.storage.ref_locks import lock_conflict, read_lock
+
                     raise lock_conflict(name, read_lock(lock, self.lock_timeout)) from None
                 taken.append(name)
         except BaseException:
@@ -276,6 +281,8 @@ class DiskRefStore(RefStore):
 
     def _create_lock(self, lock: Path, attempts: int = 3) -> None:
         """Create `lock` exclusively, making its directory; retried if a concurrent prune removed it."""
+        from reelstore.storage.ref_locks import holder_line
+
         for attempt in range(attempts):
             try:
                 lock.parent.mkdir(parents=True, exist_ok=True)
@@ -371,6 +378,8 @@ class DiskRefStore(RefStore):
 
     def stale_locks(self) -> Locks:
         """Every stale lock file of this store (refs and packed-refs), by path."""
+        from reelstore.storage.ref_locks import read_lock
+
         out = []
         paths = [self.root / "packed-refs.lock"]
         for dirpath, _, files in os.walk(self.root / "refs"):
@@ -385,6 +394,8 @@ class DiskRefStore(RefStore):
     def clear_stale_locks(self, force: bool = False) -> Locks:
         """Remove the locks whose holder is provably dead (with `force`, every stale one) and the
         temporary ref files dead writers left; returns the locks removed."""
+        from reelstore.storage.ref_locks import read_lock
+
         removed = []
         for info in self.stale_locks():
             if info.dead or force:
@@ -458,6 +469,8 @@ class DiskRefStore(RefStore):
     @contextmanager
     def _packed_locked(self, wait_s: float = 10.0) -> Iterator[None]:
         """packed-refs is rewritten whole; its lock is held for milliseconds, so wait for it briefly."""
+        from reelstore.storage.ref_locks import holder_line
+
         lock = self.root / "packed-refs.lock"
         deadline = time.monotonic() + wait_s
         while True:

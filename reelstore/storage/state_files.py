@@ -7,7 +7,6 @@ dict. Names are relative to the `.reel` directory.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 import time
@@ -164,6 +163,8 @@ class DiskFiles(StateFiles):
 
     @contextmanager
     def lock(self, name: str, wait_s: float) -> Iterator[None]:
+        import fcntl  # only a lock taker needs it; a read-only command opens the store without it
+
         path = self._path(name)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
