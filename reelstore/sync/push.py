@@ -20,9 +20,7 @@ from typing import TYPE_CHECKING, Any
 from dulwich.errors import GitProtocolError, HangupException
 
 from reelstore.errors import BadInput, NotFound, ReelError, RemoteConflict, StorageError
-from reelstore.kernel import binding
 from reelstore.kernel.names import VIEW_PREFIX
-from reelstore.kernel.views import fork_id
 from reelstore.objects import Hash, Record, View
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
@@ -98,7 +96,7 @@ def push(repo: Repo, remote: str, refs: list[str] | None = None, progress: Progr
             last = seen.get(ref)
             status = _classify(repo, remote, ref, local, last)
             if status == "new" and ref.startswith(VIEW_PREFIX) and \
-                    binding.bound_remote(repo, repo.objects.get_as(local, View)) == remote:
+                    _bound_here(repo, repo.objects.get_as(local, View), remote):
                 status = "gone"  # it was on the remote and is no more (aborted there): never resurrect it
             result.refs.append(RefPush(ref, status, last.target if last else None, local))
             if status in ("new", "fast-forward"):
@@ -111,8 +109,13 @@ def push(repo: Repo, remote: str, refs: list[str] | None = None, progress: Progr
                 "fetch, reconcile, and push again (nothing was pushed)", refs=rejected)
         if plan:
             _send(repo, state, connect(remote, result.url, repo.config), plan, {}, result, progress)
-        for r in result.refs:
-            if r.ref.startswith(VIEW_PREFIX) and r.status in ("new", "fast-forward", "up-to-date") and r.new:
+        views = [r for r in result.refs if r.ref.startswith(VIEW_PREFIX) and r.new and
+                 r.status in ("new", "fast-forward", "up-to-date")]
+        if views:
+            from reelstore.kernel import binding  # views only: a push of trunks never loads the view kernel
+
+            for r in views:
+                assert r.new is not None
                 binding.bind(repo, repo.objects.get_as(r.new, View), remote, override=True)
         return result
     finally:
@@ -138,6 +141,14 @@ def delete(repo: Repo, remote: str, refs: list[str], progress: Progress | None =
         return result
     finally:
         state.close()
+
+
+def _bound_here(repo: Repo, view: View, remote: str) -> bool:
+    """Is `view` bound to `remote`? (`kernel.binding` is loaded for views only: a push of
+    trunks alone never compiles it and the view kernel under it.)"""
+    from reelstore.kernel import binding
+
+    return binding.bound_remote(repo, view) == remote
 
 
 def _remote_ref_name(name: str) -> str:
@@ -194,7 +205,7 @@ def _committed_view_ref(repo: Repo, remote: str, seen: dict[str, Seen], record: 
     ref = VIEW_PREFIX + name
     last = seen.get(ref)
     there = last is not None and same_view(repo, last.target, view)
-    if binding.bound_remote(repo, view) == remote and not there:
+    if _bound_here(repo, view, remote) and not there:
         raise RemoteConflict(f"view {name!r} is no longer on remote {remote} as this store last saw it (another "
                              f"store aborted or committed it); `reel fetch {remote}` shows which; nothing was "
                              "committed", view=name)
@@ -207,6 +218,8 @@ def same_view(repo: Repo, target: Hash, view: View) -> bool:
         other = repo.objects.get(target)
     except ReelError:
         return False
+    from reelstore.kernel.views import fork_id
+
     return isinstance(other, View) and fork_id(other) == fork_id(view)
 
 

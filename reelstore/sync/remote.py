@@ -6,7 +6,6 @@ import re
 
 from reelstore.crashpoints import crash_point
 from reelstore.errors import BadInput, Conflict, NotFound
-from reelstore.kernel import binding
 from reelstore.kernel.names import trunk_ref
 from reelstore.storage.repo import Repo
 from reelstore.sync.state import SyncState
@@ -52,8 +51,11 @@ def add_remote(repo: Repo, name: str, url: str, track: list[str] | None = None) 
         if repo.refs.get(trunk_ref(trunk)) is None:
             raise NotFound(f"no trunk {trunk!r} to track {name!r}")
     repo.config.set(f"remote.{name}.url", url)
-    for trunk in track or []:
-        binding.track(repo, trunk, name)
+    if track:
+        from reelstore.kernel import binding  # bindings are loaded only where a remote changes them
+
+        for trunk in track:
+            binding.track(repo, trunk, name)
 
 
 def rename_remote(repo: Repo, old: str, new: str) -> int:
@@ -82,6 +84,8 @@ def rename_remote(repo: Repo, old: str, new: str) -> int:
             state.rename(old, new)
     finally:
         state.close()
+    from reelstore.kernel import binding
+
     binding.rebind_remote(repo, old, new)
     crash_point("remote-rename:config")
     with repo.config.batch():
@@ -98,6 +102,8 @@ def remove_remote(repo: Repo, name: str, *, force: bool = False) -> int:
     A live view bound to the remote has a copy there that another store can commit, so it can be
     committed or aborted only through that remote: E002 while any is live, unless `force`, which keeps
     them bound (until a remote of that name is added again, they can be neither)."""
+    from reelstore.kernel import binding
+
     remote_url(repo, name)
     bound = binding.bound_to(repo, name)
     if bound and not force:

@@ -5,15 +5,15 @@ remote holds. Each new object's verified canonical bytes go straight to the outg
 then dropped; only objects with edges (blobs, the bulk of a store, have none) are decoded.
 
 A level large enough to be worth it (an eighth of a pack's ids) is read in one loop over the pack's
-map: hex id -> position, offsets and CRCs read whole. A stored entry (what the store's writer found
-incompressible, most of a store's bytes) is read right there: its CRC checked, its canonical bytes
-BLAKE3-hashed once against the id (E007 if not). Any other entry, and any entry that fails a check
-here, goes through `BulkReader.read_raw`, which verifies the same way and names the damage.
+map: hex id -> position, the offsets read whole. A stored entry (what the store's writer found
+incompressible, most of a store's bytes) is read right there, its canonical bytes BLAKE3-hashed once
+against the id (E007 if not). Any other entry, and any entry not shaped as this loop expects, goes
+through `BulkReader.read_raw`, which verifies the same way (CRC, inflation, BLAKE3) and names the
+damage.
 """
 
 from __future__ import annotations
 
-import zlib
 from binascii import hexlify
 from collections.abc import Callable, Sequence
 
@@ -23,7 +23,7 @@ import msgpack
 from reelstore.errors import StorageError
 from reelstore.objects import HASH_SIZE, Hash, decode
 from reelstore.storage.bulk_read import BulkReader
-from reelstore.storage.pack import KIND_TAGS, STORED, Pack
+from reelstore.storage.pack import KIND_CODES, KIND_TAGS, STORED, Pack
 from reelstore.storage.repo import Repo
 from reelstore.sync.state import SyncState
 
@@ -37,12 +37,13 @@ _LEAF, _TREE = KIND_TAGS[1], KIND_TAGS[2]
 class _Mapped:
     """One pack, mapped for a level that reads many of its ids."""
 
-    __slots__ = ("pack", "positions", "offsets", "crcs")
+    __slots__ = ("pack", "positions", "offsets", "map", "start", "end")
 
     def __init__(self, pack: Pack) -> None:
         self.pack = pack
         self.positions = pack.index.hex_positions()
-        self.offsets, self.crcs = pack.index.offsets_and_crcs()
+        self.offsets = pack.index.offsets_and_crcs()[0]
+        self.map, self.start, self.end = pack.map, pack.data_start, pack.data_end
 
 
 class _Reader:
@@ -53,14 +54,19 @@ class _Reader:
         self.packs = self.bulk.packs
         self.mapped: dict[int, _Mapped] = {}
 
-    def read(self, ids: Sequence[bytes], take: Take) -> None:
+    def read(self, ids: Sequence[bytes], take: Take, inner: Callable[[bytes], None]) -> None:
         """Hand `take` each of `ids`, in order, with its canonical bytes, whether it is held stored and
-        its hex id; E007 on damage, and a StorageError naming the first id the store does not hold."""
+        its hex id, and `inner` the bytes of each that is not a blob; E007 on damage, and a StorageError
+        naming the first id the store does not hold.
+
+        A stored entry in a mapped pack is read here: its canonical bytes are BLAKE3-hashed against the
+        id, which covers everything the entry's CRC would (the kind code makes the tag, the size the
+        extent, the method byte only says how to read it), so the CRC is not computed as well."""
         for k, pack in enumerate(self.packs):
             if k not in self.mapped and len(ids) * 8 > pack.count:
                 self.mapped[k] = _Mapped(pack)
         maps = list(self.mapped.values())
-        crc32, tags, stored_method = zlib.crc32, KIND_TAGS, STORED
+        tags, stored_method, blob = KIND_TAGS, STORED, KIND_CODES["blob"]
         hasher = blake3.blake3()  # one, reset for each object: cheaper than a new one each time
         reset, update, digest = hasher.reset, hasher.update, hasher.digest
         for h in ids:
@@ -70,36 +76,40 @@ class _Reader:
                 i = mp.positions.get(hexid, -1)
                 if i < 0:
                     continue
-                off, crc = mp.offsets[i], mp.crcs[i]
-                pack = mp.pack
-                m = pack.map
+                off, m, end = mp.offsets[i], mp.map, mp.end
                 # A stored entry's size and payload length are one varint written twice; when it is one
                 # or two bytes the entry is read here, else by `read_raw`.
                 size = pos = -1
-                if pack.data_start <= off <= pack.data_end - 6:
+                if mp.start <= off <= end - 6:
                     code, method, a, b, c, d = m[off : off + 6]
                     if method == stored_method:
                         if a < 0x80 and b == a:
                             size, pos = a, off + 4
                         elif a >= 0x80 and b < 0x80 and c == a and d == b:
                             size, pos = (a & 0x7F) | b << 7, off + 6
-                if size >= 0 and (tag := tags.get(code)) is not None and pos + size <= pack.data_end:
-                    entry = m[off : pos + size]
-                    if crc32(entry) == crc:
-                        raw = tag + entry[pos - off :]
-                        reset()
-                        update(raw)
-                        if digest() != h:
-                            raise StorageError(f"object {h.hex()} in {pack.name} is damaged: content does not "
-                                               "hash to its id", id=Hash(h))
+                if size >= 0 and (tag := tags.get(code)) is not None and pos + size <= end:
+                    raw = tag + m[pos : pos + size]
+                    reset()
+                    update(raw)
+                    if digest() != h:
+                        raise StorageError(f"object {h.hex()} in {mp.pack.name} is damaged: content does not "
+                                           "hash to its id", id=Hash(h))
                 break
             if raw is not None:
                 take(h, raw, True, hexid)
+                if code != blob:
+                    inner(raw)
                 continue
             found = self.bulk.read_raw(h)
             if found is None:
                 raise StorageError(f"cannot push: object {h.hex()} is missing from this store", id=Hash(h))
             take(h, found[0], found[1], hexid)
+            if not found[0].startswith(_LEAF):
+                inner(found[0])
+
+
+def _ignore(h: bytes, raw: bytes, stored: bool, hexid: bytes) -> None:
+    """A walk that only lists ids takes nothing."""
 
 
 def edges(raw: bytes) -> Sequence[bytes]:
@@ -129,11 +139,8 @@ def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[H
     reader = _Reader(repo)
     nxt: list[bytes] = []
 
-    def visit(h: bytes, raw: bytes, stored: bool, hexid: bytes) -> None:
-        if take is not None:
-            take(h, raw, stored, hexid)
-        if not raw.startswith(_LEAF):
-            nxt.extend(r for r in edges(raw) if r not in visited)
+    def inner(raw: bytes) -> None:
+        nxt.extend(r for r in edges(raw) if r not in visited)
 
     anything_known = state.knows_any(remote)
     while frontier:
@@ -142,6 +149,6 @@ def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[H
         visited.update(new)
         out += new
         nxt.clear()
-        reader.read(new, visit)
+        reader.read(new, take or _ignore, inner)
         frontier = list(dict.fromkeys(nxt))
     return out
