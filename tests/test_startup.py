@@ -198,3 +198,35 @@ def test_the_executable_freezes_its_heap_at_exit_and_an_embedded_cli_does_not(tm
     embedded, after = (int(n) for n in done.stdout.splitlines()[-1].split())
     assert embedded == 0
     assert after > 1000
+
+
+_COLLECTIONS = """\
+import gc, sys
+from click.testing import CliRunner
+from reelstore.cli.main import YOUNG_COLLECTION_EVERY, cli, main
+default = gc.get_threshold()[0]
+CliRunner().invoke(cli, ["--version"])
+embedded = gc.get_threshold()[0]
+runs = []
+gc.callbacks.append(lambda phase, info: runs.append(info["generation"]) if phase == "start" else None)
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(default, embedded, gc.get_threshold()[0], YOUNG_COLLECTION_EVERY, len(runs))
+"""
+
+
+def test_the_executable_runs_a_short_verb_without_a_collection_and_an_embedded_cli_keeps_the_default(
+        tmp_path: Path) -> None:
+    """What a short verb allocates lives to the exit: the executable collects young objects every
+    YOUNG_COLLECTION_EVERY allocations instead of every 700, so `cat-file -p` runs no collection at all
+    (it ran seven). The click group run inside another program leaves the interpreter's threshold alone."""
+    _imported_after("init", cwd=tmp_path)
+    head = (tmp_path / ".reel" / "refs" / "heads" / "main").read_text()[:64]
+    done = subprocess.run([sys.executable, "-c", _COLLECTIONS, "cat-file", "-p", head], capture_output=True,
+                          timeout=60, cwd=tmp_path, check=True)
+    default, embedded, after, every, collections = (int(n) for n in done.stdout.splitlines()[-1].split())
+    assert embedded == default == 700
+    assert after == every > default
+    assert collections == 0
