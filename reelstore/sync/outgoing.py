@@ -117,8 +117,9 @@ class OutgoingPack:
         self.ends: list[int] = []
         self.kinds: list[int] = []
         self.shas: list[bytes] = []
-        self.shards: dict[bytes, list[tuple[bytes, bytes]]] = {}
-        self.blobs = 0
+        self.names: list[bytes] = []
+        """The hex id of each reel object, in entry order (its git id is the entry's, in `shas`): kept as
+        plain bytes, so adding an object makes nothing the cyclic collector tracks."""
 
     def _add(self, kind: int, body: bytes, incompressible: bool = False) -> bytes:
         n = len(body)
@@ -171,26 +172,32 @@ class OutgoingPack:
             if len(buf) >= _SPOOL:
                 self._spill()
         else:
-            sha = self._add(_BLOB, raw, incompressible)
-        self.shards.setdefault(hexid[:2], []).append((hexid[2:], sha))
-        self.blobs += 1
+            self._add(_BLOB, raw, incompressible)
+        self.names.append(hexid)
 
     def finish(self, refs: dict[str, Hash], parents: list[str]) -> str:
-        """Add the fan-out trees, the `refs` file, the root tree and the commit; the commit's id."""
-        fanout = [(prefix, self._tree(b"100644", entries)) for prefix, entries in sorted(self.shards.items())]
+        """Add the fan-out trees, the `refs` file, the root tree and the commit; the commit's id.
+
+        The fan-out trees are stored: they are three quarters hex names and binary SHA-1s, which deflate
+        shrinks by about a quarter for ~100 us a tree (256 of them in a large push). Each holds entries
+        of one mode, so sorting by name is git's own order."""
+        names, shas = self.names, self.shas
+        if len(shas) != len(names):
+            raise AssertionError("the outgoing pack was finished twice")
+        shards: dict[bytes, list[bytes]] = {}
+        for name, sha in zip(names, shas):
+            shards.setdefault(name[:2], []).append(name[2:] + b"\0" + sha)  # all names one length: bytes order
+        fanout = [(prefix, self._add(_TREE, b"100644 " + b"100644 ".join(sorted(entries)), incompressible=True))
+                  for prefix, entries in sorted(shards.items())]
         root: list[tuple[bytes, bytes, bytes]] = []
         if fanout:
-            root.append((b"40000", b"objects", self._add(_TREE, _tree_body(b"40000", fanout))))
+            root.append((b"40000", b"objects", self._add(_TREE, b"".join(b"40000 " + prefix + b"\0" + sha
+                                                                         for prefix, sha in fanout))))
         root.append((b"100644", b"refs", self._add(_BLOB, format_refs(refs))))
         root_sha = self._add(_TREE, b"".join(mode + b" " + name + b"\0" + sha for mode, name, sha in root))
-        names = ", ".join(sorted(refs)) or "no refs"
-        message = f"reel sync: {plural(self.blobs, 'object')}; {names}\n".encode()
+        listed = ", ".join(sorted(refs)) or "no refs"
+        message = f"reel sync: {plural(len(names), 'object')}; {listed}\n".encode()
         return self._add(_COMMIT, commit_body(root_sha.hex(), parents, int(time.time()), message)).hex()
-
-    def _tree(self, mode: bytes, entries: list[tuple[bytes, bytes]]) -> bytes:
-        """A fan-out tree, stored: it is three quarters hex names and binary SHA-1s, which deflate
-        shrinks by about a quarter for ~100 us a tree (256 of them in a large push)."""
-        return self._add(_TREE, _tree_body(mode, sorted(entries)), incompressible=True)
 
     def __len__(self) -> int:
         return len(self.ends)
@@ -275,8 +282,3 @@ def commit_body(tree: str, parents: list[str], when: int, message: bytes) -> byt
     stamp = IDENTITY + b" %d +0000" % when
     lines += [b"author " + stamp, b"committer " + stamp, b"", message]
     return b"\n".join(lines)
-
-
-def _tree_body(mode: bytes, entries: list[tuple[bytes, bytes]]) -> bytes:
-    """A git tree of entries that all have one mode: sorting by name is then git's own order."""
-    return b"".join(mode + b" " + name + b"\0" + sha for name, sha in entries)
