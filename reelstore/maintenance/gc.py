@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 from reelstore.errors import BadInput, Conflict, StorageError
@@ -57,7 +56,8 @@ _UNITS = {
     "month": 2592000, "months": 2592000,
     "y": 31536000, "year": 31536000, "years": 31536000,
 }
-_RELATIVE = re.compile(r"^(\d+)\s*[._ ]?\s*([a-z]+)(?:[._ ]+ago)?$")
+_RELATIVE = r"^(\d+)\s*[._ ]?\s*([a-z]+)(?:[._ ]+ago)?$"
+"""A count and a unit; compiled (and cached by `re`) only when an age other than now or never is read."""
 
 
 def parse_age(text: str, now: float | None = None) -> float | None:
@@ -72,7 +72,7 @@ def parse_age(text: str, now: float | None = None) -> float | None:
         return now
     if t == "never":
         return None
-    m = _RELATIVE.match(t)
+    m = re.match(_RELATIVE, t)
     if m and m.group(2) in _UNITS:
         return now - int(m.group(1)) * _UNITS[m.group(2)]
     from datetime import datetime, timezone  # only for an ISO time
@@ -146,24 +146,38 @@ def _lock_owner(content: bytes | None) -> str | None:
     return f"pid {parts[0]} on {parts[1]}" if len(parts) >= 2 else "unknown holder"
 
 
-@dataclass
 class GcReport:
-    reachable: int = 0
-    candidates: int = 0
-    kept_recent: int = 0
-    """Unreachable but younger than the grace period: kept (and packed, with their mtimes)."""
-    pruned: int = 0
-    """Unreachable and old: gone (or, with dry_run, would be)."""
-    packed: int = 0
-    pack: str | None = None
-    packs_removed: int = 0
-    loose_removed: int = 0
-    temp_removed: int = 0
-    """Temporary files left by a killed writer (older than an hour)."""
-    dry_run: bool = False
-    damaged_skipped: list[Hash] = field(default_factory=list)
-    """Unreachable young objects that could not be read, so not packed (fsck names them)."""
-    _pruned: Collection[bytes] = field(default_factory=list, repr=False)
+    """What a gc found and did. A plain class with a dataclass's constructor, repr and equality, not a
+    dataclass: `reel gc` otherwise never imports `dataclasses`, whose import and class creation cost more
+    than a small store's gc."""
+
+    def __init__(self, reachable: int = 0, candidates: int = 0, kept_recent: int = 0, pruned: int = 0,
+                 packed: int = 0, pack: str | None = None, packs_removed: int = 0, loose_removed: int = 0,
+                 temp_removed: int = 0, dry_run: bool = False, damaged_skipped: list[Hash] | None = None) -> None:
+        self.reachable = reachable
+        self.candidates = candidates
+        self.kept_recent = kept_recent
+        """Unreachable but younger than the grace period: kept (and packed, with their mtimes)."""
+        self.pruned = pruned
+        """Unreachable and old: gone (or, with dry_run, would be)."""
+        self.packed = packed
+        self.pack = pack
+        self.packs_removed = packs_removed
+        self.loose_removed = loose_removed
+        self.temp_removed = temp_removed
+        """Temporary files left by a killed writer (older than an hour)."""
+        self.dry_run = dry_run
+        self.damaged_skipped: list[Hash] = [] if damaged_skipped is None else damaged_skipped
+        """Unreachable young objects that could not be read, so not packed (fsck names them)."""
+        self._pruned: Collection[bytes] = []
+
+    def __repr__(self) -> str:
+        return f"GcReport({', '.join(f'{k}={v!r}' for k, v in self.to_json().items())})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is GcReport and self.to_json() == other.to_json()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable, as a dataclass with eq is
 
     @property
     def pruned_ids(self) -> list[Hash]:
@@ -622,11 +636,11 @@ def _disk(repo: Repo) -> ObjectStore:
     return repo.objects
 
 
-@dataclass
 class PruneReport:
-    removed: list[Hash] = field(default_factory=list)
-    kept_recent: int = 0
-    dry_run: bool = False
+    def __init__(self, dry_run: bool = False) -> None:
+        self.removed: list[Hash] = []
+        self.kept_recent = 0
+        self.dry_run = dry_run
 
 
 def prune(repo: Repo, expire: str | None = None, *, dry_run: bool = False, now: float | None = None) -> PruneReport:
@@ -650,13 +664,15 @@ def prune(repo: Repo, expire: str | None = None, *, dry_run: bool = False, now: 
     return report
 
 
-@dataclass
 class RepackReport:
-    pack: str | None = None
-    packed: int = 0
-    packs_removed: int = 0
-    loose_removed: int = 0
-    methods: dict[str, int] = field(default_factory=dict)
+    """What a repack did (as JSON, its attributes)."""
+
+    def __init__(self) -> None:
+        self.pack: str | None = None
+        self.packed = 0
+        self.packs_removed = 0
+        self.loose_removed = 0
+        self.methods: dict[str, int] = {}
 
 
 def repack(

@@ -13,7 +13,6 @@ import operator
 import zlib
 from collections.abc import Callable, Mapping, MutableSequence, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
 
 from reelstore.errors import StorageError
 from reelstore.objects import Hash
@@ -22,22 +21,22 @@ from reelstore.storage.pack_index import Columns
 from reelstore.storage.pack_item import DICT_MAX, PackItem
 
 
-@dataclass
 class Reuse:
     """Entries of an open pack whose checksums were verified (`Pack.checksums_ok`), to be copied into a
     new pack as they are stored, the way git reuses deltas: `positions` in its index, with the mtime
-    each is to carry. Each entry's CRC is checked as it is copied; `damaged` hears of one that fails."""
+    each is to carry. Each entry's CRC is checked as it is copied; `damaged` hears of one that fails.
+    A plain class, as PackItem is (see there)."""
 
-    pack: Pack
-    positions: Sequence[int]
-    mtimes: Sequence[int]
-    columns: Columns | None = None
-    """The pack's `index.columns()`, if the caller has read them already."""
-    hints: Mapping[bytes, str] = field(default_factory=dict)
-    """Name hints of the ids (see PackItem), for those packed afresh."""
-    versions: AbstractSet[str] = frozenset()
-    """Hints shared by several objects of the new pack (versions of one file): those of a group commit's
-    pack are packed afresh, and the first copied one of each seeds the delta search of the others."""
+    def __init__(self, pack: Pack, positions: Sequence[int], mtimes: Sequence[int], columns: Columns | None = None,
+                 hints: Mapping[bytes, str] | None = None, versions: AbstractSet[str] = frozenset()) -> None:
+        self.pack, self.positions, self.mtimes = pack, positions, mtimes
+        self.columns = columns
+        """The pack's `index.columns()`, if the caller has read them already."""
+        self.hints: Mapping[bytes, str] = {} if hints is None else hints
+        """Name hints of the ids (see PackItem), for those packed afresh."""
+        self.versions = versions
+        """Hints shared by several objects of the new pack (versions of one file): those of a group commit's
+        pack are packed afresh, and the first copied one of each seeds the delta search of the others."""
 
     @functools.cached_property
     def named(self) -> AbstractSet[bytes]:

@@ -91,11 +91,20 @@ def _train(entries: list[_Entry], level: int) -> bytes:
         return b""
     # A dictionary holds what the bodies share: if a spread of them side by side does not compress,
     # there is nothing to learn, and training (and compressing every small body with it) is wasted.
-    joined = b"".join(samples[:: max(1, len(samples) // 256)])
-    if len(zstandard.ZstdCompressor(level=1).compress(joined)) * 10 > len(joined) * 9:
+    spread = samples[:: max(1, len(samples) // 256)]
+    quick = zstandard.ZstdCompressor(compression_params=zstandard.ZstdCompressionParameters.from_level(1, **_FLAGS))
+    joined = b"".join(spread)
+    together = len(quick.compress(joined))
+    if together * 10 > len(joined) * 9:
         return b""
     total = sum(len(s) for s in samples)
     size = min(64 * 1024, max(4096, total // 20))
+    # Nor when what they share would not pay for the dictionary: compressed side by side rather than
+    # each alone, the spread saves about as much as a dictionary could (a dictionary holds less than the
+    # bodies beside each one), so if that saving would not cover the dictionary, neither would training.
+    apart = sum(min(len(s), len(quick.compress(s))) for s in spread)
+    if (apart - together) * small <= 2 * size * len(spread):
+        return b""
     try:
         trained = zstandard.train_dictionary(size, samples, k=200, d=8, steps=1, level=level)
     except zstandard.ZstdError:
