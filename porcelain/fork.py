@@ -1,5 +1,6 @@
 """`reel fork`: start a view over a trunk or another view (through the kernel's fork alone: the API's
-Store would import the commit machinery too)."""
+Store would import the commit machinery too). The line it prints comes from the view just written;
+only `--json` loads the status machinery for the view's full status document."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import click
 from reelstore.cli.complete import SOURCES
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.kernel.fork import fork as kernel_fork
-from reelstore.kernel.inspection import status
 from reelstore.objects import Capability
 
 
@@ -23,9 +23,14 @@ from reelstore.objects import Capability
 @pass_ctx
 def fork(ctx: Context, source: str | None, caps: tuple[str, ...], boundary: str | None, name: str) -> None:
     """Fork view NAME: one view object and one ref, whatever the namespace's size."""
-    kernel_fork(ctx.repo, name, source, [Capability.parse(c) for c in caps] if caps else None, boundary)
-    info = status(ctx.repo, name)
-    ctx.emit(info.to_json(), f"forked view {name} from {info.parent} ({info.boundary}) as {info.id.hex()[:12]}")
+    live = kernel_fork(ctx.repo, name, source, [Capability.parse(c) for c in caps] if caps else None, boundary)
+    if ctx.json:
+        from reelstore.kernel.inspection import status
+
+        ctx.emit(status(ctx.repo, name).to_json())
+    else:
+        view = live.view
+        ctx.emit(None, f"forked view {name} from {view.parent} ({view.boundary}) as {live.id.hex()[:12]}")
 
 
 COMMANDS = [fork]

@@ -131,15 +131,18 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
 
 
 def test_fork_imports_the_kernel_but_nothing_it_does_not_run(tmp_path: Path) -> None:
-    """fork needs the views, admission and status parts of the kernel; not the commit machinery (the
-    rest of the kernel's verbs, the drain, adapters, hooks, the API), the namespace map (a fresh view
-    changed nothing), sync, gc/fsck, `reel run`, dulwich, the credential store, the adapter entry
-    points (importlib.metadata) or a subprocess (no hook runs)."""
+    """fork needs the views and admission parts of the kernel (and status for --json); not the commit
+    machinery (the rest of the kernel's verbs, the drain, adapters, hooks, the API), the namespace map (a
+    fresh view changed nothing), sync, gc/fsck, `reel run`, dulwich, the credential store, the adapter
+    entry points (importlib.metadata) or a subprocess (no hook runs)."""
     _imported_after("init", cwd=tmp_path)
     mods = _imported_after("fork", "v1", cwd=tmp_path)
     assert "reelstore.kernel.fork" in mods
     kernel = {m.rpartition(".")[2] for m in _loaded(mods, ("reelstore.kernel.",))}
-    assert kernel <= {"admission", "changes", "fork", "inspection", "names", "views"}, kernel
+    assert kernel <= {"admission", "fork", "names", "views"}, kernel  # its line comes from the view it wrote
+    with_json = _imported_after("fork", "v2", "--json", cwd=tmp_path)  # the status document needs the status
+    kernel = {m.rpartition(".")[2] for m in _loaded(with_json, ("reelstore.kernel.",))}
+    assert {"inspection", "changes"} <= kernel <= {"admission", "changes", "fork", "inspection", "names", "views"}
     kinds = {m.rpartition(".")[2] for m in _loaded(mods, ("reelstore.objects.",))}
     assert kinds <= {"hash", "block", "capability", "record", "view"}, kinds  # no delta, effect or tree: none met
     assert _loaded(mods, KERNEL_AND_UP[1:] + ("reelstore.namespace", "reelstore.revisions",
