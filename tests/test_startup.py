@@ -112,11 +112,12 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
     assert sorted(show & STDLIB_EXTRAS) == []
     assert _loaded(show, ("reelstore.objects.",)) == ["reelstore.objects.hash"]
     assert _loaded(show, ("reelstore.storage.ref_transaction", "reelstore.storage.reflog",  # writers' parts
-                          "reelstore.storage.verb_log", "reelstore.storage.ref_locks")) == []
+                          "reelstore.storage.verb_log", "reelstore.storage.ref_locks",
+                          "reelstore.storage.state_files")) == []  # nor the state files: it keeps none
     assert sorted(show & LAZY_STDLIB) == []
     for args in (["cat-file", "-p", head], ["cat-file", "-t", "main"], ["update-ref", "refs/heads/b", head]):
         mods = _imported_after(*args, cwd=tmp_path)
-        assert _loaded(mods, READ_PATH_EXTRAS) == [], args
+        assert _loaded(mods, READ_PATH_EXTRAS + ("reelstore.storage.state_files",)) == [], args
         assert sorted(mods & LAZY_STDLIB) == ([] if args[0] == "cat-file" else ["bisect"]), args  # a ref write
         # checks its name against the others' (bisect), and takes its lock
         assert ("reelstore.storage.ref_locks" in mods) == (args[0] == "update-ref"), args

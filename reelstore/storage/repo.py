@@ -19,11 +19,11 @@ from reelstore.objects.hash import is_full_hex, is_prefix
 from reelstore.storage.config import Config
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.refs import DiskRefStore, MemoryRefStore, RefStore, check_ref_name
-from reelstore.storage.state_files import DiskFiles, MemoryFiles, StateFiles
 
 if TYPE_CHECKING:
     from reelstore.storage.object_cache import ObjectCache
     from reelstore.storage.object_store import ObjectStore
+    from reelstore.storage.state_files import StateFiles
     from reelstore.storage.verb_log import VerbLog
 
 REEL_DIR = ".reel"
@@ -41,12 +41,20 @@ class Repo:
     `path` is the `.reel` directory itself (None for an in-memory store).
     """
 
-    def __init__(self, files: StateFiles, objects: ObjectStore | Callable[[], ObjectStore], refs: RefStore,
-                 config: Config) -> None:
+    def __init__(self, files: StateFiles | Callable[[], StateFiles], objects: ObjectStore | Callable[[], ObjectStore],
+                 refs: RefStore, config: Config, root: Path | None = None) -> None:
         """`objects` may be the function that opens the object store: it then opens on first use, so a
-        command that reads only refs (show-ref, update-ref) never loads the pack machinery."""
-        self.files = files
-        self.path = files.root
+        command that reads only refs (show-ref) never loads the pack machinery. So may `files`, with
+        `root` the directory they will have: a command that keeps no state file (show-ref, cat-file,
+        update-ref) never loads them."""
+        self._files: StateFiles | None = None
+        self._open_files: Callable[[], StateFiles] | None = None
+        if callable(files):
+            self._open_files = files
+            self.path = root
+        else:
+            self._files = files
+            self.path = files.root
         self._objects: ObjectStore | None = None
         self._cache: ObjectCache | None = None
         self._open_objects: Callable[[], ObjectStore] | None = None
@@ -60,6 +68,18 @@ class Repo:
         self._verbs: VerbLog | None = None
         self._attached: dict[Callable[[Repo], Any], Any] = {}
         self._attach_guard = threading.RLock()
+
+    @property
+    def files(self) -> StateFiles:
+        """The store's state files (the verb log, bindings, claims, locks, hooks), opened on first use."""
+        files = self._files
+        if files is None:
+            with self._attach_guard:
+                if self._files is None:
+                    assert self._open_files is not None
+                    self._files = self._open_files()
+                files = self._files
+        return files
 
     @property
     def verbs(self) -> VerbLog:
@@ -124,6 +144,7 @@ class Repo:
     def memory(cls, trunk: str = DEFAULT_TRUNK) -> Repo:
         """An in-memory store with its trunk started, for tests and embedding."""
         from reelstore.storage.object_store import MemoryObjectStore
+        from reelstore.storage.state_files import MemoryFiles
 
         repo = cls(MemoryFiles(), MemoryObjectStore(), MemoryRefStore(), Config(None, _initial_config(trunk)))
         repo.start_trunk(trunk)
@@ -179,7 +200,14 @@ class Repo:
             objects.inflight = inflight
             return objects
 
-        return cls(DiskFiles(path.resolve(), fsync=fsync), open_objects, refs, config)
+        root = path.resolve()
+
+        def open_files() -> StateFiles:
+            from reelstore.storage.state_files import DiskFiles
+
+            return DiskFiles(root, fsync=fsync)
+
+        return cls(open_files, open_objects, refs, config, root)
 
     @classmethod
     def discover(cls, start: Path | str | None = None) -> Repo:
