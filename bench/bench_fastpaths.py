@@ -226,6 +226,18 @@ def _click_floor_why(cwd: Path, env: dict[str, str]) -> str:
             f"({sum(extra.values()) / 1000:.1f} ms self: {listed}, ...)")
 
 
+def _click_command_why(cwd: Path, env: dict[str, str], ref: str) -> str:
+    """What running a click command loads beyond `import click` (-X importtime self times): gettext's
+    locale for its translated strings, difflib (and heapq) for the suggestions of the NoSuchOption that
+    click builds when it tries a short flag as a long option first."""
+    base = _importtime("import click, blake3, zstandard, msgpack", [], cwd, env)
+    got = _importtime(CLICK_COMMAND, [ref], cwd, env)
+    extra = sorted(((k, v) for k, v in got.items() if k not in base), key=lambda kv: -kv[1])
+    listed = ", ".join(f"{k} {v / 1000:.1f}" for k, v in extra)
+    return (f"  and a click command with a short flag adds {len(extra)} modules "
+            f"({sum(v for _, v in extra) / 1000:.1f} ms self: {listed})")
+
+
 def _verb_row(title: str, reel_s: list[tuple], git_s: list[tuple] | None, floor: list[tuple],
               click_floor: list[tuple]) -> None:
     """reel beside git, the issue's floor and the floor with click; the goal is reel/(floor+click) <= 1.3."""
@@ -268,6 +280,7 @@ def _startup(tmp: Path, repeat: int, cached: bool) -> None:
     print(f"{'(floor + a click command)':<30} {med(got['command'], 0) * 1000:6.1f} ms cpu  "
           "(a group, one command with -p, parsed and run)")
     print(_click_floor_why(r, env))
+    print(_click_command_why(r, env, ref))
 
     def versus(title: str, reel_cmd: Callable[[], list[str]], git_cmd: Callable[[], list[str]] | None,
                split: list[str] | None = None, cwd: Path = r, gcwd: Path = g) -> None:
