@@ -315,10 +315,15 @@ FLOOR_BATCH = Path(__file__).resolve().parent / "floor_batch.py"
 
 
 def batch(tmp: Path, n: int, repeat: int) -> None:
-    """reel, git and the floor (bench/floor_batch.py: the same checks and output in a minimal Python
-    script, no click and no reelstore) over the same ids, interleaved, in both bytecode modes (the floor
-    imports no project module, so only reel's figure depends on the mode)."""
-    print(f"== cat-file --batch, {n} packed objects (floor: bench/floor_batch.py)")
+    """reel (with its optional C accelerator, and without it: REEL_PURE=1), git and the floor
+    (bench/floor_batch.py: the same checks and output in a minimal Python script, no click and no
+    reelstore) over the same ids, interleaved, in both bytecode modes (the floor imports no project
+    module, so only reel's figures depend on the mode)."""
+    from reelstore.storage.bulk_read import accelerator_built
+
+    built = accelerator_built()
+    print(f"== cat-file --batch, {n} packed objects (floor: bench/floor_batch.py; C accelerator "
+          f"{'built' if built else 'NOT built: both reel rows are pure Python'})")
     r, g = tmp / "b-reel", tmp / "b-git"
     repo = reel_store(r, n)
     subprocess.run([REEL, "repack", "-a", "-d"], cwd=r, check=True, capture_output=True)
@@ -326,10 +331,15 @@ def batch(tmp: Path, n: int, repeat: int) -> None:
     git("repack", "-a", "-d", "-q", cwd=g)
     ids = "".join(h.hex() + "\n" for h in sorted(repo.objects)).encode()
     gids = git("cat-file", "--batch-all-objects", "--batch-check=%(objectname)", cwd=g)
-    want = subprocess.run([REEL, "cat-file", "--batch"], cwd=r, input=ids, capture_output=True, check=True).stdout
+    fast_env = {k: v for k, v in os.environ.items() if k != "REEL_PURE"}
+    pure_env = dict(fast_env, REEL_PURE="1")
+    want = subprocess.run([REEL, "cat-file", "--batch"], cwd=r, input=ids, capture_output=True, check=True,
+                          env=fast_env).stdout
+    pure = subprocess.run([REEL, "cat-file", "--batch"], cwd=r, input=ids, capture_output=True, check=True,
+                          env=pure_env).stdout
     got = subprocess.run([sys.executable, str(FLOOR_BATCH)], cwd=r, input=ids, capture_output=True, check=True).stdout
-    if got != want:
-        raise RuntimeError("the floor script's output differs from reel's")
+    if got != want or pure != want:
+        raise RuntimeError("the floor script's or the pure path's output differs from reel's")
     floor_cmd = [sys.executable, str(FLOOR_BATCH)]
     # The floor after `import click`: the part of reel's start-up that the issue keeps (a script runs from
     # source either way: Python caches no bytecode for the file it is given).
@@ -339,15 +349,20 @@ def batch(tmp: Path, n: int, repeat: int) -> None:
         env = bytecode_env(cached)
         if cached:
             run([REEL, "cat-file", "--batch"], r, ids[:65], env=env)
-        got = interleaved({"r": lambda env=env: run([REEL, "cat-file", "--batch"], r, ids, env=env),
+        fast = {k: v for k, v in env.items() if k != "REEL_PURE"}
+        slow = {**fast, "REEL_PURE": "1"}
+        got = interleaved({"r": lambda fast=fast: run([REEL, "cat-file", "--batch"], r, ids, env=fast),
+                           "p": lambda slow=slow: run([REEL, "cat-file", "--batch"], r, ids, env=slow),
                            "g": lambda: run(["git", "cat-file", "--batch"], g, gids),
                            "f": lambda: run(floor_cmd, r, ids),
                            "c": lambda: run(click_cmd, r, ids)}, repeat)
-        reel_ms, git_ms, floor_ms, click_ms = (med(got[k], 0) * 1000 for k in "rgfc")
+        reel_ms, pure_ms, git_ms, floor_ms, click_ms = (med(got[k], 0) * 1000 for k in "rpgfc")
         title = f"cat-file --batch, bytecode {'cached' if cached else 'not cached'}"
         print(f"{title:<44} reel {reel_ms:8.1f} ms cpu ({med(got['r'], 1) * 1000:7.1f} wall)  git {git_ms:6.1f} ms  "
               f"floor {floor_ms:6.1f} ms  reel/git {reel_ms / git_ms:5.2f}x  reel/floor {reel_ms / floor_ms:5.2f}x  "
               f"floor/git {floor_ms / git_ms:5.2f}x", flush=True)
+        print(f"{'  (reel, pure Python: REEL_PURE=1)':<44} {pure_ms:13.1f} ms cpu ({med(got['p'], 1) * 1000:7.1f} wall)"
+              f"  pure/git {pure_ms / git_ms:5.2f}x  pure/floor {pure_ms / floor_ms:5.2f}x", flush=True)
         print(f"{'  (floor + import click)':<44} {click_ms:13.1f} ms cpu  "
               f"reel/(floor+click) {reel_ms / click_ms:5.2f}x  (floor+click)/git {click_ms / git_ms:5.2f}x", flush=True)
     # The start alone, with no input: what the process pays before it reads one object.

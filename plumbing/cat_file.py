@@ -138,34 +138,48 @@ def _batch(ctx: Context, names: list[bytes] | None, fmt: formats.Format[Found], 
     write = every_byte(out)
     docs = []
     fast = fmt.spec == DEFAULT_FORMAT and not ctx.json
+    accelerated = fast and reader.accelerated
+
+    def answer(records: list[bytes], buf: bytearray) -> None:
+        """Answer `records` in Python, in order, into `buf` (or straight out, for large contents)."""
+        for record, found in zip(records, reader.read_names(records) if fast else itertools.repeat(None)):
+            if found is None and fast and len(record) == 64 and not record.translate(None, _HEX_DIGITS):
+                got = reader.read(unhexlify(record))
+                if got is None:
+                    buf += record + b" missing\n"
+                    continue
+                found = got[0].encode("ascii"), got[1]
+            if found is not None:
+                kind, content = found
+                buf += b"%s %s %d\n" % (record, kind, len(content))
+                if with_content:
+                    if len(content) >= DIRECT:
+                        write(buf)
+                        buf.clear()
+                        write(content)
+                    else:
+                        buf += content
+                    buf += b"\n"
+                continue
+            entry = _entry(repo, reader, record.decode("utf-8", "replace"), fmt, with_content, ctx.json)
+            if isinstance(entry, dict):
+                docs.append(entry)
+            else:
+                for piece in entry:
+                    buf += piece
+
     for records in _slices(names, 1024) if names is not None else _chunks(sep):
         buf = bytearray()
         try:
-            for record, found in zip(records, reader.read_names(records) if fast else itertools.repeat(None)):
-                if found is None and fast and len(record) == 64 and not record.translate(None, _HEX_DIGITS):
-                    got = reader.read(unhexlify(record))
-                    if got is None:
-                        buf += record + b" missing\n"
-                        continue
-                    found = got[0].encode("ascii"), got[1]
-                if found is not None:
-                    kind, content = found
-                    buf += b"%s %s %d\n" % (record, kind, len(content))
-                    if with_content:
-                        if len(content) >= DIRECT:
-                            write(buf)
-                            buf.clear()
-                            write(content)
-                        else:
-                            buf += content
-                        buf += b"\n"
-                    continue
-                answer = _entry(repo, reader, record.decode("utf-8", "replace"), fmt, with_content, ctx.json)
-                if isinstance(answer, dict):
-                    docs.append(answer)
-                else:
-                    for piece in answer:
-                        buf += piece
+            if accelerated:
+                # The accelerator answers a run of names; each one it leaves (not a stored packed entry, or
+                # one failing a check) is answered here, which reads it the general way or names the damage.
+                at = 0
+                while (at := reader.answer(records, at, buf, with_content, DIRECT)) < len(records):
+                    answer(records[at : at + 1], buf)
+                    at += 1
+            else:
+                answer(records, buf)
         finally:  # what was answered before a damaged object is still printed
             write(buf)
         if not buffered:

@@ -15,6 +15,7 @@ from hypothesis import settings
 from ports import Reserved
 
 from reelstore.cli.main import cli
+from reelstore.storage.bulk_read import accelerator_built
 from reelstore.storage.repo import Repo
 
 _BESIDE = Path(sys.executable).with_name("reel")
@@ -40,6 +41,35 @@ def reserve_port() -> Iterator[Callable[[], int]]:
     yield reserve
     for r in held:
         r.close()
+
+
+def _need_accelerator() -> None:
+    """An accelerator that did not build fails the test in CI (where it must be tested) and skips it,
+    saying why, elsewhere."""
+    if not accelerator_built():
+        why = "the C accelerator reelstore.storage._stored_batch is not built (pip install -e . with gcc)"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+@pytest.fixture(params=["pure", "accelerated"])
+def read_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test once on each batch-read path: pure Python (REEL_PURE=1) and the optional C accelerator
+    (reelstore.storage._stored_batch), in this process and in the `reel` it starts."""
+    if request.param == "pure":
+        monkeypatch.setenv("REEL_PURE", "1")
+    else:
+        monkeypatch.delenv("REEL_PURE", raising=False)
+        _need_accelerator()
+    return str(request.param)
+
+
+@pytest.fixture
+def accelerated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C accelerator on, for a test of its own rules."""
+    monkeypatch.delenv("REEL_PURE", raising=False)
+    _need_accelerator()
 
 
 @pytest.fixture

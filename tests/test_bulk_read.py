@@ -199,7 +199,7 @@ finally:
 """
 
 
-def test_a_batch_of_packed_objects_loads_no_store_writing_machinery(tmp_path: Path) -> None:
+def test_a_batch_of_packed_objects_loads_no_store_writing_machinery(tmp_path: Path, read_path: str) -> None:
     objs, loose = _packed_repo(tmp_path)
     names = b"".join(o.id.hex().encode() + b"\n" for o in objs)
     proc = subprocess.run([sys.executable, "-c", _BATCH_MODULES], input=names, capture_output=True, cwd=tmp_path,
@@ -230,7 +230,7 @@ def test_a_pack_the_reader_cannot_open_is_left_to_the_store(tmp_path: Path) -> N
     assert errors[0] == errors[1] and "not a reel pack index" in errors[0]
 
 
-def test_a_batch_run_inside_another_process_freezes_nothing(tmp_path: Path) -> None:
+def test_a_batch_run_inside_another_process_freezes_nothing(tmp_path: Path, read_path: str) -> None:
     """Embedded (here click's test runner, stdout captured in memory), the batch leaves the caller's
     collector alone: freezing would pin the caller's garbage for good."""
     objs, _ = _packed_repo(tmp_path)

@@ -32,7 +32,7 @@ def _run(cmd: list[str], cwd: Path, names: list[bytes]) -> subprocess.CompletedP
     return subprocess.run(cmd, cwd=cwd, input=b"\n".join(names) + b"\n", capture_output=True, timeout=60)
 
 
-def test_the_floor_prints_what_reel_prints(reel, tmp_path: Path) -> None:
+def test_the_floor_prints_what_reel_prints(reel, tmp_path: Path, read_path: str) -> None:
     _, names = _store(tmp_path)
     # Names that are not full lowercase ids are resolved by reel only: the floor answers them `missing`.
     ids = names[:-3]
@@ -42,7 +42,7 @@ def test_the_floor_prints_what_reel_prints(reel, tmp_path: Path) -> None:
     assert floor.stdout.count(b" missing\n") == 1
 
 
-def test_the_floor_refuses_a_damaged_entry_as_reel_does(reel, tmp_path: Path) -> None:
+def test_the_floor_refuses_a_damaged_entry_as_reel_does(reel, tmp_path: Path, read_path: str) -> None:
     repo, names = _store(tmp_path)
     pack = next(repo.objects.pack_dir.glob("*.pack"))
     data = bytearray(pack.read_bytes())

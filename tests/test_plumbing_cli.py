@@ -100,7 +100,7 @@ def test_hash_object_files_and_stdin_paths(run, tmp_path: Path):
     assert run("hash-object").exit_code == 2
 
 
-def test_cat_file_batch_formats(run, tmp_path: Path):
+def test_cat_file_batch_formats(run, tmp_path: Path, read_path: str):
     run("init")
     a = _blob(run, b"alpha")
     b = _blob(run, b"")
@@ -305,7 +305,7 @@ def test_acceptance_through_real_reel(reel, tmp_path: Path):
     assert reel("-C", str(sub), "--json", "cat-file", "-t", oid, check=True).stdout.decode().count("blob") == 1
 
 
-def test_batch_check_streams_ten_thousand_ids(reel, tmp_path: Path):
+def test_batch_check_streams_ten_thousand_ids(reel, tmp_path: Path, read_path: str):
     reel("init", check=True)
     blobs = [Blob(b"object %d " % i + bytes(i % 7)) for i in range(10_000)]
     ids = Repo.open(tmp_path).objects.put_many(blobs)
@@ -325,7 +325,7 @@ def test_batch_check_streams_ten_thousand_ids(reel, tmp_path: Path):
     assert full.stdout == expected
 
 
-def test_batch_answers_each_name_before_reading_the_next(reel, tmp_path: Path):
+def test_batch_answers_each_name_before_reading_the_next(reel, tmp_path: Path, read_path: str):
     """Driven one name at a time, `cat-file --batch` answers (flushes) before it waits for more input."""
     reel("init", check=True)
     blobs = [Blob(b"interactive %d" % i) for i in range(3)]

@@ -9,6 +9,10 @@ hex id -> position, with the offsets and CRCs read whole, so a name is one dict 
 parsed. `read_names` reads a stored entry inline and leaves any other to `Pack.read`. Anything the
 packs do not hold (a loose object, a pack written since, a segment) goes through the store's own
 `get_raw`, which rescans and verifies the same way, so a reader sees what the store sees.
+
+`answer` runs the batch's per-object loop in C (reelstore.storage._stored_batch, an optional extension
+built at install when a compiler is there) for the stored entries of mapped packs: the same checks and
+bytes as the inline read, anything else left to the Python path. REEL_PURE=1 turns it off.
 """
 
 from __future__ import annotations
@@ -25,6 +29,11 @@ from reelstore.errors import NotFound, StorageError
 from reelstore.objects import Hash
 from reelstore.storage.pack import KIND_CODES, KIND_TAGS, STORED, Pack
 
+try:
+    from reelstore.storage import _stored_batch
+except ImportError:  # not built (no compiler at install): the pure-Python path does everything
+    _stored_batch = None  # type: ignore[assignment]
+
 if TYPE_CHECKING:
     from reelstore.storage.object_store import ObjectStore
     from reelstore.storage.repo import Repo
@@ -38,6 +47,19 @@ _BIN_WIDTH = {0xC4: 1, 0xC5: 2, 0xC6: 4}
 _KINDS = {code: kind.encode("ascii") for kind, code in KIND_CODES.items()}
 _BLOB = KIND_CODES["blob"]
 _HEX_DIGITS = b"0123456789abcdef"
+_TAGS = tuple(KIND_TAGS.get(code) for code in range(max(KIND_TAGS) + 1))
+"""Kind code -> `kind\0` (None for a code no kind has), as the accelerator takes them."""
+
+
+def accelerator_built() -> bool:
+    """Whether the optional C extension was built and imports."""
+    return _stored_batch is not None
+
+
+def accelerator_on() -> bool:
+    """Whether batch reads use the C extension: built, and not turned off by REEL_PURE (any value but
+    empty or 0)."""
+    return _stored_batch is not None and os.environ.get("REEL_PURE", "") in ("", "0")
 
 Found = tuple[bytes, "bytes | memoryview"]
 """(kind as ASCII, content): a blob's data, any other kind's body."""
@@ -102,6 +124,10 @@ class BulkReader:
             disk = isinstance(self.store, DiskObjectStore) and not self.store.batch_open
             packs = self.store.packs() if isinstance(self.store, DiskObjectStore) and disk else []
         self._packs = [_Lookup(p) for p in packs]
+        self.accelerated = accelerator_on()
+        """Whether `answer` runs the C loop (else it answers nothing and the caller reads each name)."""
+        self._spans: tuple[tuple[object, object, int, int], ...] | None = None
+        self._hasher = blake3.blake3()
 
     @classmethod
     def of_repo(cls, repo: Repo) -> BulkReader:
@@ -137,6 +163,20 @@ class BulkReader:
         """The packs this reader reads first, in order: a caller with a whole pack's worth of ids may
         read them in its own loop, and the rest through `read_raw`."""
         return [lookup.pack for lookup in self._packs]
+
+    def answer(self, names: list[bytes], start: int, out: bytearray, with_content: bool, direct: int) -> int:
+        """Append to `out` the batch answers (`<name> <kind> <size>\n`, and `<content>\n` with content) of
+        names[start:], in order, up to the first one the C loop leaves to the caller: a name that is not a
+        full lowercase hex id of a stored entry in these packs, an entry failing a check (the caller's
+        read then names the damage), a content of `direct` bytes or more. Returns that name's index
+        (len(names) once all are answered); `start` itself when not accelerated."""
+        if not self.accelerated:
+            return start
+        if self._spans is None:
+            self._spans = tuple((lk.pack.index.map, lk.pack.map, lk.pack.data_start, lk.pack.data_end)
+                                for lk in self._packs)
+        assert _stored_batch is not None
+        return _stored_batch.answer(names, start, self._spans, _TAGS, self._hasher, out, with_content, direct)
 
     def read_raw(self, h: bytes) -> tuple[bytes, bool] | None:
         """The verified canonical bytes of `h` (kind tag and body, as `get_raw` gives them), and whether a

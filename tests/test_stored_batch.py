@@ -1,0 +1,213 @@
+"""The optional C accelerator of `cat-file --batch` (reelstore.storage._stored_batch): the same bytes as
+the pure-Python path, the same refusals of damage (it hands a damaged entry back and the pure path names
+it), no read outside the mapped files, no leaked references. Every test here runs both paths."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import struct
+import sys
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from pack_objects import every_method
+
+from reelstore.cli.main import cli
+from reelstore.objects import Blob
+from reelstore.storage.bulk_read import BulkReader, accelerator_on
+from reelstore.storage.pack_index import FANOUT, IDX_HEADER
+from reelstore.storage.pack_item import PackItem, PackOptions
+from reelstore.storage.repo import Repo
+
+DIRECT = 4096
+
+
+def _store(path: Path) -> tuple[list[bytes], dict[bytes, int]]:
+    """A pack of every method, and one of stored (random, so incompressible) blobs around the sizes where the
+    accelerator's rules change: an empty one, one-byte and two-byte size varints, contents just below
+    and above DIRECT, a three-byte varint (left to Python). Returns the names to ask for, with ones no
+    pack holds and ones that are no full lowercase id, and each packed object's content size by name;
+    one object is left loose."""
+    repo = Repo.init(path)
+    rng = random.Random(7)
+    sizes = [0, 1, 60, 120, 125, 126, 127, 128, 300, 4000, DIRECT - 3, DIRECT - 2, DIRECT, 16_000, 16_379, 20_000]
+    stored = [Blob(rng.randbytes(n)) for n in sizes]
+    methods = every_method()
+    result = repo.objects.add_pack((PackItem(o.id, o.encode(), 1, "f" if o.kind == "blob" else "") for o in methods),
+                                   PackOptions())
+    assert result.methods["zstd"] and result.methods["dict"]
+    # A pack of their own: a dictionary trained on the random blobs would compress them.
+    assert repo.objects.add_pack(PackItem(b.id, b.encode(), 1) for b in stored).methods["stored"] == len(stored)
+    objs = [*methods, *stored]
+    loose = Blob(b"loose, not packed")
+    repo.objects.put(loose)
+    names = [o.id.hex().encode() for o in objs]
+    odd = [loose.id.hex().encode(), Blob(b"absent").id.hex().encode(), names[0].upper(), b"HEAD", b"", b"z" * 64]
+    mixed = names[:]
+    for at, name in zip(range(3, len(mixed), 40), odd):
+        mixed.insert(at, name)
+    return [*mixed, *odd], {o.id.hex().encode(): len(o.content()) for o in objs}
+
+
+def _batch(path: Path, names: list[bytes], mode: str = "--batch") -> tuple[int, bytes, str]:
+    got = CliRunner().invoke(cli, ["-C", str(path), "cat-file", mode], input=b"\n".join(names) + b"\n")
+    assert got.exception is None or isinstance(got.exception, SystemExit), got.exception
+    return got.exit_code, got.stdout_bytes, got.stderr
+
+
+def _both(path: Path, names: list[bytes], monkeypatch: pytest.MonkeyPatch,
+          mode: str = "--batch") -> tuple[int, bytes, str]:
+    """The batch's answer on the accelerated path, checked equal to the pure path's."""
+    fast = _batch(path, names, mode)
+    with monkeypatch.context() as env:
+        env.setenv("REEL_PURE", "1")
+        pure = _batch(path, names, mode)
+    assert fast == pure
+    return fast
+
+
+def test_reel_pure_turns_the_accelerator_off(tmp_path: Path, read_path: str) -> None:
+    Repo.init(tmp_path)
+    reader = BulkReader.of_repo(Repo.open(tmp_path))
+    assert accelerator_on() == reader.accelerated == (read_path == "accelerated")
+    assert reader.answer([b"0" * 64], 0, bytearray(), True, DIRECT) == 0
+
+
+@pytest.mark.parametrize("mode", ["--batch", "--batch-check"])
+def test_both_paths_print_the_same_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_path: str,
+                                         mode: str) -> None:
+    names, sizes = _store(tmp_path)
+    status, out, err = _both(tmp_path, names, monkeypatch, mode)
+    assert status == 0 and err == ""
+    lines = out.split(b"\n")
+    for name, size in sizes.items():
+        assert any(line.startswith(name + b" ") and line.endswith(b" %d" % size) for line in lines), name
+    assert out.endswith(b"z" * 64 + b" missing\n")
+
+
+@pytest.mark.usefixtures("accelerated")
+def test_the_accelerator_answers_stored_entries_and_leaves_the_rest(tmp_path: Path) -> None:
+    """Run by hand, as cat-file does: a run of stored entries is answered in C; a compressed entry, a
+    content of DIRECT bytes or more, a three-byte size and a name no pack holds are handed back."""
+    names, sizes = _store(tmp_path)
+    reader = BulkReader.of_repo(Repo.open(tmp_path))
+    left, at, out = [], 0, bytearray()
+    while (at := reader.answer(names, at, out, True, DIRECT)) < len(names):
+        left.append(names[at])
+        at += 1
+    answered = [n for n in names if n not in left]
+    assert all(n in sizes and sizes[n] < DIRECT for n in answered)
+    assert {0, 1, 60, 127, 128, 300, 4000, DIRECT - 3} <= {sizes[n] for n in answered}
+    assert {DIRECT, 16_000, 20_000} <= {sizes[n] for n in left if n in sizes}
+    assert [n for n in names if n not in sizes] == [n for n in left if n not in sizes]
+    # --batch-check has no content to write straight out: any stored size a two-byte varint holds.
+    check, at = bytearray(), 0
+    while (at := reader.answer(names, at, check, False, DIRECT)) < len(names):
+        at += 1
+    assert b" blob 16000\n" in check and b" blob 20000\n" not in check
+
+
+def _damage(path: Path, what: str) -> list[bytes]:
+    """A store of stored blobs with one damaged entry in the middle (its index or pack bytes changed past
+    the writer's checks); returns every name, the damaged one among them."""
+    repo = Repo.init(path)
+    blobs = [Blob(os.urandom(200 + i)) for i in range(30)]
+    repo.objects.add_pack(PackItem(b.id, b.encode(), 1) for b in blobs)
+    pack = next(p for p in repo.objects.packs() if blobs[15].id in p)
+    target = pack.index.find(blobs[15].id)
+    off, _ = pack.index.entry(target)
+    count = pack.index.count
+    offsets = IDX_HEADER.size + FANOUT + 32 * count
+    pack_bytes, idx_bytes = bytearray(pack.path.read_bytes()), bytearray(pack.index.path.read_bytes())
+    if what == "payload":  # the CRC catches it
+        pack_bytes[off + 40] ^= 0x01
+    elif what == "kind":  # a blob's entry says tree: the CRC catches it
+        pack_bytes[off] = 2
+    elif what == "crc":  # the index's CRC of the entry is wrong
+        idx_bytes[offsets + 8 * count + 4 * target] ^= 0x80
+    elif what == "liar":  # the index names the entry by another entry's id... as a CRC-right entry
+        other = pack.index.find(blobs[16].id)
+        o_off, o_crc = pack.index.entry(other)
+        struct.pack_into(">Q", idx_bytes, offsets + 8 * target, o_off)
+        struct.pack_into(">I", idx_bytes, offsets + 8 * count + 4 * target, o_crc)
+    elif what == "far":  # an offset past the end of the pack
+        struct.pack_into(">Q", idx_bytes, offsets + 8 * target, 1 << 62)
+    elif what == "tail":  # an offset whose entry would run past the entries
+        struct.pack_into(">Q", idx_bytes, offsets + 8 * target, len(pack_bytes) - 32 - 5)
+    for file, data in ((pack.path, pack_bytes), (pack.index.path, idx_bytes)):
+        file.chmod(0o644)
+        file.write_bytes(bytes(data))
+    return [b.id.hex().encode() for b in blobs]
+
+
+@pytest.mark.parametrize("what", ["payload", "kind", "crc", "liar", "far", "tail"])
+def test_both_paths_refuse_a_damaged_entry_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_path: str,
+                                                 what: str) -> None:
+    names = _damage(tmp_path, what)
+    status, out, err = _both(tmp_path, names, monkeypatch)
+    assert status == 3 and err.startswith("error: E007: ") and names[15].decode() in err
+    assert out.count(b" blob ") == 15  # the answers before the damaged one are printed, none after
+    want = {"payload": "checksum", "kind": "checksum", "crc": "checksum", "liar": "does not hash",
+            "far": "outside", "tail": ""}[what]  # the bytes a "tail" offset parses are whatever is there
+    assert want in err
+
+
+def test_sampled_byte_flips_of_a_pack_and_its_index_read_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             read_path: str) -> None:
+    """Flips across both files (header, entries, trailer; fan-out, ids, offsets, CRCs): each run is
+    refused or answered, and the accelerated path gives exactly the pure path's exit, bytes and error."""
+    template = tmp_path / "template"
+    names = _damage(template, "none")
+    pack_dir = template / ".reel" / "objects" / "pack"
+    files = sorted(pack_dir.iterdir())
+    rng = random.Random(3)
+    outcomes = set()
+    for _ in range(60):
+        file = rng.choice(files)
+        size = file.stat().st_size
+        at, bit = rng.randrange(size), 1 << rng.randrange(8)
+        store = tmp_path / "flip"
+        shutil.rmtree(store, ignore_errors=True)
+        shutil.copytree(template, store)
+        target = store / ".reel" / "objects" / "pack" / file.name
+        data = bytearray(target.read_bytes())
+        data[at] ^= bit
+        target.chmod(0o644)
+        target.write_bytes(bytes(data))
+        status, _, err = _both(store, names, monkeypatch)
+        assert status in (0, 3), (file.name, at, err)
+        outcomes.add(status)
+    assert outcomes == {0, 3}
+
+
+@pytest.mark.usefixtures("accelerated")
+def test_repeated_batches_leak_neither_references_nor_memory(tmp_path: Path) -> None:
+    names, _ = _store(tmp_path)
+    reader = BulkReader.of_repo(Repo.open(tmp_path))
+
+    def round_trip() -> int:
+        """One batch of every name, as cat-file runs it; how many the accelerator answered."""
+        at, left, out = 0, 0, bytearray()
+        while (at := reader.answer(names, at, out, True, DIRECT)) < len(names):
+            at += 1
+            left += 1
+        return len(names) - left
+
+    assert round_trip() >= 12
+    held = [sys.getrefcount(x) for x in (names, *names, reader._hasher)]
+    round_trip()
+    tracemalloc.start()
+    try:
+        round_trip()
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(200):
+            round_trip()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 64 << 10, f"{grown} bytes still held after 200 rounds"
+    assert [sys.getrefcount(x) for x in (names, *names, reader._hasher)] == held
