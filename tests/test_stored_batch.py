@@ -10,6 +10,7 @@ import shutil
 import struct
 import sys
 import tracemalloc
+import zlib
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from pack_objects import every_method
 
 from reelstore.cli.main import cli
 from reelstore.objects import Blob
-from reelstore.storage.bulk_read import BulkReader, accelerator_on
+from reelstore.storage.bulk_read import BulkReader, accelerator_built, accelerator_on
 from reelstore.storage.pack_index import FANOUT, IDX_HEADER
 from reelstore.storage.pack_item import PackItem, PackOptions
 from reelstore.storage.repo import Repo
@@ -211,3 +212,16 @@ def test_repeated_batches_leak_neither_references_nor_memory(tmp_path: Path) -> 
         tracemalloc.stop()
     assert grown < 64 << 10, f"{grown} bytes still held after 200 rounds"
     assert [sys.getrefcount(x) for x in (names, *names, reader._hasher)] == held
+
+
+@pytest.mark.usefixtures("accelerated")
+def test_the_accelerators_crc32_is_zlibs() -> None:
+    """Its own table-driven CRC-32 (eight bytes a step, then a byte at a time): every length up to 300
+    bytes, both sides of each step, and long inputs, against zlib's."""
+    assert accelerator_built()
+    from reelstore.storage import _stored_batch
+
+    rng = random.Random(11)
+    for n in [*range(300), 1023, 1024, 4097, 16_389, 1 << 20]:
+        data = rng.randbytes(n)
+        assert _stored_batch.crc32(data) == zlib.crc32(data), n
