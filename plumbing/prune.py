@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.maintenance.gc import prune as do_prune
+from reelstore.maintenance.prune import prune as do_prune
 from reelstore.wording import plural
 
 

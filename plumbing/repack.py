@@ -6,7 +6,7 @@ import click
 
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.progress import progress_for, progress_options
-from reelstore.maintenance.gc import repack as do_repack
+from reelstore.maintenance.repack import repack as do_repack
 from reelstore.wording import plural
 
 

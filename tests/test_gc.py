@@ -12,8 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reelstore.errors import BadInput, Conflict, StorageError
+from reelstore.maintenance.age import parse_age
 from reelstore.maintenance.fsck import fsck
-from reelstore.maintenance.gc import gc, gc_lock, parse_age, prune, repack
+from reelstore.maintenance.gc import gc
+from reelstore.maintenance.lock import gc_lock
+from reelstore.maintenance.prune import prune
+from reelstore.maintenance.repack import repack
 from reelstore.objects import Blob, Effect, Effects, Hash, Record, Tree, View
 from reelstore.storage.pack_item import PackItem, PackOptions
 from reelstore.storage.repo import Repo

@@ -249,7 +249,7 @@ def test_an_in_flight_write_caught_between_its_pack_and_its_index_is_not_damage(
 
 def test_the_leaf_kinds_gc_names_are_the_kinds_that_reference_nothing() -> None:
     """gc names its leaf kinds instead of importing every kind to find them: the list must match."""
-    from reelstore.maintenance.gc import LEAF_CODES
+    from reelstore.maintenance.mark import LEAF_CODES
     from reelstore.objects import KINDS, Object
     from reelstore.storage.pack import KIND_CODES
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from reelstore.drain.ops import ownership
 from reelstore.errors import BadInput, NotFound, StorageError
-from reelstore.maintenance.gc import DEFAULT_REFLOG_EXPIRE, config_cutoff
+from reelstore.maintenance.age import DEFAULT_REFLOG_EXPIRE, config_cutoff
 from reelstore.maintenance.reach import walk
 from reelstore.objects import Hash, Journal, Object, Record, View, decode_verified
 from reelstore.storage.object_store import ObjectStore

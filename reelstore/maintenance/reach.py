@@ -61,7 +61,8 @@ def _named_edges(obj: Object) -> Iterable[tuple[Hash, str]]:
     return edges + [(h, "") for h in obj.references()]
 
 
-_as_hash = functools.partial(bytes.__new__, Hash)
+as_hash = functools.partial(bytes.__new__, Hash)
+"""Hash of 32 bytes already known to be an id, without the length check."""
 
 
 def _tree_edges(raw: bytes) -> tuple[tuple[bytes, ...], tuple[str, ...]] | None:
@@ -132,7 +133,7 @@ def walk(
                     on_object(obj)
                 ids, names = [c for c, _ in edges], tuple(n for _, n in edges)
             elif leaves is None:
-                kind, ids, names = "tree", list(map(_as_hash, light[0])), light[1]
+                kind, ids, names = "tree", list(map(as_hash, light[0])), light[1]
             else:
                 kind, (ids, names) = "tree", cast(tuple[list[Hash], tuple[str, ...]], light)
         except NotFound:
