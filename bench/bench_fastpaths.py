@@ -383,7 +383,9 @@ def gc_rows(tmp: Path, sizes: Sequence[int], repeat: int) -> None:
     """gc --prune=now of a fresh copy of each store: reel, git and the floor (bench/floor_gc.py: the same
     checks and result in a minimal Python script, no click, no reelstore), interleaved, bytecode cached
     (as an installed reel runs; the empty store is also shown without). Also the import floor (GC_FLOOR),
-    and the part of each gc that grows with the store (each tool's gc less its empty-store gc)."""
+    and the part of each gc that grows with the store (each tool's gc less its empty-store gc); then how
+    far each ratio is from flat across the sizes, and what it would be with git's empty-store cost in
+    place of the tool's own (the difference is the tool's fixed cost)."""
     print("== gc --prune=now with half the objects unreachable (fresh copy each run, bytecode cached; "
           "floor: bench/floor_gc.py)")
     git_env = {**os.environ, **GIT_ENV}
@@ -417,6 +419,9 @@ def gc_rows(tmp: Path, sizes: Sequence[int], repeat: int) -> None:
     imported = GC_FLOOR.split(";")[0].removeprefix("import ")
     print(f"{'(python + ' + imported + ')':<34} {med(empty['i'], 0) * 1000:7.1f} ms cpu, "
           f"RSS {med(empty['i'], 2) / 1024:5.1f} MB")
+    ratios: dict[int, dict[str, float]] = {}
+    levelled: dict[int, dict[str, float]] = {}
+    LEVELLED = "  with git's empty-store cost"
     for n in sizes:
         r0, g0 = tmp / f"g-reel-{n}", tmp / f"g-git-{n}"
         reel_store(r0, n, 0.5)
@@ -431,6 +436,23 @@ def gc_rows(tmp: Path, sizes: Sequence[int], repeat: int) -> None:
         print(f"{'  less the empty store, per object':<34} reel {grow['r']:5.2f} us  git {grow['g']:5.2f} us  "
               f"floor {grow['f']:5.2f} us  reel/git {grow['r'] / grow['g']:5.2f}x  "
               f"floor/git {grow['f'] / grow['g']:5.2f}x  RSS MB {more}", flush=True)
+        # What of the ratio is fixed cost: the same gc with git's empty-store cost in place of its own.
+        total = {k: med(got[k], 0) for k in "rgf"}
+        base = {k: med(empty[k], 0) for k in "rgf"}
+        ratios[n] = {k: total[k] / total["g"] for k in "rf"}
+        levelled[n] = {k: (total[k] - base[k] + base["g"]) / total["g"] for k in "rf"}
+        print(f"{LEVELLED:<34} reel/git {levelled[n]['r']:5.2f}x (fixed cost +"
+              f"{ratios[n]['r'] - levelled[n]['r']:4.2f}x)  floor/git {levelled[n]['f']:5.2f}x (fixed cost +"
+              f"{ratios[n]['f'] - levelled[n]['f']:4.2f}x)", flush=True)
+    if len(ratios) > 1:
+        # Flat means one ratio at every size: the spread is the largest ratio over the smallest.
+        for k, who in (("r", "reel"), ("f", "floor")):
+            seen = [ratios[n][k] for n in sizes]
+            even = [levelled[n][k] for n in sizes]
+            print(f"{'  ' + who + '/git from ' + str(sizes[0]) + ' to ' + str(sizes[-1]):<34} "
+                  + " ".join(f"{r:5.2f}x" for r in seen) + f"  spread {max(seen) / min(seen):4.2f}x (flat: 1.00x); "
+                  f"with git's empty-store cost " + " ".join(f"{r:5.2f}x" for r in even)
+                  + f"  spread {max(even) / min(even):4.2f}x", flush=True)
 
 
 FLOOR_SYNC = str(Path(__file__).resolve().parent / "floor_sync.py")
