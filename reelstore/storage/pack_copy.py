@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import array
 import bisect
+import collections
 import functools
 import itertools
 import operator
@@ -259,8 +260,7 @@ def _pack_order(pack: Pack, offsets: Sequence[int], positions: Sequence[int]
     whether it is chosen, yields both the order and the ends, with no search per entry."""
     tags = bytearray(len(offsets))
     chosen = list(map(offsets.__getitem__, positions))
-    for p in positions:
-        tags[p] = 1
+    collections.deque(map(tags.__setitem__, positions, itertools.repeat(1)), maxlen=0)  # tags[p] = 1, in C
     keys = sorted(map(operator.add, map(operator.add, offsets, offsets), tags))
     keys.append(2 * pack.data_end)
     tags = bytearray(map((1).__and__, keys))
