@@ -98,18 +98,20 @@ def _entry(repo: Repo, reader: BulkReader, line: str, fmt: formats.Format[Found]
     return [head, content, b"\n"] if with_content else [head]
 
 
-def _chunks(sep: bytes) -> Iterator[list[bytes]]:
-    """Stdin split on `sep`, one list of records per read (so the command can be driven one name at a
-    time, and answers are flushed before each read that may wait); a last record without its separator
-    still counts, an empty remainder does not."""
+def _runs(sep: bytes) -> Iterator[bytes]:
+    """Stdin in runs of whole records, each ending with `sep`, one run per read (so the command can be
+    driven one name at a time, and answers are flushed before each read that may wait); a last record
+    without its separator still counts (it is given one), an empty remainder does not."""
     stream = sys.stdin.buffer
     pending = b""
     read = stream.read1 if isinstance(stream, io.BufferedIOBase) else stream.read  # read1: no waiting for a full chunk
     while chunk := read(65536):
-        *done, pending = (pending + chunk).split(sep)
-        yield done
+        data = pending + chunk
+        end = data.rfind(sep) + 1
+        pending = data[end:]
+        yield data[:end]
     if pending:
-        yield [pending]
+        yield pending + sep
 
 
 DIRECT = 4096
@@ -168,18 +170,20 @@ def _batch(ctx: Context, names: list[bytes] | None, fmt: formats.Format[Found], 
                 for piece in entry:
                     buf += piece
 
-    for records in _slices(names, 1024) if names is not None else _chunks(sep):
+    for run in _listed(names) if names is not None else _runs(sep):
         buf = bytearray()
         try:
             if accelerated:
-                # The accelerator answers a run of names; each one it leaves (not a stored packed entry, or
-                # one failing a check) is answered here, which reads it the general way or names the damage.
+                # The accelerator answers names until one it leaves (not a stored packed entry, or one
+                # failing a check); that one is answered here, which reads it the general way or names the
+                # damage, and the accelerator goes on after it.
                 at = 0
-                while (at := reader.answer(records, at, buf, with_content, DIRECT)) < len(records):
-                    answer(records[at : at + 1], buf)
-                    at += 1
+                while (at := reader.answer(run, at, sep, buf, with_content, DIRECT)) < len(run):
+                    end = run.index(sep, at)
+                    answer([run[at:end]], buf)
+                    at = end + 1
             else:
-                answer(records, buf)
+                answer(run.split(sep)[:-1], buf)
         finally:  # what was answered before a damaged object is still printed
             write(buf)
         if not buffered:
@@ -199,9 +203,10 @@ def _own_process(out: BinaryIO) -> bool:
     return True
 
 
-def _slices(names: list[bytes], size: int) -> Iterator[list[bytes]]:
-    for at in range(0, len(names), size):
-        yield names[at : at + size]
+def _listed(names: list[bytes]) -> Iterator[bytes]:
+    """`--batch-all-objects`' ids as runs of 1,024 newline-ended records, as stdin's are read."""
+    for at in range(0, len(names), 1024):
+        yield b"\n".join(names[at : at + 1024]) + b"\n"
 
 
 @click.command("cat-file")
@@ -240,7 +245,7 @@ def cat_file(ctx: Context, show_type: bool, show_size: bool, show_pretty: bool, 
             raise click.UsageError("--batch and --batch-check take names on stdin, not NAME")
         fmt = batch_format(spec)
         names = sorted(h.hex().encode() for h in ctx.repo.objects) if batch_all_objects else None
-        _batch(ctx, names, fmt, batch is not None, buffer, b"\0" if nul else b"\n")
+        _batch(ctx, names, fmt, batch is not None, buffer, b"\0" if nul and not batch_all_objects else b"\n")
         return
     if batch_all_objects or nul:
         raise click.UsageError("--batch-all-objects and -z need --batch or --batch-check")

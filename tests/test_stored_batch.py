@@ -13,6 +13,7 @@ import tracemalloc
 import zlib
 from pathlib import Path
 
+import blake3
 import pytest
 from click.testing import CliRunner
 from pack_objects import every_method
@@ -54,6 +55,16 @@ def _store(path: Path) -> tuple[list[bytes], dict[bytes, int]]:
     return [*mixed, *odd], {o.id.hex().encode(): len(o.content()) for o in objs}
 
 
+def _by_hand(reader: BulkReader, names: list[bytes], with_content: bool = True) -> tuple[bytes, list[bytes]]:
+    """What the accelerator answers of `names` run as cat-file runs it, and the names it leaves."""
+    records, at, out, left = b"".join(n + b"\n" for n in names), 0, bytearray(), []
+    while (at := reader.answer(records, at, b"\n", out, with_content, DIRECT)) < len(records):
+        end = records.index(b"\n", at)
+        left.append(records[at:end])
+        at = end + 1
+    return bytes(out), left
+
+
 def _batch(path: Path, names: list[bytes], mode: str = "--batch") -> tuple[int, bytes, str]:
     got = CliRunner().invoke(cli, ["-C", str(path), "cat-file", mode], input=b"\n".join(names) + b"\n")
     assert got.exception is None or isinstance(got.exception, SystemExit), got.exception
@@ -75,7 +86,7 @@ def test_reel_pure_turns_the_accelerator_off(tmp_path: Path, read_path: str) -> 
     Repo.init(tmp_path)
     reader = BulkReader.of_repo(Repo.open(tmp_path))
     assert accelerator_on() == reader.accelerated == (read_path == "accelerated")
-    assert reader.answer([b"0" * 64], 0, bytearray(), True, DIRECT) == 0
+    assert reader.answer(b"0" * 64 + b"\n", 0, b"\n", bytearray(), True, DIRECT) == 0
 
 
 @pytest.mark.parametrize("mode", ["--batch", "--batch-check"])
@@ -96,20 +107,19 @@ def test_the_accelerator_answers_stored_entries_and_leaves_the_rest(tmp_path: Pa
     content of DIRECT bytes or more, a three-byte size and a name no pack holds are handed back."""
     names, sizes = _store(tmp_path)
     reader = BulkReader.of_repo(Repo.open(tmp_path))
-    left, at, out = [], 0, bytearray()
-    while (at := reader.answer(names, at, out, True, DIRECT)) < len(names):
-        left.append(names[at])
-        at += 1
+    out, left = _by_hand(reader, names)
     answered = [n for n in names if n not in left]
     assert all(n in sizes and sizes[n] < DIRECT for n in answered)
     assert {0, 1, 60, 127, 128, 300, 4000, DIRECT - 3} <= {sizes[n] for n in answered}
     assert {DIRECT, 16_000, 20_000} <= {sizes[n] for n in left if n in sizes}
     assert [n for n in names if n not in sizes] == [n for n in left if n not in sizes]
     # --batch-check has no content to write straight out: any stored size a two-byte varint holds.
-    check, at = bytearray(), 0
-    while (at := reader.answer(names, at, check, False, DIRECT)) < len(names):
-        at += 1
+    check, _ = _by_hand(reader, names, with_content=False)
     assert b" blob 16000\n" in check and b" blob 20000\n" not in check
+    # What it answered is what the pure path prints for those names.
+    pure = CliRunner().invoke(cli, ["-C", str(tmp_path), "cat-file", "--batch"], input=b"\n".join(answered) + b"\n",
+                              env={"REEL_PURE": "1"})
+    assert pure.exit_code == 0 and pure.stdout_bytes == out
 
 
 def _damage(path: Path, what: str) -> list[bytes]:
@@ -189,18 +199,20 @@ def test_sampled_byte_flips_of_a_pack_and_its_index_read_alike(tmp_path: Path, m
 def test_repeated_batches_leak_neither_references_nor_memory(tmp_path: Path) -> None:
     names, _ = _store(tmp_path)
     reader = BulkReader.of_repo(Repo.open(tmp_path))
+    records = b"".join(n + b"\n" for n in names)
 
     def round_trip() -> int:
-        """One batch of every name, as cat-file runs it; how many the accelerator answered."""
-        at, left, out = 0, 0, bytearray()
-        while (at := reader.answer(names, at, out, True, DIRECT)) < len(names):
-            at += 1
+        """One batch of every name, as cat-file runs it; how many names the accelerator left."""
+        at, out, left = 0, bytearray(), 0
+        while (at := reader.answer(records, at, b"\n", out, True, DIRECT)) < len(records):
+            at = records.index(b"\n", at) + 1
             left += 1
-        return len(names) - left
+        return left
 
-    assert round_trip() >= 12
-    held = [sys.getrefcount(x) for x in (names, *names, reader._hasher)]
-    round_trip()
+    assert round_trip() <= len(names) - 12
+    assert reader._spans is not None
+    watched = (records, *reader._spans, *(x for span in reader._spans for x in span[:2]))
+    held = [sys.getrefcount(x) for x in watched]
     tracemalloc.start()
     try:
         round_trip()
@@ -211,7 +223,7 @@ def test_repeated_batches_leak_neither_references_nor_memory(tmp_path: Path) -> 
     finally:
         tracemalloc.stop()
     assert grown < 64 << 10, f"{grown} bytes still held after 200 rounds"
-    assert [sys.getrefcount(x) for x in (names, *names, reader._hasher)] == held
+    assert [sys.getrefcount(x) for x in watched] == held
 
 
 @pytest.mark.usefixtures("accelerated")
@@ -225,3 +237,24 @@ def test_the_accelerators_crc32_is_zlibs() -> None:
     for n in [*range(300), 1023, 1024, 4097, 16_389, 1 << 20]:
         data = rng.randbytes(n)
         assert _stored_batch.crc32(data) == zlib.crc32(data), n
+
+
+LENGTHS = [0, 1, 2, 63, 64, 65, 127, 128, 129, 1023, 1024, 1025, 2047, 2048, 2049, 3072, 3073, 4095, 4096, 4097,
+           5120, 8191, 8192, 8193, 16_383, 16_384, 16_385, 31_744, 65_536, 65_537, 100_000, 1 << 20, (1 << 20) + 1]
+"""Around the block (64 bytes) and chunk (1 KiB) boundaries, and trees of every shape up to a MiB."""
+
+
+@pytest.mark.usefixtures("accelerated")
+def test_the_accelerators_blake3_is_the_packages() -> None:
+    """Its own BLAKE3 (written from the specification): every length around the block and chunk
+    boundaries, alone and hashed side by side with others of mixed lengths, as the batch hashes them."""
+    from reelstore.storage import _stored_batch
+
+    rng = random.Random(13)
+    inputs = [rng.randbytes(n) for n in LENGTHS]
+    assert _stored_batch.blake3(inputs) == [blake3.blake3(x).digest() for x in inputs]
+    assert [_stored_batch.blake3([x])[0] for x in inputs] == [blake3.blake3(x).digest() for x in inputs]
+    for _ in range(200):
+        mixed = [rng.randbytes(rng.choice([0, 1, 63, 64, 65, 300, 1023, 1024, 1025, rng.randrange(3000)]))
+                 for _ in range(rng.randrange(65))]
+        assert _stored_batch.blake3(mixed) == [blake3.blake3(x).digest() for x in mixed]

@@ -8,10 +8,11 @@
  * anything that fails a check, it hands back unanswered: the pure path then reads that name and names
  * the damage, so both paths print the same bytes and refuse the same entries with the same errors.
  *
- * BLAKE3 comes from the `blake3` package (a hasher is passed in and called), so the hash is the one
- * every other reader uses. CRC-32 (zlib's: reflected polynomial 0xEDB88320) is computed here, eight
- * bytes a step through eight tables: ~1.5x zlib's speed on entries of a few hundred bytes, the size
- * of most objects.
+ * BLAKE3 is computed here too (_blake3.h, written from the specification and checked against the
+ * `blake3` package), several objects side by side: calling the package's hasher from C cost ~0.4 us
+ * an object, mostly the calls; hashed in lanes, grouped by length, a few-hundred-byte object costs
+ * ~0.25 us. CRC-32 (zlib's: reflected polynomial 0xEDB88320) is computed here, eight bytes a step
+ * through eight tables: ~1.5x zlib's speed on entries of a few hundred bytes.
  *
  * Every read of a mapped file is bounds-checked against its length: a damaged pack or index makes a
  * name go back to the pure path, never a read outside the map.
@@ -21,6 +22,8 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_blake3.h"
 
 /* Pack index layout (docs/format.md): a 12-byte header (magic, version, count), a fan-out table of 256
  * big-endian u32, then per entry a 32-byte id, an 8-byte offset, a 4-byte CRC-32 and an 8-byte mtime
@@ -154,13 +157,12 @@ static void fill_hex(void) {
 }
 
 /* The binary id of a name that is a full lowercase hex id (as the pure path's map is keyed); 0 if not. */
-static int parse_id(PyObject *name, unsigned char *id) {
-    if (!PyBytes_Check(name) || PyBytes_GET_SIZE(name) != 2 * ID_LEN)
+static int parse_id(const unsigned char *name, Py_ssize_t len, unsigned char *id) {
+    if (len != 2 * ID_LEN)
         return 0;
-    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(name);
     int bad = 0;
     for (int i = 0; i < ID_LEN; i++) {
-        int hi = HEX[s[2 * i]], lo = HEX[s[2 * i + 1]];
+        int hi = HEX[name[2 * i]], lo = HEX[name[2 * i + 1]];
         bad |= hi | lo; /* negative if either is no digit */
         id[i] = (unsigned char)((hi & 0xF) << 4 | (lo & 0xF));
     }
@@ -194,58 +196,6 @@ static int stored_entry(const PackView *v, uint64_t off, int *code, Py_ssize_t *
     return *body + *size <= v->data_end;
 }
 
-/* The blake3 package's hasher, as bound methods fetched once per call (a name looked up per object
- * would cost as much as the hashing of a small one). */
-typedef struct {
-    PyObject *reset, *update, *digest;
-} Hasher;
-
-static int open_hasher(PyObject *hasher, Hasher *h) {
-    h->reset = PyObject_GetAttrString(hasher, "reset");
-    h->update = h->reset ? PyObject_GetAttrString(hasher, "update") : NULL;
-    h->digest = h->update ? PyObject_GetAttrString(hasher, "digest") : NULL;
-    if (h->digest == NULL) {
-        Py_XDECREF(h->reset);
-        Py_XDECREF(h->update);
-        return -1;
-    }
-    return 0;
-}
-
-static void close_hasher(Hasher *h) {
-    Py_DECREF(h->reset);
-    Py_DECREF(h->update);
-    Py_DECREF(h->digest);
-}
-
-/* Whether BLAKE3 of `tag` + `body` (the object's canonical bytes) is `id`; -1 with an exception set if
- * the hasher itself fails. */
-static int hashes_to(const Hasher *h, PyObject *tag, const unsigned char *body, Py_ssize_t size,
-                     const unsigned char *id) {
-    Py_ssize_t tag_len = PyBytes_GET_SIZE(tag);
-    PyObject *raw = PyBytes_FromStringAndSize(NULL, tag_len + size);
-    if (raw == NULL)
-        return -1;
-    memcpy(PyBytes_AS_STRING(raw), PyBytes_AS_STRING(tag), (size_t)tag_len);
-    memcpy(PyBytes_AS_STRING(raw) + tag_len, body, (size_t)size);
-    PyObject *done = PyObject_CallNoArgs(h->reset);
-    if (done != NULL) {
-        Py_DECREF(done);
-        done = PyObject_CallOneArg(h->update, raw);
-    }
-    Py_DECREF(raw);
-    if (done == NULL)
-        return -1;
-    Py_DECREF(done);
-    PyObject *digest = PyObject_CallNoArgs(h->digest);
-    if (digest == NULL)
-        return -1;
-    int same = PyBytes_Check(digest) && PyBytes_GET_SIZE(digest) == ID_LEN &&
-               memcmp(PyBytes_AS_STRING(digest), id, ID_LEN) == 0;
-    Py_DECREF(digest);
-    return same;
-}
-
 /* A blob's body is one msgpack bin (bin 8, 16 or 32): the length of its header, or 0 if it is not. */
 static Py_ssize_t bin_header(const unsigned char *body, Py_ssize_t size) {
     if (size < 1)
@@ -260,8 +210,9 @@ static Py_ssize_t bin_header(const unsigned char *body, Py_ssize_t size) {
 }
 
 /* Append `<name> <kind> <size>\n` and, with content, `<content>\n` to `out`. */
-static int append_answer(PyObject *out, PyObject *name, const char *kind, Py_ssize_t kind_len,
-                         const unsigned char *content, Py_ssize_t length, int with_content) {
+static int append_answer(PyObject *out, const unsigned char *name, Py_ssize_t name_len, const char *kind,
+                         Py_ssize_t kind_len, const unsigned char *content, Py_ssize_t length,
+                         int with_content) {
     char digits[24];
     int n = 0;
     size_t value = (size_t)length;
@@ -269,12 +220,12 @@ static int append_answer(PyObject *out, PyObject *name, const char *kind, Py_ssi
         digits[n++] = (char)('0' + value % 10);
         value /= 10;
     } while (value);
-    Py_ssize_t name_len = PyBytes_GET_SIZE(name), head = name_len + 1 + kind_len + 1 + n + 1;
+    Py_ssize_t head = name_len + 1 + kind_len + 1 + n + 1;
     Py_ssize_t at = PyByteArray_GET_SIZE(out);
     if (PyByteArray_Resize(out, at + head + (with_content ? length + 1 : 0)) < 0)
         return -1;
     char *dst = PyByteArray_AS_STRING(out) + at;
-    memcpy(dst, PyBytes_AS_STRING(name), (size_t)name_len);
+    memcpy(dst, name, (size_t)name_len);
     dst += name_len;
     *dst++ = ' ';
     memcpy(dst, kind, (size_t)kind_len);
@@ -290,15 +241,34 @@ static int append_answer(PyObject *out, PyObject *name, const char *kind, Py_ssi
     return 0;
 }
 
-/* Answer one name into `out`: 1 if answered, 0 if handed back to the pure path, -1 on an exception. */
-static int answer_one(PackView *views, Py_ssize_t npacks, PyObject *name, PyObject *tags,
-                      const Hasher *hasher, PyObject *out, int with_content, Py_ssize_t direct) {
-    unsigned char id[ID_LEN];
-    if (!parse_id(name, id))
+/* A name whose entry passed every check but the hash: where its name, entry and content are, while it
+ * waits to be hashed with the names after it. */
+typedef struct {
+    Py_ssize_t at, name_len;   /* the name, in the records */
+    unsigned char id[ID_LEN];  /* the id it names */
+    const unsigned char *body; /* the entry's body, in the map */
+    Py_ssize_t size, skip;     /* the body's size; the content starts `skip` bytes in (a blob's bin header) */
+    PyObject *tag;             /* `kind\0`, borrowed from `tags` */
+    unsigned char digest[B3_OUT];
+} Pending;
+
+/* Names checked before their hashes are computed together: enough to fill the lanes by length. */
+#define WINDOW 64
+/* The longest canonical bytes a stored entry gives: a tag and a body whose size is a two-byte varint. */
+#define MAX_RAW (16 + 0x3FFF)
+/* What a window's canonical bytes may take together (they are copied out to be hashed). */
+#define RAW_BUDGET (64 * 1024)
+
+/* Every check of a name but its hash: a full lowercase hex id, in one of the packs, whose entry is
+ * stored, of a known kind, CRC-right, a blob's body one msgpack bin, a content the caller does not
+ * write straight out. 1 with `p` filled in, 0 if the name is handed back to the pure path. */
+static int check_one(PackView *views, Py_ssize_t npacks, const unsigned char *name, Py_ssize_t name_len,
+                     PyObject *tags, int with_content, Py_ssize_t direct, Pending *p) {
+    if (!parse_id(name, name_len, p->id))
         return 0;
-    for (Py_ssize_t p = 0; p < npacks; p++) {
-        PackView *v = &views[p];
-        int64_t i = find(v, id);
+    for (Py_ssize_t n = 0; n < npacks; n++) {
+        PackView *v = &views[n];
+        int64_t i = find(v, p->id);
         if (i == -1)
             continue;
         if (i < 0)
@@ -307,37 +277,128 @@ static int answer_one(PackView *views, Py_ssize_t npacks, PyObject *name, PyObje
         uint64_t off = be64(idx + IDX_HEADER + FANOUT + ID_LEN * v->count + 8 * (uint64_t)i);
         uint32_t crc = be32(idx + IDX_HEADER + FANOUT + (ID_LEN + 8) * v->count + 4 * (uint64_t)i);
         int code;
-        Py_ssize_t body, size;
-        if (!stored_entry(v, off, &code, &body, &size))
+        Py_ssize_t body;
+        if (!stored_entry(v, off, &code, &body, &p->size))
             return 0;
         /* `tags` maps a kind code to `kind\0` (None for a code no kind has). */
         if (code >= PyTuple_GET_SIZE(tags) || !PyBytes_Check(PyTuple_GET_ITEM(tags, code)))
             return 0;
-        PyObject *tag = PyTuple_GET_ITEM(tags, code);
-        if (crc32_of(m + off, (size_t)(body + size - (Py_ssize_t)off)) != crc)
+        p->tag = PyTuple_GET_ITEM(tags, code);
+        if (PyBytes_GET_SIZE(p->tag) + p->size > MAX_RAW)
             return 0;
-        int same = hashes_to(hasher, tag, m + body, size, id);
-        if (same <= 0)
-            return same;
-        Py_ssize_t skip = 0;
-        if (code == BLOB && (skip = bin_header(m + body, size)) == 0)
+        if (crc32_of(m + off, (size_t)(body + p->size - (Py_ssize_t)off)) != crc)
             return 0;
-        Py_ssize_t length = size - skip;
-        if (with_content && length >= direct)
+        p->body = m + body;
+        p->skip = 0;
+        if (code == BLOB && (p->skip = bin_header(p->body, p->size)) == 0)
+            return 0;
+        if (with_content && p->size - p->skip >= direct)
             return 0; /* the caller writes it straight out, not gathered with the others */
-        const char *kind = PyBytes_AS_STRING(tag);
-        Py_ssize_t kind_len = PyBytes_GET_SIZE(tag) - 1; /* without the NUL */
-        return append_answer(out, name, kind, kind_len, m + body + skip, length, with_content) < 0 ? -1 : 1;
+        p->name_len = name_len;
+        return 1;
     }
     return 0; /* in none of these packs: a revision, a loose object, a missing id */
 }
 
+/* The digests of `n` inputs: those of one chunk side by side, B3_LANES at a time, grouped by their
+ * number of blocks so that the lanes of a group do the same work (mixed, they do the longest one's);
+ * longer ones alone. `cvs` holds a chunk chaining value for every chunk of the longest input. */
+static void hash_inputs(const unsigned char *const in[], const size_t len[], int n,
+                        unsigned char (*out)[B3_OUT], unsigned char (*cvs)[B3_OUT]) {
+    int order[WINDOW], count = 0;
+    for (size_t blocks = 1; blocks <= B3_CHUNK / B3_BLOCK; blocks++) /* counting sort by block count */
+        for (int i = 0; i < n; i++)
+            if (len[i] <= B3_CHUNK && (len[i] ? (len[i] + B3_BLOCK - 1) / B3_BLOCK : 1) == blocks)
+                order[count++] = i;
+    for (int g = 0; g < count; g += B3_LANES) {
+        const unsigned char *lane_in[B3_LANES];
+        size_t lane_len[B3_LANES];
+        unsigned char digest[B3_LANES][B3_OUT];
+        int lanes = count - g < B3_LANES ? count - g : B3_LANES;
+        for (int l = 0; l < lanes; l++)
+            lane_in[l] = in[order[g + l]], lane_len[l] = len[order[g + l]];
+        b3_hash_short(lane_in, lane_len, lanes, digest);
+        for (int l = 0; l < lanes; l++)
+            memcpy(out[order[g + l]], digest[l], B3_OUT);
+    }
+    for (int i = 0; i < n; i++)
+        if (len[i] > B3_CHUNK)
+            b3_long(in[i], len[i], cvs, (len[i] + B3_CHUNK - 1) / B3_CHUNK, out[i]);
+}
+
+/* Hash the pending names' canonical bytes (`kind\0` + body, laid end to end in `raw`). */
+static void hash_pending(Pending *w, int n, unsigned char *raw, unsigned char (*cvs)[B3_OUT]) {
+    const unsigned char *in[WINDOW] = {NULL};
+    size_t len[WINDOW] = {0};
+    unsigned char digest[WINDOW][B3_OUT];
+    for (int i = 0; i < n; i++) {
+        Py_ssize_t tag_len = PyBytes_GET_SIZE(w[i].tag);
+        memcpy(raw, PyBytes_AS_STRING(w[i].tag), (size_t)tag_len);
+        memcpy(raw + tag_len, w[i].body, (size_t)w[i].size);
+        in[i] = raw, len[i] = (size_t)(tag_len + w[i].size);
+        raw += len[i];
+    }
+    hash_inputs(in, len, n, digest, cvs);
+    for (int i = 0; i < n; i++)
+        memcpy(w[i].digest, digest[i], B3_OUT);
+}
+
+/* What one call works with besides its arguments. */
+typedef struct {
+    Pending window[WINDOW];
+    unsigned char raw[RAW_BUDGET];                     /* a window's canonical bytes, to be hashed */
+    unsigned char cvs[MAX_RAW / B3_CHUNK + 1][B3_OUT]; /* the chunk chaining values of one of them */
+} Scratch;
+
+/* Answer the `sep`-ended names of records[*at..len) into `out` a window at a time: the names up to the
+ * first that fails a check are checked, hashed together and, each whose hash is its id, answered in
+ * order. `*at` ends at the first name not answered (len if none). 0, or -1 with an exception set. */
+static int answer_names(PackView *views, Py_ssize_t npacks, const unsigned char *data, Py_ssize_t len,
+                        int sep, Py_ssize_t *at, PyObject *tags, PyObject *out, int with_content,
+                        Py_ssize_t direct, Scratch *s) {
+    Pending *w = s->window;
+    for (;;) {
+        int n = 0, stopped = 0;
+        Py_ssize_t next = *at, used = 0;
+        while (n < WINDOW && next < len) {
+            const unsigned char *end = memchr(data + next, sep, (size_t)(len - next));
+            if (end == NULL || !check_one(views, npacks, data + next, end - (data + next), tags, with_content,
+                                          direct, &w[n])) {
+                stopped = 1;
+                break;
+            }
+            Py_ssize_t raw_len = PyBytes_GET_SIZE(w[n].tag) + w[n].size;
+            if (used + raw_len > RAW_BUDGET)
+                break; /* the next window starts with it */
+            used += raw_len;
+            w[n++].at = next;
+            next = end - data + 1;
+        }
+        hash_pending(w, n, s->raw, s->cvs);
+        for (int k = 0; k < n; k++) {
+            if (memcmp(w[k].digest, w[k].id, ID_LEN) != 0) {
+                *at = w[k].at; /* the pure path names the damage */
+                return 0;
+            }
+            const char *kind = PyBytes_AS_STRING(w[k].tag);
+            Py_ssize_t kind_len = PyBytes_GET_SIZE(w[k].tag) - 1; /* without the NUL */
+            if (append_answer(out, data + w[k].at, w[k].name_len, kind, kind_len, w[k].body + w[k].skip,
+                              w[k].size - w[k].skip, with_content) < 0)
+                return -1;
+        }
+        *at = next;
+        if (stopped || next >= len)
+            return 0;
+    }
+}
+
 PyDoc_STRVAR(answer_doc,
-"answer(names, start, packs, tags, hasher, out, with_content, direct) -> int\n\n"
-"Answer names[start:] in order into bytearray `out` until a name this loop does not answer; return\n"
-"that name's index (len(names) if all were answered). `packs` is a tuple of (index map, pack map,\n"
-"data start, data end); `tags` maps a kind code to `kind\\0` (or None); `hasher` is a blake3 hasher;\n"
-"contents of `direct` bytes or more are left to the caller.");
+"answer(records, start, sep, packs, tags, out, with_content, direct) -> int\n\n"
+"Answer the names in `records` (bytes: names each ending with the byte `sep`) from offset `start`, in\n"
+"order, into bytearray `out`, until a name this loop does not answer; return the offset where that\n"
+"name starts (len(records) if all were answered). `packs` is a tuple of (index map, pack map, data\n"
+"start, data end); `tags` maps a kind code to `kind\\0` (or None); contents of `direct` bytes or\n"
+"more are left to the caller.");
 
 static PyObject *answer(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -345,48 +406,81 @@ static PyObject *answer(PyObject *module, PyObject *const *args, Py_ssize_t narg
         PyErr_SetString(PyExc_TypeError, "answer takes 8 arguments");
         return NULL;
     }
-    PyObject *names = args[0], *packs = args[2], *tags = args[3], *out = args[5];
-    Py_ssize_t start = PyLong_AsSsize_t(args[1]), direct = PyLong_AsSsize_t(args[7]);
+    PyObject *records = args[0], *packs = args[3], *tags = args[4], *out = args[5];
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]), sep = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t direct = PyLong_AsSsize_t(args[7]);
     int with_content = PyObject_IsTrue(args[6]);
     if (PyErr_Occurred() || with_content < 0)
         return NULL;
-    if (!PyList_Check(names) || !PyTuple_Check(packs) || !PyTuple_Check(tags) || !PyByteArray_Check(out)) {
-        PyErr_SetString(PyExc_TypeError, "answer takes a list, two tuples and a bytearray");
+    if (!PyBytes_Check(records) || !PyTuple_Check(packs) || !PyTuple_Check(tags) || !PyByteArray_Check(out) ||
+        sep < 0 || sep > 255) {
+        PyErr_SetString(PyExc_TypeError, "answer takes bytes, an offset, a byte, two tuples and a bytearray");
         return NULL;
     }
-    Hasher hasher;
-    if (open_hasher(args[4], &hasher) < 0)
-        return NULL;
     Py_ssize_t npacks = PyTuple_GET_SIZE(packs);
     PackView *views = PyMem_Calloc(npacks ? (size_t)npacks : 1, sizeof(PackView));
-    if (views == NULL) {
-        close_hasher(&hasher);
+    Scratch *scratch = PyMem_Malloc(sizeof(Scratch));
+    if (views == NULL || scratch == NULL) {
+        PyMem_Free(views);
+        PyMem_Free(scratch);
         return PyErr_NoMemory();
     }
-    Py_ssize_t at = start < 0 ? 0 : start;
+    /* `records` is immutable bytes, held by the caller for the call; nothing here calls Python code. */
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(records);
+    Py_ssize_t len = PyBytes_GET_SIZE(records), at = start < 0 ? 0 : start > len ? len : start;
     int ok = 1;
     for (Py_ssize_t p = 0; p < npacks && ok > 0; p++)
         ok = open_view(PyTuple_GET_ITEM(packs, p), &views[p]);
-    if (ok > 0) {
-        /* The list is re-measured each round and each name held while it is read: the hasher is Python
-         * code's to call, and nothing here assumes the list stays as it was. */
-        for (; at < PyList_GET_SIZE(names); at++) {
-            PyObject *name = PyList_GET_ITEM(names, at);
-            Py_INCREF(name);
-            int got = answer_one(views, npacks, name, tags, &hasher, out, with_content, direct);
-            Py_DECREF(name);
-            if (got < 0)
-                ok = -1;
-            if (got <= 0)
-                break;
-        }
-    }
+    if (ok > 0 && at < len &&
+        answer_names(views, npacks, data, len, (int)sep, &at, tags, out, with_content, direct, scratch) < 0)
+        ok = -1;
     release_views(views, npacks);
     PyMem_Free(views);
-    close_hasher(&hasher);
+    PyMem_Free(scratch);
     if (ok < 0)
         return NULL;
     return PyLong_FromSsize_t(at);
+}
+
+PyDoc_STRVAR(blake3_doc,
+"blake3(inputs) -> list of bytes\n\n"
+"The BLAKE3 digest of each bytes in `inputs` (at most 64), hashed as the batch hashes objects: one-chunk\n"
+"inputs side by side in lanes, grouped by length (for this module's tests).");
+
+static PyObject *blake3_py(PyObject *module, PyObject *inputs) {
+    (void)module;
+    if (!PyList_Check(inputs) || PyList_GET_SIZE(inputs) > WINDOW) {
+        PyErr_SetString(PyExc_TypeError, "blake3 takes a list of at most 64 bytes objects");
+        return NULL;
+    }
+    int n = (int)PyList_GET_SIZE(inputs);
+    const unsigned char *in[WINDOW] = {NULL};
+    size_t len[WINDOW] = {0}, longest = 0;
+    for (int i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(inputs, i);
+        if (!PyBytes_Check(item)) {
+            PyErr_SetString(PyExc_TypeError, "blake3 takes a list of bytes objects");
+            return NULL;
+        }
+        in[i] = (const unsigned char *)PyBytes_AS_STRING(item);
+        len[i] = (size_t)PyBytes_GET_SIZE(item);
+        longest = len[i] > longest ? len[i] : longest;
+    }
+    unsigned char digest[WINDOW][B3_OUT];
+    unsigned char (*cvs)[B3_OUT] = PyMem_Malloc((longest / B3_CHUNK + 1) * B3_OUT);
+    if (cvs == NULL)
+        return PyErr_NoMemory();
+    hash_inputs(in, len, n, digest, cvs);
+    PyMem_Free(cvs);
+    PyObject *result = PyList_New(n);
+    for (int i = 0; result != NULL && i < n; i++) {
+        PyObject *d = PyBytes_FromStringAndSize((const char *)digest[i], B3_OUT);
+        if (d == NULL)
+            Py_CLEAR(result);
+        else
+            PyList_SET_ITEM(result, i, d);
+    }
+    return result;
 }
 
 PyDoc_STRVAR(crc32_doc,
@@ -404,6 +498,7 @@ static PyObject *crc32_py(PyObject *module, PyObject *data) {
 
 static PyMethodDef methods[] = {
     {"crc32", crc32_py, METH_O, crc32_doc},
+    {"blake3", blake3_py, METH_O, blake3_doc},
     {"answer", (PyCFunction)(void (*)(void))answer, METH_FASTCALL, answer_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -417,5 +512,6 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__stored_batch(void) {
     fill_hex();
     fill_crc();
+    b3_init();
     return PyModule_Create(&module_def);
 }

@@ -11,8 +11,9 @@ packs do not hold (a loose object, a pack written since, a segment) goes through
 `get_raw`, which rescans and verifies the same way, so a reader sees what the store sees.
 
 `answer` runs the batch's per-object loop in C (reelstore.storage._stored_batch, an optional extension
-built at install when a compiler is there) for the stored entries of mapped packs: the same checks and
-bytes as the inline read, anything else left to the Python path. REEL_PURE=1 turns it off.
+built at install when a compiler is there) for the stored entries of the packs: the same checks (its
+own CRC-32 and BLAKE3, checked against zlib's and the blake3 package's) and bytes as the inline read,
+anything else left to the Python path. REEL_PURE=1 turns it off.
 """
 
 from __future__ import annotations
@@ -127,7 +128,6 @@ class BulkReader:
         self.accelerated = accelerator_on()
         """Whether `answer` runs the C loop (else it answers nothing and the caller reads each name)."""
         self._spans: tuple[tuple[object, object, int, int], ...] | None = None
-        self._hasher = blake3.blake3()
 
     @classmethod
     def of_repo(cls, repo: Repo) -> BulkReader:
@@ -164,19 +164,20 @@ class BulkReader:
         read them in its own loop, and the rest through `read_raw`."""
         return [lookup.pack for lookup in self._packs]
 
-    def answer(self, names: list[bytes], start: int, out: bytearray, with_content: bool, direct: int) -> int:
+    def answer(self, records: bytes, start: int, sep: bytes, out: bytearray, with_content: bool, direct: int) -> int:
         """Append to `out` the batch answers (`<name> <kind> <size>\n`, and `<content>\n` with content) of
-        names[start:], in order, up to the first one the C loop leaves to the caller: a name that is not a
-        full lowercase hex id of a stored entry in these packs, an entry failing a check (the caller's
-        read then names the damage), a content of `direct` bytes or more. Returns that name's index
-        (len(names) once all are answered); `start` itself when not accelerated."""
+        the names in `records` (each ending with `sep`) from offset `start`, in order, up to the first one
+        the C loop leaves to the caller: a name that is not a full lowercase hex id of a stored entry in
+        these packs, an entry failing a check (the caller's read then names the damage), a content of
+        `direct` bytes or more. Returns the offset where that name starts (len(records) once all are
+        answered); `start` itself when not accelerated."""
         if not self.accelerated:
             return start
         if self._spans is None:
             self._spans = tuple((lk.pack.index.map, lk.pack.map, lk.pack.data_start, lk.pack.data_end)
                                 for lk in self._packs)
         assert _stored_batch is not None
-        return _stored_batch.answer(names, start, self._spans, _TAGS, self._hasher, out, with_content, direct)
+        return _stored_batch.answer(records, start, sep[0], self._spans, _TAGS, out, with_content, direct)
 
     def read_raw(self, h: bytes) -> tuple[bytes, bool] | None:
         """The verified canonical bytes of `h` (kind tag and body, as `get_raw` gives them), and whether a
