@@ -3,8 +3,8 @@
  * reelstore.storage._stored_batch, which hashes every object it returns.
  *
  * Several inputs are hashed side by side, one per lane: the state is held as vectors of B3_LANES words
- * (GCC's and Clang's vector extension, which compiles to SSE2 on any x86-64 and NEON on arm64, with no
- * intrinsics; another compiler fails the optional build and reelstore reads in pure Python). An object
+ * (GCC's vector extension, which compiles to SSE2 on any x86-64 with no intrinsics; a compiler without
+ * it fails the optional build and reelstore reads in pure Python). An object
  * is most often one chunk (up to 1 KiB), so lanes are what make a short input cheap; a longer input's
  * chunks fill the lanes in turn and are joined into the tree of parent nodes. Checked against the
  * `blake3` package on inputs of every length around the block and chunk boundaries
@@ -46,7 +46,7 @@ static void b3_init(void) {
 }
 
 typedef uint32_t b3_lanes[B3_LANES]; /* one 32-bit word of every lane's state */
-/* The same as a vector (GCC's and Clang's vector extension): element-wise arithmetic in SIMD registers. */
+/* The same as a vector (GCC's vector extension): element-wise arithmetic in SIMD registers. */
 typedef uint32_t b3_vec __attribute__((vector_size(4 * B3_LANES)));
 
 #define B3_ROT(w, c) ((w) >> (c) | (w) << (32 - (c)))
