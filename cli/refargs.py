@@ -50,15 +50,22 @@ def old_value(repo: Repo, text: str) -> Hash | None:
     return revision(repo, text)
 
 
+_LOGIN_VARIABLES = ("LOGNAME", "USER", "LNAME", "USERNAME")
+"""Where the login name is looked for first, in getpass.getuser's order."""
+
+
 def principal(repo: Repo) -> str:
-    """Who the reflog names: REEL_PRINCIPAL, else config user.name, else the login name."""
+    """Who the reflog names: REEL_PRINCIPAL, else config user.name, else the login name: found as
+    getpass.getuser finds it (the environment, then the password database), without importing getpass,
+    which loads termios for its password prompt."""
     who = os.environ.get("REEL_PRINCIPAL") or repo.config.get("user.name")
+    who = who or next((os.environ[v] for v in _LOGIN_VARIABLES if os.environ.get(v)), None)
     if not who:
-        import getpass  # it loads termios; most runs name their principal without it
+        import pwd
 
         try:
-            who = getpass.getuser()
-        except (KeyError, OSError):
+            who = pwd.getpwuid(os.getuid()).pw_name
+        except KeyError:
             who = "unknown"
     return " ".join(who.split())
 
