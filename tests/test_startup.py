@@ -113,7 +113,8 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
     assert _loaded(show, ("reelstore.objects.",)) == ["reelstore.objects.hash"]
     assert _loaded(show, ("reelstore.storage.ref_transaction", "reelstore.storage.reflog",  # writers' parts
                           "reelstore.storage.verb_log", "reelstore.storage.ref_locks",
-                          "reelstore.storage.state_files")) == []  # nor the state files: it keeps none
+                          "reelstore.storage.state_files", "reelstore.crashpoints")) == []  # nor the
+    # state files (it keeps none) or the crash points (it writes nothing)
     assert sorted(show & LAZY_STDLIB) == []
     for args in (["cat-file", "-p", head], ["cat-file", "-t", "main"], ["update-ref", "refs/heads/b", head]):
         mods = _imported_after(*args, cwd=tmp_path)
@@ -121,6 +122,9 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
         assert sorted(mods & LAZY_STDLIB) == ([] if args[0] == "cat-file" else ["bisect"]), args  # a ref write
         # checks its name against the others' (bisect), and takes its lock
         assert ("reelstore.storage.ref_locks" in mods) == (args[0] == "update-ref"), args
+        assert ("reelstore.crashpoints" in mods) == (args[0] == "update-ref"), args  # a writer's
+        assert ("reelstore.wording" in mods) == (args[-1] == "main"), args  # the revision parser's; a sound
+        # pack's open words no message
         assert _loaded(mods, KERNEL_AND_UP + ("reelstore.namespace",)) == [], args
         assert sorted(mods & (STDLIB_EXTRAS - {"json"})) == [], args  # getpass too: the login name is read without it
         kinds = {m.rpartition(".")[2] for m in _loaded(mods, ("reelstore.objects.",))}

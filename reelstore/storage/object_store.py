@@ -18,7 +18,6 @@ from typing import IO, TYPE_CHECKING, TypeVar
 import zstandard
 
 from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG
-from reelstore.crashpoints import crash_point
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.objects import Hash, Object, decode
 from reelstore.objects.hash import is_prefix
@@ -339,6 +338,8 @@ class LooseObjectStore(ObjectStore):
         return self._codec()[0].compress(raw)
 
     def _store(self, items: list[tuple[Hash, bytes]]) -> None:
+        from reelstore.crashpoints import crash_point  # a writer's: a reader never loads it
+
         dirs: set[Path] = set()
         for h, raw in items:
             path = self.path(h)

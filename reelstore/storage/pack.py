@@ -26,7 +26,6 @@ from reelstore.errors import BadInput, StorageError
 from reelstore.frozen import frozen
 from reelstore.objects import Hash
 from reelstore.storage.pack_index import TRAILER, VERSION, PackIndex, pack_damage
-from reelstore.wording import plural
 
 PACK_MAGIC = b"RPAK"
 PACK_HEADER = struct.Struct(">4sIII")
@@ -176,6 +175,8 @@ class Pack:
             if magic != PACK_MAGIC or version != VERSION:
                 raise pack_damage(pack_path, "not a reel pack (bad magic or version)")
             if count != self.index.count:
+                from reelstore.wording import plural  # for the message alone: a sound pack never needs it
+
                 raise pack_damage(pack_path, f"pack holds {plural(count, 'entry')} but its index {self.index.count}")
             if self.map[size - TRAILER :] != self.index.pack_checksum:
                 raise pack_damage(pack_path, "pack trailer does not match its index (truncated or replaced)")
@@ -434,6 +435,8 @@ class PackScan:
             yield Hash.of(raw), offset, crc, raw
             offset = p.end
         if offset != size - TRAILER:
+            from reelstore.wording import plural
+
             raise StorageError(f"pack declares {plural(self.count, 'entry')} but they end at {offset}, "
                                f"not {size - TRAILER}")
 

@@ -20,7 +20,6 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reelstore.crashpoints import crash_point
 from reelstore.errors import Conflict, NotFound, StorageError
 from reelstore.objects import Hash
 from reelstore.storage.fileio import atomic_write, fsync_dir, pid_alive, temp_name, write_new
@@ -326,6 +325,7 @@ class DiskRefStore(RefStore):
 
     def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str],
                durable: bool = True) -> None:
+        from reelstore.crashpoints import crash_point  # a writer's: a reader never loads it
         from reelstore.storage.reflog import ReflogEntry
 
         now = int(time.time() * 1000)
@@ -446,6 +446,8 @@ class DiskRefStore(RefStore):
 
     def pack_refs(self) -> int:
         """Move every loose ref into packed-refs (under every ref's lock); returns how many moved."""
+        from reelstore.crashpoints import crash_point
+
         names = [n for n in self.names() if self._path(n).is_file()]
         if not names:
             return 0
