@@ -40,7 +40,9 @@ _TYPE_NAMES = {_COMMIT: b"commit ", _TREE: b"tree ", _BLOB: b"blob "}
 _SPOOL = 16 << 20
 _READ = 1 << 20
 _SAMPLE = 8192
-_PROBE = zstandard.ZstdCompressor(level=1)
+_PROBE = zstandard.ZstdCompressor(level=-1)
+"""zstd's fast mode (level -1) shrinks a namespace node (1.4 KB, mostly ids) exactly as much as level 1
+does, and text within a few per cent, in a third of the time (measured on a push's nodes)."""
 _ZLIB_HEADER = b"\x78\x01"
 _STORED_MAX = 0xFFFF
 _STORED_HEAD = struct.Struct("<BHH")
