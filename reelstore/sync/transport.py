@@ -5,7 +5,6 @@ from __future__ import annotations
 import codecs
 import os
 import re
-import shlex
 import shutil
 import sys
 import time
@@ -56,6 +55,8 @@ def ssh_command(config: Config | None = None) -> str | None:
         return command
     program = os.environ.get("GIT_SSH")
     if program:
+        import shlex  # only here: its import compiles a pattern, on every push otherwise
+
         return shlex.quote(program)
     return (config.get("core.sshcommand") if config is not None else None) or None
 
