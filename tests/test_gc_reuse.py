@@ -254,3 +254,30 @@ def test_the_leaf_kinds_gc_names_are_the_kinds_that_reference_nothing() -> None:
     from reelstore.storage.pack import KIND_CODES
 
     assert LEAF_CODES == {KIND_CODES[k] for k, cls in KINDS.items() if cls.references is Object.references}
+
+
+def test_the_walk_over_leaves_reaches_what_the_plain_walk_reaches(repo: Repo) -> None:
+    """gc's walk counts the leaves of verified packs as reached unread and takes its reached set from
+    what it saw: it must reach, miss and skip (with `known`) exactly what the walk that reads every
+    object does, including an id a tree names that is nowhere and an id reached twice."""
+    from reelstore.maintenance.mark import Reader, find_leaves, list_packs
+    from reelstore.maintenance.reach import walk
+
+    blobs = [Blob(f"blob {i}".encode()) for i in range(300)]
+    repo.objects.add_pack([PackItem(b.id, b.encode(), OLD) for b in blobs], PackOptions())
+    absent = Hash(bytes(range(32)))
+    inner = Tree(0, tuple(sorted({f"in{i:03}": b.id for i, b in enumerate(blobs[:40])}.items())))
+    top = Tree(0, tuple(sorted({**{f"b{i:03}": b.id for i, b in enumerate(blobs[20:90])}, "gone": absent,
+                                "inner": inner.id, "loose": Blob(b"loose").id}.items())))
+    repo.objects.put_many([Blob(b"loose"), inner, top])
+    roots = [("top", top.id), ("again", blobs[5].id), ("twice", top.id)]
+    store = repo.objects
+    store.refresh(force=True)
+    leaves, direct = find_leaves(list_packs(store))
+    assert len(leaves) == 300
+    for known in (None, {inner.id, blobs[30].id}):
+        plain = walk(store, roots, known=set(known) if known else None)
+        fast = walk(store, roots, known=set(known) if known else None, leaves=leaves, read=Reader(store, direct))
+        assert fast.reachable == plain.reachable and fast.missing.keys() == plain.missing.keys() == {absent}
+        assert not fast.damaged and not plain.damaged
+        assert absent not in fast.reachable and (known is None) == (inner.id in fast.reachable)

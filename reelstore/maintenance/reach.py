@@ -121,8 +121,7 @@ def walk(
     while stack:
         h, via = stack.pop()
         if leaves is not None and h in leaves:
-            reachable.add(h)
-            continue
+            continue  # reached: it is in `seen` (see the end)
         try:
             raw = get_raw(h)  # get_raw has re-hashed it
             light = _tree_edges(raw) if on_object is None else None
@@ -145,11 +144,12 @@ def walk(
         except BadInput as err:
             result.damaged[h] = f"object {h.hex()} is damaged: {err.message}"
             continue
-        reachable.add(h)
+        if leaves is None:
+            reachable.add(h)
         result.kinds[h] = kind
-        if progress is not None and len(reachable) >= ticks:
-            progress(len(reachable))
-            ticks = len(reachable) + 1000
+        if progress is not None and len(reachable if leaves is None else seen) >= ticks:
+            progress(len(reachable if leaves is None else seen))
+            ticks = len(reachable if leaves is None else seen) + 1000
         here = h.hex()
         if leaves is None:
             for child, name in zip(ids, names):
@@ -166,12 +166,19 @@ def walk(
         seen |= fresh
         hints.update(zip(ids, names))
         reached = fresh & leaves
-        reachable |= reached
         if len(reached) < len(fresh):
             for child in ids:
                 if child in fresh and child not in reached:
                     stack.append((child, here))
                     fresh.discard(child)
+    if leaves is not None:
+        # With `leaves`, every id seen is reached (a leaf at once, anything else when read) unless it
+        # proved missing or damaged, or was known: the reached set is `seen` less those, not a second
+        # set grown beside it (one insertion per edge fewer, into a set as large as the store's half).
+        if known:
+            seen -= known
+        seen.difference_update(result.missing, result.damaged)
+        result.reachable = seen
     if progress is not None:
         progress(len(result.reachable))  # the final count, so a "done." line states the whole
     return result
