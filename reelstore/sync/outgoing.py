@@ -119,6 +119,7 @@ class OutgoingPack:
         self.ends: list[int] = []
         self.kinds: list[int] = []
         self.shas: list[bytes] = []
+        self._heads: dict[int, hashlib._Hash] = {}
         self.names: list[bytes] = []
         """The hex id of each reel object, in entry order (its git id is the entry's, in `shas`): kept as
         plain bytes, so adding an object makes nothing the cyclic collector tracks."""
@@ -163,7 +164,12 @@ class OutgoingPack:
             hexid = hexlify(rid)
         n = len(raw)
         if 0x10 <= n < 0x800 and (incompressible or not compressible(raw)):
-            sha = _sha1(b"blob %d\0" % n + raw).digest()
+            head = self._heads.get(n)
+            if head is None:  # a SHA-1 of the git header alone, copied per object: cheaper than a new one
+                head = self._heads[n] = _sha1(b"blob %d\0" % n)
+            digest = head.copy()
+            digest.update(raw)
+            sha = digest.digest()
             buf = self.buf
             buf += _SMALL_STORED.pack(0xB0 | (n & 0x0F), n >> 4, 0x78, 0x01, 1, n, n ^ 0xFFFF)
             buf += raw

@@ -123,7 +123,7 @@ def edges(raw: bytes) -> Sequence[bytes]:
             refs = [h for _, h in msgpack.unpackb(raw[len(_TREE) :], raw=True)[b"entries"]]
         except Exception:  # msgpack raises several unrelated types; the decoder below names the fault
             refs = [b""]
-        if all(type(h) is bytes and len(h) == HASH_SIZE for h in refs):
+        if not refs or (set(map(type, refs)) == {bytes} and set(map(len, refs)) == {HASH_SIZE}):
             return refs
     return decode(raw).references()
 
@@ -140,7 +140,7 @@ def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[H
     nxt: list[bytes] = []
 
     def inner(raw: bytes) -> None:
-        nxt.extend(r for r in edges(raw) if r not in visited)
+        nxt.extend(edges(raw))  # what was visited already is dropped with what is known, level by level
 
     anything_known = state.knows_any(remote)
     while frontier:
