@@ -54,8 +54,9 @@ def gc(ctx: Context, prune: str | None, no_prune: bool, dry_run: bool, wait_s: f
     if report.damaged_skipped:
         damaged = plural(len(report.damaged_skipped), "damaged unreachable object")
         lines.append(f"left {damaged} unpacked; see reel fsck")
-    ctx.emit({**report.to_json(), "stale_locks_removed": [str(c.path) for c in cleared]},
-             "\n".join(cleared_lines + lines))
+    # The JSON document (every pruned id, sorted, in hex: most of a large gc's report) only when asked for.
+    doc = {**report.to_json(), "stale_locks_removed": [str(c.path) for c in cleared]} if ctx.json else None
+    ctx.emit(doc, "\n".join(cleared_lines + lines))
 
 
 COMMANDS = [gc]
