@@ -103,54 +103,62 @@ def gc(
     if not store.keeps_files:
         return _gc_memory(repo, cutoff, dry_run, now)
     with gc_lock(repo, wait_s), no_cycle_collection():
-        store.refresh(force=True)
-        loose = store.loose_files()
-        listed = list_packs(store)
-        leaves, direct = find_leaves(listed)
-        reader = Reader(store, direct)
-        w = mark(repo, now, progress, leaves, reader)
-        del leaves, direct  # a set of every leaf id: let go before the copy plan's columns are built
-        reader.direct = {}
-        require_complete(w, "gc")
-        chosen = Selection(listed, loose, w, cutoff)
-        report = GcReport(reachable=len(w.reachable), candidates=chosen.candidates, dry_run=dry_run)
-        report.kept_recent = chosen.young
-        report.pruned_ids = chosen.pruned
-        report.pruned = len(chosen.pruned)
-        report.packed = chosen.kept
-        if dry_run:
-            return report
+        # The work runs in a frame of its own, so all it built is freed before the collector resumes
+        # (which would otherwise walk every container still alive once: ~9 ms at 80k objects).
+        return _collect(repo, cutoff, dry_run, progress, now)
 
-        def damaged(h: Hash) -> None:
-            if h in w.reachable:
-                raise StorageError(f"gc refused: object {h.hex()} is damaged in its pack (its entry does not "
-                                   "match its checksum); run `reel fsck`", id=h)
-            # Unreachable and young: not packed; a loose copy, if any, stays for fsck.
-            chosen.kept -= 1
-            chosen.loose_kept.discard(h)
-            report.damaged_skipped.append(h)
 
-        current = None
-        if len(listed) == 1 and not loose and chosen.kept == listed[0].pack.count:
-            current = listed[0].pack.name
-        elif chosen.kept:
-            tick = (lambda n, total: progress("packing", n, total)) if progress else None
-            current = write_kept(store, repo, chosen, w, report.damaged_skipped, damaged, tick, reader.held).name
-        report.packed = chosen.kept
-        report.pack = current
-        for listing in listed:
-            if listing.pack.name != current:
-                store.remove_pack(listing.pack)
-                report.packs_removed += 1
-        for n, (h, listed_mtime) in enumerate(loose.items(), 1):
-            kept = h in chosen.loose_kept
-            if store.remove_if_unchanged(h, listed_mtime, None if kept else cutoff):
-                report.loose_removed += 1
-            if progress is not None and (n % 1000 == 0 or n == len(loose)):
-                progress("removing loose objects", n, len(loose))
-        report.temp_removed = store.sweep_temp(now - TEMP_AGE)
-        store.refresh(force=True)
+def _collect(repo: Repo, cutoff: float | None, dry_run: bool, progress: Progress | None, now: float) -> GcReport:
+    """gc's work, under its lock: list, mark, select, pack, sweep."""
+    store = repo.objects
+    store.refresh(force=True)
+    loose = store.loose_files()
+    listed = list_packs(store)
+    leaves, direct = find_leaves(listed)
+    reader = Reader(store, direct)
+    w = mark(repo, now, progress, leaves, reader)
+    del leaves, direct  # a set of every leaf id: let go before the copy plan's columns are built
+    reader.direct = {}
+    require_complete(w, "gc")
+    chosen = Selection(listed, loose, w, cutoff)
+    report = GcReport(reachable=len(w.reachable), candidates=chosen.candidates, dry_run=dry_run)
+    report.kept_recent = chosen.young
+    report.pruned_ids = chosen.pruned
+    report.pruned = len(chosen.pruned)
+    report.packed = chosen.kept
+    if dry_run:
         return report
+
+    def damaged(h: Hash) -> None:
+        if h in w.reachable:
+            raise StorageError(f"gc refused: object {h.hex()} is damaged in its pack (its entry does not "
+                               "match its checksum); run `reel fsck`", id=h)
+        # Unreachable and young: not packed; a loose copy, if any, stays for fsck.
+        chosen.kept -= 1
+        chosen.loose_kept.discard(h)
+        report.damaged_skipped.append(h)
+
+    current = None
+    if len(listed) == 1 and not loose and chosen.kept == listed[0].pack.count:
+        current = listed[0].pack.name
+    elif chosen.kept:
+        tick = (lambda n, total: progress("packing", n, total)) if progress else None
+        current = write_kept(store, repo, chosen, w, report.damaged_skipped, damaged, tick, reader.held).name
+    report.packed = chosen.kept
+    report.pack = current
+    for listing in listed:
+        if listing.pack.name != current:
+            store.remove_pack(listing.pack)
+            report.packs_removed += 1
+    for n, (h, listed_mtime) in enumerate(loose.items(), 1):
+        kept = h in chosen.loose_kept
+        if store.remove_if_unchanged(h, listed_mtime, None if kept else cutoff):
+            report.loose_removed += 1
+        if progress is not None and (n % 1000 == 0 or n == len(loose)):
+            progress("removing loose objects", n, len(loose))
+    report.temp_removed = store.sweep_temp(now - TEMP_AGE)
+    store.refresh(force=True)
+    return report
 
 
 def _gc_memory(repo: Repo, cutoff: float | None, dry_run: bool, now: float) -> GcReport:
