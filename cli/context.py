@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
-from reelstore.cli import terminal
 from reelstore.errors import ReelError
 
 if TYPE_CHECKING:  # imported when a command first needs the store: --help and --version never do
@@ -52,6 +51,8 @@ class Context:
         elif text is not None:
             out = text() if callable(text) else text
             if out:
+                from reelstore.cli import terminal  # colour and pager: only a command printing text loads them
+
                 terminal.echo(self, out, page=page)
 
 

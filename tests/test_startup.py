@@ -123,6 +123,7 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
         # checks its name against the others' (bisect), and takes its lock
         assert ("reelstore.storage.ref_locks" in mods) == (args[0] == "update-ref"), args
         assert ("reelstore.crashpoints" in mods) == (args[0] == "update-ref"), args  # a writer's
+        assert ("reelstore.cli.terminal" in mods) == (args[1] == "-t"), args  # colour for a text line only
         assert ("reelstore.wording" in mods) == (args[-1] == "main"), args  # the revision parser's; a sound
         # pack's open words no message
         assert _loaded(mods, KERNEL_AND_UP + ("reelstore.namespace",)) == [], args

@@ -16,6 +16,7 @@ from reelstore.errors import BadInput, StorageError
 from reelstore.storage.fileio import atomic_write
 
 D = TypeVar("D")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 _SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]\s*(?:[;#].*)?$')
 _ENTRY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*?))?\s*$")
 
@@ -26,11 +27,15 @@ def split_key(key: str) -> tuple[str, str | None, str]:
     if not dot or not rest:
         raise BadInput(f"config key {key!r} must look like section.key or section.subsection.key")
     sub, _, name = rest.rpartition(".")
-    if not re.fullmatch(r"[A-Za-z0-9-]+", first) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", name) or (
-        sub and any(c in sub for c in "\n\0")
-    ):
+    if not _is_name(first) or not (_is_name(name) and name[0].isalpha()) or (sub and any(c in sub for c in "\n\0")):
         raise BadInput(f"config key {key!r} has an invalid section or name")
     return first.lower(), (sub or None), name.lower()
+
+
+def _is_name(text: str) -> bool:
+    """Letters, digits and `-` only (the section and key names git allows), checked without a pattern
+    compiled at every start for the first `get`."""
+    return bool(text) and set(text) <= _NAME_CHARS
 
 
 def _header(m: re.Match[str]) -> tuple[str, str | None]:

@@ -10,7 +10,8 @@ from reelstore.objects import ZERO_HEX, Hash
 from reelstore.objects.hash import is_full_hex
 from reelstore.storage.ref_format import checksum
 
-_CRC = re.compile(r"[0-9a-f]{8}")
+_CRC = r"[0-9a-f]{8}"
+"""A line's checksum; compiled by `re` when a reflog is first read (writing a line never needs it)."""
 
 
 class ReflogEntry(NamedTuple):
@@ -38,7 +39,7 @@ class ReflogEntry(NamedTuple):
     def parse(cls, line: str, name: str) -> ReflogEntry:
         """One line of `name`'s reflog (without its newline). E014 if malformed or its checksum fails."""
         crc, verified = line[:8], True
-        if len(line) > 9 and line[8] == " " and _CRC.fullmatch(crc):
+        if len(line) > 9 and line[8] == " " and re.fullmatch(_CRC, crc):
             body = line[9:]
             if checksum(name, body) != crc:
                 raise BadInput(f"reflog line fails its checksum: {line[:100]!r}")
