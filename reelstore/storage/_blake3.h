@@ -3,12 +3,12 @@
  * reelstore.storage._stored_batch, which hashes every object it returns.
  *
  * Several inputs are hashed side by side, one per lane: the state is held as vectors of B3_LANES words
- * (GCC's vector extension, which compiles to SSE2 on any x86-64 with no intrinsics; a compiler without
- * it fails the optional build and reelstore reads in pure Python). An object
- * is most often one chunk (up to 1 KiB), so lanes are what make a short input cheap; a longer input's
- * chunks fill the lanes in turn and are joined into the tree of parent nodes. Checked against the
- * `blake3` package on inputs of every length around the block and chunk boundaries
- * (tests/test_stored_batch.py). */
+ * (GCC's vector extension, which compiles to SSE2 on any x86-64 with no intrinsics, and to AVX2 in a
+ * second build of the compression that the loader picks on a CPU that has it; a compiler without the
+ * extension fails the optional build and reelstore reads in pure Python). An object is most often one
+ * chunk (up to 1 KiB), so lanes are what make a short input cheap; a longer input's chunks fill the
+ * lanes in turn and are joined into the tree of parent nodes. Checked against the `blake3` package on
+ * inputs of every length around the block and chunk boundaries (tests/test_stored_batch.py). */
 
 #ifndef REEL_BLAKE3_H
 #define REEL_BLAKE3_H
@@ -63,10 +63,18 @@ static inline void b3_g(b3_vec *v, int a, int b, int c, int d, const b3_vec *x, 
     v[b] = B3_ROT(v[b] ^ v[c], 7);
 }
 
+/* On x86-64, the compression is also compiled for AVX2 (all eight lanes in one register, where SSE2
+ * takes two) and the loader picks the build this CPU runs (GCC's function multiversioning). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define B3_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define B3_CLONES
+#endif
+
 /* One compression per lane (spec 2.2): `cv` is replaced by the first eight output words (all a chaining
  * value or a 32-byte digest needs), for the lanes in `live` only. */
-static void b3_compress(b3_lanes cv[8], const b3_lanes m[16], const uint32_t len[], const uint64_t counter[],
-                        const uint32_t flags[], const int live[]) {
+B3_CLONES static void b3_compress(b3_lanes cv[8], const b3_lanes m[16], const uint32_t len[],
+                                  const uint64_t counter[], const uint32_t flags[], const int live[]) {
     b3_vec v[16], x[16];
     uint32_t lo[B3_LANES], hi[B3_LANES];
     for (int l = 0; l < B3_LANES; l++)
@@ -138,6 +146,11 @@ static void b3_chunks(const unsigned char *const in[], const size_t len[], const
             size_t at = b * B3_BLOCK, left = live[l] && len[l] > at ? len[l] - at : 0;
             bytes[l] = (uint32_t)(left < B3_BLOCK ? left : B3_BLOCK);
             flags[l] = (b == 0 ? B3_CHUNK_START : 0) | (b + 1 == blocks[l] ? B3_CHUNK_END | root : 0);
+            if (bytes[l] == B3_BLOCK) { /* a whole block is read where it is */
+                for (int w = 0; w < 16; w++)
+                    m[w][l] = b3_load32(in[l] + at + 4 * w);
+                continue;
+            }
             unsigned char block[B3_BLOCK] = {0}; /* the last block, zero-padded (spec 2.4) */
             if (bytes[l])
                 memcpy(block, in[l] + at, bytes[l]);

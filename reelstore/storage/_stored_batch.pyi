@@ -5,8 +5,9 @@ def answer(records: bytes, start: int, sep: int, packs: tuple[tuple[object, obje
     """Answer the `sep`-ended names in `records` from offset `start` into `out` until one it leaves to the
     caller; the offset where that name starts."""
 
-def crc32(data: bytes | bytearray | memoryview) -> int:
-    """zlib.crc32(data), as the module computes it (its tests compare the two)."""
+def crc32(data: bytes | bytearray | memoryview, tables: bool = False) -> int:
+    """zlib.crc32(data), as the module computes it (folded, or from tables if `tables`; its tests compare
+    both with zlib's)."""
 
 def blake3(inputs: list[bytes]) -> list[bytes]:
     """The BLAKE3 digest of each input (at most 64), hashed as the batch hashes (its tests compare them with
