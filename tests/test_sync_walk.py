@@ -41,8 +41,8 @@ def test_the_walk_hands_over_every_object_once_with_its_verified_bytes(tmp_path:
     repo.objects.put(loose)
     got: dict[bytes, tuple[bytes, bool]] = {}
 
-    def take(h: bytes, raw: bytes, stored: bool, hexid: bytes) -> None:
-        assert h not in got and hexid == h.hex().encode()
+    def take(h: bytes, raw: bytes, stored: bool) -> None:
+        assert h not in got
         got[h] = (raw, stored)
 
     state = SyncState(repo)
@@ -69,7 +69,7 @@ def test_a_mapped_read_falls_back_to_the_store_for_what_its_packs_lack(tmp_path:
     repo.objects.put(loose)
     ids = [b.id for b in blobs] + [loose.id]
     got: list[bytes] = []
-    _Reader(repo).read(ids, lambda h, raw, stored, hexid: got.append(raw), lambda raw: None)
+    _Reader(repo).read(ids, lambda h, raw, stored: got.append(raw), lambda raw: None)
     assert got == [repo.objects.get_raw(h) for h in ids]
     with pytest.raises(StorageError, match="missing from this store"):
         _Reader(repo).read([*ids, Hash(b"\x02" * 32)], lambda *_: None, lambda raw: None)

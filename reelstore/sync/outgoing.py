@@ -27,7 +27,7 @@ from typing import IO, TYPE_CHECKING
 
 import zstandard
 
-from reelstore.objects import Hash
+from reelstore.objects import HASH_SIZE, Hash
 from reelstore.sync.mapping import IDENTITY
 from reelstore.sync.state import format_refs
 from reelstore.wording import plural
@@ -120,9 +120,10 @@ class OutgoingPack:
         self.kinds: list[int] = []
         self.shas: list[bytes] = []
         self._heads: dict[int, hashlib._Hash] = {}
-        self.names: list[bytes] = []
-        """The hex id of each reel object, in entry order (its git id is the entry's, in `shas`): kept as
-        plain bytes, so adding an object makes nothing the cyclic collector tracks."""
+        self.ids: list[bytes] = []
+        """The id of each reel object, in entry order (its git id is the entry's, in `shas`): kept as
+        plain bytes, so adding an object makes nothing the cyclic collector tracks; written out in hex
+        all at once by `finish`."""
 
     def _add(self, kind: int, body: bytes, incompressible: bool = False) -> bytes:
         n = len(body)
@@ -155,13 +156,11 @@ class OutgoingPack:
         self.spilled += len(self.buf)
         self.buf.clear()
 
-    def add_object(self, rid: bytes, raw: bytes, incompressible: bool = False, hexid: bytes | None = None) -> None:
-        """One reel object (its canonical bytes), filed under `objects/<2 hex>/<62 hex>` (`hexid`, its id
-        in ASCII hex, if the caller has it); `incompressible` (the store's pack holds it stored: its writer
-        found that zstd cannot shrink it) skips the probe. The common case, a small object to be stored,
-        is written here in one go: its header, stored block head and zlib header are one struct."""
-        if hexid is None:
-            hexid = hexlify(rid)
+    def add_object(self, rid: bytes, raw: bytes, incompressible: bool = False) -> None:
+        """One reel object (its canonical bytes), filed under `objects/<2 hex>/<62 hex>`; `incompressible`
+        (the store's pack holds it stored: its writer found that zstd cannot shrink it) skips the probe.
+        The common case, a small object to be stored, is written here in one go: its header, stored
+        block head and zlib header are one struct."""
         n = len(raw)
         if 0x10 <= n < 0x800 and (incompressible or not compressible(raw)):
             head = self._heads.get(n)
@@ -181,7 +180,7 @@ class OutgoingPack:
                 self._spill()
         else:
             self._add(_BLOB, raw, incompressible)
-        self.names.append(hexid)
+        self.ids.append(rid)
 
     def finish(self, refs: dict[str, Hash], parents: list[str]) -> str:
         """Add the fan-out trees, the `refs` file, the root tree and the commit; the commit's id.
@@ -189,9 +188,10 @@ class OutgoingPack:
         The fan-out trees are stored: they are three quarters hex names and binary SHA-1s, which deflate
         shrinks by about a quarter for ~100 us a tree (256 of them in a large push). Each holds entries
         of one mode, so sorting by name is git's own order."""
-        names, shas = self.names, self.shas
-        if len(shas) != len(names):
+        shas = self.shas
+        if len(shas) != len(self.ids):
             raise AssertionError("the outgoing pack was finished twice")
+        names = hexlify(b"".join(self.ids), b" ", HASH_SIZE).split(b" ") if self.ids else []
         shards: dict[bytes, list[bytes]] = {}
         for name, sha in zip(names, shas):
             shards.setdefault(name[:2], []).append(name[2:] + b"\0" + sha)  # all names one length: bytes order

@@ -5,7 +5,7 @@ remote holds. Each new object's verified canonical bytes go straight to the outg
 then dropped; only objects with edges (blobs, the bulk of a store, have none) are decoded.
 
 A level large enough to be worth it (an eighth of a pack's ids) is read in one loop over the pack's
-map: hex id -> position, the offsets read whole. A stored entry (what the store's writer found
+map: id -> position, the ids and offsets read whole. A stored entry (what the store's writer found
 incompressible, most of a store's bytes) is read right there, its canonical bytes BLAKE3-hashed once
 against the id (E007 if not). Any other entry, and any entry not shaped as this loop expects, goes
 through `BulkReader.read_raw`, which verifies the same way (CRC, inflation, BLAKE3) and names the
@@ -14,7 +14,6 @@ damage.
 
 from __future__ import annotations
 
-from binascii import hexlify
 from collections.abc import Callable, Sequence
 
 import blake3
@@ -27,8 +26,8 @@ from reelstore.storage.pack import KIND_CODES, KIND_TAGS, STORED, Pack
 from reelstore.storage.repo import Repo
 from reelstore.sync.state import SyncState
 
-Take = Callable[[bytes, bytes, bool, bytes], None]
-"""Hears of each new object: (id, canonical bytes, held stored by the store, hex id as ASCII)."""
+Take = Callable[[bytes, bytes, bool], None]
+"""Hears of each new object: (id, canonical bytes, held stored by the store)."""
 
 _LEAF, _TREE = KIND_TAGS[1], KIND_TAGS[2]
 """`blob\\0`, the canonical prefix of the one kind without edges, and `tree\\0`, a namespace node's."""
@@ -41,8 +40,8 @@ class _Mapped:
 
     def __init__(self, pack: Pack) -> None:
         self.pack = pack
-        self.positions = pack.index.hex_positions()
-        self.offsets = pack.index.offsets_and_crcs()[0]
+        ids, self.offsets, _, _ = pack.index.columns()
+        self.positions = dict(zip(ids, range(len(ids))))
         self.map, self.start, self.end = pack.map, pack.data_start, pack.data_end
 
 
@@ -70,10 +69,9 @@ class _Reader:
         hasher = blake3.blake3()  # one, reset for each object: cheaper than a new one each time
         reset, update, digest = hasher.reset, hasher.update, hasher.digest
         for h in ids:
-            hexid = hexlify(h)
             raw = None
             for mp in maps:
-                i = mp.positions.get(hexid, -1)
+                i = mp.positions.get(h, -1)
                 if i < 0:
                     continue
                 off, m, end = mp.offsets[i], mp.map, mp.end
@@ -96,19 +94,19 @@ class _Reader:
                                            "hash to its id", id=Hash(h))
                 break
             if raw is not None:
-                take(h, raw, True, hexid)
+                take(h, raw, True)
                 if code != blob:
                     inner(raw)
                 continue
             found = self.bulk.read_raw(h)
             if found is None:
                 raise StorageError(f"cannot push: object {h.hex()} is missing from this store", id=Hash(h))
-            take(h, found[0], found[1], hexid)
+            take(h, found[0], found[1])
             if not found[0].startswith(_LEAF):
                 inner(found[0])
 
 
-def _ignore(h: bytes, raw: bytes, stored: bool, hexid: bytes) -> None:
+def _ignore(h: bytes, raw: bytes, stored: bool) -> None:
     """A walk that only lists ids takes nothing."""
 
 
