@@ -11,8 +11,9 @@
  * BLAKE3 is computed here too (_blake3.h, written from the specification and checked against the
  * `blake3` package), eight objects side by side: calling the package's hasher from C cost ~0.4 us an
  * object, mostly the calls; hashed in lanes, grouped by length, a few-hundred-byte object costs ~0.2 us
- * (0.19 with AVX2, 0.25 with SSE2). CRC-32 (zlib's: reflected polynomial 0xEDB88320) is computed here too: folded 16 bytes at a time
- * by carry-less multiplication on x86-64 (PCLMULQDQ), else eight bytes a step through eight tables.
+ * (0.19 with AVX2, 0.25 with SSE2). CRC-32 (zlib's: reflected polynomial 0xEDB88320) is computed here
+ * too: folded 16 bytes at a time by carry-less multiplication on x86-64 (PCLMULQDQ), else eight bytes
+ * a step through eight tables.
  *
  * Every read of a mapped file is bounds-checked against its length: a damaged pack or index makes a
  * name go back to the pure path, never a read outside the map.
