@@ -128,3 +128,20 @@ def test_a_node_not_shaped_as_one_is_left_to_the_decoder() -> None:
                  msgpack.packb({"entries": 3, "level": 0}), msgpack.packb([1, 2])):
         with pytest.raises(BadInput):
             edges(b"tree\0" + body)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 17, 1024, 1025, 3001])
+def test_known_ids_go_to_sqlite_and_back_in_one_statement_each(tmp_path: Path, n: int) -> None:
+    """The ids split in SQLite from one blob: every one of them, exactly once, whatever their count."""
+    repo = Repo.init(tmp_path / "s")
+    ids = [os.urandom(32) for _ in range(n + 5)]
+    state = SyncState(repo)
+    try:
+        with state:
+            state.add_known("r", ids[:n])
+            state.add_known("r", ids[: n // 2])  # again: ignored
+        assert state.known("r", ids) == set(ids[:n])
+        assert state.known("other", ids) == set() and state.knows_any("r") and not state.knows_any("other")
+        assert state.db.execute("SELECT count(*) FROM known WHERE remote = 'r'").fetchone() == (n,)
+    finally:
+        state.close()

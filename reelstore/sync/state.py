@@ -11,6 +11,7 @@ Three facts per remote make a push cost O(new objects) and make its compare-and-
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -30,8 +31,10 @@ CREATE TABLE IF NOT EXISTS commits (
     PRIMARY KEY (remote, git_commit)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS urls (remote TEXT PRIMARY KEY, url TEXT NOT NULL) WITHOUT ROWID;
 """
-_IDS = "WITH RECURSIVE ids(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM ids WHERE i + 1 < ?1) "
-"""The positions 0 .. ?1-1 of the 32-byte ids laid end to end in parameter ?3."""
+_IDS = ("WITH RECURSIVE side(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM side WHERE i + 1 < ?4), "
+        "ids(i) AS (SELECT high.i * ?4 + low.i FROM side AS high, side AS low WHERE high.i * ?4 + low.i < ?1) ")
+"""The positions 0 .. ?1-1 of the 32-byte ids laid end to end in parameter ?3, made as the pairs of a
+recursive count to ?4 (about the square root of ?1): half the cost of counting to ?1 one step at a time."""
 _TABLES = ("known", "seen", "commits", "urls")
 
 
@@ -80,7 +83,7 @@ class SyncState:
         if not blob:
             return set()
         rows = self.db.execute(_IDS + "SELECT known.id FROM ids JOIN known ON known.remote = ?2 AND known.id = "
-                               "substr(?3, ids.i * 32 + 1, 32)", (len(blob) // 32, remote, blob))
+                               "substr(?3, ids.i * 32 + 1, 32)", _id_params(remote, blob))
         return {row[0] for row in rows}
 
     def knows_any(self, remote: str) -> bool:
@@ -95,7 +98,7 @@ class SyncState:
         blob = b"".join(sorted(ids))
         if blob:
             self.db.execute(_IDS + "INSERT OR IGNORE INTO known SELECT ?2, substr(?3, ids.i * 32 + 1, 32) FROM ids",
-                            (len(blob) // 32, remote, blob))
+                            _id_params(remote, blob))
 
     def seen(self, remote: str) -> dict[str, Seen]:
         rows = self.db.execute("SELECT ref, git_commit, target FROM seen WHERE remote = ?", (remote,))
@@ -148,6 +151,12 @@ class SyncState:
         """Drop everything known about a remote (it was removed, or it was emptied and recreated)."""
         for table in _TABLES:
             self.db.execute(f"DELETE FROM {table} WHERE remote = ?", (remote,))
+
+
+def _id_params(remote: str, blob: bytes) -> tuple[int, str, bytes, int]:
+    """The parameters of an `_IDS` statement over `blob`, 32-byte ids end to end."""
+    n = len(blob) // 32
+    return n, remote, blob, math.isqrt(n - 1) + 1
 
 
 def format_refs(refs: dict[str, Hash]) -> bytes:
