@@ -2,7 +2,7 @@
 
 The walk goes down a level at a time from the targets and stops at objects the sync state says the
 remote holds. Each new object's verified canonical bytes go straight to the outgoing pack and are
-then dropped; only objects with edges (blobs, the bulk of a store, have none) are decoded.
+then dropped; only objects with edges (blobs, the bulk of a store, have none) are read for them.
 
 A level large enough to be worth it (an eighth of a pack's ids) is read in one loop over the pack's
 map: id -> position, the ids and offsets read whole. A stored entry (what the store's writer found
@@ -29,7 +29,7 @@ from reelstore.sync.state import SyncState
 Take = Callable[[bytes, bytes, bool], None]
 """Hears of each new object: (id, canonical bytes, held stored by the store)."""
 
-_LEAF, _TREE = KIND_TAGS[1], KIND_TAGS[2]
+_LEAF, _TREE = KIND_TAGS[KIND_CODES["blob"]], KIND_TAGS[KIND_CODES["tree"]]
 """`blob\\0`, the canonical prefix of the one kind without edges, and `tree\\0`, a namespace node's."""
 
 
@@ -54,9 +54,9 @@ class _Reader:
         self.mapped: dict[int, _Mapped] = {}
 
     def read(self, ids: Sequence[bytes], take: Take, inner: Callable[[bytes], None]) -> None:
-        """Hand `take` each of `ids`, in order, with its canonical bytes, whether it is held stored and
-        its hex id, and `inner` the bytes of each that is not a blob; E007 on damage, and a StorageError
-        naming the first id the store does not hold.
+        """Hand `take` each of `ids`, in order, with its canonical bytes and whether it is held stored,
+        and `inner` the bytes of each that is not a blob; E007 on damage, and a StorageError naming the
+        first id the store does not hold.
 
         A stored entry in a mapped pack is read here: its canonical bytes are BLAKE3-hashed against the
         id, which covers everything the entry's CRC would (the kind code makes the tag, the size the
