@@ -145,3 +145,14 @@ def test_known_ids_go_to_sqlite_and_back_in_one_statement_each(tmp_path: Path, n
         assert state.db.execute("SELECT count(*) FROM known WHERE remote = 'r'").fetchone() == (n,)
     finally:
         state.close()
+
+
+def test_a_pack_past_the_map_limit_is_searched_not_mapped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A map costs memory per id, so a pack larger than MAP_LIMIT is read through the searching reader."""
+    repo, blobs, _ = _store(tmp_path / "s", 1000)
+    monkeypatch.setattr("reelstore.sync.walk.MAP_LIMIT", 999)
+    reader = _Reader(repo)
+    got: list[bytes] = []
+    ids = [b.id for b in blobs]
+    reader.read(ids, lambda h, raw, stored: got.append(raw), lambda raw: None)
+    assert reader.mapped == {} and got == [b.encode() for b in blobs]

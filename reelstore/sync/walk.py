@@ -5,11 +5,12 @@ remote holds. Each new object's verified canonical bytes go straight to the outg
 then dropped; only objects with edges (blobs, the bulk of a store, have none) are read for them.
 
 A level large enough to be worth it (an eighth of a pack's ids) is read in one loop over the pack's
-map: id -> position, the ids and offsets read whole. A stored entry (what the store's writer found
-incompressible, most of a store's bytes) is read right there, its canonical bytes BLAKE3-hashed once
-against the id (E007 if not). Any other entry, and any entry not shaped as this loop expects, goes
-through `BulkReader.read_raw`, which verifies the same way (CRC, inflation, BLAKE3) and names the
-damage.
+map: id -> position, the ids and offsets read whole (for packs of up to `MAP_LIMIT` ids, as the bulk
+reader maps them: a map costs ~150 bytes an id; larger packs are searched). A stored entry (what the
+store's writer found incompressible, most of a store's bytes) is read right there, its canonical bytes
+BLAKE3-hashed once against the id (E007 if not). Any other entry, and any entry not shaped as this
+loop expects, goes through `BulkReader.read_raw`, which verifies the same way (CRC, inflation,
+BLAKE3) and names the damage.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import msgpack
 
 from reelstore.errors import StorageError
 from reelstore.objects import HASH_SIZE, Hash, decode
-from reelstore.storage.bulk_read import BulkReader
+from reelstore.storage.bulk_read import MAP_LIMIT, BulkReader
 from reelstore.storage.pack import KIND_CODES, KIND_TAGS, STORED, Pack
 from reelstore.storage.repo import Repo
 from reelstore.sync.state import SyncState
@@ -62,7 +63,7 @@ class _Reader:
         id, which covers everything the entry's CRC would (the kind code makes the tag, the size the
         extent, the method byte only says how to read it), so the CRC is not computed as well."""
         for k, pack in enumerate(self.packs):
-            if k not in self.mapped and len(ids) * 8 > pack.count:
+            if k not in self.mapped and len(ids) * 8 > pack.count and pack.count <= MAP_LIMIT:
                 self.mapped[k] = _Mapped(pack)
         maps = list(self.mapped.values())
         tags, stored_method, blob = KIND_TAGS, STORED, KIND_CODES["blob"]
