@@ -123,9 +123,9 @@ def _batch(ctx: Context, names: list[bytes] | None, fmt: formats.Format[Found], 
            buffered: bool, sep: bytes) -> None:
     """Objects are read as re-hashed bytes, not decoded: the batch prints kind, size and raw content.
     Under the default format, a full lowercase hex id that the store's packs hold takes the short way:
-    one probe of the reader's map per pack, echoed as given (still hashed once); a full id kept
-    elsewhere is parsed once and read through the store. The answers to one chunk of input are written
-    together."""
+    in C when the accelerator is on (`BulkReader.answer`), else one probe of the reader's map per pack,
+    echoed as given (still hashed once); a full id kept elsewhere is parsed once and read through the
+    store. The answers to one chunk of input are written together."""
     from binascii import unhexlify
 
     from reelstore.storage.bulk_read import BulkReader
