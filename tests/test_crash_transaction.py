@@ -58,3 +58,26 @@ def test_killed_tree_import_lands_whole_or_not_at_all(tmp_path: Path, point: str
     again = reel(tmp_path, "put", "v", "tree")
     assert again.returncode == 0, again.stderr.decode()
     assert len(kernel.ls(Repo.open(tmp_path), "v")) == 41
+
+
+def test_a_roll_up_killed_after_writing_its_pack_leaves_a_lock_gc_takes_over(tmp_path: Path) -> None:
+    from reelstore.maintenance.fsck import fsck
+    from reelstore.maintenance.lock import gc_lock
+    from reelstore.storage.disk_store import ROLL_UP_PACKS
+
+    repo = Repo.init(tmp_path)
+    kernel.fork(repo, "v")
+    with gc_lock(repo):  # no roll-up meanwhile: the next write is the one that rolls up
+        for i in range(ROLL_UP_PACKS):
+            kernel.put(repo, "v", f"f{i:03d}", b"%d" % i)
+    (tmp_path / "last.txt").write_bytes(b"last")
+    killed = reel(tmp_path, "put", "v", "last", "last.txt", crash="roll-up:written")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    lock = tmp_path / ".reel" / "gc.lock"
+    assert lock.exists()  # the dead writer's: the merged pack is written, the merged ones not yet deleted
+    collected = reel(tmp_path, "gc", "--prune=now")
+    assert collected.returncode == 0, collected.stderr  # the stale lock is taken over
+    assert not lock.exists()
+    fresh = Repo.open(tmp_path)
+    assert kernel.get(fresh, "v", "last") == b"last" and kernel.get(fresh, "v", "f007") == b"7"
+    assert fsck(fresh).clean

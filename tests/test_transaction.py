@@ -192,6 +192,35 @@ def test_small_packs_are_rolled_up_geometrically_and_nothing_is_lost(repo: Repo)
     assert fsck(fresh).clean
 
 
+def test_a_roll_up_holds_gcs_lock_and_waits_for_no_gc(repo: Repo) -> None:
+    """A roll-up deletes the packs it merged; a gc beside it would see them go (index first, so as packs
+    without an index) and refuse with E007. So it holds gc's lock, and is skipped while gc holds it."""
+    from reelstore.crashpoints import hooked
+    from reelstore.maintenance.fsck import fsck
+    from reelstore.maintenance.lock import gc_lock
+    from reelstore.storage.disk_store import ROLL_UP_PACKS
+
+    lock = repo.path / "gc.lock"  # type: ignore[operator]
+    kernel.fork(repo, "v")
+    with gc_lock(repo):
+        held = lock.read_bytes()
+        for i in range(ROLL_UP_PACKS + 4):
+            kernel.put(repo, "v", f"f{i:03d}", b"%d" % i)
+        assert len(packs(repo)) > ROLL_UP_PACKS + 4  # every roll-up was skipped
+        assert lock.read_bytes() == held  # and none took or removed gc's lock
+    seen: list[bytes | None] = []
+
+    def at(point: str) -> None:
+        if point == "roll-up:written":
+            seen.append(lock.read_bytes() if lock.exists() else None)
+
+    with hooked(at):
+        kernel.put(repo, "v", "last", b"x")
+    assert len(seen) == 1 and seen[0] is not None and seen[0].split()[0] == str(os.getpid()).encode()
+    assert not lock.exists() and len(packs(repo)) <= ROLL_UP_PACKS
+    assert fsck(Repo.open(repo.path)).clean  # type: ignore[arg-type]
+
+
 def test_each_thread_has_its_own_batch(repo: Repo) -> None:
     """One thread dropping its transaction never drops another's objects, nor sees them early."""
     import threading

@@ -1,6 +1,6 @@
-"""What gc, prune and repack hold while they run: `.reel/gc.lock` (one of them at a time per store; a
-lock left by a dead process of this host is taken over), Python's cycle collector paused, and an
-on-disk store."""
+"""What gc, prune and repack hold while they run: `.reel/gc.lock` (one of them at a time per store, and
+never beside a writer's pack roll-up, which holds it too; a lock left by a dead process of this host is
+taken over), Python's cycle collector paused, and an on-disk store."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from reelstore.errors import BadInput, Conflict
+from reelstore.storage.disk_store import GC_LOCK as LOCK_NAME
 from reelstore.storage.object_store import ObjectStore
 from reelstore.storage.repo import Repo
-
-LOCK_NAME = "gc.lock"
 
 
 @contextmanager

@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # imported where used: a read that packs or loose files answe
     from reelstore.storage.pack_item import PackItem, PackOptions, PackResult
     from reelstore.storage.segment import Segment, Segments
 
+GC_LOCK = "gc.lock"
+"""The lock file gc, prune and repack hold (maintenance/lock.py) and a roll-up holds too, under `.reel/`."""
 ROLL_UP_PACKS = 32
 """Past this many packs, the end of a batch merges the small ones (git's gc.autoPackLimit is 50)."""
 ROLL_UP_BYTES = 32 << 20
@@ -390,9 +392,28 @@ class DiskObjectStore(ObjectStore):
         """Past `limit` packs, merge the small ones geometrically (git's `repack --geometric`): every
         pack smaller than `factor` times all the smaller ones together joins one new pack, each object
         with its mtime. Only small packs (ROLL_UP_BYTES together) are merged; gc merges the rest. Nothing
-        is dropped, so it needs no reachability and can run while others write; not while gc runs."""
+        is dropped, so it needs no reachability and can run while others write; not while gc runs: it
+        holds gc's lock, `.reel/gc.lock`, and is skipped while gc, prune, repack or another roll-up holds
+        it. (Checking the lock without taking it let a gc start mid-roll-up, see packs the roll-up was
+        deleting, index first, as packs without an index, and refuse with E007.)"""
+        if len(self.packs()) <= limit:
+            return None
+        from reelstore.storage.fileio import write_new
+
+        lock = self.root.parent / GC_LOCK
+        try:  # gc's own format, so gc takes over the lock of a roll-up killed here
+            write_new(lock, f"{os.getpid()} {os.uname().nodename} {int(time.time())}\n".encode(), fsync=False)
+        except OSError:  # held (or not writable): the merge is left to a later write; it never fails this one
+            return None
+        try:
+            return self._roll_up(limit, factor)
+        finally:
+            lock.unlink(missing_ok=True)
+
+    def _roll_up(self, limit: int, factor: int) -> str | None:
+        self.refresh(force=True)  # the packs as they are now that no gc can remove any
         packs = sorted(self.packs(), key=lambda p: p.count)
-        if len(packs) <= limit or (self.root.parent / "gc.lock").exists():
+        if len(packs) <= limit:
             return None
         roll, acc = 0, 0
         for i, pack in enumerate(packs):
@@ -413,6 +434,9 @@ class DiskObjectStore(ObjectStore):
                 if h not in items or items[h].mtime < mtime:
                     items[h] = PackItem(h, pack.get_raw(h), mtime)
         result = write_pack(self.pack_dir, items.values(), fsync=self.fsync)
+        from reelstore.crashpoints import crash_point  # a writer's path: reads never load crash points
+
+        crash_point("roll-up:written")
         for pack in chosen:
             if pack.name != result.name:
                 pack.path.with_suffix(".idx").unlink(missing_ok=True)
