@@ -463,8 +463,10 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
     """Push, clone and incremental push over a path remote, each beside git and beside its floor
     (bench/floor_sync.py: python with the modules every reel process imports, and the git child the
     protocol needs: receive-pack taking the very pack reel sent, or upload-pack and the store's pack
-    writer for clone)."""
-    print(f"== sync over a path remote, {n} objects")
+    writer for clone). Bytecode cached, as an installed reel runs: one untimed push and clone first
+    write it for every module they load."""
+    print(f"== sync over a path remote, {n} objects (bytecode cached)")
+    env = bytecode_env(True)
     imports = "import click, blake3, zstandard, msgpack, sqlite3"
     start = interleaved({"s": lambda: run([sys.executable, "-c", imports], tmp)}, repeat)
     row("(floor's start-up: python -c 'import click, …')", start["s"], None)
@@ -473,12 +475,17 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
     g = git_repo(tmp / "y-git", n)
     counter = iter(range(10**6))
     ref = "refs/reel/heads/main"
+    git_init(tmp / "y-warm")
+    subprocess.run([REEL, "remote", "add", "warm", str(tmp / "y-warm")], cwd=r, check=True, env=env)
+    subprocess.run([REEL, "push", "warm"], cwd=r, check=True, capture_output=True, env=env)
+    subprocess.run([REEL, "clone", str(tmp / "y-warm"), str(tmp / "y-warm-clone")], cwd=tmp, check=True,
+                   capture_output=True, env=env)
 
     def reel_push() -> tuple[float, float, int]:
         k = next(counter)
         git_init(tmp / f"y-remote-{k}")
-        subprocess.run([REEL, "remote", "add", f"r{k}", str(tmp / f"y-remote-{k}")], cwd=r, check=True)
-        return run([REEL, "push", f"r{k}"], r)
+        subprocess.run([REEL, "remote", "add", f"r{k}", str(tmp / f"y-remote-{k}")], cwd=r, check=True, env=env)
+        return run([REEL, "push", f"r{k}"], r, env=env)
 
     def git_push() -> tuple[float, float, int]:
         remote = tmp / f"y-gremote-{next(counter)}"
@@ -499,11 +506,12 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
     remote, gremote = tmp / "y-remote-base", tmp / "y-gremote-base"
     git_init(remote)
     git_init(gremote)
-    subprocess.run([REEL, "remote", "add", "base", str(remote)], cwd=r, check=True)
-    subprocess.run([REEL, "push", "base"], cwd=r, check=True, capture_output=True)
+    subprocess.run([REEL, "remote", "add", "base", str(remote)], cwd=r, check=True, env=env)
+    subprocess.run([REEL, "push", "base"], cwd=r, check=True, capture_output=True, env=env)
     git("push", "-q", str(gremote), "main", cwd=g)
     tip = git("rev-parse", ref, cwd=remote).decode().strip()
-    got = interleaved({"r": lambda: run([REEL, "clone", str(remote), str(tmp / f"y-clone-{next(counter)}")], tmp),
+    got = interleaved({"r": lambda: run([REEL, "clone", str(remote), str(tmp / f"y-clone-{next(counter)}")], tmp,
+                                        env=env),
                        "g": lambda: run(["git", "clone", "-q", "--bare", str(gremote),
                                          str(tmp / f"y-gclone-{next(counter)}")], tmp),
                        "n": lambda: run(["git", "clone", "-q", "--bare", "--no-local", str(gremote),
@@ -529,7 +537,7 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
         before = tmp / f"y-fincr-{k}"
         shutil.copytree(remote, before, symlinks=True)
         old = git("rev-parse", ref, cwd=remote).decode().strip()
-        samples["r"].append(run([REEL, "push", "base"], r))
+        samples["r"].append(run([REEL, "push", "base"], r, env=env))
         new = git("rev-parse", ref, cwd=remote).decode().strip()
         pack = tmp / f"y-fincr-{k}.pack"
         pack.write_bytes(git("pack-objects", "--revs", "--stdout", "--window=0", "-q", cwd=remote,
