@@ -69,54 +69,49 @@ class Repo:
         self._attached: dict[Callable[[Repo], Any], Any] = {}
         self._attach_guard = threading.RLock()
 
+    def _opened(self, slot: str, open_: Callable[[], S] | None) -> S:
+        """The value kept in attribute `slot`, built by `open_` on first use: once per store, however
+        many threads ask at once (a second object store would hold a second batch)."""
+        with self._attach_guard:
+            value = getattr(self, slot)
+            if value is None:
+                assert open_ is not None  # a slot given no value at construction was given its opener
+                value = open_()
+                setattr(self, slot, value)
+            return cast(S, value)
+
     @property
     def files(self) -> StateFiles:
         """The store's state files (the verb log, bindings, claims, locks, hooks), opened on first use."""
         files = self._files
-        if files is None:
-            with self._attach_guard:
-                if self._files is None:
-                    assert self._open_files is not None
-                    self._files = self._open_files()
-                files = self._files
-        return files
+        return files if files is not None else self._opened("_files", self._open_files)
 
     @property
     def verbs(self) -> VerbLog:
         """The verb log (fork, commit, abort), opened on first use: a plumbing verb never reads it."""
         log = self._verbs
-        if log is None:
-            from reelstore.storage.verb_log import VerbLog
+        return log if log is not None else self._opened("_verbs", self._open_verbs)
 
-            with self._attach_guard:
-                if self._verbs is None:
-                    self._verbs = VerbLog(self.files)
-                log = self._verbs
-        return log
+    def _open_verbs(self) -> VerbLog:
+        from reelstore.storage.verb_log import VerbLog
+
+        return VerbLog(self.files)
 
     @property
     def objects(self) -> ObjectStore:
         store = self._objects
-        if store is None:
-            with self._attach_guard:
-                if self._objects is None:
-                    assert self._open_objects is not None
-                    self._objects = self._open_objects()
-                store = self._objects
-        return store
+        return store if store is not None else self._opened("_objects", self._open_objects)
 
     @property
     def cache(self) -> ObjectCache:
         """Decoded objects recently read or written through this store (storage/object_cache)."""
         cache = self._cache
-        if cache is None:
-            from reelstore.storage.object_cache import ObjectCache
+        return cache if cache is not None else self._opened("_cache", self._open_cache)
 
-            with self._attach_guard:
-                if self._cache is None:
-                    self._cache = ObjectCache(self.objects)
-                cache = self._cache
-        return cache
+    def _open_cache(self) -> ObjectCache:
+        from reelstore.storage.object_cache import ObjectCache
+
+        return ObjectCache(self.objects)
 
     def _flush_objects(self) -> None:
         """Before a ref moves: make the objects written so far durable (nothing to do if none were)."""
