@@ -5,9 +5,11 @@ it), no read outside the mapped files, no leaked references. Every test here run
 from __future__ import annotations
 
 import os
+import platform
 import random
 import shutil
 import struct
+import subprocess
 import sys
 import tracemalloc
 import zlib
@@ -259,3 +261,56 @@ def test_the_accelerators_blake3_is_the_packages() -> None:
         mixed = [rng.randbytes(rng.choice([0, 1, 63, 64, 65, 300, 1023, 1024, 1025, rng.randrange(3000)]))
                  for _ in range(rng.randrange(65))]
         assert _stored_batch.blake3(mixed) == [blake3.blake3(x).digest() for x in mixed]
+
+
+BASELINE_BUILD = """
+import sys
+from setuptools import Distribution, Extension
+ext = Extension("_stored_batch", ["reelstore/storage/_stored_batch.c"], define_macros=[("B3_BASELINE_ONLY", "1")])
+build = Distribution({"ext_modules": [ext]}).get_command_obj("build_ext")
+build.build_lib, build.build_temp = sys.argv[1], sys.argv[2]
+build.ensure_finalized()
+build.run()
+print(build.get_ext_fullpath("_stored_batch"))
+"""
+
+BASELINE_CHECK = """
+import importlib.util, random, sys, zlib
+import blake3
+spec = importlib.util.spec_from_file_location("_stored_batch", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+rng = random.Random(17)
+inputs = [rng.randbytes(int(n)) for n in sys.argv[2].split(",")]
+assert module.blake3(inputs) == [blake3.blake3(x).digest() for x in inputs]
+assert [module.blake3([x])[0] for x in inputs] == [blake3.blake3(x).digest() for x in inputs]
+assert all(module.crc32(x) == module.crc32(x, True) == zlib.crc32(x) for x in inputs)
+print("same", len(inputs))
+"""
+
+
+def _ymm(shared_object: str) -> bool:
+    """Whether the library's code uses a 256-bit (AVX) register anywhere."""
+    code = subprocess.run(["objdump", "-d", "--no-show-raw-insn", shared_object], capture_output=True, check=True)
+    return b"%ymm" in code.stdout
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="only x86-64 builds a second (AVX2) BLAKE3")
+@pytest.mark.usefixtures("accelerated")
+def test_the_baseline_build_for_cpus_without_avx2_hashes_alike(tmp_path: Path) -> None:
+    """On x86-64 the loader runs the AVX2 build of the BLAKE3 compression wherever the CPU has it, so the
+    other tests never reach the baseline (SSE2) build that a CPU without AVX2 runs. This builds the
+    extension with the baseline alone, checks that it holds no AVX instruction while the installed one
+    does, and runs its BLAKE3 and CRC-32 against the blake3 package's and zlib's."""
+    from reelstore.storage import _stored_batch
+
+    root = Path(__file__).resolve().parent.parent
+    built = subprocess.run([sys.executable, "-c", BASELINE_BUILD, str(tmp_path / "lib"), str(tmp_path / "tmp")],
+                           cwd=root, capture_output=True, text=True, check=True)
+    baseline = built.stdout.strip().splitlines()[-1]
+    assert _ymm(str(_stored_batch.__file__)) and not _ymm(baseline)
+    lengths = ",".join(str(n) for n in LENGTHS)
+    checked = subprocess.run([sys.executable, "-c", BASELINE_CHECK, baseline, lengths], capture_output=True,
+                             text=True)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.split() == ["same", str(len(LENGTHS))]

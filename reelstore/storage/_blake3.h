@@ -64,8 +64,10 @@ static inline void b3_g(b3_vec *v, int a, int b, int c, int d, const b3_vec *x, 
 }
 
 /* On x86-64, the compression is also compiled for AVX2 (all eight lanes in one register, where SSE2
- * takes two) and the loader picks the build this CPU runs (GCC's function multiversioning). */
-#if defined(__x86_64__) && defined(__GNUC__)
+ * takes two) and the loader picks the build this CPU runs (GCC's function multiversioning).
+ * B3_BASELINE_ONLY builds the baseline alone, so the tests can run it on a CPU the loader would give
+ * the AVX2 build. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(B3_BASELINE_ONLY)
 #define B3_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define B3_CLONES
