@@ -4,8 +4,11 @@ to a local repository never loads dulwich's client."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,8 @@ from reelstore.errors import Unreachable
 from reelstore.objects import Blob
 from reelstore.storage.repo import Repo
 from reelstore.sync.outgoing import OutgoingPack
-from reelstore.sync.send_pack import ZERO_SHA, GitService, send_pack
+from reelstore.sync.send_pack import ZERO_SHA, GitService, error_file, send_pack
+from reelstore.sync.transport import on_path
 
 
 class Trickle:
@@ -112,17 +116,18 @@ def test_a_directory_that_is_not_a_repository_is_named_in_gits_words(tmp_path: P
 
 
 def test_a_push_to_a_local_repository_does_not_load_dulwichs_client(tmp_path: Path) -> None:
-    """Nor, for trunks alone, the bindings of views and the view kernel under them."""
+    """Nor, for trunks alone, the bindings of views and the view kernel under them; nor, for a pack that
+    never spills to a file, tempfile, shutil (bz2, lzma) or dataclasses."""
     remote = bare(tmp_path / "r.git")
     repo = Repo.init(tmp_path / "a")
     sync.add_remote(repo, "origin", str(remote))
     script = ("import sys; from reelstore import sync; from reelstore.storage.repo import Repo; "
               "r = sync.push(Repo.open(sys.argv[1]), 'origin'); "
               "print(r.objects, *(m in sys.modules for m in ('dulwich.client', 'reelstore.kernel.binding', "
-              "'reelstore.kernel.views')))")
+              "'reelstore.kernel.views', 'tempfile', 'shutil', 'dataclasses')))")
     shown = subprocess.run([sys.executable, "-c", script, str(tmp_path / "a")], capture_output=True, text=True,
                            check=True, timeout=120).stdout.split()
-    assert int(shown[0]) > 0 and shown[1:] == ["False", "False", "False"]
+    assert int(shown[0]) > 0 and shown[1:] == ["False"] * 6
     fsck(remote)
 
 
@@ -138,3 +143,41 @@ def test_a_clone_and_fetch_of_a_local_repository_do_not_load_dulwichs_client(tmp
                            text=True, check=True, timeout=120).stdout.split()
     assert shown == ["True", "1", "False"]
     assert Repo.open(tmp_path / "b").refs["refs/heads/main"] == repo.refs["refs/heads/main"]
+
+
+def _no_memfd(name: str) -> int:
+    raise OSError(38, "memfd_create is not implemented here")
+
+
+@pytest.mark.parametrize("memfd", [getattr(os, "memfd_create", None), None, _no_memfd],
+                         ids=["memfd", "no-memfd", "memfd-fails"])
+def test_a_childs_error_output_is_kept_in_an_anonymous_file(tmp_path: Path, memfd: Callable[[str], int] | None
+                                                             ) -> None:
+    """In a memfd where the system has one, else (none, or it fails) in a temporary file; either way a
+    child writes to it and it reads back from the start, and nothing is left in the directory."""
+    assert sys.platform != "linux" or hasattr(os, "memfd_create")  # so on Linux the memfd path is the one run
+    before = sorted(os.listdir(tmp_path))
+    errors = error_file(memfd)
+    try:
+        subprocess.run(["git", "receive-pack", str(tmp_path / "missing")], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=errors, timeout=60, check=False)
+        errors.seek(0)
+        said = errors.read()
+    finally:
+        errors.close()
+    assert b"missing" in said
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_on_path_answers_as_shutil_which(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("git", "sh", "no-such-program-here"):
+        assert on_path(name) == (shutil.which(name) is not None)
+    (tmp_path / "tool").write_bytes(b"#!/bin/sh\n")
+    (tmp_path / "tool").chmod(0o755)
+    (tmp_path / "plain").write_bytes(b"data")
+    (tmp_path / "plain").chmod(0o644)
+    (tmp_path / "dir").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name in ("tool", "plain", "dir", "git"):
+        assert on_path(name) == (shutil.which(name) is not None), name
+    assert on_path("tool") and not on_path("plain") and not on_path("dir")

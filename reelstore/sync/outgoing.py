@@ -18,7 +18,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import struct
-import tempfile
 import time
 import zlib
 from binascii import hexlify
@@ -151,6 +150,8 @@ class OutgoingPack:
     def _spill(self) -> None:
         """Move the entries held in memory to the spool file (made on first use)."""
         if self.spool is None:
+            import tempfile  # a push of fewer than _SPOOL bytes never spills: its import costs ~2 ms
+
             self.spool = tempfile.TemporaryFile()
         self.spool.write(self.buf)
         self.spilled += len(self.buf)

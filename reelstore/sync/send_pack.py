@@ -13,8 +13,8 @@ all), or the connection dulwich opens for ssh:// and git://. The fetch side for 
 from __future__ import annotations
 
 import io
+import os
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterator
 from typing import IO, Protocol, cast
 
@@ -207,13 +207,27 @@ def hung_up(errors: IO[bytes] | None) -> Exception:
     return HangupException(lines)
 
 
+def error_file(memfd: Callable[[str], int] | None = getattr(os, "memfd_create", None)) -> IO[bytes]:
+    """An anonymous file to take a child's error output: a memfd where the system has one (no import of
+    tempfile, ~2.5 ms CPU with shutil, and no probe of the temporary directory on every push), else a
+    temporary file. A file, not a pipe: the child can never block on it while we write to its input."""
+    if memfd is not None:
+        try:
+            return open(memfd("reel-git-errors"), "w+b")
+        except OSError:
+            pass
+    import tempfile
+
+    return tempfile.TemporaryFile()
+
+
 class GitService:
     """git's receive-pack or upload-pack for a local repository, spawned as git's own push and fetch spawn
     them; its error output goes to a file, so it can never block on a full pipe, and is quoted if it
     hangs up."""
 
     def __init__(self, service: str, path: str) -> None:
-        self.errors: IO[bytes] = tempfile.TemporaryFile()
+        self.errors: IO[bytes] = error_file()
         try:
             self.proc = subprocess.Popen(["git", service, path], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=self.errors, bufsize=0)

@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from reelstore.errors import BadInput, StorageError
+from reelstore.frozen import frozen
 from reelstore.objects import Hash
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
@@ -38,7 +38,7 @@ recursive count to ?4 (about the square root of ?1): half the cost of counting t
 _TABLES = ("known", "seen", "commits", "urls")
 
 
-@dataclass(frozen=True)
+@frozen
 class Seen:
     """A remote ref as this store last saw it."""
 
