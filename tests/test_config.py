@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reelstore.errors import BadInput, StorageError
+from reelstore.storage import config
 from reelstore.storage.config import Config, split_key
 
 
@@ -142,3 +146,40 @@ def test_rename_section_in_one_batched_save(tmp_path: Path):
         again.set("trunk.main.remote", "gone")
         again.set("remote.a\nb.url", "x")
     assert again.get("trunk.main.remote") == "up" and Config(path).get("trunk.main.remote") == "up"
+
+
+# The patterns the line parser replaced (git-config's grammar as reel reads it): the oracle the
+# string-method parser must agree with on every line.
+_SECTION_RE = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]\s*(?:[;#].*)?$')
+_ENTRY_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*?))?\s*$")
+_LINE_CHARS = ' \t\x0b\x0c\r\xa0\u2003[]"\\;#=.-aZk09é\x00'
+
+
+def _header_by_pattern(line: str) -> tuple[str, str | None] | None:
+    m = _SECTION_RE.match(line)
+    if m is None:
+        return None
+    sub = m.group(2)
+    return m.group(1).lower(), None if sub is None else re.sub(r"\\(.)", r"\1", sub)
+
+
+def _entry_by_pattern(line: str) -> tuple[str, str | None] | None:
+    m = _ENTRY_RE.match(line)
+    return None if m is None else (m.group(1).lower(), m.group(2))
+
+
+@settings(max_examples=3000)
+@given(st.text(alphabet=_LINE_CHARS, max_size=24))
+def test_line_parser_agrees_with_the_grammar_patterns(line: str):
+    assert config._header(line) == _header_by_pattern(line)
+    assert config._entry(line) == _entry_by_pattern(line)
+
+
+@pytest.mark.parametrize("line", [
+    "[core]", "  [ core ]  ; c", "[Core.X-1]#", '[remote "a b"]', '[remote\t"q\\"x\\\\y"] # c', '[r "unterminated]',
+    '[r"no space"]', '[r "x" ]', '[r "x"] y', "[]", "[ ]", '[r "a\\', '[r ""]', "key", "  Key-2 = v ; c  ",
+    "k=", "k =   ", "9k = v", "-k", "k v", "k\u2003=\u2003v\u2003", "\xa0[s]\xa0", "é = v", "k = a = b",
+])
+def test_line_parser_edge_cases(line: str):
+    assert config._header(line) == _header_by_pattern(line)
+    assert config._entry(line) == _entry_by_pattern(line)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import Hash
+from reelstore.storage import ref_format
 from reelstore.storage.refs import ANY, DiskRefStore, MemoryRefStore, ReflogEntry, RefStore, check_ref_name
 
 A, B, C = (Hash(bytes([i]) * 32) for i in (1, 2, 3))
@@ -400,3 +402,44 @@ def test_disk_and_memory_stores_agree(tmp_path_factory, script):
         assert disk.list() == mem.list()
     for name, _ in disk.list():
         assert len(disk.reflog(name)) == len(mem.reflog(name))
+
+
+# The patterns the set checks replaced: the oracle they must agree with.
+_BAD_RE = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+_LOOSE_RE = re.compile(rb"([0-9a-f]{64}) ([0-9a-f]{8})\n")
+
+
+@settings(max_examples=2000)
+@given(st.text(alphabet="\x00\x1f \x7f~^:?*[]\\\t\n/.-@{}aZ9é\u2003", max_size=12))
+def test_ref_name_characters_are_refused_as_the_pattern_says(tail: str):
+    name = "refs/heads/x" + tail
+    try:
+        check_ref_name(name)
+        accepted = True
+    except BadInput as err:
+        accepted = False
+        bad_chars = "control character" in err.message
+    if _BAD_RE.search(name) or "@{" in name:
+        assert not accepted and bad_chars
+    elif accepted is False:
+        assert not bad_chars
+
+
+def _loose_by_pattern(name: str, data: bytes) -> Hash | None:
+    m = _LOOSE_RE.fullmatch(data)
+    if m is None or ref_format.checksum(name, m.group(1).decode()) != m.group(2).decode():
+        return None
+    return Hash.from_hex(m.group(1).decode())
+
+
+@settings(max_examples=2000)
+@given(st.integers(0, 74), st.sampled_from(b"0aAf g\n\x00\xff"), st.booleans())
+def test_loose_ref_form_is_checked_as_the_pattern_says(at: int, byte: int, cut: bool):
+    good = ref_format.format_loose("refs/heads/m", A)
+    data = good[:at] if cut else good[:at] + bytes([byte]) + good[at + 1 :]
+    want = _loose_by_pattern("refs/heads/m", data)
+    try:
+        got: Hash | None = ref_format.parse_loose("refs/heads/m", data)
+    except StorageError:
+        got = None
+    assert got == want  # (no cut or one-byte change of a checksummed file is the legacy form)

@@ -42,13 +42,17 @@ def keeps_reflog(name: str) -> bool:
     return name.startswith(LOGGED)
 
 
-_BAD = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
-_LOOSE = re.compile(rb"([0-9a-f]{64}) ([0-9a-f]{8})\n")
+_BAD = frozenset(map(chr, range(0x21))) | frozenset("\x7f~^:?*[\\")
+"""Characters no ref name holds: control characters, space, DEL and `~^:?*[\\`."""
+_LOWER_HEX = frozenset(b"0123456789abcdef")
+_LOOSE_SIZE = 64 + 1 + 8 + 1
+"""A loose ref file: `ID CRC` and a newline."""
 _LOOSE_LEGACY = rb"([0-9a-f]{64})\n"
 _PACKED = r"([0-9a-f]{64}) (refs/[^ ]+) ([0-9a-f]{8})"
 _PACKED_LEGACY = r"([0-9a-f]{64}) (refs/[^ ]+)"
 """Patterns a single ref read does not meet (a legacy loose file, packed-refs) stay strings, compiled by
-`re` on first use: compiling them costs a start-up that reads one loose ref ~0.15 ms."""
+`re` on first use. The name rule and the loose file's form, which every verb meets, are checked with
+sets instead: compiling their two patterns cost each start-up ~0.28 ms."""
 PACKED_HEADER = "# reel packed-refs v2"
 PACKED_HEADER_LEGACY = "# reel packed-refs v1"
 REQUIRED_KIND = {"refs/heads/": "record", "refs/views/": "view", "refs/drains/": "journal", "refs/snapshots/": "view",
@@ -84,7 +88,7 @@ def check_ref_name(name: str) -> str:
     problem = None
     if not name.startswith("refs/") or len(name) > MAX_REF:
         problem = "must start with refs/ and be at most 1024 characters"
-    elif _BAD.search(name) or "@{" in name:
+    elif not _BAD.isdisjoint(name) or "@{" in name:
         problem = "contains a control character, a space or one of ~^:?*[\\ or @{"
     elif ".." in name or "//" in name or name.endswith("/") or name.endswith("."):
         problem = "contains '..' or '//' or ends with '/' or '.'"
@@ -154,10 +158,10 @@ def parse_loose(name: str, data: bytes) -> Hash:
     """The id a loose ref file holds; E007 naming the ref if the file is damaged. A legacy file (exactly
     `ID` and a newline, as written before refs carried checksums) is accepted: one changed byte cannot
     turn a checksummed file into one, since the two differ in length."""
-    m = _LOOSE.fullmatch(data)
-    if m is not None:
-        text = m.group(1).decode("ascii")
-        if checksum(name, text) != m.group(2).decode("ascii"):
+    if (len(data) == _LOOSE_SIZE and data[64] == 0x20 and data[73] == 0x0A and _LOWER_HEX.issuperset(data[:64])
+            and _LOWER_HEX.issuperset(data[65:73])):
+        text = data[:64].decode("ascii")
+        if checksum(name, text) != data[65:73].decode("ascii"):
             raise StorageError(f"ref {name} is damaged: its checksum does not match", ref=name)
         return Hash.from_hex(text)
     m = re.fullmatch(_LOOSE_LEGACY, data)
