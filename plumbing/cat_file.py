@@ -25,12 +25,13 @@ if TYPE_CHECKING:  # the batch modes' own machinery loads when a batch runs: -p,
 
 
 def pretty(obj: Object) -> bytes:
-    """What `cat-file -p` prints: a blob's bytes, any other kind as indented JSON."""
-    import json
+    """What `cat-file -p` prints: a blob's bytes, any other kind as indented JSON (json.dumps' text,
+    written without importing json: see cli/json_text)."""
+    from reelstore.cli.json_text import dumps
 
     if obj.kind == "blob":  # a blob's content is its data (asking by kind loads no blob class for a record)
         return obj.content()
-    return (json.dumps(obj.to_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    return (dumps(obj.to_json()) + "\n").encode("utf-8")
 
 
 def _lookup(repo: Repo, name: str) -> tuple[Hash | None, str]:

@@ -127,7 +127,9 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
         assert ("reelstore.wording" in mods) == (args[-1] == "main"), args  # the revision parser's; a sound
         # pack's open words no message
         assert _loaded(mods, KERNEL_AND_UP + ("reelstore.namespace",)) == [], args
-        assert sorted(mods & (STDLIB_EXTRAS - {"json"})) == [], args  # getpass too: the login name is read without it
+        assert sorted(mods & STDLIB_EXTRAS) == [], args  # getpass too: the login name is read without it; json
+        # too: -p writes json.dumps' text itself (cli/json_text)
+        assert ("reelstore.cli.json_text" in mods) == (args[1] == "-p"), args
         kinds = {m.rpartition(".")[2] for m in _loaded(mods, ("reelstore.objects.",))}
         assert kinds <= {"hash", "block", "record"}, (args, kinds)  # the kinds met: a record
         assert "reelstore.storage.pack" in mods, args
