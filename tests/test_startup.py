@@ -119,8 +119,8 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
     for args in (["cat-file", "-p", head], ["cat-file", "-t", "main"], ["update-ref", "refs/heads/b", head]):
         mods = _imported_after(*args, cwd=tmp_path)
         assert _loaded(mods, READ_PATH_EXTRAS + ("reelstore.storage.state_files",)) == [], args
-        assert sorted(mods & LAZY_STDLIB) == ([] if args[0] == "cat-file" else ["bisect"]), args  # a ref write
-        # checks its name against the others' (bisect), and takes its lock
+        assert sorted(mods & LAZY_STDLIB) == [], args  # a ref write checks its name against packed refs with
+        # bisect, and this store has none
         assert ("reelstore.storage.ref_locks" in mods) == (args[0] == "update-ref"), args
         assert ("reelstore.crashpoints" in mods) == (args[0] == "update-ref"), args  # a writer's
         assert ("reelstore.cli.terminal" in mods) == (args[1] == "-t"), args  # colour for a text line only

@@ -131,6 +131,8 @@ class NameSet:
             ancestor = "/".join(parts[:i])
             if ancestor in self._set:
                 return ancestor
+        if not self._sorted:  # no other name (a store without packed refs): nothing to search
+            return None
         import bisect
 
         under = name + "/"
