@@ -91,9 +91,9 @@ STDLIB_EXTRAS = {"secrets", "hmac", "random", "json", "dataclasses", "signal", "
 
 
 READ_PATH_EXTRAS = ("reelstore.storage.batch", "reelstore.storage.pack_import", "reelstore.storage.segment",
-                    "reelstore.storage.bulk_read", "reelstore.cli.formats")
+                    "reelstore.storage.bulk_read", "reelstore.cli.formats", "reelstore.storage.pack_verify")
 """What only a writer, a batch or a miss in packs and loose files uses: the write batch and index repair,
-pack import, journal segments, cat-file's batch reader and its format atoms."""
+pack import, journal segments, cat-file's batch reader and its format atoms; and a whole pack's check."""
 LAZY_STDLIB = {"array", "bisect", "binascii", "fcntl"}
 """Standard modules that only a whole-index read, an index build, a batch or a lock taker needs."""
 
@@ -154,7 +154,8 @@ def test_fork_imports_the_kernel_but_nothing_it_does_not_run(tmp_path: Path) -> 
     kinds = {m.rpartition(".")[2] for m in _loaded(mods, ("reelstore.objects.",))}
     assert kinds <= {"hash", "block", "capability", "record", "view"}, kinds  # no delta, effect or tree: none met
     assert _loaded(mods, KERNEL_AND_UP[1:] + ("reelstore.namespace", "reelstore.revisions",
-                                              "reelstore.storage.secrets", "reelstore.storage.pack_write")) == []
+                                              "reelstore.storage.secrets", "reelstore.storage.pack_write",
+                                              "reelstore.storage.pack_verify")) == []
     assert sorted(mods & (STDLIB_EXTRAS | {"importlib.metadata", "subprocess", "shutil"})) == []
 
 

@@ -17,15 +17,18 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import blake3
 import zstandard
 
 from reelstore.codec import MAX_OBJECT_SIZE
-from reelstore.errors import BadInput, StorageError
-from reelstore.frozen import frozen
+from reelstore.errors import StorageError
 from reelstore.objects import Hash
 from reelstore.storage.pack_index import TRAILER, VERSION, PackIndex, pack_damage
+
+if TYPE_CHECKING:  # what only verifying a whole pack returns
+    from reelstore.storage.pack_verify import EntryInfo
 
 PACK_MAGIC = b"RPAK"
 PACK_HEADER = struct.Struct(">4sIII")
@@ -123,21 +126,6 @@ def hash_mapped(buf: mmap.mmap | bytes, end: int) -> bytes:
 
 
 # Reading
-
-
-@frozen
-class EntryInfo:
-    """What verify-pack -v shows for one entry."""
-
-    id: Hash
-    kind: str
-    size: int
-    packed: int
-    offset: int
-    method: str
-    depth: int
-    base: int | None
-    mtime: int
 
 
 class _Parsed:
@@ -357,42 +345,15 @@ class Pack:
         pack's entries safe to copy as they are (each entry's CRC is still checked as it is copied)."""
         return hash_mapped(self.map, self.data_end) == self.map[self.data_end :] and self.index.checksum_ok()
 
-    def verify(self) -> tuple[list[EntryInfo], list[str]]:
-        """Check everything: both trailers, every entry's CRC, inflation, hash and decoding by its kind, and
-        that the entries tile the pack exactly. Returns the entries (in pack order) and the damage found, named."""
-        from reelstore.objects import decode  # the kinds' codec: only verifying a pack decodes its objects
+    def parse_entry(self, offset: int) -> _Parsed:
+        """The header of the entry at `offset` (ValueError if malformed), for a walk of every entry."""
+        return self._parse(offset)
 
-        problems: list[str] = []
-        if hash_mapped(self.map, self.data_end) != self.map[self.data_end :]:
-            problems.append(f"{self.path.name}: pack checksum mismatch")
-        if not self.index.checksum_ok():
-            problems.append(f"{self.index.path.name}: index checksum mismatch")
-        rows = sorted((off, i) for i, (_, off, _) in enumerate(self.entries()))
-        depth: dict[int, int] = {}
-        infos: list[EntryInfo] = []
-        expect = self.data_start
-        for off, i in rows:
-            h = self.index.id(i)
-            if off != expect:
-                problems.append(f"{self.path.name}: entry {h.hex()} at offset {off}, expected {expect}")
-            try:
-                p = self._parse(off)
-                expect = p.end
-                if zlib.crc32(self.map[off : p.end]) != self.index.crc(i):
-                    raise ValueError("entry checksum mismatch")
-                decode(self.get_raw(h, i))
-            except (ValueError, StorageError, BadInput) as exc:
-                msg = exc.message if isinstance(exc, (StorageError, BadInput)) else str(exc)
-                problems.append(f"{self.path.name}: object {h.hex()} at offset {off}: {msg}")
-                continue
-            depth[off] = depth.get(p.base, 0) + 1 if p.base is not None else 0
-            infos.append(
-                EntryInfo(h, KIND_NAMES[p.code], p.size, p.end - off, off, METHOD_NAMES[p.method], depth[off],
-                          p.base, self.index.mtime(i))
-            )
-        if expect != self.data_end and rows:
-            problems.append(f"{self.path.name}: entries end at {expect}, the trailer starts at {self.data_end}")
-        return infos, problems
+    def verify(self) -> tuple[list[EntryInfo], list[str]]:
+        """Check everything (storage/pack_verify): the entries, in pack order, and the damage found, named."""
+        from reelstore.storage.pack_verify import verify_pack
+
+        return verify_pack(self)
 
 
 class PackScan:
