@@ -303,6 +303,25 @@ def test_pointing_a_remote_elsewhere_forgets_what_was_known(tmp_path: Path, stor
     fsck(other)
 
 
+def test_binding_a_remote_to_the_url_it_has_writes_nothing(tmp_path: Path, store_a: Repo) -> None:
+    """Every push binds its remote's facts to the URL; once recorded, that is a read alone (no write
+    transaction) and the facts stay; another URL forgets them."""
+    from reelstore.sync.state import SyncState
+
+    grow(store_a, 3, "x")
+    sync.push(store_a, "origin")
+    url = sync.list_remotes(store_a)[0][1]
+    state = SyncState(store_a)
+    try:
+        state.bind("origin", url)
+        assert state.db.total_changes == 0
+        assert state.knows_any("origin")
+        state.bind("origin", str(tmp_path / "elsewhere.git"))
+        assert state.db.total_changes > 0 and not state.knows_any("origin")
+    finally:
+        state.close()
+
+
 @pytest.mark.parametrize("engine", ["git", "dulwich"])
 def test_damaged_packs_are_e007(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
     from reelstore.sync import incoming

@@ -117,17 +117,19 @@ def test_a_directory_that_is_not_a_repository_is_named_in_gits_words(tmp_path: P
 
 def test_a_push_to_a_local_repository_does_not_load_dulwichs_client(tmp_path: Path) -> None:
     """Nor, for trunks alone, the bindings of views and the view kernel under them; nor, for a pack that
-    never spills to a file, tempfile, shutil (bz2, lzma) or dataclasses."""
+    never spills to a file, tempfile, shutil (bz2, lzma) or dataclasses; nor, when it goes well, dulwich's
+    errors, nor the view objects."""
     remote = bare(tmp_path / "r.git")
     repo = Repo.init(tmp_path / "a")
     sync.add_remote(repo, "origin", str(remote))
     script = ("import sys; from reelstore import sync; from reelstore.storage.repo import Repo; "
               "r = sync.push(Repo.open(sys.argv[1]), 'origin'); "
               "print(r.objects, *(m in sys.modules for m in ('dulwich.client', 'reelstore.kernel.binding', "
-              "'reelstore.kernel.views', 'tempfile', 'shutil', 'dataclasses')))")
+              "'reelstore.kernel.views', 'tempfile', 'shutil', 'dataclasses', 'dulwich.errors', "
+              "'reelstore.objects.view')))")
     shown = subprocess.run([sys.executable, "-c", script, str(tmp_path / "a")], capture_output=True, text=True,
                            check=True, timeout=120).stdout.split()
-    assert int(shown[0]) > 0 and shown[1:] == ["False"] * 6
+    assert int(shown[0]) > 0 and shown[1:] == ["False"] * 8
     fsck(remote)
 
 

@@ -16,12 +16,10 @@ from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
-from dulwich.errors import GitProtocolError, HangupException
-
 from reelstore.errors import BadInput, NotFound, ReelError, RemoteConflict, StorageError
 from reelstore.frozen import frozen
 from reelstore.kernel.names import VIEW_PREFIX
-from reelstore.objects import Hash, Record, View
+from reelstore.objects import Hash, Record
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
 from reelstore.sync import messages
@@ -30,13 +28,24 @@ from reelstore.sync.outgoing import OutgoingPack
 from reelstore.sync.remote import remote_url
 from reelstore.sync.send_pack import ZERO_SHA, GitService, UpdateRefs, hung_up, send_pack
 from reelstore.sync.state import Seen, SyncState
-from reelstore.sync.transport import Counter, Progress, Remote, connect, remote_progress, talking_to, text
+from reelstore.sync.transport import (
+    Counter,
+    Progress,
+    Remote,
+    connect,
+    dulwich_error,
+    remote_progress,
+    talking_to,
+    text,
+)
 from reelstore.sync.walk import missing_on_remote
 
 if TYPE_CHECKING:
     from dulwich.objects import ObjectID
     from dulwich.pack import UnpackedObject
     from dulwich.refs import Ref
+
+    from reelstore.objects import View
 
 SYNCED = ("refs/heads/", "refs/views/")
 _MAX_WALK = 1_000_000
@@ -102,8 +111,7 @@ def push(repo: Repo, remote: str, refs: list[str] | None = None, progress: Progr
             local = repo.refs[ref]
             last = seen.get(ref)
             status = _classify(repo, remote, ref, local, last)
-            if status == "new" and ref.startswith(VIEW_PREFIX) and \
-                    _bound_here(repo, repo.objects.get_as(local, View), remote):
+            if status == "new" and ref.startswith(VIEW_PREFIX) and _bound_here(repo, _view(repo, local), remote):
                 status = "gone"  # it was on the remote and is no more (aborted there): never resurrect it
             result.refs.append(RefPush(ref, status, last.target if last else None, local))
             if status in ("new", "fast-forward"):
@@ -123,7 +131,7 @@ def push(repo: Repo, remote: str, refs: list[str] | None = None, progress: Progr
 
             for r in views:
                 assert r.new is not None
-                binding.bind(repo, repo.objects.get_as(r.new, View), remote, override=True)
+                binding.bind(repo, _view(repo, r.new), remote, override=True)
         return result
     finally:
         state.close()
@@ -148,6 +156,13 @@ def delete(repo: Repo, remote: str, refs: list[str], progress: Progress | None =
         return result
     finally:
         state.close()
+
+
+def _view(repo: Repo, h: Hash) -> View:
+    """The view object `h` (its class loaded here: a push of trunks alone never needs it)."""
+    from reelstore.objects import View
+
+    return repo.objects.get_as(h, View)
 
 
 def _bound_here(repo: Repo, view: View, remote: str) -> bool:
@@ -207,7 +222,7 @@ def _committed_view_ref(repo: Repo, remote: str, seen: dict[str, Seen], record: 
     rec = repo.objects.get_as(record, Record)
     if rec.view is None:
         return {}
-    view = repo.objects.get_as(rec.view, View)
+    view = _view(repo, rec.view)
     name = str(view.meta.get("name", ""))
     ref = VIEW_PREFIX + name
     last = seen.get(ref)
@@ -226,6 +241,7 @@ def same_view(repo: Repo, target: Hash, view: View) -> bool:
     except ReelError:
         return False
     from reelstore.kernel.views import fork_id
+    from reelstore.objects import View
 
     return isinstance(other, View) and fork_id(other) == fork_id(view)
 
@@ -345,14 +361,16 @@ def _send_pack(conn: Remote, update_refs: UpdateRefs, outgoing: OutgoingPack | N
     a local repository (git's receive-pack, spawned here) and over ssh:// and git:// (the connection
     dulwich opens), by dulwich's send-pack over HTTP and to its in-process server. Each ref's fate (None:
     moved; else why not)."""
-    counter = Counter(progress, "writing objects", len(outgoing)) if outgoing is not None else None
+    counter = Counter(progress, "writing objects", len(outgoing)) if outgoing is not None and progress else None
     written = counter.add if counter is not None else None
     side = remote_progress(progress)
     if conn.local:
         with GitService("receive-pack", conn.path) as server:
             try:
                 fates = send_pack(server, update_refs, outgoing, atomic=atomic, progress=side, written=written)
-            except HangupException:
+            except Exception as exc:
+                if not dulwich_error(exc, "HangupException"):
+                    raise
                 raise server.hung_up() from None
     else:
         from dulwich.client import TraditionalGitClient
@@ -363,7 +381,9 @@ def _send_pack(conn: Remote, update_refs: UpdateRefs, outgoing: OutgoingPack | N
             with proto:
                 try:
                     fates = send_pack(proto, update_refs, outgoing, atomic=atomic, progress=side, written=written)
-                except HangupException:
+                except Exception as exc:
+                    if not dulwich_error(exc, "HangupException"):
+                        raise
                     raise hung_up(errors) from None
         else:
             fates = _dulwich_send_pack(conn, update_refs, outgoing, side, atomic, counter)
@@ -443,7 +463,9 @@ def _exchange(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash],
     with talking_to(conn):
         try:
             fates = _send_pack(conn, update_refs, outgoing, progress, atomic)
-        except GitProtocolError as exc:
+        except Exception as exc:
+            if not dulwich_error(exc, "GitProtocolError"):
+                raise
             said = text(exc)
             if atomic and "atomic" in said.lower():
                 raise _NoAtomic from None

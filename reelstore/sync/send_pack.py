@@ -16,11 +16,12 @@ import io
 import os
 import subprocess
 from collections.abc import Callable, Iterator
-from typing import IO, Protocol, cast
-
-from dulwich.errors import GitProtocolError, HangupException, SendPackError
+from typing import IO, TYPE_CHECKING, Protocol, cast
 
 from reelstore.sync.outgoing import OutgoingPack
+
+if TYPE_CHECKING:
+    from dulwich.errors import GitProtocolError, HangupException
 
 ZERO_SHA = b"0" * 40
 _NO_REFS = b"capabilities^{}"
@@ -47,19 +48,34 @@ def read_pkt(wire: Wire) -> bytes | None:
     """One pkt-line's payload, or None for a flush-pkt; HangupException if the other end is gone."""
     head = wire.read(4)
     if not head:
-        raise HangupException()
+        raise _hangup()
     try:
         size = int(head, 16)
     except ValueError:
-        raise GitProtocolError(f"invalid pkt-line length {head!r}") from None
+        raise _protocol_error(f"invalid pkt-line length {head!r}") from None
     if size in (0, 1):
         return None
     if size < 4 or size > _MAX_PKT + 4:
-        raise GitProtocolError(f"invalid pkt-line length {size}")
+        raise _protocol_error(f"invalid pkt-line length {size}")
     body = wire.read(size - 4)
     if len(body) != size - 4:
-        raise HangupException()
+        raise _hangup()
     return body
+
+
+def _protocol_error(message: str) -> GitProtocolError:
+    """dulwich's GitProtocolError, the one vocabulary of protocol failures whichever client spoke, its
+    module loaded only when something fails (a push that goes well never imports it)."""
+    from dulwich.errors import GitProtocolError
+
+    return GitProtocolError(message)
+
+
+def _hangup(lines: list[bytes] | None = None) -> HangupException:
+    """dulwich's HangupException (see `_protocol_error`), quoting the server's `lines` if any."""
+    from dulwich.errors import HangupException
+
+    return HangupException(lines)
 
 
 def pkt(payload: bytes | None) -> bytes:
@@ -74,7 +90,7 @@ def _pkts(wire: Wire) -> Iterator[bytes]:
         if line is None:
             return
         yield line
-    raise GitProtocolError("the server sent more lines than any report has")
+    raise _protocol_error("the server sent more lines than any report has")
 
 
 def advertised(wire: Wire) -> tuple[dict[bytes, bytes], set[bytes]]:
@@ -84,7 +100,7 @@ def advertised(wire: Wire) -> tuple[dict[bytes, bytes], set[bytes]]:
     for line in _pkts(wire):
         line = line.rstrip(b"\n")
         if line.startswith(b"ERR "):
-            raise GitProtocolError(line[4:].decode("utf-8", "replace"))
+            raise _protocol_error(line[4:].decode("utf-8", "replace"))
         if caps is None:
             line, _, offered = line.partition(b"\0")
             caps = set(offered.split())
@@ -105,7 +121,7 @@ def send_pack(wire: Wire, update_refs: UpdateRefs, pack: OutgoingPack | None, *,
     old, caps = advertised(wire)
     if atomic and b"atomic" not in caps:
         _writer(wire)(pkt(None))
-        raise GitProtocolError("the server does not offer atomic pushes")
+        raise _protocol_error("the server does not offer atomic pushes")
     try:
         new = update_refs(old)
     except BaseException:
@@ -162,9 +178,9 @@ def _side_band(part: bytes, data: Callable[[bytes], object], progress: Callable[
         if progress is not None:
             progress(body)
     elif channel == b"\x03":
-        raise GitProtocolError(body.decode("utf-8", "replace"))
+        raise _protocol_error(body.decode("utf-8", "replace"))
     else:
-        raise GitProtocolError(f"the server used an unknown side-band channel {channel!r}")
+        raise _protocol_error(f"the server used an unknown side-band channel {channel!r}")
 
 
 def _report(wire: Wire, sideband: bool, progress: Callable[[bytes], None] | None) -> dict[bytes, str | None]:
@@ -178,9 +194,11 @@ def _report(wire: Wire, sideband: bool, progress: Callable[[bytes], None] | None
     else:
         lines = list(_pkts(wire))
     if not lines:
-        raise GitProtocolError("the server sent no report of the push")
+        raise _protocol_error("the server sent no report of the push")
     unpack = lines[0].strip()
     if unpack != b"unpack ok":
+        from dulwich.errors import SendPackError
+
         raise SendPackError(unpack)
     fates: dict[bytes, str | None] = {}
     for line in lines[1:]:
@@ -191,7 +209,7 @@ def _report(wire: Wire, sideband: bool, progress: Callable[[bytes], None] | None
             ref, _, why = rest.partition(b" ")
             fates[ref] = why.decode("utf-8", "replace")
         else:
-            raise GitProtocolError(f"the server reported a ref as {status!r}")
+            raise _protocol_error(f"the server reported a ref as {status!r}")
     return fates
 
 
@@ -199,12 +217,12 @@ def hung_up(errors: IO[bytes] | None) -> Exception:
     """What to raise when the server hung up, in its own words from its error output: an `ERROR:` line
     is a refusal (GitProtocolError), anything else is quoted in a HangupException."""
     if errors is None:
-        return HangupException()
+        return _hangup()
     lines = [line.rstrip(b"\n") for line in errors.read(_MAX_ERRORS).splitlines()]
     for line in lines:
         if line.startswith(b"ERROR: "):
-            return GitProtocolError(line[len(b"ERROR: "):].decode("utf-8", "replace"))
-    return HangupException(lines)
+            return _protocol_error(line[len(b"ERROR: "):].decode("utf-8", "replace"))
+    return _hangup(lines)
 
 
 def error_file(memfd: Callable[[str], int] | None = getattr(os, "memfd_create", None)) -> IO[bytes]:
@@ -292,20 +310,20 @@ def fetch_pack(wire: Wire, determine_wants: Callable[[dict[bytes, bytes]], list[
     put(b"".join(lines))
     answer = read_pkt(wire)  # without multi-ack: one ACK (a have was common) or NAK
     if answer is None or not (answer.startswith(b"ACK ") or answer.rstrip(b"\n") == b"NAK"):
-        raise GitProtocolError(f"the server answered the negotiation with {answer!r}")
+        raise _protocol_error(f"the server answered the negotiation with {answer!r}")
     if b"side-band-64k" not in caps:
         for _ in range(budget // _PIECE + 1):
             piece = wire.read(_PIECE)
             if not piece:
                 return
             write(piece)
-        raise GitProtocolError("the server sent more than any pack")
+        raise _protocol_error("the server sent more than any pack")
     for _ in range(budget // 5 + 1):  # every side-band line is at least 5 bytes long
         part = read_pkt(wire)
         if part is None:
             return
         _side_band(part, write, progress)
-    raise GitProtocolError("the server sent more than any pack")
+    raise _protocol_error("the server sent more than any pack")
 
 
 def list_refs(wire: Wire) -> dict[bytes, bytes]:
