@@ -81,3 +81,26 @@ def test_a_roll_up_killed_after_writing_its_pack_leaves_a_lock_gc_takes_over(tmp
     fresh = Repo.open(tmp_path)
     assert kernel.get(fresh, "v", "last") == b"last" and kernel.get(fresh, "v", "f007") == b"7"
     assert fsck(fresh).clean
+
+
+def test_a_fork_killed_before_its_verb_log_line_leaves_a_live_view(tmp_path: Path) -> None:
+    """SIGKILL once the fork's ref is in place, before its verb-log line (which has no fsync of its own,
+    so a power cut may drop it the same way) while the log's newest line for the name is an older
+    abort: the view is live and commits, fsck is clean, and the log then answers "committed"."""
+    repo = Repo.init(tmp_path)
+    kernel.fork(repo, "x")
+    kernel.abort(repo, "x")
+    killed = reel(tmp_path, "fork", "x", crash="refs:renamed")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
+    lines = (tmp_path / ".reel" / "logs" / "VERBS").read_bytes().split(b"\n")
+    assert lines[-2].split()[1:3] == [b"abort", b"x"] and lines[-1] == b""
+    cleared = reel(tmp_path, "gc", "--clear-stale-locks")  # the killed writer's lock, provably stale
+    assert cleared.returncode == 0, cleared.stderr.decode()
+    fsck = reel(tmp_path, "fsck")
+    assert fsck.returncode == 0, fsck.stdout.decode() + fsck.stderr.decode()
+    fresh = Repo.open(tmp_path)
+    assert fresh.refs.get("refs/views/x") is not None
+    kernel.put(fresh, "x", "a", b"1")
+    kernel.commit(fresh, "x")
+    shown = reel(tmp_path, "fork", "x", "--from", "x")
+    assert shown.returncode != 0 and b"committed" in shown.stderr, shown.stderr.decode()

@@ -55,8 +55,9 @@ class StateFiles(ABC):
         """Replace the file atomically: a reader sees the old bytes or the new, whole."""
 
     @abstractmethod
-    def append(self, name: str, data: bytes) -> None:
-        """Append `data` in one write (durably when the store fsyncs)."""
+    def append(self, name: str, data: bytes, *, durable: bool = True) -> None:
+        """Append `data` in one write (durably when the store fsyncs, unless `durable` is False: a line
+        that rides on a durability point its caller reached first)."""
 
     @abstractmethod
     def create(self, name: str, data: bytes) -> bool:
@@ -140,13 +141,13 @@ class DiskFiles(StateFiles):
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(path, data, fsync=self.fsync)
 
-    def append(self, name: str, data: bytes) -> None:
+    def append(self, name: str, data: bytes, *, durable: bool = True) -> None:
         path = self._path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, data)
-            if self.fsync:
+            if self.fsync and durable:
                 os.fsync(fd)
         finally:
             os.close(fd)
@@ -223,7 +224,7 @@ class MemoryFiles(StateFiles):
     def write(self, name: str, data: bytes) -> None:
         self._files[name] = bytearray(data)
 
-    def append(self, name: str, data: bytes) -> None:
+    def append(self, name: str, data: bytes, *, durable: bool = True) -> None:
         with self._guard:
             self._files.setdefault(name, bytearray()).extend(data)
 

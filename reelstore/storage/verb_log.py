@@ -42,10 +42,17 @@ class VerbLog:
         self._guard = threading.Lock()
 
     def append(self, verb: str, name: str, view_id: Hash, detail: str = "", time_ms: int | None = None) -> None:
-        """Append one line (durably, when the store fsyncs)."""
+        """Append one line: a commit's or an abort's durably (when the store fsyncs), a fork's without an
+        fsync of its own.
+
+        A commit or abort line is what tells E008 ("was committed") from E001 once the view's ref is gone,
+        so it is made durable. A fork line is written after the view's ref is durable and only ever masks
+        an older commit or abort of the same name, which matters once that ref is gone again, and a ref
+        goes only through a commit or abort, whose own line is durable. A fork line lost in a power cut
+        therefore changes no answer (tested by cutting it off, and by a SIGKILL before it is written)."""
         stamp = int(time.time() * 1000) if time_ms is None else time_ms
         line = f"{stamp} {verb} {name} {view_id.hex()} {detail}".rstrip() + "\n"
-        self.files.append(FILE, line.encode("utf-8"))
+        self.files.append(FILE, line.encode("utf-8"), durable=verb in TERMINAL_VERBS)
 
     def entries(self) -> Iterator[VerbEntry]:
         """Every entry, oldest first."""
