@@ -443,3 +443,12 @@ def test_loose_ref_form_is_checked_as_the_pattern_says(at: int, byte: int, cut: 
     except StorageError:
         got = None
     assert got == want  # (no cut or one-byte change of a checksummed file is the legacy form)
+
+
+def test_a_writer_appends_the_line_the_reader_parses():
+    """Ref writers format their reflog line in ref_format (without the reader's entry class)."""
+    for old, new, who, msg in ((None, A, "p  q", "m\nx"), (A, B, "", "tab\there"), (B, None, " a\tb ", "")):
+        line = ref_format.reflog_line("refs/heads/m", old, new, 123, who, msg)
+        assert line == ReflogEntry(old, new, 123, who, msg).line("refs/heads/m")
+        back = ReflogEntry.parse(line.rstrip("\n"), "refs/heads/m")
+        assert (back.old, back.new, back.time_ms, back.principal) == (old, new, 123, " ".join(who.split()))

@@ -135,6 +135,8 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
         assert "reelstore.storage.pack" in mods, args
         assert "reelstore.storage.pack_write" not in mods, args  # a read writes no pack
         assert "reelstore.storage.verb_log" not in mods, args  # no fork, commit or abort
+        assert "reelstore.storage.reflog" not in mods, args  # a ref write appends its reflog line without the
+        # reader's entry class
         assert ("reelstore.revisions" in mods) == (args[-1] == "main"), args  # a full id needs no revision parser
 
 
@@ -155,7 +157,7 @@ def test_fork_imports_the_kernel_but_nothing_it_does_not_run(tmp_path: Path) -> 
     assert kinds <= {"hash", "block", "capability", "record", "view"}, kinds  # no delta, effect or tree: none met
     assert _loaded(mods, KERNEL_AND_UP[1:] + ("reelstore.namespace", "reelstore.revisions",
                                               "reelstore.storage.secrets", "reelstore.storage.pack_write",
-                                              "reelstore.storage.pack_verify")) == []
+                                              "reelstore.storage.pack_verify", "reelstore.storage.reflog")) == []
     assert sorted(mods & (STDLIB_EXTRAS | {"importlib.metadata", "subprocess", "shutil"})) == []
 
 

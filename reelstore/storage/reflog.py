@@ -8,7 +8,7 @@ from typing import NamedTuple
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import ZERO_HEX, Hash
 from reelstore.objects.hash import is_full_hex
-from reelstore.storage.ref_format import checksum
+from reelstore.storage.ref_format import checksum, reflog_body
 
 _CRC = r"[0-9a-f]{8}"
 """A line's checksum; compiled by `re` when a reflog is first read (writing a line never needs it)."""
@@ -24,11 +24,7 @@ class ReflogEntry(NamedTuple):
     """False for a legacy line (written before reflog lines carried a checksum)."""
 
     def body(self) -> str:
-        old = self.old.hex() if self.old else ZERO_HEX
-        new = self.new.hex() if self.new else ZERO_HEX
-        msg = self.message.replace("\n", " ")
-        who = " ".join(self.principal.split())
-        return f"{old} {new} {self.time_ms} {who}\t{msg}"
+        return reflog_body(self.old, self.new, self.time_ms, self.principal, self.message)
 
     def line(self, name: str) -> str:
         """`CRC OLD NEW TIME WHO<tab>MESSAGE`, the CRC over the ref's name and the rest of the line."""

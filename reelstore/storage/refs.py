@@ -38,6 +38,7 @@ from reelstore.storage.ref_format import (
     keeps_reflog,
     parse_loose,
     parse_packed,
+    reflog_line,
     required_kind,
 )
 
@@ -326,7 +327,6 @@ class DiskRefStore(RefStore):
     def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str],
                durable: bool = True) -> None:
         from reelstore.crashpoints import crash_point  # a writer's: a reader never loads it
-        from reelstore.storage.reflog import ReflogEntry
 
         now = int(time.time() * 1000)
         sync = self.fsync and durable
@@ -342,7 +342,7 @@ class DiskRefStore(RefStore):
             write_new(tmp, format_loose(u.name, u.new), fsync=sync)
             crash_point("refs:lock-written")
             if keeps_reflog(u.name) or u.create_reflog or self._log_path(u.name).exists():
-                self._append_log(u.name, ReflogEntry(old, u.new, now, principal, message))
+                self._append_log(u.name, reflog_line(u.name, old, u.new, now, principal, message))
             crash_point("refs:logged")
             try:
                 os.replace(tmp, path)
@@ -411,12 +411,12 @@ class DiskRefStore(RefStore):
                         (Path(dirpath) / f).unlink(missing_ok=True)
         return removed
 
-    def _append_log(self, name: str, entry: ReflogEntry) -> None:
+    def _append_log(self, name: str, line: str) -> None:
         path = self._log_path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            os.write(fd, entry.line(name).encode("utf-8"))
+            os.write(fd, line.encode("utf-8"))
             if self.fsync and durable_reflog(name):
                 os.fsync(fd)
         finally:
