@@ -121,7 +121,8 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
         assert _loaded(mods, READ_PATH_EXTRAS + ("reelstore.storage.state_files",)) == [], args
         assert sorted(mods & LAZY_STDLIB) == [], args  # a ref write checks its name against packed refs with
         # bisect, and this store has none
-        assert ("reelstore.storage.ref_locks" in mods) == (args[0] == "update-ref"), args
+        assert "reelstore.storage.ref_locks" not in mods, args  # a ref write writes its lock's line (ref_format)
+        # and reads no lock back unless one is in its way
         assert ("reelstore.crashpoints" in mods) == (args[0] == "update-ref"), args  # a writer's
         assert ("reelstore.cli.terminal" in mods) == (args[1] == "-t"), args  # colour for a text line only
         assert ("reelstore.wording" in mods) == (args[-1] == "main"), args  # the revision parser's; a sound
@@ -157,7 +158,8 @@ def test_fork_imports_the_kernel_but_nothing_it_does_not_run(tmp_path: Path) -> 
     assert kinds <= {"hash", "block", "capability", "record", "view"}, kinds  # no delta, effect or tree: none met
     assert _loaded(mods, KERNEL_AND_UP[1:] + ("reelstore.namespace", "reelstore.revisions",
                                               "reelstore.storage.secrets", "reelstore.storage.pack_write",
-                                              "reelstore.storage.pack_verify", "reelstore.storage.reflog")) == []
+                                              "reelstore.storage.pack_verify", "reelstore.storage.reflog",
+                                              "reelstore.storage.ref_locks")) == []
     assert sorted(mods & (STDLIB_EXTRAS | {"importlib.metadata", "subprocess", "shutil"})) == []
 
 

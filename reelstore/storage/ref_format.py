@@ -1,13 +1,17 @@
 """A ref's name and its bytes on disk: the name rules, the kind each namespace must point at, the
-CRC that guards every entry, and the loose and packed-refs file formats.
+CRC that guards every entry, the loose and packed-refs file formats, and the lines a ref write puts
+in its lock file and appends to the reflog (their readers, storage/ref_locks and storage/reflog, load
+only where locks and reflogs are read back).
 
 Everything a reader needs: `show-ref` reads refs through this, the lock files and `storage.refs`;
-the reflog and ref transactions are modules of their own that only their users load.
+the reflog's reader, the lock reader and ref transactions are modules of their own that only their users load.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import time
 import zlib
 from collections.abc import Iterable, Mapping
 
@@ -81,6 +85,17 @@ def checksum(name: str, body: str) -> str:
     error burst up to 32 bits, so any single changed byte of an entry is detected."""
     crc = zlib.crc32(name.encode("utf-8") + b"\0" + body.encode("utf-8"))
     return f"{crc:08x}"
+
+
+HOST = os.uname().nodename
+"""This host's name, as `socket.gethostname()` gives it (read without the socket module: a Class A
+write must not touch the network layer, and the audit hook that checks it counts that call)."""
+
+
+def holder_line() -> bytes:
+    """What a lock file says about its holder: `pid PID host HOST time SECONDS`. Written here, so a ref
+    writer does not load storage/ref_locks, which reads locks back (a conflict, fsck, gc)."""
+    return f"pid {os.getpid()} host {HOST} time {int(time.time())}\n".encode()
 
 
 def reflog_body(old: Hash | None, new: Hash | None, time_ms: int, principal: str, message: str) -> str:

@@ -1,28 +1,19 @@
-"""Ref lock files: what a lock says about its holder, whether that holder is provably dead, and the
-E002 a writer reports when it finds a lock taken (a lock is never broken by a writer: it may belong
-to a live one)."""
+"""Ref lock files read back: what a lock says about its holder, whether that holder is provably dead,
+and the E002 a writer reports when it finds a lock taken (a lock is never broken by a writer: it may
+belong to a live one). The line a writer puts in its lock is `ref_format.holder_line`."""
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 from reelstore.errors import Conflict
 from reelstore.frozen import frozen
 from reelstore.storage.fileio import pid_alive
-
-_HOST = os.uname().nodename
-"""This host's name, as `socket.gethostname()` gives it (read without the socket module: a Class A
-write must not touch the network layer, and the audit hook that checks it counts that call)."""
+from reelstore.storage.ref_format import HOST as _HOST
 
 LOCK_TIMEOUT = 600.0
 """Seconds after which a lock whose holder cannot be checked (another host) counts as stale."""
-
-
-def holder_line() -> bytes:
-    """What a lock file says about its holder: `pid PID host HOST time SECONDS`."""
-    return f"pid {os.getpid()} host {_HOST} time {int(time.time())}\n".encode()
 
 
 @frozen

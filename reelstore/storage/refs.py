@@ -34,6 +34,7 @@ from reelstore.storage.ref_format import (
     durable_reflog,
     format_loose,
     format_packed,
+    holder_line,
     is_listable,
     keeps_reflog,
     parse_loose,
@@ -281,8 +282,6 @@ class DiskRefStore(RefStore):
 
     def _create_lock(self, lock: Path, attempts: int = 3) -> None:
         """Create `lock` exclusively, making its directory; retried if a concurrent prune removed it."""
-        from reelstore.storage.ref_locks import holder_line
-
         for attempt in range(attempts):
             try:
                 lock.parent.mkdir(parents=True, exist_ok=True)
@@ -471,8 +470,6 @@ class DiskRefStore(RefStore):
     @contextmanager
     def _packed_locked(self, wait_s: float = 10.0) -> Iterator[None]:
         """packed-refs is rewritten whole; its lock is held for milliseconds, so wait for it briefly."""
-        from reelstore.storage.ref_locks import holder_line
-
         lock = self.root / "packed-refs.lock"
         deadline = time.monotonic() + wait_s
         while True:
