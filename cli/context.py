@@ -50,10 +50,14 @@ class Context:
             click.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
         elif text is not None:
             out = text() if callable(text) else text
-            if out:
-                from reelstore.cli import terminal  # colour and pager: only a command printing text loads them
+            if not out:
+                return
+            if not page and "\x1b" not in out:  # no styling to keep or strip, no pager: the same bytes
+                click.echo(out)
+                return
+            from reelstore.cli import terminal  # colour and pager: only styled or paged text loads them
 
-                terminal.echo(self, out, page=page)
+            terminal.echo(self, out, page=page)
 
 
 pass_ctx = click.make_pass_decorator(Context)

@@ -124,7 +124,8 @@ def test_hot_verbs_import_only_what_they_use(tmp_path: Path) -> None:
         assert "reelstore.storage.ref_locks" not in mods, args  # a ref write writes its lock's line (ref_format)
         # and reads no lock back unless one is in its way
         assert ("reelstore.crashpoints" in mods) == (args[0] == "update-ref"), args  # a writer's
-        assert ("reelstore.cli.terminal" in mods) == (args[1] == "-t"), args  # colour for a text line only
+        assert "reelstore.cli.terminal" not in mods, args  # colour and pager for styled or paged text only:
+        # -t's line has no styling to keep or strip
         assert ("reelstore.wording" in mods) == (args[-1] == "main"), args  # the revision parser's; a sound
         # pack's open words no message
         assert _loaded(mods, KERNEL_AND_UP + ("reelstore.namespace",)) == [], args
@@ -159,7 +160,7 @@ def test_fork_imports_the_kernel_but_nothing_it_does_not_run(tmp_path: Path) -> 
     assert _loaded(mods, KERNEL_AND_UP[1:] + ("reelstore.namespace", "reelstore.revisions",
                                               "reelstore.storage.secrets", "reelstore.storage.pack_write",
                                               "reelstore.storage.pack_verify", "reelstore.storage.reflog",
-                                              "reelstore.storage.ref_locks")) == []
+                                              "reelstore.storage.ref_locks", "reelstore.cli.terminal")) == []
     assert sorted(mods & (STDLIB_EXTRAS | {"importlib.metadata", "subprocess", "shutil"})) == []
 
 
