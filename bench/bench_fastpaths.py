@@ -523,19 +523,16 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
     floor_ratio("clone", {"f": got["f"], "g": got["n"]})
     row("  of which the store's pack write alone", pack_write_alone(tmp, r, repeat), None)
     print("(incremental push: 10 new objects onto the remote above)")
-    samples: dict[str, list[tuple]] = {"r": [], "g": [], "f": []}
+    samples: dict[str, list[tuple]] = {"r": [], "g": [], "f": [], "c": []}
+    modules = tmp / "y-push-modules.txt"
+    _add_ten(r, repeat)  # one untimed push first, to list the reelstore modules a push loads
+    subprocess.run([sys.executable, "-c", _LIST_MODULES, str(modules), "push", "base"], cwd=r, check=True,
+                   capture_output=True, env=env)
     for k in range(repeat):
-        repo = Repo.open(r)
-        extra = [Blob(b"extra %d %d" % (k, i)) for i in range(10)]
-        repo.objects.put_many(extra)
-        head = repo.refs["refs/heads/main"]
-        top = repo.objects.get_as(head, Record)
-        root = Namespace(repo.objects).update(top.namespace, {f"x/{k}/{i}": b.id for i, b in enumerate(extra)})
-        rec = Record(parent=head, namespace=root, effects=None, view=None, author="bench", message="more", time=k + 1)
-        repo.objects.put(rec)
-        repo.refs.set("refs/heads/main", rec.id, head, message="bench")
-        before = tmp / f"y-fincr-{k}"
+        _add_ten(r, k)
+        before, before_code = tmp / f"y-fincr-{k}", tmp / f"y-fincr-code-{k}"
         shutil.copytree(remote, before, symlinks=True)
+        shutil.copytree(remote, before_code, symlinks=True)
         old = git("rev-parse", ref, cwd=remote).decode().strip()
         samples["r"].append(run([REEL, "push", "base"], r, env=env))
         new = git("rev-parse", ref, cwd=remote).decode().strip()
@@ -543,6 +540,8 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
         pack.write_bytes(git("pack-objects", "--revs", "--stdout", "--window=0", "-q", cwd=remote,
                              input=f"{new}\n^{old}\n".encode()))
         samples["f"].append(run([sys.executable, FLOOR_SYNC, "push", str(before), ref, old, new, str(pack)], tmp))
+        samples["c"].append(run([sys.executable, FLOOR_SYNC, "push", str(before_code), ref, old, new, str(pack),
+                                 str(modules)], tmp, env=env))
         blobs = [b"extra %d %d" % (k, i) for i in range(10)]
         stream = fast_import_blobs(blobs) + b"commit refs/heads/main\ncommitter b <b@x> 1 +0000\ndata 4\nmore\n"
         stream += b"from refs/heads/main^0\n" + b"".join(b"M 100644 :%d x/%d/%d\n" % (i + 1, k, i) for i in range(10))
@@ -550,6 +549,30 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
         samples["g"].append(run(["git", "push", "-q", str(gremote), "main"], g, env={**os.environ, **GIT_ENV}))
     row("incremental push of 10 objects", samples["r"], samples["g"], samples["f"])
     floor_ratio("incremental push", samples)
+    count = len(modules.read_text().split())
+    code, gmed = med(samples["c"], 0), max(med(samples["g"], 0), 1e-6)
+    print(f"  incremental push: floor + loading the {count} reelstore modules a push loads (none of them run) "
+          f"{code * 1000:.1f} ms = {code / gmed:.2f}x git; reel/that {med(samples['r'], 0) / code:.2f}x", flush=True)
+
+
+_LIST_MODULES = ("import atexit, sys\nout = sys.argv.pop(1)\n"
+                 "names = lambda: '\\n'.join(m for m in sys.modules if m.startswith('reelstore'))\n"
+                 "atexit.register(lambda: open(out, 'w').write(names()))\n"
+                 "from reelstore.cli.main import main\nsys.argv[0] = 'reel'\nmain()\n")
+"""`reel <args>` that writes, as it exits, the reelstore modules it loaded to the file named first."""
+
+
+def _add_ten(store: Path, k: int) -> None:
+    """Ten new blobs under `x/<k>/` in a new record on the store's trunk (an incremental push's load)."""
+    repo = Repo.open(store)
+    extra = [Blob(b"extra %d %d" % (k, i)) for i in range(10)]
+    repo.objects.put_many(extra)
+    head = repo.refs["refs/heads/main"]
+    top = repo.objects.get_as(head, Record)
+    root = Namespace(repo.objects).update(top.namespace, {f"x/{k}/{i}": b.id for i, b in enumerate(extra)})
+    rec = Record(parent=head, namespace=root, effects=None, view=None, author="bench", message="more", time=k + 1)
+    repo.objects.put(rec)
+    repo.refs.set("refs/heads/main", rec.id, head, message="bench")
 
 
 def pack_write_alone(tmp: Path, store: Path, repeat: int) -> list[tuple]:

@@ -1,13 +1,15 @@
 """The floors for `reel push` and `reel clone` over a path remote: the least a Python process can do.
 
-    python3 bench/floor_sync.py push REMOTE REF OLD NEW PACK
+    python3 bench/floor_sync.py push REMOTE REF OLD NEW PACK [MODULES]
     python3 bench/floor_sync.py clone REMOTE COMMIT DIR
 
 Both import what any reel process imports first (click, blake3, zstandard, msgpack, sqlite3) and run
 the git child the protocol needs, which git's own push and clone run too. `push` hands git's
 receive-pack exactly the pack reel sent (PACK: saved from the remote): the advertisement is read,
 one command (REF from OLD to NEW) and the pack are written, the report is read and must say the pack
-and the ref are ok. No walk of a store, no pack built. `clone` asks git's upload-pack for COMMIT,
+and the ref are ok. No walk of a store, no pack built. With MODULES (a file naming modules, one a line),
+those are imported first and nothing of them is run: the floor of a reel that must load its code.
+`clone` asks git's upload-pack for COMMIT,
 spools the pack to DIR, inflates every entry once, names it by SHA-1, checks the trailer, reads the
 sync commit's trees and checks that every blob BLAKE3-hashes to the reel id it is filed under, then
 writes the blobs into one reel pack with the store's own pack writer (`write_pack`, the one part of
@@ -17,6 +19,7 @@ bench/bench_fastpaths.py runs it beside reel and git.
 
 import gc
 import hashlib
+import importlib
 import sqlite3  # noqa: F401  (imported by any reel sync: its state)
 import subprocess
 import sys
@@ -136,6 +139,8 @@ def tree(objects: dict[bytes, tuple[int, bytes]], sha: bytes) -> list[tuple[byte
 if __name__ == "__main__":
     try:
         if sys.argv[1] == "push":
+            for name in Path(sys.argv[7]).read_text().split() if len(sys.argv) > 7 else []:
+                importlib.import_module(name)
             push(*sys.argv[2:7])
         else:
             clone(*sys.argv[2:5])
