@@ -214,6 +214,42 @@ def test_commit_refuses_a_view_written_after_its_summary(tmp_path):
     assert store.handle("late").live and store.log()[0].view is None
 
 
+def test_a_stopped_proxy_leaves_no_thread_that_takes_a_later_servers_connections(tmp_path):
+    """Closing a listening socket does not wake a thread blocked in accept() on it; a signal (a child's
+    exit is enough) makes the kernel restart that accept on the same descriptor number, by then a later
+    server's listening socket, and the stopped proxy answered that server's next request itself (400:
+    "needs an absolute http:// URL"). Stopping the proxy and the sandbox's bridge must end their
+    accept threads; then every request to a server opened afterwards reaches it."""
+    import http.client
+    import threading
+
+    from reelstore.intercept.sandbox import Sandbox
+
+    store = Store.init(tmp_path / "s")
+    store.fork("v")
+    before = set(threading.enumerate())
+    proxy = HttpProxy(store.repo, "v")
+    bridge = Sandbox(store.repo, "v", ["unshare", "-n"])  # start() only listens; nothing runs unshare
+    launch = Launch()
+    proxy.start(launch)
+    bridge.start(launch)
+    bridge.finish()
+    proxy.finish()
+    left = [t.name for t in set(threading.enumerate()) - before if t.name.startswith("reel-run")]
+    assert left == [], f"accept threads still running after stop: {left}"
+    with Target(tmp_path / "ledger.jsonl") as target:
+        for _ in range(20):
+            subprocess.run(["true"], check=True)  # a SIGCHLD, as the suite's subprocesses send
+            conn = http.client.HTTPConnection("127.0.0.1", target.server.server_address[1], timeout=20)
+            try:
+                conn.request("POST", "/blind/x", body=b"{}")
+                answer = conn.getresponse()
+                assert answer.status == 201, answer.read()
+            finally:
+                conn.close()
+        assert target.count("/blind/x") == 20
+
+
 def test_proxy_admits_nothing_once_the_command_exited(tmp_path):
     store = Store.init(tmp_path)
     store.fork("v")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from reelstore.errors import BadInput
+from reelstore.intercept.acceptor import Acceptor
 from reelstore.intercept.base import Backend, Launch
 from reelstore.intercept.netns import pump
 from reelstore.storage.repo import Repo
@@ -68,7 +69,7 @@ class Sandbox(Backend):
         self.blocked: list[dict[str, Any]] = []
         """Direct connections the command tried around the proxy (caught, nothing sent)."""
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        self._server: socket.socket | None = None
+        self._server: Acceptor | None = None
         self._port = 0
 
     def start(self, launch: Launch) -> None:
@@ -79,23 +80,18 @@ class Sandbox(Backend):
         tmp = Path(self._tmp.name)
         os.chmod(tmp, 0o700)
         sock = tmp / "proxy.sock"
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(sock))
-        self._server.listen(128)
-        threading.Thread(target=self._accept, args=(self._server,), name="reel-run-bridge", daemon=True).start()
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(str(sock))
+        server.listen(128)
+        self._server = Acceptor(server, self._accepted, "reel-run-bridge")
         report = tmp / "blocked.jsonl"
         report.touch()
         catches = [a for spec in self.catch for a in ("--catch", spec)]
         launch.prefix = [*self.unshare, sys.executable, "-I", str(HELPER), str(sock), str(self._port), str(report),
                          *catches, "--"]
 
-    def _accept(self, server: socket.socket) -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
+    def _accepted(self, conn: socket.socket) -> None:
+        threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
 
     def _relay(self, conn: socket.socket) -> None:
         try:

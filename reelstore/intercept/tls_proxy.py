@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 import h11
 
+from reelstore.intercept.acceptor import Acceptor
 from reelstore.intercept.ca import LeafMinter
 from reelstore.intercept.engine import BODY_LIMIT, Answer, Policy, Request
 
@@ -54,14 +55,14 @@ class TlsProxy:
         self.minter = minter
         self.upstream = ssl.create_default_context(cafile=str(upstream_ca) if upstream_ca else None)
         self.upstream.set_alpn_protocols(["http/1.1"])
-        self._listener: socket.socket | None = None
+        self._listener: Acceptor | None = None
         self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
 
     def start(self) -> int:
-        self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
-        threading.Thread(target=self._accept, args=(self._listener,), name="reel-run-proxy", daemon=True).start()
-        return int(self._listener.getsockname()[1])
+        self._listener = Acceptor(socket.create_server(("127.0.0.1", 0), backlog=128), self._accepted,
+                                  "reel-run-proxy")
+        return int(self._listener.sock.getsockname()[1])
 
     def stop(self) -> None:
         if self._listener is not None:
@@ -75,15 +76,10 @@ class TlsProxy:
             except OSError:
                 pass
 
-    def _accept(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            with self._lock:
-                self._conns.add(conn)
-            threading.Thread(target=self._client, args=(conn,), daemon=True).start()
+    def _accepted(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._conns.add(conn)
+        threading.Thread(target=self._client, args=(conn,), daemon=True).start()
 
     def _client(self, sock: socket.socket) -> None:
         try:
