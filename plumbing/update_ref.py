@@ -131,7 +131,7 @@ def _target(repo: Repo, name: str, text: str) -> Hash | None:
     """The new value of `name`, refused (E014) unless it has the kind the ref's namespace needs."""
     new = new_value(repo, text)
     if new is not None:
-        check_target(name, repo.objects.get(new).kind)
+        check_target(name, repo.objects.kind(new))  # the tag alone: the hash covers it
     return new
 
 

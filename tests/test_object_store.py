@@ -221,3 +221,19 @@ def test_loose_store_survives_reopen(tmp_path: Path):
     rec = Record(None, Tree(0, ()).id, author="t", message="m", time=1)
     a.put(rec)
     assert LooseObjectStore(tmp_path / "objects").get(rec.id) == rec
+
+
+def test_kind_reads_the_tag_the_hash_covers(store: ObjectStore):
+    """`kind` answers what `get(h).kind` does, from the verified bytes' tag alone; a tag that names no
+    kind is E007, as is a missing tag, though the bytes hash to their id."""
+    blob, tree = Blob(b"x"), Tree(0, (("a", Blob(b"x").id),))
+    rec = Record(None, tree.id, author="a", message="m", time=1)
+    store.put_many([blob, tree, rec])
+    assert [store.kind(o.id) for o in (blob, tree, rec)] == [store.get(o.id).kind for o in (blob, tree, rec)]
+    for raw in (b"bogus\x00\x90", b"no tag at all", b"\x00body"):
+        h = Hash.of(raw)
+        store._store([(h, raw)])
+        with pytest.raises(StorageError, match="damaged"):
+            store.kind(h)
+    with pytest.raises(NotFound):
+        store.kind(Hash(b"\x07" * 32))

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from reelstore.errors import NotFound, StorageError
-from reelstore.objects import Hash, Object
+from reelstore.objects.hash import Hash
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.object_store import LooseObjectStore, ObjectStore
 from reelstore.storage.pack import Pack
 
 if TYPE_CHECKING:  # imported where used: a read that packs or loose files answer needs no writer, write
     # batch, pack import, index repair or journal segment
+    from reelstore.objects.block import Object
     from reelstore.storage.batch import PackBatch
     from reelstore.storage.pack_copy import Reuse
     from reelstore.storage.pack_item import PackItem, PackOptions, PackResult

@@ -17,20 +17,21 @@ from typing import IO, TYPE_CHECKING, TypeVar
 
 import zstandard
 
-from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG
+from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG, split_frame
 from reelstore.errors import BadInput, NotFound, StorageError
-from reelstore.objects import Hash, Object, decode
-from reelstore.objects.hash import is_prefix
+from reelstore.objects import KIND_HOMES
+from reelstore.objects.hash import Hash, is_prefix
 from reelstore.storage.fileio import fsync_dir, temp_name, write_new
 
 if TYPE_CHECKING:  # the pack modules import nothing from here, but a store without packs never loads them
+    from reelstore.objects.block import Object  # the kinds' codec: loaded by the first decode
     from reelstore.storage.pack import Pack
     from reelstore.storage.pack_copy import Reuse
     from reelstore.storage.pack_item import PackItem, PackOptions, PackResult
     from reelstore.storage.segment import Segment
 
 MAX_RAW = MAX_OBJECT_SIZE + MAX_TAG + 1
-T = TypeVar("T", bound=Object)
+T = TypeVar("T", bound="Object")
 
 
 def expect_kind(obj: Object, cls: type[T]) -> T:
@@ -159,6 +160,8 @@ class ObjectStore(ABC):
 
     def get(self, h: Hash) -> Object:
         """The object `h`, decoded from bytes `get_raw` has already re-hashed (E007 if undecodable)."""
+        from reelstore.objects.block import decode  # a verb that only checks a kind never loads the kinds
+
         raw = self.get_raw(h)
         try:
             obj = decode(raw)
@@ -166,6 +169,18 @@ class ObjectStore(ABC):
             raise StorageError(f"object {h.hex()} is damaged: {exc.message}", id=h) from None
         obj.__dict__["id"] = h
         return obj
+
+    def kind(self, h: Hash) -> str:
+        """The kind of object `h`, from the tag of the bytes `get_raw` has re-hashed (the hash covers the
+        tag), without decoding the body: what a ref's kind check needs (E007 if the tag names no kind)."""
+        raw = self.get_raw(h)
+        try:
+            kind = split_frame(raw)[0]
+        except BadInput as exc:
+            raise StorageError(f"object {h.hex()} is damaged: {exc.message}", id=h) from None
+        if kind not in KIND_HOMES:
+            raise StorageError(f"object {h.hex()} is damaged: unknown kind {kind!r}", id=h)
+        return kind
 
     def get_as(self, h: Hash, cls: type[T]) -> T:
         """`get` for an id that a ref or another object names as a `cls`: any other kind there means
@@ -217,6 +232,8 @@ class ObjectStore(ABC):
 
     def put_raw(self, raw: bytes) -> Hash:
         """Store canonical bytes from outside, after decoding them (E014 if malformed)."""
+        from reelstore.objects.block import decode
+
         return self.put(decode(raw))
 
     def resolve(self, prefix: str) -> Hash:
