@@ -397,7 +397,8 @@ class DiskObjectStore(ObjectStore):
         holds gc's lock, `.reel/gc.lock`, and is skipped while gc, prune, repack or another roll-up holds
         it. (Checking the lock without taking it let a gc start mid-roll-up, see packs the roll-up was
         deleting, index first, as packs without an index, and refuse with E007.)"""
-        if len(self.packs()) <= limit:
+        if sum(".pack" in exts for exts in _listing(self.pack_dir).values()) <= limit:  # counted without
+            # opening any (the batch just written may be one nothing reads in this process)
             return None
         from reelstore.storage.fileio import write_new
 
@@ -448,7 +449,7 @@ class DiskObjectStore(ObjectStore):
     def flush(self) -> None:
         pending, self._batch = self._batch, None
         if pending is not None and pending.finish() is not None:
-            self.refresh(force=True)
+            self._scanned = None  # the next read rescans and opens the new pack; a fork never reads it
 
     def _store(self, items: list[tuple[Hash, bytes]]) -> None:
         """Inside a batch, new objects join the batch's pack (an object already loose only has its mtime

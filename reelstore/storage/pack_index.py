@@ -106,7 +106,7 @@ class PackIndex:
             raise pack_damage(path, f"index size {size} does not fit its count {count}")
         self.count = count
         self.fanout = struct.unpack_from(">256I", self.map, IDX_HEADER.size)
-        if self.fanout[255] != count or any(a > b for a, b in zip(self.fanout, self.fanout[1:])):
+        if self.fanout[255] != count or sorted(self.fanout) != list(self.fanout):  # non-decreasing (in C)
             self.close()
             raise pack_damage(path, "index fan-out table is inconsistent")
         self._ids = IDX_HEADER.size + FANOUT
