@@ -261,6 +261,60 @@ def test_a_miss_waits_for_the_index_of_a_pack_being_renamed_in(tmp_path: Path) -
         later.join(5)
 
 
+def test_a_miss_waits_as_long_as_a_live_writer_holds_the_index_on_its_way(tmp_path: Path) -> None:
+    """A loaded machine can keep a writer between renaming its pack and its index much longer than the
+    brief wait (200 ms) a miss allows any index-less pack: while the pack's writer lives and holds its
+    temporary index, the reader keeps waiting (gc's fence used to call the object damaged: a false E007)."""
+    import threading
+
+    from reelstore.storage.fileio import temp_name
+
+    root = tmp_path / "objects"
+    writer = DiskObjectStore(root, fsync=False)
+    blob = Blob(b"in a pack whose slow writer still holds its index")
+    result = writer.add_pack([PackItem(blob.id, blob.encode(), 1)])
+    assert result.idx_path is not None
+    held = temp_name(result.idx_path)  # this process's pid: a live writer between its two renames
+    result.idx_path.rename(held)
+    reader = DiskObjectStore(root, fsync=False)
+    assert "pack has no index" in reader.problems().values()
+    later = threading.Timer(1.0, held.rename, [result.idx_path])
+    later.start()
+    try:
+        assert reader.get_raw(blob.id) == blob.encode()
+    finally:
+        later.join(5)
+
+
+def test_an_imported_pack_is_never_seen_without_an_index_or_a_live_writers_temporary_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`reel index-pack` writes the index under its temporary name before the pack is renamed in: at
+    the moment the pack appears, a reader finds a live writer's temporary index and waits for it."""
+    from reelstore.storage import pack_import
+
+    root = tmp_path / "objects"
+    store = DiskObjectStore(root, fsync=False)
+    blob = Blob(b"imported")
+    store.add_pack([PackItem(blob.id, blob.encode(), 1)])
+    (source,) = (root / "pack").glob("*.pack")
+    data = source.read_bytes()
+    for p in (root / "pack").iterdir():
+        p.unlink()
+    seen: list[list[str]] = []
+    real = os.replace
+
+    def replace(src, dst):  # noqa: ANN001, ANN202  (records the directory as the pack lands)
+        real(src, dst)
+        if str(dst).endswith(".pack"):
+            seen.append(sorted(n for n in os.listdir(root / "pack")))
+
+    monkeypatch.setattr(os, "replace", replace)
+    path, _, _ = pack_import.import_pack(root / "pack", lambda f: f.write(data))
+    monkeypatch.undo()
+    assert len(seen) == 1 and any(n.startswith(f".tmp-{path.stem}.idx-{os.getpid()}-") for n in seen[0]), seen
+    assert DiskObjectStore(root, fsync=False).get_raw(blob.id) == blob.encode()
+
+
 @pytest.fixture(scope="module")
 def packed_store(tmp_path_factory):
     from reelstore.maintenance.gc import gc

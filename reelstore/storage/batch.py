@@ -206,19 +206,34 @@ def torn_index(pack_path: Path) -> bool:
     return any(data[i : i + 4096] == zero[: len(data[i : i + 4096])] for i in range(0, len(data), 4096))
 
 
-def orphaned_by_dead(pack_path: Path) -> list[Path]:
-    """The temporary index files a writer of this pack left, if every such writer is dead: the pack
-    lacks its index because its writer was killed between its two renames. Empty otherwise (no
-    temporary index: damage; a live writer: it is about to rename it)."""
+def _temp_indexes(pack_path: Path) -> list[tuple[Path, int | None]]:
+    """The temporary index files writers of this pack hold or left, each with its writer's pid (None
+    when the name carries none)."""
     prefix = f".tmp-{pack_path.stem}.idx-"
     try:
         found = [pack_path.parent / n for n in os.listdir(pack_path.parent) if n.startswith(prefix)]
     except OSError:
         return []
+    out: list[tuple[Path, int | None]] = []
     for tmp in found:
         pid = tmp.name[len(prefix):].split("-")[0]
-        if not pid.isdigit() or pid_alive(int(pid)):
-            return []
-    return found
+        out.append((tmp, int(pid) if pid.isdigit() else None))
+    return out
+
+
+def orphaned_by_dead(pack_path: Path) -> list[Path]:
+    """The temporary index files a writer of this pack left, if every such writer is dead: the pack
+    lacks its index because its writer was killed between its two renames. Empty otherwise (no
+    temporary index: damage; a live writer: it is about to rename it)."""
+    found = _temp_indexes(pack_path)
+    if any(pid is None or pid_alive(pid) for _, pid in found):
+        return []
+    return [tmp for tmp, _ in found]
+
+
+def index_coming(pack_path: Path) -> bool:
+    """Whether a live writer holds a temporary index for this pack: it is between renaming the pack and
+    its index, so the index is on its way however long a loaded machine keeps the writer there."""
+    return any(pid is not None and pid_alive(pid) for _, pid in _temp_indexes(pack_path))
 
 

@@ -42,7 +42,12 @@ RACY_NS = 2_000_000_000
 NO_INDEX = "pack has no index"
 INDEX_WAITS = 40
 INDEX_WAIT_S = 0.005
-"""A miss waits at most INDEX_WAITS × INDEX_WAIT_S for a pack's index that is about to appear."""
+"""A miss waits INDEX_WAITS × INDEX_WAIT_S for a pack's index that is about to appear (or for the pack,
+being deleted index first, to go)."""
+INDEX_WAIT_LIVE = 2000
+"""While a live writer still holds the temporary index of an index-less pack, the wait goes on, up to
+INDEX_WAIT_LIVE × INDEX_WAIT_S (10 s): a loaded machine can hold a writer between its two renames far
+longer than 200 ms, and a miss then was reported as damage (a false E007 in gc's fence)."""
 
 PACK_BATCH = 1000
 """A put_many of at least this many new objects is written as one pack instead of loose files."""
@@ -177,10 +182,14 @@ class DiskObjectStore(ObjectStore):
 
     def _await_index(self, h: Hash, errors: list[StorageError]) -> bytes | None:
         """A pack seen without its index belongs to a writer between its two renames (a dead writer's
-        is repaired by `refresh`): a miss waits for the index a bounded while, rescanning, before it
-        reports the object absent (gc's fence reads objects of writes still in flight)."""
-        for _ in range(INDEX_WAITS):
-            if NO_INDEX not in self._problems.values():
+        is repaired by `refresh`): a miss waits for the index, rescanning, before it reports the object
+        absent (gc's fence reads objects of writes still in flight): briefly, and for as long as the
+        pack's writer lives and holds its temporary index (bounded: INDEX_WAIT_LIVE)."""
+        from reelstore.storage.batch import index_coming
+
+        for n in range(INDEX_WAIT_LIVE):
+            waiting = [self.pack_dir / name for name, why in self._problems.items() if why == NO_INDEX]
+            if not waiting or (n >= INDEX_WAITS and not any(index_coming(p) for p in waiting)):
                 return None
             time.sleep(INDEX_WAIT_S)
             if self.refresh(force=True):

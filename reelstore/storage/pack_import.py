@@ -12,7 +12,7 @@ from typing import IO
 
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import decode
-from reelstore.storage.fileio import atomic_write, fsync_dir, temp_name
+from reelstore.storage.fileio import fsync_dir, temp_name, write_new
 from reelstore.storage.pack import scan_pack
 from reelstore.storage.pack_index import index_bytes
 
@@ -42,6 +42,7 @@ def import_pack(pack_dir: Path, fill: Callable[[IO[bytes]], object]) -> tuple[Pa
     (pack path, trailer, count). A damaged pack leaves nothing behind."""
     pack_dir.mkdir(parents=True, exist_ok=True)
     tmp = temp_name(pack_dir / "stdin.pack")
+    tmp_idx: Path | None = None
     try:
         with open(tmp, "xb") as f:
             fill(f)
@@ -50,9 +51,16 @@ def import_pack(pack_dir: Path, fill: Callable[[IO[bytes]], object]) -> tuple[Pa
         os.chmod(tmp, 0o444)
         idx, trailer, count = index_file(tmp)
         pack_path = pack_dir / f"pack-{trailer.hex()}.pack"
+        # The index durable under its temporary name before the pack is renamed in, then the two renames
+        # back to back, as every pack writer does: a reader that meets the pack without its index sees
+        # a live writer's temporary index and waits; a crash between them leaves a dead writer's, repaired.
+        tmp_idx = temp_name(pack_path.with_suffix(".idx"))
+        write_new(tmp_idx, idx, mode=0o444)
         os.replace(tmp, pack_path)
+        os.replace(tmp_idx, pack_path.with_suffix(".idx"))
     finally:
         tmp.unlink(missing_ok=True)
+        if tmp_idx is not None:
+            tmp_idx.unlink(missing_ok=True)
     fsync_dir(pack_dir)
-    atomic_write(pack_path.with_suffix(".idx"), idx, mode=0o444)
     return pack_path, trailer, count
