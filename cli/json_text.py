@@ -2,7 +2,7 @@
 without importing `json`.
 
 `cat-file -p` prints an object as that JSON. Importing `json` costs a start-up ~1.2 ms (the package
-loads its decoder too, and the two compile seven patterns), more than writing a small object here.
+loads its decoder too, and the two compile six patterns), more than writing a small object here.
 This writes the same text for what objects are made of: dicts with str keys, lists and tuples, str,
 int, bool and None, each of exactly that type. Any other value (a float, another key type, a subclass)
 leaves the whole document to `json` itself, so the text never differs.
