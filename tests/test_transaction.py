@@ -29,18 +29,19 @@ def packs(repo: Repo) -> set[str]:
 
 
 @contextmanager
-def counting_fsyncs() -> Iterator[list[int]]:
-    """Count os.fsync calls in this process (files and directories alike)."""
-    calls: list[int] = []
+def fsynced_files() -> Iterator[list[str]]:
+    """The paths of the files and directories os.fsync was called on in this process, in order (its
+    length is the count of fsyncs)."""
+    paths: list[str] = []
     real = os.fsync
 
     def counted(fd: int) -> None:
-        calls.append(fd)
+        paths.append(os.readlink(f"/proc/self/fd/{fd}"))
         real(fd)
 
     os.fsync = counted  # type: ignore[assignment]
     try:
-        yield calls
+        yield paths
     finally:
         os.fsync = real
 
@@ -124,13 +125,13 @@ def test_store_view_block_is_one_transaction_unless_flushed(repo: Repo) -> None:
 def test_durable_put_and_fork_cost_at_most_four_fsyncs(repo: Repo) -> None:
     """Objects: one pack fsync + its directory; the ref: its new value + its directory. A view's
     reflog and a fork's verb-log line ride on that point (see VerbLog.append)."""
-    with counting_fsyncs() as calls:
+    with fsynced_files() as calls:
         kernel.fork(repo, "v")
     assert len(calls) <= 4
-    with counting_fsyncs() as calls:
+    with fsynced_files() as calls:
         kernel.put(repo, "v", "a/b/c.txt", b"x" * 100)
     assert len(calls) <= 4
-    with counting_fsyncs() as calls:
+    with fsynced_files() as calls:
         with kernel.transaction(repo, "v") as tx:
             for i in range(300):
                 tx.put(f"many/{i}", b"%d" % i)
@@ -244,23 +245,6 @@ def test_each_thread_has_its_own_batch(repo: Repo) -> None:
     a.commit()
     assert seen == [False]
     assert kernel.get(Repo.open(repo.path), "a", "kept") == b"thread a"  # type: ignore[arg-type]
-
-
-@contextmanager
-def fsynced_files() -> Iterator[list[str]]:
-    """The paths of the files and directories os.fsync was called on in this process."""
-    paths: list[str] = []
-    real = os.fsync
-
-    def counted(fd: int) -> None:
-        paths.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
-
-    os.fsync = counted  # type: ignore[assignment]
-    try:
-        yield paths
-    finally:
-        os.fsync = real
 
 
 def test_a_fork_line_rides_on_the_ref_and_a_commit_or_abort_line_is_fsynced(repo: Repo) -> None:
