@@ -287,10 +287,21 @@ def _startup(tmp: Path, repeat: int, cached: bool) -> None:
         pairs = {"r": lambda: run(reel_cmd(), cwd, env=env), "f": floors["floor"], "c": floors["click"]}
         if git_cmd is not None:
             pairs["g"] = lambda: run(git_cmd(), gcwd, env={**os.environ, **GIT_ENV})
+        if split is not None:  # the floor after click and the reelstore modules the verb loads, none called
+            listed = tmp / f"modules-{len(list(tmp.glob('modules-*')))}.txt"
+            subprocess.run([sys.executable, "-c", _LIST_MODULES, str(listed), *split[:-1], split[-1].format("list")],
+                           cwd=cwd, check=True, capture_output=True, env=env)
+            loads = ("import sys, click, importlib\n"
+                     "for name in open(sys.argv[2]).read().split(): importlib.import_module(name)\n")
+            pairs["m"] = lambda: run([sys.executable, "-c", loads + FLOOR, ref, str(listed)], r, env=env)
         res = interleaved(pairs, repeat)
         _verb_row(title, res["r"], res.get("g"), res["f"], res["c"])
         if split is not None:
             print("    " + _import_split(split, cwd, env, base_click))
+            code, click_ms = med(res["m"], 0), med(res["c"], 0)
+            print(f"    floor + click + loading the {len(listed.read_text().split())} reelstore modules it loads (none "
+                  f"called) {code * 1000:.1f} ms = {code / click_ms:.2f}x floor+click; reel/that "
+                  f"{med(res['r'], 0) / code:.2f}x")
 
     base_click = _importtime("import click", [], r, env)
     versus("--version", lambda: [REEL, "--version"], lambda: ["git", "--version"])
