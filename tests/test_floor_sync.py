@@ -33,16 +33,22 @@ def _grow(repo: Repo, tag: str, n: int) -> None:
     repo.refs.set("refs/heads/main", rec.id, repo.refs["refs/heads/main"])
 
 
+def _pushed(tmp_path: Path, tag: str, n: int) -> tuple[Repo, Path]:
+    """A store bound to a bare remote `origin`, grown by `n` blobs and pushed."""
+    repo = Repo.init(tmp_path / "a")
+    remote = bare(tmp_path / "r.git")
+    sync.add_remote(repo, "origin", str(remote))
+    _grow(repo, tag, n)
+    sync.push(repo, "origin")
+    return repo, remote
+
+
 def _floor(*args: str) -> None:
     subprocess.run([sys.executable, str(FLOOR), *args], check=True, capture_output=True, timeout=120)
 
 
 def test_the_push_floor_lands_what_reel_pushed_with_and_without_reels_modules(tmp_path: Path) -> None:
-    repo = Repo.init(tmp_path / "a")
-    remote = bare(tmp_path / "r.git")
-    sync.add_remote(repo, "origin", str(remote))
-    _grow(repo, "first", 20)
-    sync.push(repo, "origin")
+    repo, remote = _pushed(tmp_path, "first", 20)
     before = tmp_path / "before.git"
     shutil.copytree(remote, before, symlinks=True)
     old = git("--git-dir", str(remote), "rev-parse", REF).strip()
@@ -74,11 +80,7 @@ def test_the_push_floor_lands_what_reel_pushed_with_and_without_reels_modules(tm
 
 
 def test_the_clone_floor_stores_every_object_reel_holds(tmp_path: Path) -> None:
-    repo = Repo.init(tmp_path / "a")
-    remote = bare(tmp_path / "r.git")
-    sync.add_remote(repo, "origin", str(remote))
-    _grow(repo, "blob", 30)
-    sync.push(repo, "origin")
+    repo, remote = _pushed(tmp_path, "blob", 30)
     tip = git("--git-dir", str(remote), "rev-parse", REF).strip()
     _floor("clone", str(remote), tip, str(tmp_path / "c"))
     packs = list((tmp_path / "c" / "objects" / "pack").glob("*.pack"))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import random
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -239,51 +241,41 @@ def test_a_pack_renamed_in_within_the_clock_tick_of_a_scan_is_found(tmp_path: Pa
     assert reader.get_raw(later.id) == later.encode()
 
 
-def test_a_miss_waits_for_the_index_of_a_pack_being_renamed_in(tmp_path: Path) -> None:
-    """A writer renames its pack, then its index: a reader in between (gc's fence reading an in-flight
-    write) must wait for the index, not call the object damaged."""
-    import threading
-
-    root = tmp_path / "objects"
+def _read_while_the_index_is_away(root: Path, content: bytes, away: Callable[[Path], Path], seconds: float) -> None:
+    """Write a pack, move its index to `away(index)`, and read its object from a fresh reader while a
+    timer moves the index back after `seconds`: the read must wait and answer, not call it damaged."""
     writer = DiskObjectStore(root, fsync=False)
-    blob = Blob(b"in a pack whose index is on its way")
+    blob = Blob(content)
     result = writer.add_pack([PackItem(blob.id, blob.encode(), 1)])
     assert result.idx_path is not None
-    parked = result.idx_path.with_name("elsewhere")
-    result.idx_path.rename(parked)
+    moved = away(result.idx_path)
+    result.idx_path.rename(moved)
     reader = DiskObjectStore(root, fsync=False)
     assert "pack has no index" in reader.problems().values()
-    later = threading.Timer(0.03, parked.rename, [result.idx_path])
+    later = threading.Timer(seconds, moved.rename, [result.idx_path])
     later.start()
     try:
         assert reader.get_raw(blob.id) == blob.encode()
     finally:
         later.join(5)
+
+
+def test_a_miss_waits_for_the_index_of_a_pack_being_renamed_in(tmp_path: Path) -> None:
+    """A writer renames its pack, then its index: a reader in between (gc's fence reading an in-flight
+    write) must wait for the index, not call the object damaged."""
+    _read_while_the_index_is_away(tmp_path / "objects", b"in a pack whose index is on its way",
+                                  lambda idx: idx.with_name("elsewhere"), 0.03)
 
 
 def test_a_miss_waits_as_long_as_a_live_writer_holds_the_index_on_its_way(tmp_path: Path) -> None:
     """A loaded machine can keep a writer between renaming its pack and its index much longer than the
     brief wait (200 ms) a miss allows any index-less pack: while the pack's writer lives and holds its
     temporary index, the reader keeps waiting (gc's fence used to call the object damaged: a false E007)."""
-    import threading
-
     from reelstore.storage.fileio import temp_name
 
-    root = tmp_path / "objects"
-    writer = DiskObjectStore(root, fsync=False)
-    blob = Blob(b"in a pack whose slow writer still holds its index")
-    result = writer.add_pack([PackItem(blob.id, blob.encode(), 1)])
-    assert result.idx_path is not None
-    held = temp_name(result.idx_path)  # this process's pid: a live writer between its two renames
-    result.idx_path.rename(held)
-    reader = DiskObjectStore(root, fsync=False)
-    assert "pack has no index" in reader.problems().values()
-    later = threading.Timer(1.0, held.rename, [result.idx_path])
-    later.start()
-    try:
-        assert reader.get_raw(blob.id) == blob.encode()
-    finally:
-        later.join(5)
+    # temp_name carries this process's pid: a live writer between its two renames
+    _read_while_the_index_is_away(tmp_path / "objects", b"in a pack whose slow writer still holds its index",
+                                  temp_name, 1.0)
 
 
 def test_an_imported_pack_is_never_seen_without_an_index_or_a_live_writers_temporary_one(
