@@ -5,14 +5,16 @@ taken over), Python's cycle collector paused, and an on-disk store."""
 from __future__ import annotations
 
 import gc as pygc
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from reelstore.errors import BadInput, Conflict
 from reelstore.storage.disk_store import GC_LOCK as LOCK_NAME
+from reelstore.storage.disk_store import gc_lock_line
+from reelstore.storage.fileio import pid_alive
 from reelstore.storage.object_store import ObjectStore
+from reelstore.storage.ref_format import HOST
 from reelstore.storage.repo import Repo
 
 
@@ -20,7 +22,7 @@ from reelstore.storage.repo import Repo
 def gc_lock(repo: Repo, wait_s: float = 0.0) -> Iterator[None]:
     """Hold `.reel/gc.lock`. A lock left by a dead process on this host is taken over; a live one makes
     us wait up to `wait_s`, then fail with E002."""
-    me = f"{os.getpid()} {_host()} {int(time.time())}\n".encode()
+    me = gc_lock_line()
     deadline = time.monotonic() + wait_s
     while not repo.files.create(LOCK_NAME, me):
         owner = _lock_owner(repo.files.read(LOCK_NAME))
@@ -51,23 +53,13 @@ def no_cycle_collection() -> Iterator[None]:
             pygc.enable()
 
 
-def _host() -> str:
-    """This host's name, as socket.gethostname() gives it (both read uname), without importing socket."""
-    return os.uname().nodename
-
-
 def _lock_owner(content: bytes | None) -> str | None:
     """A description of the live holder of the lock, or None if its holder is dead (stale lock)."""
     if content is None:
         return "a process that just released it"
     parts = content.decode("utf-8", "replace").split()
-    if len(parts) >= 2 and parts[0].isdigit() and parts[1] == _host():
-        try:
-            os.kill(int(parts[0]), 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
+    if len(parts) >= 2 and parts[0].isdigit() and parts[1] == HOST and not pid_alive(int(parts[0])):
+        return None
     return f"pid {parts[0]} on {parts[1]}" if len(parts) >= 2 else "unknown holder"
 
 

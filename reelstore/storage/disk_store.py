@@ -31,6 +31,14 @@ if TYPE_CHECKING:  # imported where used: a read that packs or loose files answe
 
 GC_LOCK = "gc.lock"
 """The lock file gc, prune and repack hold (maintenance/lock.py) and a roll-up holds too, under `.reel/`."""
+
+
+def gc_lock_line() -> bytes:
+    """What `GC_LOCK` says of its holder, `PID HOST TIME`: written alike by gc, prune, repack and a roll-up,
+    so each can tell (and take over) a lock that a dead one of the others left on this host."""
+    from reelstore.storage.ref_format import HOST
+
+    return f"{os.getpid()} {HOST} {int(time.time())}\n".encode()
 ROLL_UP_PACKS = 32
 """Past this many packs, the end of a batch merges the small ones (git's gc.autoPackLimit is 50)."""
 ROLL_UP_BYTES = 32 << 20
@@ -412,8 +420,8 @@ class DiskObjectStore(ObjectStore):
         from reelstore.storage.fileio import write_new
 
         lock = self.root.parent / GC_LOCK
-        try:  # gc's own format, so gc takes over the lock of a roll-up killed here
-            write_new(lock, f"{os.getpid()} {os.uname().nodename} {int(time.time())}\n".encode(), fsync=False)
+        try:  # gc's own line, so gc takes over the lock of a roll-up killed here
+            write_new(lock, gc_lock_line(), fsync=False)
         except OSError:  # held (or not writable): the merge is left to a later write; it never fails this one
             return None
         try:
