@@ -21,9 +21,9 @@ from reelstore.maintenance.age import DEFAULT_PRUNE_EXPIRE, config_cutoff, parse
 from reelstore.maintenance.lock import gc_lock, no_cycle_collection
 from reelstore.maintenance.mark import Progress, Reader, find_leaves, list_packs, mark, require_complete
 from reelstore.maintenance.packing import write_kept
-from reelstore.maintenance.reach import as_hash
 from reelstore.maintenance.selection import Selection
 from reelstore.objects import Hash
+from reelstore.objects.hash import as_hash
 from reelstore.storage.repo import Repo
 
 

@@ -7,7 +7,6 @@ deletes (gc, prune) can refuse to when the walk is incomplete.
 
 from __future__ import annotations
 
-import functools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
@@ -17,6 +16,7 @@ import msgpack
 
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.objects import Hash, Tree, decode
+from reelstore.objects.hash import as_hash
 from reelstore.storage.object_store import ObjectStore
 from reelstore.storage.refs import RefStore
 
@@ -59,10 +59,6 @@ def _named_edges(obj: Object) -> Iterable[tuple[Hash, str]]:
 
         edges = [(op.id, op.name) for op in cast(Delta, obj).ops if isinstance(op, Put)]
     return edges + [(h, "") for h in obj.references()]
-
-
-as_hash = functools.partial(bytes.__new__, Hash)
-"""Hash of 32 bytes already known to be an id, without the length check."""
 
 
 def _tree_edges(raw: bytes) -> tuple[tuple[bytes, ...], tuple[str, ...]] | None:
@@ -114,6 +110,7 @@ def walk(
     stack: list[tuple[Hash, str]] = []
     ticks = 1000
     hints, reachable = result.hints, result.reachable
+    counted = reachable if leaves is None else seen  # what progress counts (both grow in place)
     for name, h in roots:
         if h not in seen:
             seen.add(h)
@@ -147,9 +144,9 @@ def walk(
         if leaves is None:
             reachable.add(h)
         result.kinds[h] = kind
-        if progress is not None and len(reachable if leaves is None else seen) >= ticks:
-            progress(len(reachable if leaves is None else seen))
-            ticks = len(reachable if leaves is None else seen) + 1000
+        if progress is not None and len(counted) >= ticks:
+            progress(len(counted))
+            ticks = len(counted) + 1000
         here = h.hex()
         if leaves is None:
             for child, name in zip(ids, names):

@@ -40,7 +40,7 @@ def repack(
         reader = Reader(store, direct)
         w = walk(store, ref_roots(repo.refs, None), progress=count, leaves=leaves, read=reader)
         tick = (lambda n, total: progress("packing", n, total)) if progress else None
-        result = write_kept(store, repo, Selection(listed, loose, w, None, keep_all=True), w, None, None, tick,
+        result = write_kept(store, repo, Selection(listed, loose, w, None), w, None, None, tick,
                             reader.held)
         report.pack, report.packed, report.methods = result.name, result.count, result.methods
         if delete:

@@ -9,8 +9,9 @@ from collections.abc import Mapping, Sequence
 from typing import cast
 
 from reelstore.maintenance.mark import NOT, Listing
-from reelstore.maintenance.reach import Walk, as_hash
+from reelstore.maintenance.reach import Walk
 from reelstore.objects import Hash
+from reelstore.objects.hash import as_hash
 
 
 def _or(a: bytes, b: bytes) -> bytes:
@@ -32,10 +33,10 @@ class Selection:
     removing the loose copies, an object put again) is decided once, by its newest mtime, and copied
     from the first verified pack that has it."""
 
-    def __init__(self, listed: list[Listing], loose: Mapping[Hash, float], w: Walk, cutoff: float | None,
-                 keep_all: bool = False) -> None:
+    def __init__(self, listed: list[Listing], loose: Mapping[Hash, float], w: Walk, cutoff: float | None) -> None:
+        """`cutoff` None keeps every object (repack, gc --prune=never)."""
         reach, inflight = w.reachable, w.inflight
-        everything = keep_all or cutoff is None
+        everything = cutoff is None
         self.reuse: list[tuple[Listing, Sequence[int], Sequence[int]]] = []
         """(listing, positions to copy, the mtime each carries) per verified pack."""
         self.fresh: dict[Hash, int] = {}

@@ -5,8 +5,6 @@ checked fast reader of `tree` nodes. `namespace.py` builds the map operations on
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
-from functools import partial
 from typing import NamedTuple
 
 import blake3
@@ -26,9 +24,6 @@ MAX_ENTRIES = 512
 _BELOW = 1 << (8 - BOUNDARY_BITS)
 
 TREE_TAG = b"tree\0"
-as_hash: Callable[[bytes], Hash] = partial(bytes.__new__, Hash)
-"""Hash from bytes already checked to be 32 long. Nodes read back keep their ids as plain bytes
-(equal to and hashing like Hash); `Namespace` turns them into Hash only when it hands them out."""
 _MAX_ENTRIES_READ = 1 << 20
 
 Entry = tuple[str, Hash]

@@ -24,13 +24,13 @@ from reelstore.namespace.node import (
     Entry,
     Node,
     ReadNode,
-    as_hash,
     is_boundary,
     parse_node,
 )
 from reelstore.objects import Hash, Tree
 from reelstore.objects.block import v_hash
 from reelstore.objects.data import MAX_NAME
+from reelstore.objects.hash import as_hash
 from reelstore.storage.object_store import ObjectStore
 
 _EMPTY = Tree(0, ())

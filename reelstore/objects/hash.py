@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import blake3
 
 from reelstore.errors import BadInput
@@ -45,6 +48,11 @@ class Hash(bytes):
 
 
 ZERO_HEX = "0" * HEX_SIZE
+
+
+as_hash: Callable[[bytes], Hash] = partial(bytes.__new__, Hash)
+"""Hash from bytes already checked to be 32 long, without the length check: what a reader turns stored
+ids into (nodes read back keep theirs as plain bytes, equal to and hashing like Hash)."""
 
 
 def is_hex(text: str) -> bool:

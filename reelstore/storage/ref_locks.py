@@ -42,9 +42,9 @@ class LockInfo:
         return f"{self.path.name} held by {self.holder()} ({why}), {self.age:.0f}s old"
 
 
-def read_lock(path: Path, timeout: float | None = None) -> LockInfo:
+def read_lock(path: Path, timeout: float = LOCK_TIMEOUT) -> LockInfo:
     """Who holds lock file `path`, how long it has been held and whether it is stale (older than
-    `timeout` seconds, None: LOCK_TIMEOUT, if its holder cannot be checked)."""
+    `timeout` seconds, if its holder cannot be checked)."""
     try:
         st = path.stat()
         text = path.read_text("utf-8", errors="replace")
@@ -57,7 +57,7 @@ def read_lock(path: Path, timeout: float | None = None) -> LockInfo:
     since = int(info["time"]) if info.get("time", "").isdigit() else st.st_mtime
     age = max(0.0, time.time() - since)
     dead = pid is not None and host == _HOST and not pid_alive(pid)
-    return LockInfo(path, pid, host, age, dead, dead or age > (LOCK_TIMEOUT if timeout is None else timeout))
+    return LockInfo(path, pid, host, age, dead, dead or age > timeout)
 
 
 Locks = list[LockInfo]

@@ -205,12 +205,9 @@ class MemoryRefStore(RefStore):
 class DiskRefStore(RefStore):
     """Loose refs under `refs/`, `packed-refs`, reflogs under `logs/`, all inside the `.reel` dir."""
 
-    def __init__(self, root: Path, *, fsync: bool = True, lock_timeout: float | None = None) -> None:
-        """`lock_timeout`: seconds after which an unverifiable lock is stale (None: ref_locks.LOCK_TIMEOUT,
-        left to that module so a reader, which takes no lock, does not load it)."""
+    def __init__(self, root: Path, *, fsync: bool = True) -> None:
         self.root = Path(root)
         self.fsync = fsync
-        self.lock_timeout = lock_timeout
         self.packed_path = self.root / "packed-refs"
         self.inflight: Inflight | None = None
         """The gc fence's registry of this thread's unreferenced writes; set by Repo.open."""
@@ -274,7 +271,7 @@ class DiskRefStore(RefStore):
                 except FileExistsError:
                     from reelstore.storage.ref_locks import lock_conflict, read_lock
 
-                    raise lock_conflict(name, read_lock(lock, self.lock_timeout)) from None
+                    raise lock_conflict(name, read_lock(lock)) from None
                 taken.append(name)
         except BaseException:
             self._unlock(taken)
@@ -385,7 +382,7 @@ class DiskRefStore(RefStore):
             paths += [Path(dirpath) / f for f in files if f.endswith(".lock")]
         for path in sorted(paths):
             if path.exists():
-                info = read_lock(path, self.lock_timeout)
+                info = read_lock(path)
                 if info.stale:
                     out.append(info)
         return out
@@ -398,7 +395,7 @@ class DiskRefStore(RefStore):
         removed = []
         for info in self.stale_locks():
             if info.dead or force:
-                again = read_lock(info.path, self.lock_timeout)
+                again = read_lock(info.path)
                 if again.pid == info.pid and (again.dead or (force and again.stale)):
                     info.path.unlink(missing_ok=True)
                     removed.append(info)
