@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from reelstore.errors import Conflict
 from reelstore.namespace.tree import Namespace
 from reelstore.objects import Delta, Hash, Put
+from reelstore.wording import listed
 
 Changes = Mapping[str, "Hash | None"]
 
@@ -40,6 +41,6 @@ def replay(ns: Namespace, base: Hash, onto: Hash, changes: Changes, what: str) -
     """The namespace `onto` with `changes` applied, or E002 (nothing written) on a name conflict."""
     clash = conflicts(ns, base, onto, changes)
     if clash:
-        shown = ", ".join(clash[:5]) + (f" and {len(clash) - 5} more" if len(clash) > 5 else "")
+        shown = listed(clash, 5)
         raise Conflict(f"{what} changed the same names since the fork: {shown}", names=clash)
     return ns.update(onto, dict(changes)) if changes else onto

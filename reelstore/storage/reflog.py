@@ -8,7 +8,7 @@ from typing import NamedTuple
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import ZERO_HEX, Hash
 from reelstore.objects.hash import is_full_hex
-from reelstore.storage.ref_format import checksum, reflog_body
+from reelstore.storage.ref_format import checksum, reflog_body, reflog_line
 
 _CRC = r"[0-9a-f]{8}"
 """A line's checksum; compiled by `re` when a reflog is first read (writing a line never needs it)."""
@@ -28,8 +28,7 @@ class ReflogEntry(NamedTuple):
 
     def line(self, name: str) -> str:
         """`CRC OLD NEW TIME WHO<tab>MESSAGE`, the CRC over the ref's name and the rest of the line."""
-        body = self.body()
-        return f"{checksum(name, body)} {body}\n"
+        return reflog_line(name, self.old, self.new, self.time_ms, self.principal, self.message)
 
     @classmethod
     def parse(cls, line: str, name: str) -> ReflogEntry:

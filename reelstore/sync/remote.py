@@ -107,7 +107,9 @@ def remove_remote(repo: Repo, name: str, *, force: bool = False) -> int:
     remote_url(repo, name)
     bound = binding.bound_to(repo, name)
     if bound and not force:
-        shown = ", ".join(bound[:10]) + (f" and {len(bound) - 10} more" if len(bound) > 10 else "")
+        from reelstore.wording import listed
+
+        shown = listed(bound, 10)
         raise Conflict(f"remote {name!r} has live views bound to it ({shown}): each has a copy there that another "
                        f"store can commit. Commit them with `reel commit VIEW --remote {name}` or abort them "
                        f"(`reel abort VIEW` removes the remote copy) first, or remove the remote anyway with "
