@@ -66,7 +66,7 @@ def open_client(url: str, ssh: str | None) -> tuple[GitClient, str]:
     """dulwich's client for `url` and the path it wants. Thin packs are refused: everything received
     must be checkable on its own. A local repository is served by git's own upload-pack and
     receive-pack when git is installed, else by dulwich in process."""
-    import shutil
+    from reelstore.sync.transport import on_path
 
     try:
         client, path = get_transport_and_path(url, thin_packs=False, quiet=True, ssh_command=ssh)
@@ -74,6 +74,6 @@ def open_client(url: str, ssh: str | None) -> tuple[GitClient, str]:
         from reelstore.sync.transport import text
 
         raise Unreachable(f"cannot use remote URL {url!r}: {text(exc)}") from None
-    if isinstance(client, LocalGitClient) and shutil.which("git"):
+    if isinstance(client, LocalGitClient) and on_path("git"):
         client = _BufferedGitClient(thin_packs=False, quiet=True)
     return client, path

@@ -57,7 +57,8 @@ class _Reader:
     def read(self, ids: Sequence[bytes], take: Take, inner: Callable[[bytes], None]) -> None:
         """Hand `take` each of `ids`, in order, with its canonical bytes and whether it is held stored,
         and `inner` the bytes of each that is not a blob; E007 on damage, and a StorageError naming the
-        first id the store does not hold.
+        first id the store does not hold. An id a mapped pack holds is read from that pack, any other
+        through `read_raw`.
 
         A stored entry in a mapped pack is read here: its canonical bytes are BLAKE3-hashed against the
         id, which covers everything the entry's CRC would (the kind code makes the tag, the size the
@@ -70,14 +71,14 @@ class _Reader:
         hasher = blake3.blake3()  # one, reset for each object: cheaper than a new one each time
         reset, update, digest = hasher.reset, hasher.update, hasher.digest
         for h in ids:
-            raw = None
+            raw, stored = None, True
             for mp in maps:
                 i = mp.positions.get(h, -1)
                 if i < 0:
                     continue
                 off, m, end = mp.offsets[i], mp.map, mp.end
                 # A stored entry's size and payload length are one varint written twice; when it is one
-                # or two bytes the entry is read here, else by `read_raw`.
+                # or two bytes the entry is read here, else by the pack (CRC, inflation, one hash).
                 size = pos = -1
                 if mp.start <= off <= end - 6:
                     code, method, a, b, c, d = m[off : off + 6]
@@ -93,9 +94,12 @@ class _Reader:
                     if digest() != h:
                         raise StorageError(f"object {h.hex()} in {mp.pack.name} is damaged: content does not "
                                            "hash to its id", id=Hash(h))
+                else:
+                    code, raw = mp.pack.read(h, i)
+                    stored = m[off + 1] == stored_method  # the entry parsed: its method byte is there
                 break
             if raw is not None:
-                take(h, raw, True)
+                take(h, raw, stored)
                 if code != blob:
                     inner(raw)
                 continue
