@@ -407,61 +407,10 @@ class DiskObjectStore(ObjectStore):
             self._batch = None
 
     def roll_up(self, limit: int = ROLL_UP_PACKS, factor: int = 2) -> str | None:
-        """Past `limit` packs, merge the small ones geometrically (git's `repack --geometric`): every
-        pack smaller than `factor` times all the smaller ones together joins one new pack, each object
-        with its mtime. Only small packs (ROLL_UP_BYTES together) are merged; gc merges the rest. Nothing
-        is dropped, so it needs no reachability and can run while others write; not while gc runs: it
-        holds gc's lock, `.reel/gc.lock`, and is skipped while gc, prune, repack or another roll-up holds
-        it. (Checking the lock without taking it let a gc start mid-roll-up, see packs the roll-up was
-        deleting, index first, as packs without an index, and refuse with E007.)"""
-        if sum(".pack" in exts for exts in _listing(self.pack_dir).values()) <= limit:  # counted without
-            # opening any (the batch just written may be one nothing reads in this process)
-            return None
-        from reelstore.storage.fileio import write_new
+        """Past `limit` packs, merge the small ones (storage/roll_up.py): the new pack's name, or None."""
+        from reelstore.storage.roll_up import roll_up
 
-        lock = self.root.parent / GC_LOCK
-        try:  # gc's own line, so gc takes over the lock of a roll-up killed here
-            write_new(lock, gc_lock_line(), fsync=False)
-        except OSError:  # held (or not writable): the merge is left to a later write; it never fails this one
-            return None
-        try:
-            return self._roll_up(limit, factor)
-        finally:
-            lock.unlink(missing_ok=True)
-
-    def _roll_up(self, limit: int, factor: int) -> str | None:
-        self.refresh(force=True)  # the packs as they are now that no gc can remove any
-        packs = sorted(self.packs(), key=lambda p: p.count)
-        if len(packs) <= limit:
-            return None
-        roll, acc = 0, 0
-        for i, pack in enumerate(packs):
-            if i and pack.count >= factor * acc:
-                continue
-            if sum(p.size for p in packs[: i + 1]) > ROLL_UP_BYTES:
-                break
-            roll, acc = i + 1, acc + pack.count
-        chosen = packs[:roll]
-        if len(chosen) < 2:
-            return None
-        from reelstore.storage.pack_item import PackItem
-        from reelstore.storage.pack_write import write_pack
-
-        items: dict[Hash, PackItem] = {}
-        for pack in chosen:
-            for h, _, mtime in pack.entries():
-                if h not in items or items[h].mtime < mtime:
-                    items[h] = PackItem(h, pack.get_raw(h), mtime)
-        result = write_pack(self.pack_dir, items.values(), fsync=self.fsync)
-        from reelstore.crashpoints import crash_point  # a writer's path: reads never load crash points
-
-        crash_point("roll-up:written")
-        for pack in chosen:
-            if pack.name != result.name:
-                pack.path.with_suffix(".idx").unlink(missing_ok=True)
-                pack.path.unlink(missing_ok=True)
-        self.refresh(force=True)
-        return result.name
+        return roll_up(self, limit, factor)
 
     def flush(self) -> None:
         pending, self._batch = self._batch, None
@@ -567,6 +516,8 @@ class DiskObjectStore(ObjectStore):
         return self.segments.segment(trunk)
 
     def counts(self) -> dict[str, int]:
+        from reelstore.storage.object_counts import count_objects
+
         return count_objects(self)
 
     @property
@@ -592,6 +543,11 @@ class DiskObjectStore(ObjectStore):
         return best
 
 
+def pack_count(pack_dir: Path) -> int:
+    """How many packs the directory holds, without opening any."""
+    return sum(".pack" in exts for exts in _listing(pack_dir).values())
+
+
 def _listing(pack_dir: Path) -> dict[str, set[str]]:
     """pack-<x> stem -> the extensions present, ignoring temporary files."""
     out: dict[str, set[str]] = {}
@@ -606,43 +562,3 @@ def _listing(pack_dir: Path) -> dict[str, set[str]]:
         if dot and f".{ext}" in (".pack", ".idx"):
             out.setdefault(stem, set()).add(f".{ext}")
     return out
-
-
-def count_objects(store: DiskObjectStore) -> dict[str, int]:
-    """git's count-objects -v figures: loose count and KiB, packed objects, packs and their KiB,
-    loose objects that are also packed, and stray files (temporary files, unusable packs) and their KiB."""
-    store.refresh(force=True)
-    stats = dict.fromkeys(("count", "size", "in-pack", "packs", "size-pack", "prune-packable", "garbage",
-                           "size-garbage"), 0)
-    size = garbage_size = 0
-    packs = store.packs()
-    for h in store.loose:
-        stats["count"] += 1
-        try:
-            size += store.loose.path(h).stat().st_size
-        except FileNotFoundError:
-            continue
-        if any(h in p for p in packs):
-            stats["prune-packable"] += 1
-    for pack in packs:
-        stats["packs"] += 1
-        stats["in-pack"] += pack.count
-        stats["size-pack"] += pack.size + pack.index.path.stat().st_size
-    for d in (store.root, store.pack_dir):
-        if not d.is_dir():
-            continue
-        for entry in os.scandir(d):
-            if entry.is_file() and (d == store.root or entry.name.startswith(".") or
-                                    entry.name.rsplit(".", 1)[0] not in {p.name for p in packs}):
-                stats["garbage"] += 1
-                garbage_size += entry.stat().st_size
-    for shard in os.scandir(store.root):
-        if len(shard.name) == 2 and shard.is_dir():
-            for entry in os.scandir(shard.path):
-                if len(entry.name) != 62 or entry.name.startswith("."):
-                    stats["garbage"] += 1
-                    garbage_size += entry.stat().st_size
-    stats["size"] = size // 1024
-    stats["size-pack"] //= 1024
-    stats["size-garbage"] = garbage_size // 1024
-    return stats
