@@ -123,8 +123,9 @@ def test_store_view_block_is_one_transaction_unless_flushed(repo: Repo) -> None:
 
 
 def test_durable_put_and_fork_cost_at_most_four_fsyncs(repo: Repo) -> None:
-    """Objects: one pack fsync + its directory; the ref: its new value + its directory. A view's
-    reflog and a fork's verb-log line ride on that point (see VerbLog.append)."""
+    """Objects: one pack fsync + its directory (a fork's lone view: its loose file + its shard); the ref:
+    its new value + its directory. A view's reflog and a fork's verb-log line ride on that point (see
+    VerbLog.append)."""
     with fsynced_files() as calls:
         kernel.fork(repo, "v")
     assert len(calls) <= 4

@@ -51,7 +51,8 @@ def fork(
     )
     try:
         with repo.objects.batch():
-            repo.cache.save([*chosen, view])
+            repo.objects.reuse(chosen)  # the trunk's or the source's: usually stored long ago
+            repo.cache.save([view])
             repo.refs.transaction(f"fork {name} from {source}", principal()).create(ref, view.id).commit()
     except Conflict as exc:
         if "lock" in exc.details:

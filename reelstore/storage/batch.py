@@ -1,5 +1,6 @@
 """Group commit of objects: every object one operation writes goes into one new pack, made durable by
-one fsync (git's `core.fsyncMethod=batch`, done with a pack instead of a dummy file).
+one fsync (git's `core.fsyncMethod=batch`, done with a pack instead of a dummy file). An operation that
+writes a single object writes it loose instead (storage/write_batch.py).
 
 While a batch is open, objects stream into a temporary pack in arrival order (each entry compressed
 alone, so memory stays bounded however many blobs arrive); nothing is visible to other processes.
@@ -65,9 +66,6 @@ class PackBatch:
         self._raw: dict[Hash, bytes] = {}
         self._mtime = 0
 
-    def __len__(self) -> int:
-        return len(self._rows)
-
     def __contains__(self, h: object) -> bool:
         return h in self._where
 
@@ -104,9 +102,6 @@ class PackBatch:
             dec = zstandard.ZstdDecompressor(format=_FORMAT)
             data = dec.decompress(data, max_output_size=size, allow_extra_data=False)
         return join_raw(code, data)
-
-    def ids(self) -> list[Hash]:
-        return [row[0] for row in self._rows]
 
     def discard(self) -> None:
         """Drop everything: the operation never reached its commit point."""

@@ -24,10 +24,10 @@ from reelstore.storage.pack import Pack
 if TYPE_CHECKING:  # imported where used: a read that packs or loose files answer needs no writer, write
     # batch, pack import, index repair or journal segment
     from reelstore.objects.block import Object
-    from reelstore.storage.batch import PackBatch
     from reelstore.storage.pack_copy import Reuse
     from reelstore.storage.pack_item import PackItem, PackOptions, PackResult
     from reelstore.storage.segment import Segment, Segments
+    from reelstore.storage.write_batch import WriteBatch
 
 GC_LOCK = "gc.lock"
 """The lock file gc, prune and repack hold (maintenance/lock.py) and a roll-up holds too, under `.reel/`."""
@@ -43,6 +43,9 @@ ROLL_UP_PACKS = 32
 """Past this many packs, the end of a batch merges the small ones (git's gc.autoPackLimit is 50)."""
 ROLL_UP_BYTES = 32 << 20
 """The most bytes of packs one roll-up merges (it holds them in memory)."""
+
+REUSE_YOUNG_S = 24 * 3600
+"""`reuse` writes again an object whose newest copy is older than this (see there)."""
 
 RACY_NS = 2_000_000_000
 """A scan this soon after the pack directory's last change may miss a later one (see `_racy`)."""
@@ -96,12 +99,12 @@ class DiskObjectStore(ObjectStore):
     # or discard never touches them, and other threads do not read them before they are durable).
 
     @property
-    def _batch(self) -> PackBatch | None:
-        batch: PackBatch | None = getattr(self._local, "batch", None)
+    def _batch(self) -> WriteBatch | None:
+        batch: WriteBatch | None = getattr(self._local, "batch", None)
         return batch
 
     @_batch.setter
-    def _batch(self, batch: PackBatch | None) -> None:
+    def _batch(self, batch: WriteBatch | None) -> None:
         self._local.batch = batch
 
     @property
@@ -401,7 +404,9 @@ class DiskObjectStore(ObjectStore):
             return
         if keep:
             self.flush()
-            self.roll_up()
+            if getattr(self._local, "packed", False):  # only a new pack takes the store past the roll-up's limit
+                self._local.packed = False
+                self.roll_up()
         elif self._batch is not None:
             self._batch.discard()
             self._batch = None
@@ -415,13 +420,15 @@ class DiskObjectStore(ObjectStore):
     def flush(self) -> None:
         pending, self._batch = self._batch, None
         if pending is not None and pending.finish() is not None:
-            self._scanned = None  # the next read rescans and opens the new pack; a fork never reads it
+            self._scanned = None  # the next read rescans and opens the new pack
+            self._local.packed = True
 
     def _store(self, items: list[tuple[Hash, bytes]]) -> None:
-        """Inside a batch, new objects join the batch's pack (an object already loose only has its mtime
-        refreshed). Outside one, small batches go loose. A large batch becomes one pack, except objects
-        already loose, which only have their mtime refreshed; objects already packed are packed again
-        with a fresh mtime, which is what keeps them inside the gc grace period."""
+        """Inside a batch, new objects join the batch (one pack, or one loose file for a lone object); an
+        object already loose only has its mtime refreshed. Outside one, small batches go loose. A large
+        batch becomes one pack, except objects already loose, which only have their mtime refreshed;
+        objects already packed are packed again with a fresh mtime, which is what keeps them inside the
+        gc grace period."""
         if self.inflight is not None:
             self.inflight.register(h for h, _ in items)
         if self._batch_depth:
@@ -433,9 +440,9 @@ class DiskObjectStore(ObjectStore):
                     os.utime(self.loose_path(h))
                     continue
                 if self._batch is None:
-                    from reelstore.storage.batch import PackBatch
+                    from reelstore.storage.write_batch import WriteBatch
 
-                    self._batch = PackBatch(self.pack_dir, fsync=self.fsync)
+                    self._batch = WriteBatch(self.pack_dir, self.loose, fsync=self.fsync)
                 self._batch.add(h, raw, now)
             return
         if len(items) < self.pack_batch:
@@ -451,6 +458,38 @@ class DiskObjectStore(ObjectStore):
 
             now = int(time.time())
             self.add_pack(PackItem(h, raw, now) for h, raw in packable)
+
+    def reuse(self, objs: Iterable[Object]) -> None:
+        """Objects this thread's next ref transaction will name, some perhaps stored long ago (a fork's
+        capabilities): one with a copy younger than REUSE_YOUNG_S is not written again while no gc holds
+        gc.lock; the rest are put (an old loose copy has its mtime refreshed, an old packed one is
+        written again). Safe beside a gc on this host, `--prune=now` included: the ids are registered in
+        flight first, then the lock is checked, then the packs are listed again. A gc that takes the
+        lock later lists its candidates after the registration, and its fence keeps what it names until
+        the transaction lands; one that ended before has deleted what it deleted; a roll-up drops
+        nothing; while one runs, it may have listed the copy as a candidate already, so the object is
+        written again. The age bound keeps a gc on another host sharing the store (which does not see
+        this host's registrations) from deleting the copy within its grace period (two weeks unless
+        configured shorter than a day)."""
+        items = [(obj.id, obj.encode()) for obj in objs]
+        if self.inflight is not None:
+            self.inflight.register(h for h, _ in items)
+            if not os.path.exists(self.root.parent / GC_LOCK):
+                self.refresh(force=self._racy())
+                since = time.time() - REUSE_YOUNG_S
+                items = [(h, raw) for h, raw in items
+                         if not (self._batch is not None and h in self._batch) and not self._copy_since(h, since)]
+        if items:
+            self.put_verified(items)
+
+    def _copy_since(self, h: Hash, since: float) -> bool:
+        """Whether a loose or packed copy of `h` has an mtime at or after `since`."""
+        try:
+            if os.stat(self.loose_path(h)).st_mtime >= since:
+                return True
+        except FileNotFoundError:
+            pass
+        return any((t := pack.mtime(h)) is not None and t >= since for pack in self.packs())
 
     def add_pack(
         self,

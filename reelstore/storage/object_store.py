@@ -220,6 +220,12 @@ class ObjectStore(ABC):
         (content that large goes through `storage.content`, which chunks it)."""
         return self.put_verified([(obj.id, obj.encode()) for obj in objs])
 
+    def reuse(self, objs: Iterable[Object]) -> None:
+        """Store objects this thread's next ref transaction will name, some perhaps stored long ago: a
+        writer must re-put an old object it starts to reference (gc's rule), which is what this does
+        unless the store can tell that no gc can drop the copy it has (the on-disk store can)."""
+        self.put_many(objs)
+
     def put_verified(self, items: list[tuple[Hash, bytes]]) -> list[Hash]:
         """Store canonical bytes that the caller has already hashed to their ids and decoded (a fetch
         does, to verify what it received), without encoding or hashing them again; E014 as `put_many`."""

@@ -154,6 +154,7 @@ class Repo:
             raise BadInput(f"a reel store already exists at {path}")
         for sub in ("objects", "objects/pack", "refs/heads", "refs/views", "refs/drains", "logs", "hooks"):
             (path / sub).mkdir(parents=True, exist_ok=True)
+        _make_shards(path / "objects")
         from reelstore.hooks import install_samples
 
         install_samples(path / "hooks")
@@ -257,3 +258,14 @@ def _initial_config(trunk: str) -> str:
         f'[trunk "{trunk}"]\n'
         "\tcap = read,write,delete,fire_b,fire_c=\n"
     )
+
+
+def _make_shards(objects: Path) -> None:
+    """The 256 loose-object directories `objects/00` to `objects/ff`, made durable once: a write of one
+    object then goes loose at the cost of a pack (the file and its directory, see storage/write_batch),
+    never a third fsync for a new directory."""
+    from reelstore.storage.fileio import fsync_dir
+
+    for i in range(256):
+        (objects / f"{i:02x}").mkdir(exist_ok=True)
+    fsync_dir(objects)
