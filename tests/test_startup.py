@@ -164,6 +164,9 @@ def test_fork_imports_the_kernel_but_nothing_it_does_not_run(tmp_path: Path) -> 
                                               "reelstore.storage.pack_verify", "reelstore.storage.reflog",
                                               "reelstore.storage.ref_locks", "reelstore.cli.terminal")) == []
     assert sorted(mods & (STDLIB_EXTRAS | {"importlib.metadata", "subprocess", "shutil"})) == []
+    later = _imported_after("fork", "v3", cwd=tmp_path)  # the trunk's capability is stored now: one loose view
+    assert _loaded(later, ("reelstore.storage.batch", "reelstore.storage.object_cache", "reelstore.storage.roll_up",
+                           "reelstore.storage.pack_write")) == []
 
 
 def test_push_with_nothing_to_send_loads_push_alone(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ def fork(
     try:
         with repo.objects.batch():
             repo.objects.reuse(chosen)  # the trunk's or the source's: usually stored long ago
-            repo.cache.save([view])
+            repo.objects.put_many([view])
             repo.refs.transaction(f"fork {name} from {source}", principal()).create(ref, view.id).commit()
     except Conflict as exc:
         if "lock" in exc.details:
@@ -80,5 +80,5 @@ def _fork_source(repo: Repo, source: str) -> tuple[str, Hash, Hash, tuple[Capabi
     head = repo.refs.get(trunk_ref(source)) if only != VIEW_PREFIX else None
     if head is None:
         raise terminal_error(repo, source)
-    rec = repo.cache.load(head, Record)
+    rec = repo.objects.get_as(head, Record)  # read once: no decoded-object cache to load
     return HEAD_PREFIX + source, head, rec.namespace, admission.trunk_caps(repo, source), 0, source
