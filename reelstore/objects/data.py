@@ -12,7 +12,7 @@ from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG, frame
 from reelstore.errors import BadInput
 from reelstore.frozen import frozen
 from reelstore.objects.block import Object, register, v_bytes, v_hash, v_int, v_str, v_tuple
-from reelstore.objects.hash import HASH_SIZE, Hash
+from reelstore.objects.hash import HASH_SIZE, Hash, as_hash
 
 MAX_NAME = 4096
 
@@ -94,7 +94,7 @@ def _entries(value: Any, where: str) -> tuple[tuple[str, Hash], ...]:
                 if kinds == {Hash}:
                     return value
                 if kinds <= {Hash, bytes} and set(map(len, ids)) == {HASH_SIZE}:
-                    return tuple(zip(names, map(Hash, ids)))
+                    return tuple(zip(names, map(as_hash, ids)))  # each id just checked 32 bytes long
     return _each_entry(value, where)
 
 
