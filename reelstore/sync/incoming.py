@@ -21,19 +21,16 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
-
-from dulwich.errors import ApplyDeltaError, ChecksumMismatch, FileFormatException
-from dulwich.object_format import DEFAULT_OBJECT_FORMAT
-from dulwich.objects import Blob as GitBlob
-from dulwich.objects import ObjectID, ShaFile
-from dulwich.pack import PackData, PackInflater
+from typing import IO, TYPE_CHECKING
 
 from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import Hash, decode
 from reelstore.storage.object_store import ObjectStore
 from reelstore.sync.pack_budget import check_sizes
+
+if TYPE_CHECKING:
+    from dulwich.pack import PackData
 
 MAX_RAW = MAX_OBJECT_SIZE + MAX_TAG + 1
 HELD_RAW = 64 * 1024
@@ -44,17 +41,18 @@ MAX_HELD = 512 * 1024 * 1024
 _BLOB_TAG = b"blob\x00"
 _RELEASE_EVERY = 32 * 1024 * 1024
 _TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
-_TYPE_NAMES = {n: name for name, n in _TYPES.items()}
-_DAMAGE = (ChecksumMismatch, ApplyDeltaError, FileFormatException, zlib.error, struct.error, KeyError, ValueError,
-           AssertionError, EOFError, OSError)
+TYPE_NAMES = {n: name for name, n in _TYPES.items()}
+_HEADS = {n: name + b" " for n, name in TYPE_NAMES.items()}
+_GIT_BLOB = _TYPES[b"blob"]
 
 
 @dataclass
 class ReceivedPack:
-    """A received pack, read one object at a time: commits and trees by git id, small blobs' bytes by
-    git id, and the large blobs that decode as reel blobs moved to a staging store (git id -> reel id)."""
+    """A received pack, read one object at a time, every object by its binary git id: commits, trees
+    and tags as (git type number, bytes), small blobs' bytes, and the large blobs that decode as reel
+    blobs moved to a staging store (git id -> reel id)."""
 
-    meta: dict[bytes, ShaFile] = field(default_factory=dict)
+    meta: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)
     raws: dict[bytes, bytes] = field(default_factory=dict)
     staged: dict[bytes, Hash] = field(default_factory=dict)
     staging: ObjectStore | None = None
@@ -65,17 +63,15 @@ class ReceivedPack:
 
     def take_entry(self, kind: int, raw: bytes) -> None:
         """File a whole object read straight from the pack, named here by its SHA-1."""
-        digest = hashlib.sha1(b"%s %d\0" % (_TYPE_NAMES[kind], len(raw)))
+        digest = hashlib.sha1(b"%s%d\0" % (_HEADS[kind], len(raw)))
         digest.update(raw)
-        try:
-            self.take(digest.hexdigest().encode(), kind, raw)
-        except _DAMAGE as exc:
-            raise StorageError(f"the remote sent a malformed git object: {type(exc).__name__}: {exc}") from None
+        self.take(digest.digest(), kind, raw)
 
     def take(self, sha: bytes, kind: int, raw: bytes) -> None:
-        """File one object of the pack (git id as hex, git type number, its bytes)."""
-        if kind != GitBlob.type_num:
-            self.meta[sha] = ShaFile.from_raw_string(kind, raw, ObjectID(sha))
+        """File one object of the pack (binary git id, git type number, its bytes). Commits and trees are
+        kept as bytes: `unpack` reads the few it needs."""
+        if kind != _GIT_BLOB:
+            self.meta[sha] = (kind, raw)
             return
         if self.staging is not None and len(raw) > HELD_RAW and raw.startswith(_BLOB_TAG):
             try:
@@ -155,10 +151,7 @@ def _stream_objects(env: dict[str, str], got: ReceivedPack) -> None:
                 raw = out.read(size)
                 if len(raw) != size or out.read(1) != b"\n":
                     raise StorageError("git cat-file ended an object early")
-                try:
-                    got.take(sha, kind, raw)
-                except _DAMAGE as exc:
-                    raise StorageError(f"the remote sent a malformed git object: {type(exc).__name__}: {exc}") from None
+                got.take(sha, kind, raw)
         finally:
             out.close()
             said = proc.stderr.read().decode("utf-8", "replace").strip()
@@ -168,14 +161,26 @@ def _stream_objects(env: dict[str, str], got: ReceivedPack) -> None:
 
 
 def _batch_header(line: bytes) -> tuple[bytes, int, int]:
-    """`<sha> <type> <size>` from `git cat-file --batch`."""
+    """`<sha> <type> <size>` from `git cat-file --batch` (the id made binary)."""
     parts = line.split()
-    if len(parts) != 3 or parts[1] not in _TYPES or not parts[2].isdigit() or int(parts[2]) > MAX_RAW:
+    if (len(parts) != 3 or len(parts[0]) != 40 or parts[1] not in _TYPES or not parts[2].isdigit()
+            or int(parts[2]) > MAX_RAW):
         raise StorageError(f"git cat-file answered {line[:120]!r}")
-    return parts[0], _TYPES[parts[1]], int(parts[2])
+    try:
+        sha = bytes.fromhex(parts[0].decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        raise StorageError(f"git cat-file answered {line[:120]!r}") from None
+    return sha, _TYPES[parts[1]], int(parts[2])
 
 
 def _read_with_dulwich(stream: IO[bytes], size: int, got: ReceivedPack) -> None:
+    """Without git: dulwich resolves the deltas in Python (its pack code is loaded only here)."""
+    from dulwich.errors import ApplyDeltaError, ChecksumMismatch, FileFormatException
+    from dulwich.object_format import DEFAULT_OBJECT_FORMAT
+    from dulwich.pack import PackData, PackInflater
+
+    damage = (ChecksumMismatch, ApplyDeltaError, FileFormatException, zlib.error, struct.error, KeyError, ValueError,
+              AssertionError, EOFError, OSError)
     data = None
     try:
         _check_trailer(stream, size)
@@ -196,8 +201,8 @@ def _read_with_dulwich(stream: IO[bytes], size: int, got: ReceivedPack) -> None:
             if read >= _RELEASE_EVERY:
                 mapped()
                 read = 0
-            got.take(obj.id, obj.type_num, obj.as_raw_string())
-    except _DAMAGE as exc:
+            got.take(bytes.fromhex(obj.id.decode("ascii")), obj.type_num, obj.as_raw_string())
+    except damage as exc:
         raise StorageError(f"the remote sent a damaged pack: {type(exc).__name__}: {exc}") from None
     finally:
         if data is not None:

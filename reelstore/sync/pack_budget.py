@@ -28,6 +28,8 @@ _KINDS = (1, 2, 3, 4, _OFS_DELTA, _REF_DELTA)
 _READ = 1 << 16
 _STEP = 1 << 20
 _FIRST = 64
+_LONGEST_SIZE = 11
+"""The most bytes an entry's type and size can take before the size counts as malformed (4 + 10 * 7 bits)."""
 """Bytes of compressed input given to an entry's inflater first, beyond its declared size: most entries
 end inside that, and zlib copies whatever input follows the end of a stream."""
 
@@ -101,23 +103,35 @@ def check_sizes(stream: IO[bytes], size: int, limit: int,
     deltas = False
     for _ in range(count):
         at = reader.pos
-        c = reader.byte()
-        kind, declared, shift = (c >> 4) & 7, c & 0x0F, 4
-        while c & 0x80:
+        buf, i = reader.buf, reader.i
+        if i + _LONGEST_SIZE <= len(buf):  # the type and size are in the buffer: read them in place
+            c = buf[i]
+            kind, declared, shift, i = (c >> 4) & 7, c & 0x0F, 4, i + 1
+            while c & 0x80 and shift <= 70:
+                c = buf[i]
+                declared |= (c & 0x7F) << shift
+                shift, i = shift + 7, i + 1
+            reader.pos += i - reader.i
+            reader.i = i
+        else:
             c = reader.byte()
-            declared |= (c & 0x7F) << shift
-            shift += 7
-            if shift > 70:
-                raise StorageError(f"the remote sent a pack entry at {at} with a malformed size")
+            kind, declared, shift = (c >> 4) & 7, c & 0x0F, 4
+            while c & 0x80 and shift <= 70:
+                c = reader.byte()
+                declared |= (c & 0x7F) << shift
+                shift += 7
+        if shift > 70:
+            raise StorageError(f"the remote sent a pack entry at {at} with a malformed size")
         if kind not in _KINDS:
             raise StorageError(f"the remote sent a pack entry at {at} of unknown type {kind}")
-        if kind == _OFS_DELTA:
-            while reader.byte() & 0x80:
-                pass
-        elif kind == _REF_DELTA:
-            reader.skip(20)
-        delta = kind in (_OFS_DELTA, _REF_DELTA)
-        deltas = deltas or delta
+        delta = kind >= _OFS_DELTA
+        if delta:
+            deltas = True
+            if kind == _OFS_DELTA:
+                while reader.byte() & 0x80:
+                    pass
+            else:
+                reader.skip(20)
         if declared > (2 * limit if delta else limit):
             raise StorageError(f"the remote sent an object of {declared} bytes (limit {limit}); nothing was stored")
         data = _inflate(reader, declared, limit if delta else None, at, keep is not None and not delta)
@@ -137,15 +151,17 @@ def _inflate(reader: _Reader, declared: int, result_limit: int | None, at: int, 
     """Inflate one entry, checking its size (and, for a delta, its result's size); its bytes if `whole`,
     else b"" (only a rolling piece of it is ever held)."""
     z = zlib.decompressobj()
+    try:
+        out = z.decompress(reader.take(declared + (declared >> 8) + _FIRST), _STEP)
+    except zlib.error as exc:
+        raise StorageError(f"the remote sent a damaged pack entry at {at}: {exc}") from None
+    if z.eof and len(out) == declared and result_limit is None:  # most entries: whole in the first piece
+        reader.back(len(z.unused_data))
+        return out if whole else b""
     total = 0
     first = b""
     pieces: list[bytes] = []
-    data = reader.take(declared + (declared >> 8) + _FIRST)
     while True:
-        try:
-            out = z.decompress(data, _STEP)
-        except zlib.error as exc:
-            raise StorageError(f"the remote sent a damaged pack entry at {at}: {exc}") from None
         total += len(out)
         if total > declared:
             raise StorageError(f"pack entry at {at} inflates past its declared {declared} bytes")
@@ -156,7 +172,10 @@ def _inflate(reader: _Reader, declared: int, result_limit: int | None, at: int, 
         if z.eof:
             reader.back(len(z.unused_data))
             break
-        data = z.unconsumed_tail or reader.take(_READ)
+        try:
+            out = z.decompress(z.unconsumed_tail or reader.take(_READ), _STEP)
+        except zlib.error as exc:
+            raise StorageError(f"the remote sent a damaged pack entry at {at}: {exc}") from None
     if total != declared:
         raise StorageError(f"pack entry at {at} inflates to {total} bytes, not the declared {declared}")
     if result_limit is not None:

@@ -1,35 +1,37 @@
 """Reading the sync commits of a received pack into verified reel objects (see `mapping` for their
 shape): the tree shape is checked, every blob must BLAKE3-hash to the name it came under and decode
-with the bounded decoder, and any fault rejects the whole transfer (E007). Imported only by a fetch,
-with dulwich's object model."""
+with the bounded decoder, and any fault rejects the whole transfer (E007). Git commits and trees are
+read straight from their bytes (`commit_links`, `tree_entries`), as strictly as git writes them."""
 
 from __future__ import annotations
 
-import struct
-import zlib
+import binascii
+import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
 
 import blake3
-from dulwich.errors import ApplyDeltaError, ChecksumMismatch, FileFormatException
-from dulwich.objects import Commit as GitCommit
-from dulwich.objects import ShaFile
-from dulwich.objects import Tree as GitTree
 
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import Blob, Hash, Object, decode_verified
-from reelstore.objects.hash import is_hex
+from reelstore.objects.hash import as_hash, is_hex
 from reelstore.storage.object_store import ObjectStore
-from reelstore.sync.incoming import MAX_RAW, ReceivedPack
+from reelstore.sync.incoming import MAX_RAW, TYPE_NAMES, ReceivedPack
 from reelstore.sync.mapping import BLOB_MODE, TREE_MODE
 from reelstore.sync.state import parse_refs
 
 _BLOB_TAG = b"blob\x00"
-_BIN_WIDTH = {0xC4: 1, 0xC5: 2, 0xC6: 4}
-_Git = TypeVar("_Git", bound=ShaFile)
-_DAMAGE = (ChecksumMismatch, ApplyDeltaError, FileFormatException, zlib.error, struct.error, KeyError, ValueError,
-           AssertionError, EOFError, OSError)
+_COMMIT, _TREE = 1, 2
+_ENTRY = re.compile(rb"([0-7]+) ([^\0]+)\0(.{20})", re.DOTALL)
+"""One git tree entry: octal mode, a space, a name up to its NUL, the 20-byte SHA-1."""
+_LEAF_MODE = b"%o" % BLOB_MODE
+_LEAF_NAME = 62
+"""A fan-out leaf's name: the 64 hex digits of a reel id less the two its shard is named by."""
+_SHA_HEX = re.compile(rb"[0-9a-f]{40}")
+
+GitEntry = tuple[bytes, bytes, bytes]
+"""(mode as written, name, binary SHA-1) of one git tree entry."""
 
 
 @dataclass
@@ -68,29 +70,61 @@ def unpack(pack: ReceivedPack, have: Callable[[Hash], bool]) -> Received:
     (the remote left it out because our haves reach it).
     """
     got = Received(staging=pack.staging)
-    try:
-        for sha, obj in pack.meta.items():
-            if isinstance(obj, GitCommit):
-                cid = sha.decode()
-                tree = _get(pack, obj.tree, GitTree, f"tree of sync commit {cid}")
-                got.commits[cid] = _read_root(pack, tree, got, have, cid)
-                got.parents[cid] = [p.decode() for p in obj.parents]
-    except _DAMAGE as exc:
-        raise StorageError(f"the remote sent a malformed git object: {type(exc).__name__}: {exc}") from None
+    for sha, (kind, raw) in pack.meta.items():
+        if kind == _COMMIT:
+            cid = sha.hex()
+            root, parents = commit_links(raw)
+            tree = _tree(pack, root, f"tree of sync commit {cid}")
+            got.commits[cid] = _read_root(pack, tree, got, have, cid)
+            got.parents[cid] = [p.hex() for p in parents]
     return got
 
 
-def _get(pack: ReceivedPack, sha: bytes, kind: type[_Git], what: str) -> _Git:
-    obj = pack.meta.get(sha)
-    if not isinstance(obj, kind):
-        raise StorageError(f"remote sent a sync commit without its {what} ({sha.decode()})")
-    return obj
+def _malformed(what: str) -> StorageError:
+    return StorageError(f"the remote sent a malformed git object: {what}")
+
+
+def commit_links(raw: bytes) -> tuple[bytes, list[bytes]]:
+    """The binary SHA-1s of a git commit's tree and parents: its first header line names the tree, the
+    lines right after it the parents, each by 40 lowercase hex digits (as git writes and fsck wants)."""
+    end = raw.find(b"\n\n")
+    lines = (raw if end < 0 else raw[:end]).split(b"\n")
+    head = lines[0]
+    if not head.startswith(b"tree ") or not _SHA_HEX.fullmatch(head, 5):
+        raise _malformed("a commit whose first line does not name its tree")
+    parents = []
+    for line in lines[1:]:
+        if not line.startswith(b"parent "):
+            break
+        if not _SHA_HEX.fullmatch(line, 7):
+            raise _malformed("a commit with a malformed parent line")
+        parents.append(bytes.fromhex(line[7:].decode("ascii")))
+    return bytes.fromhex(head[5:].decode("ascii")), parents
+
+
+def tree_entries(body: bytes) -> list[GitEntry]:
+    """Every entry of a git tree, in order; E007 unless the entries make up the whole body. The
+    entries are found in one regular-expression pass: matches never overlap, so they cover the body
+    exactly when each begins where the one before it ended, which is where a sequential parse would
+    read it (a mode runs to the space, a name to the NUL, then 20 bytes)."""
+    entries: list[GitEntry] = _ENTRY.findall(body)
+    covered = 22 * len(entries) + sum(len(mode) + len(name) for mode, name, _ in entries)
+    if covered != len(body):
+        raise _malformed("a tree that does not parse")
+    return entries
+
+
+def _tree(pack: ReceivedPack, sha: bytes, what: str) -> list[GitEntry]:
+    found = pack.meta.get(sha)
+    if found is None or found[0] != _TREE:
+        raise StorageError(f"remote sent a sync commit without its {what} ({sha.hex()})")
+    return tree_entries(found[1])
 
 
 def _refs_file(pack: ReceivedPack, sha: bytes) -> bytes:
     raw = pack.raws.get(sha)
     if raw is None:
-        raise StorageError(f"remote sent a sync commit without its refs file ({sha.decode()})")
+        raise StorageError(f"remote sent a sync commit without its refs file ({sha.hex()})")
     return raw
 
 
@@ -99,60 +133,98 @@ class Omitted(Exception):
     fetch is then redone without haves, since the refs cannot be read from anything else."""
 
 
-def _subtree(pack: ReceivedPack, sha: bytes, what: str) -> GitTree | None:
-    """A fan-out tree, or None when the remote left it out: git omits a tree that our haves reach, so
-    every object under it was already sent to us (the fetch's closure check confirms it)."""
-    return None if sha not in pack else _get(pack, sha, GitTree, what)
+def _subtree(pack: ReceivedPack, sha: bytes, what: str) -> list[GitEntry]:
+    """A fan-out tree's entries, or none when the remote left it out: git omits a tree that our haves
+    reach, so every object under it was already sent to us (the fetch's closure check confirms it)."""
+    return [] if sha not in pack else _tree(pack, sha, what)
 
 
-def _read_root(pack: ReceivedPack, tree: GitTree, got: Received, have: Callable[[Hash], bool],
+def _mode(mode: bytes) -> int:
+    return int(mode, 8)
+
+
+def _read_root(pack: ReceivedPack, tree: list[GitEntry], got: Received, have: Callable[[Hash], bool],
                cid: str) -> dict[str, Hash]:
-    entries = {e.path: e for e in tree.iteritems()}
-    if set(entries) - {b"objects", b"refs"} or b"refs" not in entries or entries[b"refs"].mode != BLOB_MODE:
+    entries = {name: (mode, sha) for mode, name, sha in tree}
+    if (len(entries) != len(tree) or set(entries) - {b"objects", b"refs"} or b"refs" not in entries
+            or _mode(entries[b"refs"][0]) != BLOB_MODE):
         raise StorageError(f"sync commit {cid} does not have the tree of a sync commit")
-    if entries[b"refs"].sha not in pack:
+    if entries[b"refs"][1] not in pack:
         raise Omitted(cid)
-    refs = parse_refs(_refs_file(pack, entries[b"refs"].sha))
+    refs = parse_refs(_refs_file(pack, entries[b"refs"][1]))
     fanout = entries.get(b"objects")
     if fanout is not None:
-        if fanout.mode != TREE_MODE:
+        if _mode(fanout[0]) != TREE_MODE:
             raise StorageError(f"sync commit {cid}: objects is not a tree")
-        shards = _subtree(pack, fanout.sha, "objects tree")
-        for shard in shards.iteritems() if shards is not None else ():
-            if shard.mode != TREE_MODE or len(shard.path) != 2 or not is_hex(shard.path.decode("latin-1")):
-                raise StorageError(f"sync commit {cid}: bad fan-out entry {shard.path!r}")
-            leaves = _subtree(pack, shard.sha, "fan-out tree")
-            for entry in leaves.iteritems() if leaves is not None else ():
-                _read_object(pack, shard.path + entry.path, entry, got, have, cid)
+        for mode, shard, sha in _subtree(pack, fanout[1], "objects tree"):
+            if _mode(mode) != TREE_MODE or len(shard) != 2 or not is_hex(shard.decode("latin-1")):
+                raise StorageError(f"sync commit {cid}: bad fan-out entry {shard!r}")
+            _read_shard(pack, shard, _subtree(pack, sha, "fan-out tree"), got, have, cid)
     return refs
 
 
-def _read_object(pack: ReceivedPack, name: bytes, entry: Any, got: Received, have: Callable[[Hash], bool],
-                 cid: str) -> None:
+def _read_shard(pack: ReceivedPack, shard: bytes, leaves: list[GitEntry], got: Received,
+                have: Callable[[Hash], bool], cid: str) -> None:
+    """The objects of one fan-out tree. Leaves shaped as a reel push writes them (mode 100644, 62
+    lowercase hex digits: checked for the whole shard at once) whose git blob holds a reel blob are
+    checked here, in one loop: BLAKE3 against the id, the msgpack bin header as the decoder checks it.
+    Anything else goes through `_read_object`, which checks it alone and names what is wrong."""
+    names = [name for _, name, _ in leaves]
+    joined = b"".join(names)
+    try:
+        ids = binascii.unhexlify(joined)
+    except binascii.Error:
+        ids = b""
+    if (not leaves or {mode for mode, _, _ in leaves} != {_LEAF_MODE} or set(map(len, names)) != {_LEAF_NAME}
+            or len(ids) != len(leaves) * (_LEAF_NAME // 2) or joined != joined.lower()):
+        for mode, name, sha in leaves:
+            _read_object(pack, shard + name, mode, sha, got, have, cid)
+        return
+    first = bytes.fromhex(shard.decode("ascii"))
+    raws, out, step = pack.raws, got.raws, _LEAF_NAME // 2
+    hasher = blake3.blake3()  # one, reset for each object: cheaper than a new one each time
+    reset, update, digest = hasher.reset, hasher.update, hasher.digest
+    for k, (mode, name, sha) in enumerate(leaves):
+        raw = raws.get(sha)
+        if raw is None or (head := blob_prefix(len(raw))) is None or not raw.startswith(head):
+            # not a reel blob in canonical form: checked alone, and named if it is at fault
+            _read_object(pack, shard + name, mode, sha, got, have, cid)
+            continue
+        rid = first + ids[k * step : k * step + step]
+        reset()
+        update(raw)
+        if digest() != rid:
+            raise StorageError(f"object {rid.hex()} from the remote does not hash to its name", id=Hash(rid))
+        out[as_hash(rid)] = raw
+
+
+def _read_object(pack: ReceivedPack, name: bytes, mode: bytes, sha: bytes, got: Received,
+                 have: Callable[[Hash], bool], cid: str) -> None:
     try:
         rid = Hash(bytes.fromhex(name.decode("ascii")))
     except (UnicodeDecodeError, ValueError, BadInput):
         rid = None
     if rid is None or rid.hex().encode() != name:  # 64 lowercase hex digits, nothing else
         raise StorageError(f"sync commit {cid}: {name!r} is not a reel object id")
-    if entry.mode != BLOB_MODE:
+    if _mode(mode) != BLOB_MODE:
         raise StorageError(f"sync commit {cid}: object {rid.hex()} is not a plain blob")
-    staged = pack.staged.get(entry.sha)
+    staged = pack.staged.get(sha)
     if staged is not None:
         if staged != rid:
             raise StorageError(f"object {rid.hex()} from the remote does not hash to its name", id=rid)
         got.staged.add(rid)
         return
-    raw = pack.raws.get(entry.sha)
+    raw = pack.raws.get(sha)
     if raw is None:
-        if entry.sha in pack.meta:
-            raise StorageError(f"object {rid.hex()} arrived as a {pack.meta[entry.sha].type_name.decode()}", id=rid)
+        if sha in pack.meta:
+            kind = TYPE_NAMES[pack.meta[sha][0]].decode()
+            raise StorageError(f"object {rid.hex()} arrived as a {kind}", id=rid)
         if have(rid) or rid in got:
             return
         raise StorageError(f"the remote did not send object {rid.hex()}", id=rid)
     if len(raw) > MAX_RAW:
         raise StorageError(f"object {rid.hex()} arrived oversized", id=rid)
-    if raw.startswith(_BLOB_TAG):  # the bulk of a transfer: checked in place, not built into an object
+    if raw.startswith(_BLOB_TAG):  # checked in place, not built into an object
         if blake3.blake3(raw).digest() != rid:
             raise StorageError(f"object {rid.hex()} from the remote does not hash to its name", id=rid)
         if not canonical_blob(raw):
@@ -175,9 +247,20 @@ def canonical_blob(raw: bytes) -> bool:
     """Would the bounded decoder take `raw` (`blob\\0` and at most MAX_RAW bytes) as a blob? Its body must be
     one msgpack bin with the shortest header for its length, exactly as `Blob.from_canonical` checks it,
     but no object is built (a tested equivalence)."""
-    width = _BIN_WIDTH.get(raw[5] if len(raw) > 5 else -1)
-    if width is None:
-        return False
-    n = len(raw) - 6 - width
-    shortest = 1 if n < 1 << 8 else 2 if n < 1 << 16 else 4
-    return width == shortest and int.from_bytes(raw[6 : 6 + width], "big") == n
+    head = blob_prefix(len(raw))
+    return head is not None and raw.startswith(head)
+
+
+@functools.lru_cache(maxsize=4096)
+def blob_prefix(size: int) -> bytes | None:
+    """The first bytes of every canonical reel blob of `size` bytes (`blob\\0` and its msgpack bin header),
+    or None if no blob has that size or it is over MAX_RAW. The header's width follows from the size
+    alone: a bin of n bytes takes the shortest of 1, 2 or 4 length bytes, so a size of 6 + w + n bytes
+    fits exactly one width, or none (263, 65544 and 65545 bytes fit none)."""
+    if size > MAX_RAW:
+        return None
+    for width, marker in ((1, 0xC4), (2, 0xC5), (4, 0xC6)):
+        n = size - 6 - width
+        if 0 <= n < 1 << (8 * width) and (width == 1 or n >= 1 << (4 * width)):
+            return _BLOB_TAG + bytes([marker]) + n.to_bytes(width, "big")
+    return None
