@@ -15,6 +15,7 @@ from reelstore.objects.block import Object, register, v_bytes, v_hash, v_int, v_
 from reelstore.objects.hash import HASH_SIZE, Hash, as_hash
 
 MAX_NAME = 4096
+_SECOND = operator.itemgetter(1)
 
 
 @register
@@ -117,7 +118,7 @@ class Tree(Object):
             raise BadInput("an inner tree node cannot be empty")
 
     def references(self) -> tuple[Hash, ...]:
-        return tuple(h for _, h in self.entries)
+        return tuple(map(_SECOND, self.entries))
 
     @cached_property
     def _canonical(self) -> bytes:

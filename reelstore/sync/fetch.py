@@ -443,20 +443,31 @@ def _check_kinds(repo: Repo, got: Received, targets: dict[str, Hash]) -> None:
 
 
 def _first_missing(repo: Repo, got: Received, targets: list[Hash]) -> Hash | None:
-    """An object reachable from the fetched refs that is neither received nor already here, if any."""
+    """An object reachable from the fetched refs that is neither received nor already here, if any.
+
+    Only the received nodes are walked one by one; what they name that is not a node (the blobs, the
+    bulk of a fetch) is gathered and checked against what was received in set operations, and only
+    what is left is looked up in the store."""
+    nodes = got.nodes
     stack = list(targets)
     visited: set[Hash] = set()
+    leaves: set[Hash] = set()
     while stack:
         h = stack.pop()
         if h in visited:
             continue
         visited.add(h)
-        node = got.nodes.get(h)
-        if node is not None:
-            stack.extend(node.references())
-        elif h not in got and not repo.objects.has(h):
-            return h
-    return None
+        node = nodes.get(h)
+        if node is None:
+            leaves.add(h)
+            continue
+        refs = node.references()
+        leaves.update(refs)
+        stack.extend(filter(nodes.__contains__, refs))
+    leaves -= nodes.keys()
+    leaves -= got.raws.keys()
+    leaves -= got.staged
+    return next((h for h in sorted(leaves) if not repo.objects.has(h)), None)
 
 
 def _update_tracking(repo: Repo, remote: str, targets: dict[str, Hash]) -> list[str]:

@@ -18,10 +18,10 @@ import subprocess
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Protocol, cast
 
-from reelstore.sync.outgoing import OutgoingPack
-
 if TYPE_CHECKING:
     from dulwich.errors import GitProtocolError, HangupException
+
+    from reelstore.sync.outgoing import OutgoingPack
 
 ZERO_SHA = b"0" * 40
 _NO_REFS = b"capabilities^{}"

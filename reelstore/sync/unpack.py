@@ -181,21 +181,21 @@ def _read_shard(pack: ReceivedPack, shard: bytes, leaves: list[GitEntry], got: R
             _read_object(pack, shard + name, mode, sha, got, have, cid)
         return
     first = bytes.fromhex(shard.decode("ascii"))
-    raws, out, step = pack.raws, got.raws, _LEAF_NAME // 2
+    step = _LEAF_NAME // 2
+    rids = [as_hash(first + ids[i : i + step]) for i in range(0, len(ids), step)]
+    out = got.raws
     hasher = blake3.blake3()  # one, reset for each object: cheaper than a new one each time
     reset, update, digest = hasher.reset, hasher.update, hasher.digest
-    for k, (mode, name, sha) in enumerate(leaves):
-        raw = raws.get(sha)
+    for rid, raw, (mode, name, sha) in zip(rids, map(pack.raws.get, [sha for _, _, sha in leaves]), leaves):
         if raw is None or (head := blob_prefix(len(raw))) is None or not raw.startswith(head):
             # not a reel blob in canonical form: checked alone, and named if it is at fault
             _read_object(pack, shard + name, mode, sha, got, have, cid)
             continue
-        rid = first + ids[k * step : k * step + step]
         reset()
         update(raw)
         if digest() != rid:
-            raise StorageError(f"object {rid.hex()} from the remote does not hash to its name", id=Hash(rid))
-        out[as_hash(rid)] = raw
+            raise StorageError(f"object {rid.hex()} from the remote does not hash to its name", id=rid)
+        out[rid] = raw
 
 
 def _read_object(pack: ReceivedPack, name: bytes, mode: bytes, sha: bytes, got: Received,
