@@ -18,6 +18,7 @@ import struct
 import zlib
 from collections.abc import Callable
 from typing import IO
+from zlib import decompressobj
 
 from reelstore.errors import StorageError
 from reelstore.storage.pack import read_varint
@@ -134,9 +135,26 @@ def check_sizes(stream: IO[bytes], size: int, limit: int,
                 reader.skip(20)
         if declared > (2 * limit if delta else limit):
             raise StorageError(f"the remote sent an object of {declared} bytes (limit {limit}); nothing was stored")
-        data = _inflate(reader, declared, limit if delta else None, at, keep is not None and not delta)
         if keep is not None and not delta:
-            keep(kind, data)
+            # Most entries lie in the buffer with the bytes given to zlib first: inflated right there. Any
+            # other (or one that does not end, or not at its size, in that piece) is read by `_inflate`
+            # from where it begins, which names what is wrong.
+            buf, i, given = reader.buf, reader.i, declared + (declared >> 8) + _FIRST
+            if i + given <= len(buf):
+                z = decompressobj()
+                try:
+                    data = z.decompress(buf[i : i + given], _STEP)
+                except zlib.error:
+                    data = b""
+                if z.eof and len(data) == declared:
+                    used = given - len(z.unused_data)
+                    reader.i += used
+                    reader.pos += used
+                    keep(kind, data)
+                    continue
+            keep(kind, _inflate(reader, declared, None, at, True))
+        else:
+            _inflate(reader, declared, limit if delta else None, at, False)
     if digest is not None:
         if reader.i < len(reader.buf) or reader.pos != size - 20:
             raise StorageError("the remote sent a pack with bytes after its last entry")
