@@ -213,6 +213,39 @@ def test_disk_store_reads_packs_and_reports_unusable_ones(tmp_path: Path) -> Non
         DiskObjectStore(tmp_path / "empty", fsync=False).get_raw(loose.id)
 
 
+def _mapped(directory: Path) -> set[str]:
+    """The files of `directory` this process has mapped (a pack and its index are mapped once opened)."""
+    with open("/proc/self/maps") as maps:
+        return {Path(line.split()[-1]).name for line in maps if str(directory) in line}
+
+
+def test_a_lookup_opens_packs_newest_first_and_only_as_far_as_it_needs(tmp_path: Path) -> None:
+    """Five packs, oldest to newest: reading an object of the newest maps that pack alone; a miss maps
+    every one; a damaged older pack is named once a lookup (or problems()) reaches it."""
+    root = tmp_path / "objects"
+    writer = DiskObjectStore(root, fsync=False)
+    groups = [[Blob(b"pack %d object %d" % (k, i)) for i in range(3)] for k in range(5)]
+    names = []
+    for k, group in enumerate(groups):
+        result = writer.add_pack(PackItem(b.id, b.encode(), 1) for b in group)
+        stamp = 1_700_000_000 + k * 60
+        for suffix in (".pack", ".idx"):
+            os.utime(root / "pack" / f"{result.name}{suffix}", (stamp, stamp))
+        names.append(result.name)
+    oldest = root / "pack" / f"{names[0]}.pack"
+    oldest.write_bytes(oldest.read_bytes()[:-5])
+    reader = DiskObjectStore(root, fsync=False)
+    assert reader.get(groups[4][1].id) == groups[4][1]
+    assert _mapped(root) == {f"{names[4]}.pack", f"{names[4]}.idx"}
+    assert reader.get(groups[2][0].id) == groups[2][0]
+    assert _mapped(root) == {f"{n}{s}" for n in names[2:] for s in (".pack", ".idx")}
+    with pytest.raises(StorageError, match="unusable"):
+        reader.get_raw(groups[0][0].id)  # in the damaged pack: every other one was tried
+    assert _mapped(root) == {f"{n}{s}" for n in names[1:] for s in (".pack", ".idx")}
+    assert list(reader.problems()) == [f"{names[0]}.pack"]
+    assert [p.name for p in reader.packs()] == names[:0:-1]
+
+
 def test_reader_finds_objects_moved_into_a_new_pack(tmp_path: Path) -> None:
     root = tmp_path / "objects"
     reader = DiskObjectStore(root, fsync=False)

@@ -2,8 +2,9 @@
 
 Packs come and go under a running reader (gc writes a new pack, then deletes the old packs and the loose
 copies), so a miss is never trusted at once: the pack directory is rescanned when it changed and the
-lookup retried. A pack whose index is missing, or whose trailer does not match its index, is never used;
-it is listed in `problems()` and named in the error when an object cannot be found.
+lookup retried (storage/pack_set.py keeps the listing, and opens a pack when a lookup first reaches
+it). A pack whose index is missing, or whose trailer does not match its index, is never used; it is
+listed in `problems()` and named in the error when an object cannot be found.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from reelstore.objects.hash import Hash
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.object_store import LooseObjectStore, ObjectStore
 from reelstore.storage.pack import Pack
+from reelstore.storage.pack_set import NO_INDEX, PackSet
 
 if TYPE_CHECKING:  # imported where used: a read that packs or loose files answer needs no writer, write
     # batch, pack import, index repair or journal segment
@@ -47,10 +49,6 @@ ROLL_UP_BYTES = 32 << 20
 REUSE_YOUNG_S = 24 * 3600
 """`reuse` writes again an object whose newest copy is older than this (see there)."""
 
-RACY_NS = 2_000_000_000
-"""A scan this soon after the pack directory's last change may miss a later one (see `_racy`)."""
-
-NO_INDEX = "pack has no index"
 INDEX_WAITS = 40
 INDEX_WAIT_S = 0.005
 """A miss waits INDEX_WAITS × INDEX_WAIT_S for a pack's index that is about to appear (or for the pack,
@@ -74,10 +72,7 @@ class DiskObjectStore(ObjectStore):
         """Where writes are registered until their ref moves (gc's fence); set by Repo.open."""
         self.loose = LooseObjectStore(self.root, fsync=fsync)
         self.pack_dir = self.root / "pack"
-        self._packs: dict[str, Pack] = {}
-        self._problems: dict[str, str] = {}
-        self._scanned: int | None = None
-        self._scan_time = 0
+        self._set = PackSet(self.pack_dir, fsync=fsync)
         self._local = threading.local()
         self._segments: Segments | None = None
         self._segments_guard = threading.Lock()
@@ -123,74 +118,6 @@ class DiskObjectStore(ObjectStore):
 
     # Pack bookkeeping
 
-    def _dir_stamp(self) -> int:
-        try:
-            return self.pack_dir.stat().st_mtime_ns
-        except FileNotFoundError:
-            return 0
-
-    def refresh(self, force: bool = False) -> bool:
-        """Rescan the pack directory if it changed; True if the set of packs changed."""
-        stamp = self._dir_stamp()
-        if not force and stamp == self._scanned:
-            return False
-        self._scanned = stamp
-        self._scan_time = time.time_ns()
-        names = _listing(self.pack_dir)
-        found: dict[str, Path] = {}
-        problems: dict[str, str] = {}
-        for stem, exts in names.items():
-            if ".pack" in exts and ".idx" in exts:
-                found[stem] = self.pack_dir / f"{stem}.pack"
-            elif ".pack" in exts and self._repair_orphan(self.pack_dir / f"{stem}.pack"):
-                found[stem] = self.pack_dir / f"{stem}.pack"
-            elif ".pack" in exts:
-                problems[f"{stem}.pack"] = NO_INDEX
-            else:
-                problems[f"{stem}.idx"] = "index has no pack"
-        changed = False
-        for stem in list(self._packs):
-            if stem not in found:
-                # Dropped, not closed: a caller may still hold it; its map goes with the last reference.
-                del self._packs[stem]
-                changed = True
-        for stem, path in sorted(found.items()):
-            if stem in self._packs:
-                continue
-            try:
-                self._packs[stem] = self._open_pack(stem, path)
-                changed = True
-            except StorageError as err:
-                problems[f"{stem}.pack"] = err.message.split(": ", 1)[-1]
-            except OSError as exc:
-                problems[f"{stem}.pack"] = str(exc)
-        self._problems = problems
-        return changed
-
-    def _repair_orphan(self, pack_path: Path) -> bool:
-        """Give a pack its index back if its writer was killed between renaming the pack and the index."""
-        from reelstore.storage.batch import orphaned_by_dead, rebuild_index
-
-        leftovers = orphaned_by_dead(pack_path)
-        if not leftovers or not rebuild_index(pack_path, fsync=self.fsync):
-            return False
-        for tmp in leftovers:
-            tmp.unlink(missing_ok=True)
-        return True
-
-    def _open_pack(self, stem: str, path: Path) -> Pack:
-        """A pack whose index is torn (a crash after the pack was made durable, before its unsynced index
-        reached the disk: short, or with a zeroed page) gets it rebuilt from the pack. An index of the
-        right size with wrong bytes is damage, left for fsck to report."""
-        try:
-            return Pack(path)
-        except StorageError:
-            from reelstore.storage.batch import rebuild_index, torn_index
-
-            if not torn_index(path) or not rebuild_index(path, fsync=self.fsync):
-                raise
-            return Pack(path)
-
     def _await_index(self, h: Hash, errors: list[StorageError]) -> bytes | None:
         """A pack seen without its index belongs to a writer between its two renames (a dead writer's
         is repaired by `refresh`): a miss waits for the index, rescanning, before it reports the object
@@ -199,7 +126,7 @@ class DiskObjectStore(ObjectStore):
         from reelstore.storage.batch import index_coming
 
         for n in range(INDEX_WAIT_LIVE):
-            waiting = [self.pack_dir / name for name, why in self._problems.items() if why == NO_INDEX]
+            waiting = [self.pack_dir / name for name, why in self._set.problems.items() if why == NO_INDEX]
             if not waiting or (n >= INDEX_WAITS and not any(index_coming(p) for p in waiting)):
                 return None
             time.sleep(INDEX_WAIT_S)
@@ -209,34 +136,26 @@ class DiskObjectStore(ObjectStore):
                     return raw
         return None
 
-    def _racy(self) -> bool:
-        """Whether a change since the last scan may have left the pack directory's stamp as it was: the
-        stamp moves a clock tick at a time, so a pack (or its index) renamed in just after a scan made
-        in the same tick as the directory's last change goes unseen. A miss then rescans whatever the
-        stamp says (git's racy-git rule)."""
-        return self._scanned is None or self._scan_time - self._scanned < RACY_NS
+    def refresh(self, force: bool = False) -> bool:
+        """Rescan the pack directory if it changed; True if the set of packs changed."""
+        return self._set.refresh(force)
 
     def packs(self) -> list[Pack]:
-        if self._scanned is None:
-            self.refresh()
-        return list(self._packs.values())
+        """Every usable pack, newest first (opening any not opened yet)."""
+        return list(self._set.opened())
 
     def problems(self) -> dict[str, str]:
-        """Pack files that cannot be used, by file name, with the reason."""
-        if self._scanned is None:
-            self.refresh()
-        return dict(self._problems)
+        """Pack files that cannot be used, by file name, with the reason (every pack is opened to know)."""
+        self.packs()
+        return dict(self._set.problems)
 
     def close(self) -> None:
-        for pack in self._packs.values():
-            pack.close()
-        self._packs.clear()
-        self._scanned = None
+        self._set.close()
 
     # The interface
 
     def _in_packs(self, h: Hash) -> bool:
-        return any(h in p for p in self.packs())
+        return any(h in p for p in self._set.opened())
 
     def loose_path(self, h: Hash) -> str:
         hx = h.hex()
@@ -339,7 +258,7 @@ class DiskObjectStore(ObjectStore):
         return self._in_packs(h) or os.path.exists(self.loose_path(h)) or self.segments.find(h) is not None
 
     def _read_packs(self, h: Hash, first_error: list[StorageError]) -> bytes | None:
-        for pack in self.packs():
+        for pack in self._set.opened():
             i = pack.index.find(h)
             if i >= 0:
                 try:
@@ -363,7 +282,7 @@ class DiskObjectStore(ObjectStore):
                 return raw
         except StorageError as err:
             errors.append(err)
-        if self.refresh(force=self._racy()):
+        if self.refresh(force=self._set.racy()):
             raw = self._read_packs(h, errors)
             if raw is not None:
                 return raw
@@ -378,8 +297,8 @@ class DiskObjectStore(ObjectStore):
             errors.append(err)
         if errors:
             raise errors[0]
-        if self._problems:
-            bad = "; ".join(f"{k}: {v}" for k, v in sorted(self._problems.items()))
+        if self._set.problems:
+            bad = "; ".join(f"{k}: {v}" for k, v in sorted(self._set.problems.items()))
             raise StorageError(f"no object {h.hex()}, and some packs are unusable ({bad})", id=h)
         raise NotFound(f"no object {h.hex()}", id=h)
 
@@ -420,7 +339,7 @@ class DiskObjectStore(ObjectStore):
     def flush(self) -> None:
         pending, self._batch = self._batch, None
         if pending is not None and pending.finish() is not None:
-            self._scanned = None  # the next read rescans and opens the new pack
+            self._set.forget()  # the next read rescans and opens the new pack
             self._local.packed = True
 
     def _store(self, items: list[tuple[Hash, bytes]]) -> None:
@@ -475,7 +394,7 @@ class DiskObjectStore(ObjectStore):
         if self.inflight is not None:
             self.inflight.register(h for h, _ in items)
             if not os.path.exists(self.root.parent / GC_LOCK):
-                self.refresh(force=self._racy())
+                self.refresh(force=self._set.racy())
                 since = time.time() - REUSE_YOUNG_S
                 items = [(h, raw) for h, raw in items
                          if not (self._batch is not None and h in self._batch) and not self._copy_since(h, since)]
@@ -483,13 +402,15 @@ class DiskObjectStore(ObjectStore):
             self.put_verified(items)
 
     def _copy_since(self, h: Hash, since: float) -> bool:
-        """Whether a loose or packed copy of `h` has an mtime at or after `since`."""
+        """Whether a loose or packed copy of `h` has an mtime at or after `since`. An entry is never newer
+        than its pack file, so older packs are not opened (a pack file made older by hand only makes
+        the answer no, and the object is written again)."""
         try:
             if os.stat(self.loose_path(h)).st_mtime >= since:
                 return True
         except FileNotFoundError:
             pass
-        return any((t := pack.mtime(h)) is not None and t >= since for pack in self.packs())
+        return any((t := pack.mtime(h)) is not None and t >= since for pack in self._set.opened(int(since * 1e9)))
 
     def add_pack(
         self,
@@ -580,24 +501,3 @@ class DiskObjectStore(ObjectStore):
         if best is None:
             raise NotFound(f"no object {h.hex()}", id=h)
         return best
-
-
-def pack_count(pack_dir: Path) -> int:
-    """How many packs the directory holds, without opening any."""
-    return sum(".pack" in exts for exts in _listing(pack_dir).values())
-
-
-def _listing(pack_dir: Path) -> dict[str, set[str]]:
-    """pack-<x> stem -> the extensions present, ignoring temporary files."""
-    out: dict[str, set[str]] = {}
-    try:
-        entries = os.listdir(pack_dir)
-    except FileNotFoundError:
-        return out
-    for name in entries:
-        if name.startswith(".") or not name.startswith("pack-"):
-            continue
-        stem, dot, ext = name.rpartition(".")
-        if dot and f".{ext}" in (".pack", ".idx"):
-            out.setdefault(stem, set()).add(f".{ext}")
-    return out

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 
 from reelstore.crashpoints import crash_point
 from reelstore.objects.hash import Hash
-from reelstore.storage.disk_store import GC_LOCK, ROLL_UP_BYTES, gc_lock_line, pack_count
+from reelstore.storage.disk_store import GC_LOCK, ROLL_UP_BYTES, gc_lock_line
 from reelstore.storage.fileio import write_new
+from reelstore.storage.pack_set import pack_count
 
 if TYPE_CHECKING:
     from reelstore.storage.disk_store import DiskObjectStore
