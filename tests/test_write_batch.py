@@ -14,6 +14,7 @@ from reelstore.crashpoints import hooked
 from reelstore.kernel import admission
 from reelstore.kernel import verbs as kernel
 from reelstore.maintenance.fsck import fsck
+from reelstore.maintenance.gc import gc
 from reelstore.maintenance.lock import gc_lock
 from reelstore.objects import Capability, View
 from reelstore.storage.repo import Repo
@@ -87,8 +88,9 @@ def test_a_lone_object_whose_shard_is_missing_goes_into_a_pack(repo: Repo) -> No
     kernel.fork(repo, "first")
     root = repo.path / "objects"  # type: ignore[operator]
     assert sum(1 for d in root.iterdir() if len(d.name) == 2) == 256
+    gc(repo)  # every object packed, so every shard is empty
     for d in root.iterdir():
-        if len(d.name) == 2 and not any(d.iterdir()):
+        if len(d.name) == 2:
             d.rmdir()
     before_packs, before_loose = packs(repo), loose(repo)
     live = kernel.fork(Repo.open(repo.path), "second")  # type: ignore[arg-type]
@@ -145,3 +147,25 @@ def test_a_fork_killed_around_its_loose_view_leaves_no_view_and_forks_again(tmp_
     fresh = Repo.open(tmp_path)
     view = fresh.objects.get_as(fresh.refs["refs/views/second"], View)
     assert view.caps == (trunk_cap(fresh).id,) and fsck(fresh).clean
+
+
+def test_a_large_batch_finds_the_loose_copies_among_its_objects_and_only_freshens_them(repo: Repo) -> None:
+    """From LIST_LOOSE_AT objects a batch lists the shards once instead of a lookup per object: those
+    already loose are freshened, not packed; the rest go into the one new pack."""
+    from reelstore.objects import Blob
+    from reelstore.storage.disk_store import LIST_LOOSE_AT
+
+    old = [Blob(b"already loose %d" % i) for i in range(5)]
+    repo.objects.put_loose(old)
+    paths = [repo.objects.loose_path(b.id) for b in old]  # type: ignore[attr-defined]
+    for path in paths:
+        os.utime(path, (1_000_000_000, 1_000_000_000))
+    new = [Blob(b"new %d" % i) for i in range(LIST_LOOSE_AT)]
+    before = packs(repo)
+    with repo.objects.batch():
+        repo.objects.put_many(old + new)
+    (made,) = packs(repo) - before
+    fresh = Repo.open(repo.path)  # type: ignore[arg-type]
+    (pack,) = [p for p in fresh.objects.packs() if p.name == made.removesuffix(".pack")]  # type: ignore[attr-defined]
+    assert set(pack.ids()) == {b.id for b in new}
+    assert all(os.stat(path).st_mtime > 1_000_000_000 for path in paths)

@@ -58,6 +58,9 @@ INDEX_WAIT_LIVE = 2000
 INDEX_WAIT_LIVE × INDEX_WAIT_S (10 s): a loaded machine can hold a writer between its two renames far
 longer than 200 ms, and a miss then was reported as damage (a false E007 in gc's fence)."""
 
+LIST_LOOSE_AT = 256
+"""From this many objects, one write finds their loose copies by listing shards, not one lookup each."""
+
 PACK_BATCH = 1000
 """A put_many of at least this many new objects is written as one pack instead of loose files."""
 
@@ -352,12 +355,16 @@ class DiskObjectStore(ObjectStore):
             self.inflight.register(h for h, _ in items)
         if self._batch_depth:
             now = int(time.time())
+            loose_now = self._loose_among([h for h, _ in items])
             for h, raw in items:
                 if self._batch is not None and h in self._batch:
                     continue
-                if os.path.exists(self.loose_path(h)):
-                    os.utime(self.loose_path(h))
-                    continue
+                if h in loose_now:
+                    try:
+                        os.utime(self.loose_path(h))
+                        continue
+                    except FileNotFoundError:  # collected since it was seen: written again below
+                        pass
                 if self._batch is None:
                     from reelstore.storage.write_batch import WriteBatch
 
@@ -367,16 +374,30 @@ class DiskObjectStore(ObjectStore):
         if len(items) < self.pack_batch:
             self.loose._store(items)
             return
+        loose_now = self._loose_among([h for h, _ in items])
         loose: list[tuple[Hash, bytes]] = []
         packable: list[tuple[Hash, bytes]] = []
         for item in items:
-            (loose if os.path.exists(self.loose_path(item[0])) else packable).append(item)
-        self.loose._store(loose)
+            (loose if item[0] in loose_now else packable).append(item)
+        self.loose._store(loose)  # each one re-checked: written again if it went meanwhile
         if packable:
             from reelstore.storage.pack_item import PackItem
 
             now = int(time.time())
             self.add_pack(PackItem(h, raw, now) for h, raw in packable)
+
+    def _loose_among(self, ids: list[Hash]) -> set[Hash]:
+        """Which of `ids` have a loose copy: one lookup each for a few, else one listing of each shard
+        they fall in (a clone stores 20k objects: a stat each cost more than listing all 256 shards)."""
+        if len(ids) < LIST_LOOSE_AT:
+            return {h for h in ids if os.path.exists(self.loose_path(h))}
+        names: set[str] = set()
+        for shard in {h.hex()[:2] for h in ids}:
+            try:
+                names.update(shard + name for name in os.listdir(f"{self._root}/{shard}"))
+            except FileNotFoundError:
+                continue
+        return {h for h in ids if h.hex() in names}
 
     def reuse(self, objs: Iterable[Object]) -> None:
         """Objects this thread's next ref transaction will name, some perhaps stored long ago (a fork's
