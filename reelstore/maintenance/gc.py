@@ -8,6 +8,8 @@ and its mtime (loose file, or the mtime recorded in the pack index) is older tha
 a loose file is removed only if its mtime has not moved since it was listed (a writer that re-put it
 freshened it). A writer must re-put an old object it starts to reference; with `--prune=now` there is no
 grace period, and a concurrent writer can lose such an object, exactly as with `git gc --prune=now`.
+(`ObjectStore.reuse`, which a fork uses for its capabilities, skips the re-put only when its in-flight
+registration, the free gc.lock and a copy younger than a day together make it safe.)
 """
 
 from __future__ import annotations

@@ -417,8 +417,7 @@ class DiskObjectStore(ObjectStore):
             if not os.path.exists(self.root.parent / GC_LOCK):
                 self.refresh(force=self._set.racy())
                 since = time.time() - REUSE_YOUNG_S
-                items = [(h, raw) for h, raw in items
-                         if not (self._batch is not None and h in self._batch) and not self._copy_since(h, since)]
+                items = [(h, raw) for h, raw in items if not self._copy_since(h, since)]
         if items:
             self.put_verified(items)
 

@@ -77,7 +77,7 @@ class PackSet:
             return False
         self._scanned = stamp
         self._scan_time = time.time_ns()
-        names = listing(self.pack_dir)
+        names = _listing(self.pack_dir)
         found: dict[str, Path] = {}
         problems: dict[str, str] = {}
         for stem, exts in names.items():
@@ -135,7 +135,7 @@ class PackSet:
             if pack is not None or path is None:
                 return pack
             try:
-                pack = self._packs[stem] = self._open_pack(stem, path)
+                pack = self._packs[stem] = self._open_pack(path)
             except StorageError as err:
                 why = err.message.split(": ", 1)[-1]
             except OSError as exc:
@@ -158,7 +158,7 @@ class PackSet:
             tmp.unlink(missing_ok=True)
         return True
 
-    def _open_pack(self, stem: str, path: Path) -> Pack:
+    def _open_pack(self, path: Path) -> Pack:
         """A pack whose index is torn (a crash after the pack was made durable, before its unsynced index
         reached the disk: short, or with a zeroed page) gets it rebuilt from the pack. An index of the
         right size with wrong bytes is damage, left for fsck to report."""
@@ -181,10 +181,10 @@ class PackSet:
 
 def pack_count(pack_dir: Path) -> int:
     """How many packs the directory holds, without opening any."""
-    return sum(".pack" in exts for exts in listing(pack_dir).values())
+    return sum(".pack" in exts for exts in _listing(pack_dir).values())
 
 
-def listing(pack_dir: Path) -> dict[str, set[str]]:
+def _listing(pack_dir: Path) -> dict[str, set[str]]:
     """pack-<x> stem -> the extensions present, ignoring temporary files."""
     out: dict[str, set[str]] = {}
     try:

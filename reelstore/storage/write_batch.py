@@ -42,12 +42,16 @@ class WriteBatch:
                 return
             if self._one[0] == h:
                 return
-            from reelstore.storage.batch import PackBatch
-
-            self._pack = PackBatch(self.pack_dir, fsync=self.fsync)
-            self._pack.add(*self._one)
+            self._pack = self._start_pack(*self._one)
             self._one = None
         self._pack.add(h, raw, mtime)
+
+    def _start_pack(self, h: Hash, raw: bytes, mtime: int) -> PackBatch:
+        from reelstore.storage.batch import PackBatch
+
+        pack = PackBatch(self.pack_dir, fsync=self.fsync)
+        pack.add(h, raw, mtime)
+        return pack
 
     def get_raw(self, h: Hash) -> bytes | None:
         """Canonical bytes of an object added to this batch, or None."""
@@ -73,8 +77,4 @@ class WriteBatch:
         if self.loose.path(h).parent.is_dir():
             self.loose.put_verified([(h, raw)])
             return None
-        from reelstore.storage.batch import PackBatch  # a new shard would cost a third fsync: a pack
-
-        self._pack = PackBatch(self.pack_dir, fsync=self.fsync)
-        self._pack.add(h, raw, mtime)
-        return self._pack.finish()
+        return self._start_pack(h, raw, mtime).finish()  # a new shard would cost a third fsync: a pack
