@@ -78,11 +78,6 @@ def compressible(data: bytes) -> bool:
     return len(sample) >= 64 and len(_PROBE.compress(sample)) * 4 < len(sample) * 3
 
 
-def deflate(data: bytes) -> bytes:
-    """`data` as one zlib stream: compressed if the probe finds it compressible, else in stored blocks."""
-    return squeeze(data) if compressible(data) else stored(data)
-
-
 def squeeze(data: bytes) -> bytes:
     """`data` compressed as one zlib stream. The window is no larger than the data: zlib sets up (and
     clears) a window of 2**wbits bytes per stream, which costs a small object more than compressing it;
