@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from reelstore.errors import BadInput
 from reelstore.objects import ZERO_HEX, Hash
 from reelstore.objects.hash import is_full_hex
@@ -48,26 +46,6 @@ def old_value(repo: Repo, text: str) -> Hash | None:
     if is_full_hex(text):
         return Hash.from_hex(text)
     return revision(repo, text)
-
-
-_LOGIN_VARIABLES = ("LOGNAME", "USER", "LNAME", "USERNAME")
-"""Where the login name is looked for first, in getpass.getuser's order."""
-
-
-def principal(repo: Repo) -> str:
-    """Who the reflog names: REEL_PRINCIPAL, else config user.name, else the login name: found as
-    getpass.getuser finds it (the environment, then the password database), without importing getpass,
-    which loads termios for its password prompt."""
-    who = os.environ.get("REEL_PRINCIPAL") or repo.config.get("user.name")
-    who = who or next((os.environ[v] for v in _LOGIN_VARIABLES if os.environ.get(v)), None)
-    if not who:
-        import pwd
-
-        try:
-            who = pwd.getpwuid(os.getuid()).pw_name
-        except KeyError:
-            who = "unknown"
-    return " ".join(who.split())
 
 
 def trunk_namespace(repo: Repo, name: str) -> Hash | None:

@@ -10,7 +10,7 @@ import click
 
 from reelstore.cli.complete import REFS
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.cli.refargs import full_ref, new_value, old_value, principal
+from reelstore.cli.refargs import full_ref, new_value, old_value
 from reelstore.errors import BadInput
 from reelstore.objects import Hash
 from reelstore.storage.refs import ANY, RefTransaction, check_target
@@ -44,7 +44,7 @@ class Session:
         if self.tx is None:
             if self.closed:
                 raise BadInput("transaction is closed; send start to begin another")
-            self.tx = self.repo.refs.transaction(self.message, principal(self.repo),
+            self.tx = self.repo.refs.transaction(self.message, self.repo.principal(),
                                                  create_reflog=self.create_reflog)
         return self.tx
 
@@ -249,7 +249,7 @@ def update_ref(ctx: Context, delete: bool, message: str, use_stdin: bool, nul: b
     name = full_ref(repo, args[0])
     if not delete and not args[1]:
         raise BadInput("the new value cannot be empty; use -d to delete")
-    tx = repo.refs.transaction(message, principal(repo), create_reflog=create_reflog)
+    tx = repo.refs.transaction(message, repo.principal(), create_reflog=create_reflog)
     add(repo, tx, "delete" if delete else "update", [name, *args[1:]])
     tx.prepare()
     changes = _changes(repo, tx)

@@ -7,7 +7,6 @@ import click
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.drain.hold import hold as put_on_hold
 from reelstore.porcelain.ops import json_flag
-from reelstore.stamp import principal
 
 
 @click.command("hold")
@@ -16,7 +15,7 @@ from reelstore.stamp import principal
 @pass_ctx
 def hold(ctx: Context, why: str) -> None:
     """Put the store on hold: effects are refused at admission and nothing drains (E012, exit 6)."""
-    held = put_on_hold(ctx.repo, why, principal())
+    held = put_on_hold(ctx.repo, why, ctx.repo.principal())
     ctx.emit(held.to_json(), f"store held by {held.by}: {why}")
 
 

@@ -25,7 +25,6 @@ from reelstore.drain.ops import UNRESOLVED, Operation, find, list_ops
 from reelstore.errors import BadInput, CapabilityViolation, Conflict
 from reelstore.hooks.runner import hook_path
 from reelstore.objects import Hash, OpEvent
-from reelstore.stamp import principal
 from reelstore.storage.repo import Repo
 
 OPS_PREFIX = "refs/ops/"
@@ -120,7 +119,7 @@ def assign(repo: Repo, name: str, to: str, by: str | None = None) -> OpEvent:
     found = _unresolved(repo, name)
     if not to.strip():
         raise BadInput("--to needs a name")
-    return _record(repo, found.op, "assign", by or principal(), to=to)
+    return _record(repo, found.op, "assign", by or repo.principal(), to=to)
 
 
 def escalate(repo: Repo, name: str, to: str, deadline_ms: int = 0, by: str | None = None) -> OpEvent:
@@ -128,7 +127,7 @@ def escalate(repo: Repo, name: str, to: str, deadline_ms: int = 0, by: str | Non
     found = _unresolved(repo, name)
     if not to.strip():
         raise BadInput("--to needs a name")
-    return _record(repo, found.op, "escalate", by or principal(), to=to, deadline=deadline_ms)
+    return _record(repo, found.op, "escalate", by or repo.principal(), to=to, deadline=deadline_ms)
 
 
 def ack(repo: Repo, name: str, by: str, note: str = "") -> OpEvent:
@@ -185,7 +184,7 @@ def notify(repo: Repo, now_ms: int | None = None) -> NotifyReport:
             report.skipped[o.op] = "no executable .reel/hooks/notify"
             continue
         result = _deliver(repo, hook, o, to, st, now)
-        report.sent.append(_record(repo, o.op, "notify", principal(), to=to, result=result))
+        report.sent.append(_record(repo, o.op, "notify", repo.principal(), to=to, result=result))
     return report
 
 
@@ -223,7 +222,7 @@ def supersede_link(repo: Repo, name: str, approved_by: str) -> dict[str, str]:
         raise Conflict(f"operation {found.op} succeeded: there is nothing to attempt again", op=found.op)
     if not approved_by.strip():
         raise BadInput("a fresh attempt needs --approved-by NAME")
-    if approved_by == principal():
+    if approved_by == repo.principal():
         raise CapabilityViolation(f"a fresh attempt at {found.op} must be approved by someone other than its "
                                   f"initiator ({approved_by})")
     return {"supersedes": found.op, "approved_by": approved_by, "predecessor_state": found.state}

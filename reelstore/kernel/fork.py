@@ -16,7 +16,7 @@ from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX, trunk_ref, view_ref
 from reelstore.kernel.views import Live, load_live, terminal_error
 from reelstore.objects import Capability, Hash, Record, View
 from reelstore.objects.view import BOUNDARIES, MAX_DEPTH
-from reelstore.stamp import now_ms, principal
+from reelstore.stamp import now_ms
 from reelstore.storage.repo import Repo
 
 
@@ -37,7 +37,8 @@ def fork(
     if depth + 1 > MAX_DEPTH:
         raise ForkDepthExceeded(f"forking {source!r} would make a view {depth + 1} deep; the limit is {MAX_DEPTH}")
     chosen = parent_caps if caps is None else admission.narrow(parent_caps, caps)
-    meta = {"name": name, "fork": os.urandom(16).hex(), "trunk": trunk, "created": now_ms(), "principal": principal()}
+    meta = {"name": name, "fork": os.urandom(16).hex(), "trunk": trunk, "created": now_ms(),
+            "principal": repo.principal()}
     view = View(
         parent=parent_ref,
         base=base,
@@ -53,7 +54,7 @@ def fork(
         with repo.objects.batch():
             repo.objects.reuse(chosen)  # the trunk's or the source's: usually stored long ago
             repo.objects.put_many([view])
-            repo.refs.transaction(f"fork {name} from {source}", principal()).create(ref, view.id).commit()
+            repo.refs.transaction(f"fork {name} from {source}", repo.principal()).create(ref, view.id).commit()
     except Conflict as exc:
         if "lock" in exc.details:
             raise

@@ -31,7 +31,7 @@ from reelstore.kernel import admission
 from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX, view_ref
 from reelstore.kernel.views import live_views, load_live, read_view, trunk_base
 from reelstore.objects import Effect, Effects, Hash, Record, View
-from reelstore.stamp import now_ms, principal
+from reelstore.stamp import now_ms
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
 
@@ -104,7 +104,7 @@ def take(repo: Repo, view: str, name: str | None = None, force: bool = False) ->
     if old is not None and not force:
         raise Conflict(f"snapshot {name!r} already exists (at {old.hex()[:12]}); pass --force to move it",
                        snapshot=name)
-    repo.refs.set(ref, live.id, old, message=f"snapshot {view}", principal=principal())
+    repo.refs.set(ref, live.id, old, message=f"snapshot {view}", principal=repo.principal())
     return Snapshot(name, live.id, view, now_ms())
 
 
@@ -123,7 +123,7 @@ def delete(repo: Repo, name: str) -> Hash:
     old = repo.refs.get(ref)
     if old is None:
         raise NotFound(f"no snapshot named {name!r}", snapshot=name)
-    repo.refs.delete(ref, old, message="snapshot delete", principal=principal())
+    repo.refs.delete(ref, old, message="snapshot delete", principal=repo.principal())
     return old
 
 
@@ -161,13 +161,13 @@ def restore(repo: Repo, name: str, as_view: str | None = None, *, effects: bool 
 
         hold.check(repo)
     meta = dict(snap.meta)
-    meta.update(name=target, fork=secrets.token_hex(16), created=now_ms(), principal=principal(),
+    meta.update(name=target, fork=secrets.token_hex(16), created=now_ms(), principal=repo.principal(),
                 restored={"snapshot": name, "from": h.hex()})
     view = replace(snap, caps=tuple(c.id for c in caps), meta=freeze(meta),
                    effects=_effects_block(repo, snap, kept))
     repo.cache.save([view])
     try:
-        repo.refs.set(vref, view.id, None, message=f"restore {name}", principal=principal())
+        repo.refs.set(vref, view.id, None, message=f"restore {name}", principal=repo.principal())
     except Conflict:
         raise Conflict(f"a view named {target!r} already exists; restore with --as NAME", view=target) from None
     repo.verbs.append("fork", target, view.id, f"restore {name}")

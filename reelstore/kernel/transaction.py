@@ -28,7 +28,6 @@ from reelstore.kernel import admission
 from reelstore.kernel.views import Live, load_live
 from reelstore.namespace.tree import Namespace
 from reelstore.objects import Effect, Effects, Hash, View
-from reelstore.stamp import principal
 from reelstore.storage import content
 from reelstore.storage.repo import Repo
 from reelstore.wording import plural
@@ -221,7 +220,7 @@ class Transaction:
                 op=w.op,
                 delivery=w.delivery,
                 version_ref=w.version_ref,
-                principal=str(live.view.meta.get("principal", principal())),
+                principal=str(live.view.meta.get("principal", self.repo.principal())),
                 meta=freeze({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": len(pending),
                              **(w.link or {})}),
             )
@@ -282,7 +281,7 @@ class Transaction:
                 live = load_live(self.repo, self.name, settle=False)
             view, objects = self._view_on(live)
             self.repo.cache.save([*objects, view])
-            tx = self.repo.refs.transaction(what, principal()).update(live.ref, view.id, live.id)
+            tx = self.repo.refs.transaction(what, self.repo.principal()).update(live.ref, view.id, live.id)
             try:
                 tx.commit()
             except Conflict as exc:

@@ -43,7 +43,7 @@ from reelstore.kernel.views import (
     terminal_error,
 )
 from reelstore.objects import Delta, Effect, Effects, Hash, Object, Record, Recording, View
-from reelstore.stamp import now_ms, principal
+from reelstore.stamp import now_ms
 from reelstore.storage import content
 from reelstore.storage.refs import RefTransaction
 from reelstore.storage.repo import Repo
@@ -68,7 +68,7 @@ def _update(
             settle = False
             view, objects = change(live)
             repo.cache.save([*objects, view])
-            tx = repo.refs.transaction(what, principal()).update(live.ref, view.id, live.id)
+            tx = repo.refs.transaction(what, repo.principal()).update(live.ref, view.id, live.id)
             if verify is not None:
                 tx.verify(*verify())
             try:
@@ -221,7 +221,7 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
             parent = _merge_into_parent(repo, live, at, delta, effects)
             result = CommitResult(name, target, parent_view=parent)
         else:
-            record = _advance_trunk(repo, live, at, delta, message, author or principal(), fence)
+            record = _advance_trunk(repo, live, at, delta, message, author or repo.principal(), fence)
             result = CommitResult(name, target, record=record)
     crash_point("commit:advanced")
     repo.verbs.append("commit", name, live.id, (result.record or result.parent_view or live.id).hex())
@@ -256,7 +256,7 @@ def _retire_after_commit(repo: Repo, live: Live) -> None:
         if current is None:
             return
         try:
-            repo.refs.delete(live.ref, current, message=f"commit {live.name}", principal=principal())
+            repo.refs.delete(live.ref, current, message=f"commit {live.name}", principal=repo.principal())
             return
         except (Conflict, NotFound) as exc:
             if isinstance(exc, Conflict) and give_up(exc, attempt):
@@ -434,7 +434,8 @@ def _abort_one(repo: Repo, live: Live) -> bool:
         if value is not None and landed_in(repo, view, value):
             retire(repo, Live(live.name, view), value)
             return False
-        tx = repo.refs.transaction(f"abort {live.name}", principal()).delete(live.ref, current).verify(target, value)
+        tx = repo.refs.transaction(f"abort {live.name}", repo.principal())
+        tx.delete(live.ref, current).verify(target, value)
         try:
             tx.commit()
         except (Conflict, NotFound) as exc:

@@ -16,7 +16,6 @@ from reelstore.errors import Conflict, NotFound, ViewTerminal
 from reelstore.frozen import frozen
 from reelstore.kernel.names import VIEW_PREFIX, trunk_ref, view_ref
 from reelstore.objects import Hash, Object, Record, View
-from reelstore.stamp import principal
 from reelstore.storage.repo import Repo
 
 
@@ -142,7 +141,7 @@ def retire(repo: Repo, live: Live, where: Hash) -> None:
     """Finish a commit whose target CAS landed: log it and delete the leftover ref."""
     repo.verbs.append("commit", live.name, live.id, where.hex())
     try:
-        repo.refs.delete(live.ref, live.id, message=f"retire committed view {live.name}", principal=principal())
+        repo.refs.delete(live.ref, live.id, message=f"retire committed view {live.name}", principal=repo.principal())
     except (NotFound, Conflict):
         return
 

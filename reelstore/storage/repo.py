@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from reelstore.errors import BadInput, NotFound
 from reelstore.objects import Hash
 from reelstore.objects.hash import is_full_hex, is_prefix
+from reelstore.stamp import principal
 from reelstore.storage.config import Config
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.refs import DiskRefStore, MemoryRefStore, RefStore, check_ref_name
@@ -112,6 +113,11 @@ class Repo:
         from reelstore.storage.object_cache import ObjectCache
 
         return ObjectCache(self.objects)
+
+    def principal(self) -> str:
+        """Who acts in this store, as its reflogs, records, views and operator actions name them:
+        REEL_PRINCIPAL, else config `user.name`, else the login name (`stamp.principal`)."""
+        return principal(self.config.get("user.name"))
 
     def _flush_objects(self) -> None:
         """Before a ref moves: make the objects written so far durable (nothing to do if none were)."""
