@@ -148,7 +148,9 @@ class ViewHandle:
         if supersedes is not None:
             from reelstore.drain.operator import supersede_link
 
-            link = supersede_link(self.repo, supersedes, approved_by)
+            view = load_live(self.repo, self.name, settle=False).view
+            link = supersede_link(self.repo, supersedes, approved_by,
+                                  str(view.meta.get("principal", self.repo.principal())))
         tx = self._open_tx()
         if tx is not None:
             return tx.effect(adapter, op, effect_class, version_ref, link)

@@ -126,6 +126,27 @@ def test_a_fresh_attempt_is_linked_and_needs_a_second_person(tmp_path: Path) -> 
         assert ops[op]["state"] == "unknown"  # the predecessor's uncertainty is not erased
 
 
+def test_the_views_initiator_cannot_approve_a_fresh_attempt_another_person_queues(tmp_path: Path) -> None:
+    """alice forks the view, bob queues the fresh attempt: alice's approval is her own initiative's, and
+    refused (E009); bob's own too; a third person's is taken, and the effect names alice, whose view it is."""
+    with Target(tmp_path / "ledger.jsonl") as target:
+        crashed_commit(tmp_path, target, "blind", "target-kills")
+        op = json.loads(reel(tmp_path, "ops", "--unresolved", "--json").stdout)[0]["op"]
+        assert reel(tmp_path, "fork", "retry", REEL_PRINCIPAL="alice").returncode == 0
+        pay = json.dumps({"method": "POST", "url": f"{target.url}/blind/pay", "json": {"amount": 5}})
+        for approver in ("alice", "bob"):
+            refused = reel(tmp_path, "effect", "retry", "--adapter", "http", "--op", pay, "--supersedes", op,
+                           "--approved-by", approver, REEL_PRINCIPAL="bob")
+            assert refused.returncode == 6 and b"E009" in refused.stderr
+            assert b"other than its initiator" in refused.stderr
+        ok = reel(tmp_path, "--json", "effect", "retry", "--adapter", "http", "--op", pay, "--supersedes", op,
+                  "--approved-by", "carol", REEL_PRINCIPAL="bob")
+        assert ok.returncode == 0, ok.stderr
+        effect = json.loads(reel(tmp_path, "cat-file", "-p", json.loads(ok.stdout)["id"]).stdout)
+        assert effect["principal"] == "alice" and effect["meta"]["approved_by"] == "carol"
+        assert target.count("/") == 1
+
+
 def test_the_specimens_fault_schedule_crash_after_200_restore_and_guarded_refusals(tmp_path: Path) -> None:
     """The AGI Reactor specimen, black-box: the payment reaches the target, the drainer dies after the
     target answered, the store is restored from a backup holding the UNKNOWN entry (the target is not

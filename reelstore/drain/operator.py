@@ -213,16 +213,17 @@ def _deliver(repo: Repo, hook: os.PathLike[str], o: Operation, to: str, st: Oper
     return "delivered"
 
 
-def supersede_link(repo: Repo, name: str, approved_by: str) -> dict[str, str]:
+def supersede_link(repo: Repo, name: str, approved_by: str, initiator: str) -> dict[str, str]:
     """The link a fresh attempt at operation `name` carries: a new, separately authorised effect (its
     own operation id) that names its predecessor. It never erases the predecessor's duplicate risk:
-    the predecessor keeps its state and history. Refused (E009) when the approver is the initiator."""
+    the predecessor keeps its state and history. Refused (E009) when the approver is its initiator
+    (`initiator`: the principal of the view that queues it, whom the effect names) or whoever asks."""
     found = find(repo, name)
     if found.state == "succeeded":
         raise Conflict(f"operation {found.op} succeeded: there is nothing to attempt again", op=found.op)
     if not approved_by.strip():
         raise BadInput("a fresh attempt needs --approved-by NAME")
-    if approved_by == repo.principal():
+    if approved_by in (initiator, repo.principal()):
         raise CapabilityViolation(f"a fresh attempt at {found.op} must be approved by someone other than its "
                                   f"initiator ({approved_by})")
     return {"supersedes": found.op, "approved_by": approved_by, "predecessor_state": found.state}
