@@ -8,7 +8,8 @@ reading one ref), `cat-file --batch` over 20k packed objects, gc with half the o
 5k and 20k (80k with --big; max RSS too), full push and clone of 20k objects over a path remote (git's
 clone twice: as it clones a local path by default, with hard links to the remote's files, and with
 --no-local, which moves and indexes a pack as reel's clone must), and an incremental push of 10
-objects onto a 20k remote. --quick uses 2k objects and one repetition.
+objects onto a 20k remote; the sync rows also show dulwich (the pure-Python git) doing the same
+transfer in its own process. --quick uses 2k objects and one repetition.
 --only runs just the named sections (startup, batch, gc, sync), so one engineer can measure their rows.
 """
 
@@ -539,9 +540,15 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
         commit = git("rev-parse", ref, cwd=sent).decode().strip()
         return run([sys.executable, FLOOR_SYNC, "push", str(remote), ref, ZERO, commit, str(pack)], tmp)
 
-    got = interleaved({"r": reel_push, "g": git_push, "f": floor_push}, repeat)
+    def dulwich_push() -> tuple[float, float, int]:
+        remote = tmp / f"y-dremote-{next(counter)}"
+        git_init(remote)
+        return run([sys.executable, "-c", DULWICH_PUSH, str(g), str(remote)], tmp)
+
+    got = interleaved({"r": reel_push, "g": git_push, "f": floor_push, "d": dulwich_push}, repeat)
     row("full push", got["r"], got["g"], got["f"])
     floor_ratio("full push", got)
+    dulwich_ratio("full push", got)
     remote, gremote = tmp / "y-remote-base", tmp / "y-gremote-base"
     git_init(remote)
     git_init(gremote)
@@ -556,13 +563,16 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
                        "n": lambda: run(["git", "clone", "-q", "--bare", "--no-local", str(gremote),
                                          str(tmp / f"y-gclone-{next(counter)}")], tmp),
                        "f": lambda: run([sys.executable, FLOOR_SYNC, "clone", str(remote), tip,
-                                         str(tmp / f"y-fclone-{next(counter)}")], tmp)}, repeat)
+                                         str(tmp / f"y-fclone-{next(counter)}")], tmp),
+                       "d": lambda: run([sys.executable, "-c", DULWICH_CLONE, str(gremote),
+                                         str(tmp / f"y-dclone-{next(counter)}")], tmp)}, repeat)
     row("clone (git: local, hard links)", got["r"], got["g"])
     row("clone (git: --no-local, packs and indexes)", got["r"], got["n"], got["f"])
     floor_ratio("clone", {"f": got["f"], "g": got["n"]})
+    dulwich_ratio("clone", {"r": got["r"], "g": got["n"], "d": got["d"]})
     row("  of which the store's pack write alone", pack_write_alone(tmp, r, repeat), None)
     print("(incremental push: 10 new objects onto the remote above)")
-    samples: dict[str, list[tuple]] = {"r": [], "g": [], "f": [], "c": []}
+    samples: dict[str, list[tuple]] = {"r": [], "g": [], "f": [], "c": [], "d": []}
     modules = tmp / "y-push-modules.txt"
     _add_ten(r, repeat)  # one untimed push first, to list the reelstore modules a push loads
     subprocess.run([sys.executable, "-c", _LIST_MODULES, str(modules), "push", "base"], cwd=r, check=True,
@@ -585,9 +595,13 @@ def sync_rows(tmp: Path, n: int, repeat: int) -> None:
         stream = fast_import_blobs(blobs) + b"commit refs/heads/main\ncommitter b <b@x> 1 +0000\ndata 4\nmore\n"
         stream += b"from refs/heads/main^0\n" + b"".join(b"M 100644 :%d x/%d/%d\n" % (i + 1, k, i) for i in range(10))
         git("fast-import", "--quiet", cwd=g, input=stream + b"\n")
+        dremote = tmp / f"y-dincr-{k}"  # the git remote as it is before git's push, for dulwich's
+        shutil.copytree(gremote, dremote, symlinks=True)
         samples["g"].append(run(["git", "push", "-q", str(gremote), "main"], g, env={**os.environ, **GIT_ENV}))
+        samples["d"].append(run([sys.executable, "-c", DULWICH_PUSH, str(g), str(dremote)], tmp))
     row("incremental push of 10 objects", samples["r"], samples["g"], samples["f"])
     floor_ratio("incremental push", samples)
+    dulwich_ratio("incremental push", samples)
     count = len(modules.read_text().split())
     code, gmed = med(samples["c"], 0), max(med(samples["g"], 0), 1e-6)
     print(f"  incremental push: floor + loading the {count} reelstore modules a push loads (none of them run) "
@@ -635,6 +649,23 @@ def floor_ratio(title: str, got: dict[str, list[tuple]]) -> None:
     print(f"  {title}: floor/git {med(got['f'], 0) / max(med(got['g'], 0), 1e-6):5.2f}x "
           "(floor: python + click + blake3/zstandard/msgpack/sqlite3 + the git child; bench/floor_sync.py)",
           flush=True)
+
+
+def dulwich_ratio(title: str, got: dict[str, list[tuple]]) -> None:
+    """dulwich, the pure-Python git, doing the same transfer in its own process (its porcelain, started as
+    reel is): where Python itself sits against git, beside reel."""
+    d = med(got["d"], 0)
+    print(f"  {title}: dulwich {d * 1000:.1f} ms cpu ({med(got['d'], 1) * 1000:.1f} wall)  "
+          f"dulwich/git {d / max(med(got['g'], 0), 1e-6):5.2f}x  reel/dulwich {med(got['r'], 0) / d:5.2f}x",
+          flush=True)
+
+
+DULWICH_PUSH = ("import io, sys\nfrom dulwich import porcelain\n"
+                "porcelain.push(sys.argv[1], sys.argv[2], [b'refs/heads/main'], outstream=io.BytesIO(), "
+                "errstream=io.BytesIO())")
+DULWICH_CLONE = ("import io, sys\nfrom dulwich import porcelain\n"
+                 "porcelain.clone(sys.argv[1], sys.argv[2], bare=True, errstream=io.BytesIO()).close()")
+"""dulwich's push and bare clone over a path remote, as `python -c` (its porcelain prints nothing here)."""
 
 
 SECTIONS = ("startup", "batch", "gc", "sync")
