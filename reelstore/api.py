@@ -32,7 +32,7 @@ from reelstore.kernel.history import LogEntry, log
 from reelstore.kernel.inspection import NameChange, ViewStatus, ViewSummary
 from reelstore.kernel.names import view_ref
 from reelstore.kernel.transaction import Transaction
-from reelstore.kernel.views import descendants, load_live
+from reelstore.kernel.views import descendants, initiator, load_live
 from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
 
@@ -149,8 +149,7 @@ class ViewHandle:
             from reelstore.drain.operator import supersede_link
 
             view = load_live(self.repo, self.name, settle=False).view
-            link = supersede_link(self.repo, supersedes, approved_by,
-                                  str(view.meta.get("principal", self.repo.principal())))
+            link = supersede_link(self.repo, supersedes, approved_by, initiator(self.repo, view))
         tx = self._open_tx()
         if tx is not None:
             return tx.effect(adapter, op, effect_class, version_ref, link)

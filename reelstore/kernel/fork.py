@@ -37,8 +37,8 @@ def fork(
     if depth + 1 > MAX_DEPTH:
         raise ForkDepthExceeded(f"forking {source!r} would make a view {depth + 1} deep; the limit is {MAX_DEPTH}")
     chosen = parent_caps if caps is None else admission.narrow(parent_caps, caps)
-    meta = {"name": name, "fork": os.urandom(16).hex(), "trunk": trunk, "created": now_ms(),
-            "principal": repo.principal()}
+    who = repo.principal()
+    meta = {"name": name, "fork": os.urandom(16).hex(), "trunk": trunk, "created": now_ms(), "principal": who}
     view = View(
         parent=parent_ref,
         base=base,
@@ -54,7 +54,7 @@ def fork(
         with repo.objects.batch():
             repo.objects.reuse(chosen)  # the trunk's or the source's: usually stored long ago
             repo.objects.put_many([view])
-            repo.refs.transaction(f"fork {name} from {source}", repo.principal()).create(ref, view.id).commit()
+            repo.refs.transaction(f"fork {name} from {source}", who).create(ref, view.id).commit()
     except Conflict as exc:
         if "lock" in exc.details:
             raise

@@ -25,7 +25,7 @@ from reelstore.crashpoints import crash_point
 from reelstore.drain import hold
 from reelstore.errors import BadInput, Conflict, NotFound
 from reelstore.kernel import admission
-from reelstore.kernel.views import Live, load_live
+from reelstore.kernel.views import Live, initiator, load_live
 from reelstore.namespace.tree import Namespace
 from reelstore.objects import Effect, Effects, Hash, View
 from reelstore.storage import content
@@ -220,7 +220,7 @@ class Transaction:
                 op=w.op,
                 delivery=w.delivery,
                 version_ref=w.version_ref,
-                principal=str(live.view.meta.get("principal", self.repo.principal())),
+                principal=initiator(self.repo, live.view),
                 meta=freeze({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": len(pending),
                              **(w.link or {})}),
             )

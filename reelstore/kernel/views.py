@@ -39,6 +39,12 @@ class Live:
         return str(self.view.meta.get("trunk", ""))
 
 
+def initiator(repo: Repo, view: View) -> str:
+    """Who started `view` (its `principal`, recorded at fork), whom its effects name; this store's
+    principal for a view that recorded none."""
+    return str(view.meta.get("principal", repo.principal()))
+
+
 def read_view(repo: Repo, h: Hash) -> View:
     return repo.cache.load(h, View)
 

@@ -48,7 +48,6 @@ class PackSet:
         self._scanned: int | None = None
         self._scan_time = 0
 
-
     def forget(self) -> None:
         """Rescan at the next lookup (this process has just added a pack)."""
         self._scanned = None
