@@ -72,7 +72,8 @@ class HttpAdapter(Adapter):
         etag = op.get("etag")
         if etag is not None and not isinstance(etag, str):
             raise BadInput("http op: etag must be a string")
-        klass = "B" if etag is not None else svc.effect_class
+        # A read-like request queued by hand is still an effect: Class C, resent safely (it changes nothing).
+        klass = "B" if etag is not None else "C" if svc.read_like else svc.effect_class
         return Admission(resource, klass, svc.delivery, {"kind": "etag", "value": etag} if etag is not None else None)
 
     def service(self, effect: Effect) -> Service:

@@ -2,7 +2,7 @@
 
     [service "pay"]
         match = http:POST:http://127.0.0.1:8080/pay
-        class = C                      ; or B
+        class = C                      ; or B; or read: no side effect, passes through `reel run` at once
         delivery = keyed               ; keyed | two-phase | queryable | blind
         key-header = Idempotency-Key   ; the operation id travels here on every attempt
         status-url = http://127.0.0.1:8080/pay/status/{key}   ; queryable / two-phase: 200 done, 404 absent
@@ -11,10 +11,16 @@
 
 `match` is a resource prefix matched on segment boundaries (`/` and `:`), like capabilities; the
 longest matching rule wins. A request no rule matches is Class C, and `blind` if its method is unsafe.
+
+A `read` rule declares requests that change nothing (a model's completion, a search, an embedding):
+they are sent at once, never queued. Built-in read rules cover the model APIs agents call on their
+public hosts (`BUILTIN`); a configured rule of the same name replaces one, and `model_rules` makes
+the same paths read-like on a local model server.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,6 +32,14 @@ if TYPE_CHECKING:
     from reelstore.storage.config import Config
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
+READ = "READ"
+"""The class of a rule whose requests have no side effect: they pass through, never queued."""
+MODEL_PATHS = (
+    "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings",  # OpenAI-compatible
+    "/v1/messages",  # Anthropic
+    "/api/chat", "/api/generate", "/api/embed", "/api/embeddings",  # Ollama
+)
+"""Model API paths that only compute an answer; `model_rules` makes them read-like on a given host."""
 DEFAULT_KEY_HEADER = "Idempotency-Key"
 ABSENCE = ("provable", "unprovable")
 
@@ -46,8 +60,8 @@ class Service:
         where = f'service "{self.name}"'
         if not self.match:
             raise BadInput(f"{where} has no match")
-        if self.effect_class not in CLASSES:
-            raise BadInput(f"{where}: class must be one of {', '.join(CLASSES)}, not {self.effect_class!r}")
+        if self.effect_class not in (*CLASSES, READ):
+            raise BadInput(f"{where}: class must be one of {', '.join(CLASSES)} or read, not {self.effect_class!r}")
         if self.delivery not in DELIVERIES:
             raise BadInput(f"{where}: delivery must be one of {', '.join(DELIVERIES)}, not {self.delivery!r}")
         if self.delivery in ("queryable", "two-phase") and not self.status_url:
@@ -61,9 +75,30 @@ class Service:
                 raise BadInput(f"{where}: {url!r} must contain {{key}}")
         return self
 
+    @property
+    def read_like(self) -> bool:
+        """Requests under this rule change nothing: they are sent at once, never queued as effects."""
+        return self.effect_class == READ
+
+
+def model_rules(origin: str, prefix: str = "model") -> list[Service]:
+    """Read rules for the built-in model paths on `origin` (`http://127.0.0.1:8000`): a local model server
+    declared read-like path by path, not host-wide, so its other routes stay pending effects."""
+    origin = origin.rstrip("/")
+    return [Service(name=f"{prefix}{path.replace('/', '-')}", match=f"http:POST:{origin}{path}", effect_class=READ,
+                    delivery="keyed").validate() for path in MODEL_PATHS]
+
+
+BUILTIN: tuple[Service, ...] = (
+    *model_rules("https://api.openai.com", "openai"),
+    *model_rules("https://api.anthropic.com", "anthropic"),
+)
+"""Read rules every store has unless a configured rule of the same name replaces it."""
+
 
 def services(config: Config) -> list[Service]:
-    """Every configured service rule, validated (E014 on a bad rule); re-read only when the config changed."""
+    """Every service rule in force: the configured ones, validated (E014 on a bad rule), then the built-in
+    ones no configured rule of the same name replaces; re-read only when the config changed."""
     return config.derived(_parse)
 
 
@@ -83,13 +118,15 @@ def _parse(config: Config) -> list[Service]:
             commit_url=get("commit-url"),
             absence=(get("absence", "provable") or "provable").lower(),
         ).validate())
-    return out
+    named = {svc.name for svc in out}
+    return out + [svc for svc in BUILTIN if svc.name not in named]
 
 
-def classify(config: Config, resource: str, method: str) -> Service:
-    """The rule for `resource` (longest match), or the default: Class C, blind if the method is unsafe."""
+def classify(config: Config, resource: str, method: str, extra: Iterable[Service] = ()) -> Service:
+    """The rule for `resource` (longest match among the rules in force and `extra`), or the default:
+    Class C, blind if the method is unsafe."""
     best: Service | None = None
-    for svc in services(config):
+    for svc in (*services(config), *extra):
         if prefix_covers(svc.match, resource) and (best is None or len(svc.match) > len(best.match)):
             best = svc
     if best is not None:
