@@ -13,6 +13,7 @@ from reelstore.errors import BadInput, CapabilityViolation, Conflict, NotFound
 from reelstore.kernel import snapshot as snapshots
 from reelstore.kernel import verbs as kernel
 from reelstore.maintenance import bundle as bundles
+from reelstore.objects import View
 from reelstore.storage.repo import Repo
 
 
@@ -53,6 +54,67 @@ def test_a_restored_copy_is_restored_once(mem: Repo) -> None:
     assert [n for _, n in kh.FIRED] == [7]
 
 
+def test_restore_in_place_never_makes_two_live_holders(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    _queued(mem, "a", 1)
+    snapshots.take(mem, "a", "s")
+    kernel.abort(mem, "a")
+    copy = snapshots.restore(mem, "s", "copy")  # a new view: it holds the effect now
+    assert copy.in_place is False and len(copy.pending) == 1
+    again = snapshots.restore(mem, "s")  # the original name is not live: made anew, without the held effect
+    assert again.view == "a" and again.pending == [] and again.left_out[0].why == "still pending in live view 'copy'"
+    onto_copy = snapshots.restore(mem, "s", "copy")  # named explicitly: reset in place, it keeps its effect
+    assert onto_copy.in_place and len(onto_copy.pending) == 1 and onto_copy.dropped == []
+    assert mem.objects.get_as(mem.refs["refs/views/copy"], View).meta["fork"] == \
+        mem.objects.get_as(copy.id, View).meta["fork"]  # the same view, not a new one
+    kernel.commit(mem, "a")
+    kernel.commit(mem, "copy")
+    assert [n for _, n in kh.FIRED] == [1]
+
+
+def test_restore_in_place_refuses_an_unrelated_view_of_the_same_name(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    _queued(mem, "a", 1)
+    snapshots.take(mem, "a", "s")
+    kernel.abort(mem, "a")
+    kernel.fork(mem, "a")  # a new view that only shares the name
+    _queued(mem, "a", 2)
+    held = mem.refs["refs/views/a"]
+    with pytest.raises(Conflict, match="not the view snapshot 's' was taken from"):
+        snapshots.restore(mem, "s")
+    assert mem.refs["refs/views/a"] == held
+    replaced = snapshots.restore(mem, "s", "a")  # named with --as: replaced, its own effect dropped
+    assert replaced.in_place and [e.effect_class for e in replaced.dropped] == ["C"] and len(replaced.pending) == 1
+    kernel.commit(mem, "a")
+    assert [n for _, n in kh.FIRED] == [1]
+
+
+def test_restore_in_place_of_a_committed_view_makes_it_anew(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    _queued(mem, "a", 1)
+    snapshots.take(mem, "a", "s")
+    kernel.commit(mem, "a")
+    again = snapshots.restore(mem, "s")
+    assert not again.in_place and again.pending == [] and again.left_out[0].why.startswith("already committed")
+
+
+def test_cli_restore_in_place(reel, tmp_path: Path) -> None:
+    reel("init", check=True)
+    reel("fork", "work", check=True)
+    for name in ("a", "b"):
+        op = json.dumps({"action": "write", "path": f"out/{name}.txt", "content": f"{name}\n"})
+        reel("effect", "work", "--adapter", "fs", "--op", op, check=True)
+        if name == "a":
+            reel("snapshot", "work", "s1", check=True)
+    out = json.loads(reel("--json", "restore", "s1", check=True).stdout)
+    assert out["in_place"] and out["view"] == "work" and [e["resource"] for e in out["pending"]] == ["fs:out/a.txt"]
+    assert [e["resource"] for e in out["dropped"]] == ["fs:out/b.txt"] and out["left_out"] == []
+    text = reel("restore", "s1", check=True).stdout.decode()
+    assert text.startswith("restored snapshot s1 onto live view work (") and "1 effect pending" in text
+    reel("commit", "work", check=True)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.txt"]
+
+
 def test_restore_never_widens_a_trunk_that_narrowed(mem: Repo) -> None:
     kernel.fork(mem, "a")
     kernel.put(mem, "a", "docs/x", b"1")
@@ -73,8 +135,6 @@ def test_snapshot_names_and_errors(mem: Repo) -> None:
         snapshots.take(mem, "a")
     moved = snapshots.take(mem, "a", force=True)
     assert moved.id != snap.id
-    with pytest.raises(Conflict):
-        snapshots.restore(mem, "a", "a")  # the view a is live
     with pytest.raises(NotFound):
         snapshots.restore(mem, "nope")
     snapshots.delete(mem, "a")
