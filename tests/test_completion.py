@@ -200,8 +200,10 @@ def test_the_bash_script_completes_in_a_real_bash(store: Path, tmp_path: Path) -
 
 
 def _shell(name: str) -> str:
+    """The shell's path. Missing, the test fails (never skips), so a run without it cannot pass silently."""
     found = shutil.which(name)
-    assert found, f"{name} is needed to test its completion script (.ci/run installs it)"
+    assert found, (f"{name} is not installed, and this test runs reel's completion script in a real {name}: "
+                   f"install it (Debian: `apt-get install {name}`; .ci/run does), see the README's test requirements")
     return found
 
 
