@@ -4,10 +4,13 @@ the real `reel` command."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import kernel_helpers as kh
 import pytest
+from conftest import REEL
 
 from reelstore.errors import BadInput, CapabilityViolation, Conflict, NotFound
 from reelstore.kernel import snapshot as snapshots
@@ -113,6 +116,56 @@ def test_cli_restore_in_place(reel, tmp_path: Path) -> None:
     assert text.startswith("restored snapshot s1 onto live view work (") and "1 effect pending" in text
     reel("commit", "work", check=True)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.txt"]
+
+
+def test_restore_in_place_racing_a_commit(reel, tmp_path: Path) -> None:
+    """Real processes, started together: whichever lands first, no effect has two live holders and an
+    effect queued after the snapshot fires only if the commit landed before the restore."""
+    reel("init", check=True)
+    for n in range(3):
+        view = f"w{n}"
+        reel("fork", view, check=True)
+        for name in ("kept", "later"):
+            op = json.dumps({"action": "write", "path": f"out/{n}/{name}.txt", "content": "x"})
+            reel("effect", view, "--adapter", "fs", "--op", op, check=True)
+            if name == "kept":
+                reel("snapshot", view, f"s{n}", check=True)
+        env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+        procs = [subprocess.Popen([REEL, *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE) for args in (["commit", view], ["restore", f"s{n}"])]
+        commit_rc, restore_rc = [p.wait(timeout=120) for p in procs]
+        for p in procs:
+            p.communicate()
+        assert commit_rc in (0, 5) and restore_rc == 0, (commit_rc, restore_rc)
+        views = {v["name"]: v for v in json.loads(reel("--json", "views", check=True).stdout)["views"]}
+        kept, later = ((tmp_path / "out" / str(n) / f"{name}.txt").exists() for name in ("kept", "later"))
+        if later:  # the commit landed first: the restore made the view anew, holding none of its effects
+            assert commit_rc == 0 and kept and views[view]["effects"] == 0
+        elif commit_rc == 0:  # the restore landed first and the commit took the restored view
+            assert kept and view not in views
+        else:  # the restore landed first and the commit lost its compare-and-swap
+            assert not kept and views[view]["effects"] == 1
+
+
+def test_restore_of_a_view_whose_commit_landed_but_was_not_retired(reel, tmp_path: Path) -> None:
+    """A commit killed right after its commit point leaves the view's ref behind: a restore sees the
+    commit that landed, restores nothing it carried, and recover sends each effect once."""
+    reel("init", check=True)
+    reel("fork", "w", check=True)
+    for name in ("kept", "later"):
+        op = json.dumps({"action": "write", "path": f"out/{name}.txt", "content": name})
+        reel("effect", "w", "--adapter", "fs", "--op", op, check=True)
+        if name == "kept":
+            reel("snapshot", "w", "s", check=True)
+    env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+    killed = subprocess.run([REEL, "commit", "w"], cwd=tmp_path, env={**env, "REEL_TEST_CRASH_AT": "commit:advanced"},
+                            capture_output=True, timeout=120)
+    assert killed.returncode == -9 and reel("show-ref", "-q", "--verify", "refs/views/w").returncode == 0
+    out = json.loads(reel("--json", "restore", "s", check=True).stdout)
+    assert not out["in_place"] and out["pending"] == [] and out["left_out"][0]["why"].startswith("already committed")
+    reel("abort", "w", check=True)  # the restored view: it holds nothing
+    assert reel("recover").returncode == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["kept.txt", "later.txt"]
 
 
 def test_restore_never_widens_a_trunk_that_narrowed(mem: Repo) -> None:

@@ -32,7 +32,7 @@ from typing import Any
 
 from reelstore.adapters.base import adapter
 from reelstore.codec import freeze
-from reelstore.errors import BadInput, Conflict, NotFound, ReelError
+from reelstore.errors import BadInput, Conflict, NotFound, ReelError, ViewTerminal
 from reelstore.kernel import admission
 from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX, view_ref
 from reelstore.kernel.transaction import CAS_ATTEMPTS, backoff, give_up
@@ -151,8 +151,10 @@ def restore(repo: Repo, name: str, as_view: str | None = None, *, effects: bool 
     vref = view_ref(target)
     caps = admission.narrow(_parent_caps(repo, snap), admission.view_caps(repo, snap))
     for attempt in range(CAS_ATTEMPTS):
-        current = repo.refs.get(vref)
-        live = None if current is None else load_live(repo, target)
+        try:
+            live = None if repo.refs.get(vref) is None else load_live(repo, target)
+        except (ViewTerminal, NotFound):
+            continue  # it ended meanwhile, or its commit had landed and is now retired: look again
         if live is not None and as_view is None and fork_id(live.view) != fork_id(snap):
             raise Conflict(f"view {target!r} is live but is not the view snapshot {name!r} was taken from; "
                            f"name it with --as {target} to replace it, or restore with --as NEW", view=target)
