@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from reelstore.codec import frame, pack_body
 from reelstore.errors import BadInput
 from reelstore.objects import (
-    Approval,
     KINDS,
+    Approval,
     Blob,
     Capability,
     Chunks,

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reelstore.drain.operator import max_notices
 from reelstore.errors import ApprovalRequired, BadInput, CapabilityViolation, Conflict, NotFound
 from reelstore.hooks.runner import hook_path, run_hook
 from reelstore.kernel.changes import pending_effects
@@ -224,6 +223,8 @@ def _notify(repo: Repo, live: Live, st: Standing) -> None:
     recipient, and remember each run (`.reel/approvals/FORK`)."""
     if hook_path(repo, "notify") is None:
         return
+    from reelstore.drain.operator import max_notices  # only with a notify hook: it loads the operator's tools
+
     to = ",".join(sorted({n.group for n in st.needs if n.group})) or "approvers"
     key = f"{st.effects.hex() if st.effects else '-'} {st.namespace.hex()} {to}"
     name = f"approvals/{fork_id(live.view)}"
