@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from reelstore.errors import ApprovalRequired, BadInput, CapabilityViolation, Conflict, NotFound
-from reelstore.hooks.runner import hook_path, run_hook
+from reelstore.hooks.runner import hook_path, run_hook, run_pre_hook
 from reelstore.kernel.changes import pending_effects
 from reelstore.kernel.names import VIEW_PREFIX
 from reelstore.kernel.transaction import CAS_ATTEMPTS, backoff, give_up
@@ -260,6 +260,10 @@ def _record(repo: Repo, name: str, verdict: str, by: str, note: str, expect: Has
     approval = Approval(verdict=verdict, view=name, fork=fork_id(first.view), effects=first.view.effects,
                         namespace=first.view.namespace, by=by, principal=me, via=established(repo), time=now_ms(),
                         note=note)
+    run_pre_hook(repo, "pre-approve", {"REEL_VIEW": name, "REEL_VERDICT": verdict, "REEL_BY": by,
+                                       "REEL_PRINCIPAL_NAME": me, "REEL_VIA": approval.via,
+                                       "REEL_EFFECTS": approval.effects.hex() if approval.effects else "",
+                                       "REEL_NAMESPACE": approval.namespace.hex(), "REEL_NOTE": note})
     for attempt in range(CAS_ATTEMPTS):
         live = load_live(repo, name, settle=False) if attempt else first
         if not approval.binds(fork_id(live.view), live.view.effects, live.view.namespace):

@@ -10,11 +10,15 @@ and the committed view, which a record names, keeps the ones its effects carried
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar
 
 from reelstore.frozen import frozen
 from reelstore.objects.block import Object, register, v_enum, v_hash, v_int, v_opt, v_str
 from reelstore.objects.hash import Hash
+
+if TYPE_CHECKING:
+    from reelstore.objects.view import View
 
 VERDICTS = ("approve", "reject")
 VIA = ("REEL_PRINCIPAL", "user.name", "login")
@@ -58,3 +62,20 @@ class Approval(Object):
     def binds(self, fork: str, effects: Hash | None, namespace: Hash) -> bool:
         """Does this approval name exactly this view state?"""
         return self.fork == fork and self.effects == effects and self.namespace == namespace
+
+
+def fault(approval: Approval, view: View, queued_by: Sequence[str]) -> str | None:
+    """Why `approval`, listed by committed `view` (whose effects were queued by `queued_by`), could not
+    have let its effects fire, or None: a refusal, an approval of another state, or one by the view's
+    initiator or an effect's principal (rules a commit enforces; fsck checks that they held)."""
+    fork = str(view.meta.get("fork", "")) or view.id.hex()
+    if approval.verdict != "approve":
+        return f"a {approval.verdict} by {approval.by}, not an approval"
+    if not approval.binds(fork, view.effects, view.namespace):
+        return f"by {approval.by}, it names other pending effects or names than the view holds"
+    barred = {str(view.meta.get("principal", "")), *queued_by} - {""}
+    who = {approval.by, approval.principal} & barred
+    if who:
+        return (f"by {approval.by}, recorded by {approval.principal}: {', '.join(sorted(who))} started the view or "
+                "queued its effects")
+    return None
