@@ -27,8 +27,8 @@ def expected(text: str | None) -> Hash | None:
 @click.option("--by", "by", required=True, metavar="NAME", help="Who approves (not the view's initiator, nor whoever "
               "queued its effects).")
 @click.option("-m", "--message", "note", default="", metavar="WHY", help="Why, kept in the approval.")
-@click.option("--effects", "expect", metavar="ID", help="The pending-effects id you reviewed (`effects` in `reel show VIEW"
-              "`): refused (E002) if the view now holds other effects.")
+@click.option("--effects", "expect", metavar="ID", help="The pending-effects id you reviewed (`effects` in "
+              "`reel show VIEW`): refused (E002) if the view now holds other effects.")
 @pass_ctx
 def approve(ctx: Context, view: str, by: str, note: str, expect: str | None) -> None:
     """Approve VIEW's pending effects and names exactly as they are now.

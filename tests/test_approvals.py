@@ -104,6 +104,8 @@ def test_a_pay_effect_fires_only_once_a_distinct_principal_approved_exactly_it(t
     committed = store.repo.objects.get_as(record.view, View)
     assert committed.approvals == (again.id,)  # exactly the approval that let them fire, not the stale one
     assert [a.by for a in approval.carried(store.repo, committed)] == ["bob"]
+    store.gc(prune="now")  # the record reaches its view, and the view its approvals: gc keeps them
+    assert [a.note for a in approval.carried(Repo.open(tmp_path / "s"), committed)] == [""]
     assert fsck(store.repo).clean
 
 

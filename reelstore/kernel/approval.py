@@ -140,17 +140,25 @@ def barred(repo: Repo, view: View, effects: Sequence[Effect]) -> set[str]:
     return {initiator(repo, view), *(e.principal for e in effects if e.principal)}
 
 
-def gathered(repo: Repo, live: Live) -> list[Approval]:
-    """The view's approvals, and those of its copies fetched from remotes (same lineage): an approver on
-    another machine signs there and pushes; a fetch brings the signed copy back beside this one."""
-    ids = list(live.view.approvals)
+def _fetched_copies(repo: Repo, live: Live) -> list[View]:
+    """The copies of view `live` (same lineage, another object) that fetches brought from remotes."""
     fork = fork_id(live.view)
+    out = []
     for ref, h in repo.refs.list("refs/remotes/"):
         if not ref.endswith(f"/views/{live.name}") or h == live.id:
             continue
         other = repo.cache.load(h, Object)
         if isinstance(other, View) and fork_id(other) == fork:
-            ids.extend(a for a in other.approvals if a not in ids)
+            out.append(other)
+    return out
+
+
+def gathered(repo: Repo, live: Live) -> list[Approval]:
+    """The view's approvals, and those of its copies fetched from remotes: an approver on another
+    machine signs there and pushes; a fetch brings the signed copy back beside this one."""
+    ids = list(live.view.approvals)
+    for other in _fetched_copies(repo, live):
+        ids.extend(a for a in other.approvals if a not in ids)
     return [repo.cache.load(h, Approval) for h in ids]
 
 
@@ -205,12 +213,14 @@ def _since(repo: Repo, live: Live) -> int:
 def require(repo: Repo, live: Live, effects: Sequence[Effect]) -> Live:
     """E018 (nothing changed, the `notify` hook told) unless every approval rule covering the view's
     effects is met and nobody refused; else the view to commit, listing exactly its current approvals."""
+    if not live.view.approvals and not _needs(repo, effects):
+        return live  # the common case: no rule asks, and the view lists no approval to carry
     st = standing(repo, live, effects)
     if st.waiting:
         _notify(repo, live, st)
         raise ApprovalRequired(st.explain(), view=live.name, needs=[n.to_json() for n in st.needs if not n.met],
                                stale=[a.by for a in st.stale], rejected=[a.by for a in st.rejected])
-    keep = tuple(a.id for a in st.current) if st.needs else ()
+    keep = tuple(a.id for a in st.current)
     if keep == live.view.approvals:
         return live
     view = replace(live.view, approvals=keep)
