@@ -53,7 +53,7 @@ def _awaiting(ctx: Context) -> None:
     def line(st: Standing) -> str:
         needs = "; ".join(n.describe() for n in st.needs if not n.met)
         refused = "; ".join(f"refused by {a.by}" for a in st.rejected)
-        stale = f"; stale approvals by {', '.join(sorted({a.by for a in st.stale}))}" if st.stale else ""
+        stale = f"; stale approvals by {', '.join(st.stale_approvers)}" if st.stale_approvers else ""
         return (f"{st.view}\twaiting {_age(now - st.since) if st.since else '?'}\tinitiator {st.initiator}\t"
                 f"{'; '.join(filter(None, (needs, refused)))}{stale}")
 

@@ -155,6 +155,12 @@ def test_a_put_after_approval_voids_it_and_a_refusal_holds_until_the_view_change
     assert target.requests == 0
     with pytest.raises(Conflict, match="review it again"):
         store.approve("pay", "bob", expect=store.repo.cache.load(store.repo.refs["refs/heads/main"], Record).namespace)
+    view.put("invoice.txt", b"amount fixed")  # a change voids the refusal along with the approvals
+    who("bob")
+    store.approve("pay", "bob")
+    who("agent")
+    store.commit("pay")
+    assert target.count("/blind") == 1
 
 
 def test_the_cli_refuses_with_exit_10_lists_what_waits_and_shows_who_approved(tmp_path: Path,

@@ -92,16 +92,21 @@ class Standing:
 
     @property
     def waiting(self) -> bool:
-        return bool(self.needs) and (bool(self.rejected) or not all(n.met for n in self.needs))
+        return bool(self.rejected) or not all(n.met for n in self.needs)
+
+    @property
+    def stale_approvers(self) -> list[str]:
+        """Who approved an earlier state of the view and not this one."""
+        return sorted({a.by for a in self.stale if a.verdict == "approve"} - {a.by for a in self.current})
 
     def explain(self) -> str:
         parts = [f"view {self.view!r} needs approval before its effects fire (initiator {self.initiator})"]
         parts += [n.describe() for n in self.needs if not n.met]
         parts += [f"refused by {a.by}" + (f" ({a.note})" if a.note else "") for a in self.rejected]
-        parts += [f"the approval by {a.by} is stale: the view changed after it (its pending effects or names differ "
-                  "from what was approved)" for a in self.stale if a.verdict == "approve"]
-        parts += [f"the approval by {a.by} does not count: it names the initiator or a principal who queued an effect"
-                  for a in self.barred]
+        parts += [f"the approval by {by} is stale: the view changed after it (its pending effects or names differ "
+                  "from what was approved)" for by in self.stale_approvers]
+        parts += [f"the approval by {by} does not count: it names the initiator or a principal who queued an effect"
+                  for by in sorted({a.by for a in self.barred})]
         return "; ".join(parts) + (f". Nothing was committed or sent; `reel approve {self.view} --by NAME`, then "
                                    "commit again")
 
@@ -219,7 +224,7 @@ def require(repo: Repo, live: Live, effects: Sequence[Effect]) -> Live:
     if st.waiting:
         _notify(repo, live, st)
         raise ApprovalRequired(st.explain(), view=live.name, needs=[n.to_json() for n in st.needs if not n.met],
-                               stale=[a.by for a in st.stale], rejected=[a.by for a in st.rejected])
+                               stale=st.stale_approvers, rejected=[a.by for a in st.rejected])
     keep = tuple(a.id for a in st.current)
     if keep == live.view.approvals:
         return live
