@@ -176,8 +176,8 @@ class EffectFailed(EffectsIncomplete):
 
 
 class ApprovalRequired(ReelError):
-    """A commit would fire effects that an approval rule covers, without enough current approvals by
-    principals other than the view's initiator: nothing was committed or sent."""
+    """A commit would fire effects that an approval rule covers without enough current approvals by
+    principals other than the view's initiator, or that someone refused: nothing was committed or sent."""
 
     code, exit_status = "E018", 10
     hint = ("`reel views --awaiting` says who must approve what; an approver runs `reel approve VIEW --by NAME`, "
