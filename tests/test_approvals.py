@@ -181,6 +181,16 @@ def test_the_cli_refuses_with_exit_10_lists_what_waits_and_shows_who_approved(tm
     assert done.returncode == 10 and "E018" in done.stderr and "reel approve pay --by NAME" in done.stderr
     listed = reel("views", "--awaiting")
     assert listed.returncode == 0 and listed.stdout.startswith("pay\twaiting ") and "initiator agent" in listed.stdout
+    refused = reel("reject", "pay", "--by", "erin", "-m", "wrong amount", as_="erin")
+    assert refused.returncode == 0 and "rejected view pay" in refused.stdout
+    [doc] = json.loads(reel("views", "--awaiting", "--json").stdout)["awaiting"]
+    assert [r["by"] for r in doc["rejected"]] == ["erin"] and doc["needs"][0]["approved_by"] == []
+    held = reel("commit", "pay")
+    assert held.returncode == 10 and "refused by erin (wrong amount)" in held.stderr
+    changed = subprocess.run([REEL, "put", "pay", "note.txt", "-"], input="amount checked\n", cwd=d, text=True,
+                             env={k: v for k, v in os.environ.items() if k != "REEL_DIR"} | {"REEL_PRINCIPAL": "agent"},
+                             capture_output=True, timeout=60)
+    assert changed.returncode == 0, changed.stderr  # a change: erin's refusal is stale now
     mine = reel("approve", "pay", "--by", "agent")
     assert mine.returncode == 6 and "E009" in mine.stderr
     ok = reel("approve", "pay", "--by", "bob", "-m", "checked the amount", as_="bob")
