@@ -11,8 +11,11 @@ from pathlib import Path
 import kernel_helpers as kh
 import pytest
 from conftest import REEL
+from target import Target, pay_op
+from test_approvals import rule
 
-from reelstore.errors import BadInput, CapabilityViolation, Conflict, NotFound
+from reelstore.api import Store
+from reelstore.errors import ApprovalRequired, BadInput, CapabilityViolation, Conflict, NotFound
 from reelstore.kernel import snapshot as snapshots
 from reelstore.kernel import verbs as kernel
 from reelstore.maintenance import bundle as bundles
@@ -166,6 +169,28 @@ def test_restore_of_a_view_whose_commit_landed_but_was_not_retired(reel, tmp_pat
     reel("abort", "w", check=True)  # the restored view: it holds nothing
     assert reel("recover").returncode == 0
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["kept.txt", "later.txt"]
+
+
+def test_restore_in_place_keeps_a_refusal_of_the_state_it_restores(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    with Target(tmp_path / "ledger.jsonl") as target:
+        store = Store.init(tmp_path / "s")
+        rule(store.repo, target.url)
+        monkeypatch.setenv("REEL_PRINCIPAL", "agent")
+        view = store.fork("pay")
+        view.effect("http", pay_op(target.url, "blind"))
+        snapshots.take(store.repo, "pay", "s")
+        monkeypatch.setenv("REEL_PRINCIPAL", "dave")
+        store.reject("pay", "dave", "amount is wrong")
+        monkeypatch.setenv("REEL_PRINCIPAL", "agent")
+        view.put("note.txt", b"changed after the refusal")
+        assert snapshots.restore(store.repo, "s").in_place  # back to the very state dave refused
+        monkeypatch.setenv("REEL_PRINCIPAL", "bob")
+        store.approve("pay", "bob")
+        monkeypatch.setenv("REEL_PRINCIPAL", "agent")
+        with pytest.raises(ApprovalRequired, match=r"refused by dave \(amount is wrong\)"):
+            store.commit("pay")
+        assert target.requests == 0
 
 
 def test_restore_never_widens_a_trunk_that_narrowed(mem: Repo) -> None:

@@ -38,6 +38,7 @@ from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX, view_ref
 from reelstore.kernel.transaction import CAS_ATTEMPTS, backoff, give_up
 from reelstore.kernel.views import Live, commit_target, fork_id, live_views, load_live, read_view, trunk_base
 from reelstore.objects import Effect, Effects, Hash, Record, View
+from reelstore.objects.view import MAX_APPROVALS
 from reelstore.stamp import now_ms
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
@@ -169,7 +170,7 @@ def restore(repo: Repo, name: str, as_view: str | None = None, *, effects: bool 
 
             hold.check(repo)
         view = replace(snap, caps=tuple(c.id for c in caps), meta=_meta(repo, snap, live, target, name, h),
-                       effects=_effects_block(repo, snap, kept))
+                       effects=_effects_block(repo, snap, kept), approvals=_approvals(snap, live))
         repo.cache.save([view])
         try:
             if live is None:
@@ -213,6 +214,16 @@ def _restore_effects(repo: Repo, snap: View, live: Live | None, result: RestoreR
             if why:
                 result.changed.append(_entry(e, why))
     return kept
+
+
+def _approvals(snap: View, live: Live | None) -> tuple[Hash, ...]:
+    """The approvals and refusals a view reset in place keeps: its own, then the snapshot's. Each is bound
+    to the effects and names it judged, so one of another state counts for nothing; a refusal of the
+    state restored still holds it, as it would have had the view never changed."""
+    if live is None:
+        return snap.approvals
+    own = live.view.approvals
+    return (*own, *(a for a in snap.approvals if a not in own))[:MAX_APPROVALS]
 
 
 def _meta(repo: Repo, snap: View, live: Live | None, target: str, name: str, h: Hash) -> Any:
