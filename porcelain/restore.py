@@ -7,14 +7,14 @@ import warnings
 
 import click
 
-from reelstore.cli.complete import SNAPSHOTS
+from reelstore.cli.complete import SNAPSHOTS, VIEWS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.kernel import snapshot as snapshots
 from reelstore.wording import plural
 
 
 @click.command("restore")
-@click.option("--as", "as_view", metavar="VIEW",
+@click.option("--as", "as_view", metavar="VIEW", shell_complete=VIEWS,
               help="The view to restore onto, reset in place if live (default: the snapshot's own view).")
 @click.option("--no-effects", is_flag=True, help="Restore the namespace (Class A) only; leave every effect out.")
 @click.argument("snapshot", shell_complete=SNAPSHOTS)

@@ -119,6 +119,7 @@ def test_view_trunk_ref_remote_snapshot_and_op_names(store: Path) -> None:
     assert names("reel remote get-url b", store) == ["backup"]
     assert names("reel remote add --track x y --trunk ", store) == ["dev", "main"]
     assert names("reel restore ", store) == ["snap1"]
+    assert names("reel restore snap1 --as t", store) == ["topic"]
     assert names("reel snapshot -d s", store) == ["snap1"]
     op = _op(store)
     assert names("reel ops show ", store) == [op]
