@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from reelstore.adapters.http_request import HttpRequest
 from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
+from reelstore.extras import needs
 from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.binding import bound_remote
@@ -37,6 +38,8 @@ from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
 
 if TYPE_CHECKING:  # imported where used: most callers never need gc, recovery or dulwich
+    import httpx
+
     from reelstore.drain.hold import Hold
     from reelstore.drain.ops import Operation
     from reelstore.drain.recovery import RecoveryReport
@@ -183,6 +186,15 @@ class ViewHandle:
     def abort(self) -> list[str]:
         self.discard()
         return self.store.abort(self.name)
+
+    def http_client(self, **kwargs: Any) -> httpx.Client:
+        """An `httpx.Client` that sends read-like requests (safe methods, model calls) at once and queues
+        every other request in this view as an http effect, answered 202 (`OpenAI(http_client=…)`).
+        `kwargs` go to `httpx.Client`. Needs httpx (`reelstore[http]`)."""
+        needs("httpx", "http", "http_client()")
+        from reelstore.capture.httpx_client import client
+
+        return client(self, **kwargs)
 
     def __repr__(self) -> str:
         return f"ViewHandle({self.name!r})"
