@@ -1,0 +1,58 @@
+"""The framework integrations, each run through its example under examples/ with the framework's own fake
+or test model, against a real loopback ledger: a committed attempt sends each effect once (two tool calls
+made at once both land), an abandoned or rejected one sends nothing, and a refused call reaches the
+model as a tool result with its code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from target import Target
+from test_examples import EXAMPLES, _run
+
+FRAMEWORKS = ["langgraph_agent.py"]
+
+
+def _ledger(target: Target) -> list[tuple[str, dict]]:
+    rows = [json.loads(line) for line in target.ledger_path.read_text().splitlines()]
+    return sorted((row["path"], json.loads(row["body"])) for row in rows)
+
+
+@pytest.mark.parametrize("example", FRAMEWORKS)
+def test_a_committed_attempt_sends_each_effect_once(tmp_path: Path, example: str) -> None:
+    with Target(tmp_path / "ledger.jsonl") as target:
+        out = _run(str(EXAMPLES / example), str(tmp_path / "s"), f"{target.url}/blind", "commit", cwd=tmp_path)
+        assert "committed: ['succeeded', 'succeeded']" in out, out
+        assert _ledger(target) == [("/blind/notify", {"text": "refund sent"}),
+                                   ("/blind/refunds", {"amount": 12.5, "customer": 7})]
+
+
+@pytest.mark.parametrize("example", FRAMEWORKS)
+def test_an_abandoned_attempt_sends_nothing(tmp_path: Path, example: str) -> None:
+    with Target(tmp_path / "ledger.jsonl") as target:
+        out = _run(str(EXAMPLES / example), str(tmp_path / "s"), f"{target.url}/blind", "abandon", cwd=tmp_path)
+        assert "aborted (the customer withdrew the request): nothing sent" in out, out
+        assert target.ledger_path.read_text() == ""
+
+
+@pytest.mark.parametrize("example", FRAMEWORKS)
+def test_a_refused_call_reaches_the_model_as_a_tool_result(tmp_path: Path, example: str) -> None:
+    with Target(tmp_path / "ledger.jsonl") as target:
+        out = _run(str(EXAMPLES / example), str(tmp_path / "s"), f"{target.url}/blind", "commit", cwd=tmp_path)
+        refused = [line for line in out.splitlines() if line.startswith("tool queue_http answered: ")]
+        assert len(refused) == 1, out
+        error = json.loads(refused[0].split(": ", 1)[1])["error"]
+        assert error["code"] == "E009" and "127.0.0.1:9/other" in error["message"]
+
+
+def test_langgraph_holds_the_commit_for_approval(tmp_path: Path) -> None:
+    with Target(tmp_path / "ledger.jsonl") as target:
+        url = f"{target.url}/blind"
+        out = _run(str(EXAMPLES / "langgraph_agent.py"), str(tmp_path / "a"), url, "reject", cwd=tmp_path)
+        held = json.loads(next(line for line in out.splitlines() if line.startswith("held")).split(": ", 1)[1])
+        assert held["pending"] == [f"http:POST:{url}/notify", f"http:POST:{url}/refunds"]
+        assert "aborted (not approved)" in out and target.ledger_path.read_text() == ""
+        out = _run(str(EXAMPLES / "langgraph_agent.py"), str(tmp_path / "b"), url, "approve", cwd=tmp_path)
+        assert "committed: ['succeeded', 'succeeded']" in out and len(_ledger(target)) == 2
