@@ -12,7 +12,7 @@ import pytest
 from target import Target
 from test_examples import EXAMPLES, _run
 
-FRAMEWORKS = ["langgraph_agent.py"]
+FRAMEWORKS = ["langgraph_agent.py", "openai_agents_agent.py", "pydantic_ai_agent.py"]
 
 
 def _ledger(target: Target) -> list[tuple[str, dict]]:
@@ -41,9 +41,9 @@ def test_an_abandoned_attempt_sends_nothing(tmp_path: Path, example: str) -> Non
 def test_a_refused_call_reaches_the_model_as_a_tool_result(tmp_path: Path, example: str) -> None:
     with Target(tmp_path / "ledger.jsonl") as target:
         out = _run(str(EXAMPLES / example), str(tmp_path / "s"), f"{target.url}/blind", "commit", cwd=tmp_path)
-        refused = [line for line in out.splitlines() if line.startswith("tool queue_http answered: ")]
+        refused = [line for line in out.splitlines() if line.startswith("tool ") and " answered: " in line]
         assert len(refused) == 1, out
-        error = json.loads(refused[0].split(": ", 1)[1])["error"]
+        error = json.loads(refused[0].split(" answered: ", 1)[1])["error"]
         assert error["code"] == "E009" and "127.0.0.1:9/other" in error["message"]
 
 
@@ -52,7 +52,29 @@ def test_langgraph_holds_the_commit_for_approval(tmp_path: Path) -> None:
         url = f"{target.url}/blind"
         out = _run(str(EXAMPLES / "langgraph_agent.py"), str(tmp_path / "a"), url, "reject", cwd=tmp_path)
         held = json.loads(next(line for line in out.splitlines() if line.startswith("held")).split(": ", 1)[1])
-        assert held["pending"] == [f"http:POST:{url}/notify", f"http:POST:{url}/refunds"]
+        assert sorted(held["pending"]) == [f"http:POST:{url}/notify", f"http:POST:{url}/refunds"]
         assert "aborted (not approved)" in out and target.ledger_path.read_text() == ""
         out = _run(str(EXAMPLES / "langgraph_agent.py"), str(tmp_path / "b"), url, "approve", cwd=tmp_path)
         assert "committed: ['succeeded', 'succeeded']" in out and len(_ledger(target)) == 2
+
+
+def test_tool_calls_from_many_threads_all_land(tmp_path: Path) -> None:
+    """Frameworks run a turn's tool calls in threads over one store; every call lands, none errs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from reelstore import Store
+    from reelstore.integrations import Attempt
+
+    url = "http://127.0.0.1:9"
+    with Attempt(Store.init(tmp_path / "s"), "a", caps=["read,write=n/", f"fire_c=http:POST:{url}/"],
+                 commit=False) as attempt:
+        tools = attempt.tools
+
+        def both(i: int) -> list[str]:
+            return [tools.queue_http("POST", f"{url}/{i}", {"i": i}), tools.write_file(f"n/{i}", "the same text")]
+
+        with ThreadPoolExecutor(8) as pool:
+            answers = [a for pair in pool.map(both, range(80)) for a in pair]
+        assert [a for a in answers if "error" in json.loads(a)] == []
+        status = json.loads(tools.status())
+        assert len(status["pending"]) == 80 and len(status["changes"]) == 80
