@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from reelstore.adapters.http_request import HttpRequest
 from reelstore.api import Store, ViewHandle
-from reelstore.extras import needs
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.history import LogEntry
 from reelstore.kernel.inspection import NameChange, ViewStatus, ViewSummary
@@ -36,8 +35,6 @@ from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import DEFAULT_TRUNK
 
 if TYPE_CHECKING:  # as in api.py: loaded by the calls that need them
-    import httpx
-
     from reelstore.drain.ops import Operation
     from reelstore.drain.recovery import RecoveryReport
     from reelstore.maintenance.gc import GcReport
@@ -194,12 +191,11 @@ class AsyncViewHandle:
                    boundary: str | None = None) -> AsyncViewHandle:
         return await self.store.fork(name, f"refs/views/{self.name}", caps, boundary)
 
-    def http_client(self, **kwargs: Any) -> httpx.AsyncClient:
+    def http_client(self, package: str = "httpx", **kwargs: Any) -> Any:
         """`ViewHandle.http_client`'s twin: an `httpx.AsyncClient` (`AsyncOpenAI(http_client=…)`)."""
-        needs("httpx", "http", "http_client()")
         from reelstore.capture.httpx_client import async_client
 
-        return async_client(self, **kwargs)
+        return async_client(self, package, **kwargs)
 
     def __repr__(self) -> str:
         return f"AsyncViewHandle({self.name!r})"

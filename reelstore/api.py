@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from reelstore.adapters.http_request import HttpRequest
 from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
-from reelstore.extras import needs
 from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.binding import bound_remote
@@ -38,8 +37,6 @@ from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
 
 if TYPE_CHECKING:  # imported where used: most callers never need gc, recovery or dulwich
-    import httpx
-
     from reelstore.drain.hold import Hold
     from reelstore.drain.ops import Operation
     from reelstore.drain.recovery import RecoveryReport
@@ -187,14 +184,14 @@ class ViewHandle:
         self.discard()
         return self.store.abort(self.name)
 
-    def http_client(self, **kwargs: Any) -> httpx.Client:
+    def http_client(self, package: str = "httpx", **kwargs: Any) -> Any:
         """An `httpx.Client` that sends read-like requests (safe methods, model calls) at once and queues
         every other request in this view as an http effect, answered 202 (`OpenAI(http_client=…)`).
-        `kwargs` go to `httpx.Client`. Needs httpx (`reelstore[http]`)."""
-        needs("httpx", "http", "http_client()")
+        `package="httpx2"` makes an `httpx2.Client`, for SDKs built on it; `kwargs` go to the client.
+        Needs httpx (`reelstore[http]`)."""
         from reelstore.capture.httpx_client import client
 
-        return client(self, **kwargs)
+        return client(self, package, **kwargs)
 
     def __repr__(self) -> str:
         return f"ViewHandle({self.name!r})"

@@ -1,5 +1,6 @@
-"""A loopback server shaped like the OpenAI API: POST /v1/chat/completions answers a fixed reply; any
-other POST is recorded in `acted` (the ledger a test checks), answered 201."""
+"""A loopback server shaped like the OpenAI and Anthropic APIs: POST /v1/chat/completions and POST
+/v1/messages answer a fixed reply; any other POST is recorded in `acted` (the ledger a test checks),
+answered 201."""
 
 from __future__ import annotations
 
@@ -27,6 +28,12 @@ class ModelServer:
                     doc = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
                            "choices": [{"index": 0, "finish_reason": "stop",
                                         "message": {"role": "assistant", "content": REPLY}}]}
+                    status = 200
+                elif self.path == "/v1/messages":
+                    server.chats += 1
+                    doc = {"id": "m1", "type": "message", "role": "assistant", "model": body["model"],
+                           "content": [{"type": "text", "text": REPLY}], "stop_reason": "end_turn",
+                           "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
                     status = 200
                 else:
                     server.acted.append((self.path, body))

@@ -7,6 +7,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import anthropic
 import httpx
 import openai
 from openai_shaped import REPLY, ModelServer
@@ -39,6 +40,15 @@ def test_openai_sdk_chat_passes_and_another_post_waits_for_the_commit(tmp_path: 
         view.commit()
         assert server.acted == [("/v1/refunds", {"customer": 7})]
         assert server.chats == 1
+
+
+def test_anthropic_sdk_on_httpx2_messages_pass_through(tmp_path: Path) -> None:
+    with ModelServer() as server:
+        view = _store(tmp_path, server).fork("a1")
+        client = anthropic.Anthropic(base_url=server.url, api_key="k", http_client=view.http_client("httpx2"))
+        answer = client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+        assert answer.content[0].text == REPLY and server.chats == 1  # type: ignore[union-attr]
+        assert view.status().effects == ()
 
 
 def test_an_aborted_view_sends_nothing_and_a_get_passes(tmp_path: Path) -> None:

@@ -73,5 +73,5 @@ def test_http_client_without_httpx_names_the_extra(tmp_path: Path) -> None:
             "try:\n    v.http_client()\nexcept BadInput as e:\n    print(e)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_without(tmp_path, "httpx"),
                           capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip() == ("E014: http_client() needs httpx, which is not installed: "
+    assert done.stdout.strip() == ("E014: http_client('httpx') needs httpx, which is not installed: "
                                    "pip install 'reelstore[http]'")
