@@ -78,3 +78,22 @@ def test_tool_calls_from_many_threads_all_land(tmp_path: Path) -> None:
         assert [a for a in answers if "error" in json.loads(a)] == []
         status = json.loads(tools.status())
         assert len(status["pending"]) == 80 and len(status["changes"]) == 80
+
+
+def test_errors_come_back_as_results_and_an_exception_aborts(tmp_path: Path) -> None:
+    from reelstore import Store
+    from reelstore.integrations import Attempt
+
+    store = Store.init(tmp_path / "s")
+    try:
+        with Attempt(store, "a", caps=["read,write=notes/"]) as attempt:
+            tools = attempt.tools
+            assert json.loads(tools.write_file("secrets/x", "no"))["error"]["code"] == "E009"
+            assert json.loads(tools.read_file("notes/none"))["error"]["code"] == "E001"
+            assert json.loads(tools.queue_http("POST", "not a url"))["error"]["code"] == "E014"
+            assert "id" in json.loads(tools.write_file("notes/x", "yes"))
+            raise RuntimeError("the agent crashed")
+    except RuntimeError:
+        pass
+    assert not attempt.view.live and attempt.result is None
+    assert [v.name for v in store.views()] == []
