@@ -97,3 +97,46 @@ def test_errors_come_back_as_results_and_an_exception_aborts(tmp_path: Path) -> 
         pass
     assert not attempt.view.live and attempt.result is None
     assert [v.name for v in store.views()] == []
+
+
+def test_langgraph_approval_node_waits_for_recorded_approvals(tmp_path: Path) -> None:
+    """Under an `approval = required` rule the interrupt names the effects id; once another principal
+    approved exactly that (`reel approve`), resuming with "approve" commits and sends."""
+    import os
+    import subprocess
+    import sys
+
+    from langgraph.types import Command
+
+    from reelstore import Store
+    from reelstore.errors import ApprovalRequired
+    from reelstore.integrations import Attempt
+    from reelstore.integrations.langgraph import agent_graph
+
+    sys.path.insert(0, str(EXAMPLES))
+    from langgraph_agent import ScriptedModel, script
+
+    with Target(tmp_path / "ledger.jsonl") as target:
+        url = f"{target.url}/blind"
+        store = Store.init(tmp_path / "s")
+        store.repo.config.set("service.pay.match", f"http:POST:{url}")
+        store.repo.config.set("service.pay.approval", "required")
+        with Attempt(store, "a", caps=["read,write=notes/", f"fire_c=http:POST:{url}/"], commit=False) as attempt:
+            graph = agent_graph(ScriptedModel(responses=script(url, give_up=False)), attempt, approve=True)
+            config = {"configurable": {"thread_id": "1"}}
+            held = graph.invoke({"messages": [("user", "refund customer 7")]}, config)["__interrupt__"][0].value
+            assert held["effects"] and target.ledger_path.read_text() == ""
+            env = {**os.environ, "REEL_PRINCIPAL": "bob"}
+            approved = subprocess.run([str(Path(sys.executable).parent / "reel"), "-C", str(tmp_path / "s"),
+                                       "approve", "a", "--by", "bob", "--effects", held["effects"]],
+                                      env=env, capture_output=True, text=True, timeout=60)
+            assert approved.returncode == 0, approved.stderr
+            graph.invoke(Command(resume="approve"), config)
+        assert attempt.result is not None and len(_ledger(target)) == 2
+
+        with pytest.raises(ApprovalRequired), Attempt(store, "b", caps=[f"fire_c=http:POST:{url}/"],
+                                                       commit=False) as unapproved:
+            graph = agent_graph(ScriptedModel(responses=script(url, give_up=False)), unapproved, approve=True)
+            graph.invoke({"messages": [("user", "refund customer 7")]}, config := {"configurable": {"thread_id": "2"}})
+            graph.invoke(Command(resume="approve"), config)
+        assert not unapproved.view.live and len(_ledger(target)) == 2

@@ -1,7 +1,7 @@
 """LangGraph and LangChain: the attempt's tools as LangChain tools, and graph nodes that end an attempt.
 
     with Attempt(store, "attempt-1", caps=CAPS) as attempt:
-        graph = agent_graph(model, attempt)                 # the prebuilt ReAct agent, then a commit node
+        graph = agent_graph(model, attempt)                 # a ReAct loop over its tools, then a commit node
         graph.invoke({"messages": [("user", "refund customer 7")]})
 
 With `approve=True` the graph stops before committing (`interrupt`) and shows what the attempt would
@@ -19,13 +19,15 @@ from reelstore.extras import needs
 needs("langgraph", "langgraph", "reelstore.integrations.langgraph")
 
 from langchain_core.language_models import BaseChatModel  # noqa: E402
+from langchain_core.messages import AnyMessage, SystemMessage  # noqa: E402
 from langchain_core.tools import BaseTool, StructuredTool  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
-from langgraph.prebuilt import create_react_agent  # noqa: E402
+from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
 from langgraph.types import interrupt  # noqa: E402
 
 from reelstore.integrations import Attempt, Tools  # noqa: E402
+from reelstore.kernel.views import load_live  # noqa: E402
 
 APPROVE = "approve"
 """The answer that commits an attempt held by `approval_node`; anything else aborts it."""
@@ -50,8 +52,11 @@ def commit_node(attempt: Attempt) -> Callable[[MessagesState], dict[str, Any]]:
 
 
 def approval_node(attempt: Attempt) -> Callable[[MessagesState], dict[str, Any]]:
-    """A node that interrupts the graph with what the attempt would do; resumed with `APPROVE` it
-    commits, with anything else it aborts. The graph needs a checkpointer to be resumed."""
+    """A node that interrupts the graph with what the attempt would do (the changed names, the pending
+    effects, and `effects`: the id `reel approve VIEW --effects ID` binds an approval to); resumed with
+    `APPROVE` it commits, with anything else it aborts. The graph needs a checkpointer to be resumed.
+    Where a service rule requires approvals, the approvers record them (`reel approve`) before the
+    graph is resumed; without them the commit raises E018 and the attempt is aborted."""
     def review(state: MessagesState) -> dict[str, Any]:
         if not attempt.view.live:
             return {}
@@ -59,8 +64,10 @@ def approval_node(attempt: Attempt) -> Callable[[MessagesState], dict[str, Any]]
             attempt.abort()
             return {}
         status = attempt.view.status()
+        effects = load_live(attempt.store.repo, attempt.name, settle=False).view.effects
         decision = interrupt({"view": attempt.name, "changes": [c.name for c in attempt.view.diff()],
-                              "pending": [e.resource for e in status.effects]})
+                              "pending": [e.resource for e in status.effects],
+                              "effects": effects.hex() if effects else None})
         if decision == APPROVE:
             attempt.commit()
         else:
@@ -70,12 +77,22 @@ def approval_node(attempt: Attempt) -> Callable[[MessagesState], dict[str, Any]]
 
 
 def agent_graph(model: BaseChatModel, attempt: Attempt, approve: bool = False, prompt: str | None = None) -> Any:
-    """The prebuilt ReAct agent over the attempt's tools, then a node that commits (`approve`: asks first)."""
+    """A ReAct loop over the attempt's tools (the model, then its tool calls, until it answers without
+    one), then a node that commits (`approve`: asks first, so the graph gets a checkpointer)."""
+    found = tools(attempt)
+    bound = model.bind_tools(found)
+    lead: list[AnyMessage] = [SystemMessage(prompt)] if prompt else []
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [bound.invoke([*lead, *state["messages"]])]}
+
     graph = StateGraph(MessagesState)
-    graph.add_node("agent", create_react_agent(model, tools(attempt), prompt=prompt))
     end: Any = approval_node(attempt) if approve else commit_node(attempt)  # a node: state -> update
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode(found))
     graph.add_node("commit", end)
     graph.add_edge(START, "agent")
-    graph.add_edge("agent", "commit")
+    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: "commit"})
+    graph.add_edge("tools", "agent")
     graph.add_edge("commit", END)
     return graph.compile(checkpointer=InMemorySaver() if approve else None)
