@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from reelstore.adapters.http_request import HttpRequest
-from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
+from reelstore.errors import BadInput, EffectFailed, OutcomeUnknown, ReelError
 from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.binding import bound_remote
@@ -293,14 +293,23 @@ class Store:
 
     def commit(self, name: str, message: str = "",
                fence: Callable[[str, Hash, Hash], None] | None = None, check: bool = True,
-               remote: str | None = None) -> kernel.CommitResult:
+               remote: str | None = None, retry: int = 0) -> kernel.CommitResult:
         """Commit view `name`; raises as `ViewHandle.commit` does unless `check=False`. `remote` is
-        `commit --remote` (the fence of that remote's trunk CAS); a bound view needs it (E015)."""
+        `commit --remote` (the fence of that remote's trunk CAS); a bound view needs it (E015).
+        `retry` is `commit --retry`: after a lost race (E015), fetch and try again, at most that often."""
         if remote is not None and fence is None:
             from reelstore import sync
 
             fence = sync.remote_fence(self.repo, remote)
-        return checked(kernel.commit(self.repo, name, message, fence=fence), check)
+        if not retry:
+            return checked(kernel.commit(self.repo, name, message, fence=fence), check)
+        where = getattr(fence, "remote", None)
+        if not isinstance(where, str):
+            raise BadInput("retry applies to a commit fenced on a remote: give remote=REMOTE", field="retry")
+        from reelstore.sync.retry import retrying
+
+        res = retrying(self.repo, where, retry, lambda: kernel.commit(self.repo, name, message, fence=fence))
+        return checked(res, check)
 
     def abort(self, name: str) -> list[str]:
         """Abort view `name` and its live descendants; those bound to a remote lose their copy there
