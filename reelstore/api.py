@@ -27,14 +27,14 @@ from reelstore.adapters.http_request import HttpRequest
 from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
 from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
-from reelstore.kernel.binding import bound_remote
 from reelstore.kernel.history import LogEntry, log
 from reelstore.kernel.inspection import NameChange, ViewStatus, ViewSummary
 from reelstore.kernel.names import view_ref
 from reelstore.kernel.transaction import Transaction
-from reelstore.kernel.views import descendants, initiator, load_live
+from reelstore.kernel.views import initiator, load_live
 from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
+from reelstore.sync import verbs as doors
 
 if TYPE_CHECKING:  # imported where used: most callers never need gc, recovery or dulwich
     from reelstore.drain.hold import Hold
@@ -177,7 +177,7 @@ class ViewHandle:
         unless every effect succeeded (the commit stands either way; `check=False` returns the result
         without raising)."""
         self.flush()
-        self.result = kernel.commit(self.repo, self.name, message)
+        self.result = doors.commit(self.repo, self.name, message)
         return checked(self.result, check)
 
     def abort(self) -> list[str]:
@@ -285,22 +285,14 @@ class Store:
                fence: Callable[[str, Hash, Hash], None] | None = None, check: bool = True,
                remote: str | None = None) -> kernel.CommitResult:
         """Commit view `name`; raises as `ViewHandle.commit` does unless `check=False`. `remote` is
-        `commit --remote` (the fence of that remote's trunk CAS); a bound view needs it (E015)."""
-        if remote is not None and fence is None:
-            from reelstore import sync
-
-            fence = sync.remote_fence(self.repo, remote)
-        return checked(kernel.commit(self.repo, name, message, fence=fence), check)
+        `commit --remote`: the record first wins that remote's trunk by compare-and-swap; by default
+        the remote the trunk tracks (a clone's origin), as every door does (`sync.verbs.commit`)."""
+        return checked(doors.commit(self.repo, name, message, remote=remote, fence=fence), check)
 
     def abort(self, name: str) -> list[str]:
         """Abort view `name` and its live descendants; those bound to a remote lose their copy there
-        first (`sync.abort`), so no other store can commit them afterwards."""
-        live = load_live(self.repo, name)
-        if any(bound_remote(self.repo, v.view) for v in [*descendants(self.repo, live), live]):
-            from reelstore import sync
-
-            return sync.abort(self.repo, name)
-        return kernel.abort(self.repo, name)
+        first, so no other store can commit them afterwards."""
+        return doors.abort(self.repo, name)
 
     def status(self, name: str) -> ViewStatus:
         """View `name`'s base, changes, pending effects (in firing order) and capabilities."""
