@@ -18,6 +18,7 @@ Every method is a thin wrapper over `reelstore.kernel.verbs`; the command line c
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,6 +59,10 @@ class ViewHandle:
     A handle from `Store.view` gathers its puts, removes and effects in one transaction that lands
     (one view object, one ref update, one fsync of the objects) when the block ends or at `flush()`;
     any other handle lands each call on its own.
+
+    A handle may be shared by threads (parallel tool calls): its calls run one at a time, and every
+    call lands or raises. The gathered transaction's write batch travels with the handle, so a put
+    made in one thread and landed by another names an object that was written.
     """
 
     def __init__(self, store: Store, name: str, *, batched: bool = False) -> None:
@@ -65,25 +70,47 @@ class ViewHandle:
         self.name = name
         self.batched = batched
         self._tx: Transaction | None = None
+        self._carried: Any = None
+        """The open transaction's write batch, between calls (`ObjectStore.detach_batch`)."""
+        self._owns_batch = True
+        self._lock = threading.RLock()
         self.result: kernel.CommitResult | None = None
         """Set by this handle's commit (also the one `Store.view` makes on a clean exit), before it raises."""
 
+    @contextmanager
+    def _turn(self) -> Iterator[None]:
+        """One call at a time; the transaction's batch is this thread's for the call's duration."""
+        with self._lock:
+            objects = self.repo.objects
+            carried, self._carried = self._carried, None
+            objects.attach_batch(carried)
+            try:
+                yield
+            finally:
+                if self._tx is not None and self._tx.state == "open" and self._owns_batch:
+                    self._carried = objects.detach_batch()
+
     def _open_tx(self) -> Transaction | None:
         if self.batched and self._tx is None:
+            # A thread already inside a batch of its own keeps it: the transaction joins that batch
+            # and cannot be carried to another thread.
+            self._owns_batch = not self.repo.objects.in_batch
             self._tx = kernel.transaction(self.repo, self.name)
         return self._tx
 
     def flush(self) -> None:
         """Land what this handle has gathered so far (nothing to do outside a `Store.view` block)."""
-        tx, self._tx = self._tx, None
-        if tx is not None:
-            tx.commit()
+        with self._turn():
+            tx, self._tx = self._tx, None
+            if tx is not None:
+                tx.commit()
 
     def discard(self) -> None:
         """Drop what this handle has gathered and not flushed."""
-        tx, self._tx = self._tx, None
-        if tx is not None:
-            tx.abort()
+        with self._turn():
+            tx, self._tx = self._tx, None
+            if tx is not None:
+                tx.abort()
 
     @property
     def repo(self) -> Repo:
@@ -97,37 +124,42 @@ class ViewHandle:
     def put(self, path: str, data: bytes | str | BinaryIO) -> Hash:
         """Write `data` (str is UTF-8 encoded; a binary file is read to its end, streamed) under
         `path`; returns the content id (a blob, or a chunk list for content over 4 MiB)."""
-        tx = self._open_tx()
-        if isinstance(data, (bytes, str)):
-            raw = data.encode("utf-8") if isinstance(data, str) else data
-            return tx.put(path, raw) if tx is not None else kernel.put(self.repo, self.name, path, raw)
-        if tx is not None:
-            return tx.put_stream(path, data)[0]
-        return kernel.put_stream(self.repo, self.name, path, data)[0]
+        with self._turn():
+            tx = self._open_tx()
+            if isinstance(data, (bytes, str)):
+                raw = data.encode("utf-8") if isinstance(data, str) else data
+                return tx.put(path, raw) if tx is not None else kernel.put(self.repo, self.name, path, raw)
+            if tx is not None:
+                return tx.put_stream(path, data)[0]
+            return kernel.put_stream(self.repo, self.name, path, data)[0]
 
     def get(self, path: str) -> bytes:
         """The whole content under `path` (for content too large to hold, use `read`)."""
-        if self._tx is not None:
-            return self._tx.get(path)
-        return kernel.get(self.repo, self.name, path)
+        with self._turn():
+            if self._tx is not None:
+                return self._tx.get(path)
+            return kernel.get(self.repo, self.name, path)
 
     def read(self, path: str) -> Iterator[bytes]:
-        """The content under `path` piece by piece, with bounded memory whatever its size."""
-        if self._tx is not None:
-            return self._tx.read(path)
-        return kernel.read(self.repo, self.name, path)
+        """The content under `path` piece by piece, with bounded memory whatever its size. What the
+        handle gathered lands first: the pieces are read after the call returns, in any thread."""
+        with self._turn():
+            self.flush()
+            return kernel.read(self.repo, self.name, path)
 
     def rm(self, path: str) -> None:
-        tx = self._open_tx()
-        if tx is not None:
-            tx.rm(path)
-        else:
-            kernel.rm(self.repo, self.name, path)
+        with self._turn():
+            tx = self._open_tx()
+            if tx is not None:
+                tx.rm(path)
+            else:
+                kernel.rm(self.repo, self.name, path)
 
     def ls(self, prefix: str = "") -> list[tuple[str, Hash]]:
-        if self._tx is not None:
-            return self._tx.ls(prefix)
-        return kernel.ls(self.repo, self.name, prefix)
+        with self._turn():
+            if self._tx is not None:
+                return self._tx.ls(prefix)
+            return kernel.ls(self.repo, self.name, prefix)
 
     def effect(
         self,
@@ -144,45 +176,52 @@ class ViewHandle:
         attempt at an earlier operation, which `approved_by` (not its initiator) must authorise."""
         if isinstance(op, HttpRequest):
             op = op.to_op()
-        link = None
-        if supersedes is not None:
-            from reelstore.drain.operator import supersede_link
+        with self._turn():
+            link = None
+            if supersedes is not None:
+                from reelstore.drain.operator import supersede_link
 
-            view = load_live(self.repo, self.name, settle=False).view
-            link = supersede_link(self.repo, supersedes, approved_by, initiator(self.repo, view))
-        tx = self._open_tx()
-        if tx is not None:
-            return tx.effect(adapter, op, effect_class, version_ref, link)
-        return kernel.effect(self.repo, self.name, adapter, op, effect_class, version_ref, link)
+                view = load_live(self.repo, self.name, settle=False).view
+                link = supersede_link(self.repo, supersedes, approved_by, initiator(self.repo, view))
+            tx = self._open_tx()
+            if tx is not None:
+                return tx.effect(adapter, op, effect_class, version_ref, link)
+            return kernel.effect(self.repo, self.name, adapter, op, effect_class, version_ref, link)
 
     def status(self) -> ViewStatus:
         """This view's base, changes, pending effects (in firing order) and capabilities."""
-        self.flush()
-        return inspection.status(self.repo, self.name)
+        with self._turn():
+            self.flush()
+            return inspection.status(self.repo, self.name)
 
     def diff(self) -> list[NameChange]:
         """One entry per name this view changed against its base, in name order."""
-        self.flush()
-        return inspection.diff(self.repo, self.name)
+        with self._turn():
+            self.flush()
+            return inspection.diff(self.repo, self.name)
 
     def fork(
         self, name: str, caps: Iterable[Capability | str] | None = None, boundary: str | None = None
     ) -> ViewHandle:
         """A child of this view (isolated by default: its commit merges into this view)."""
-        self.flush()
-        return self.store.fork(name, source=f"refs/views/{self.name}", caps=caps, boundary=boundary)
+        with self._turn():
+            self.flush()
+            return self.store.fork(name, source=f"refs/views/{self.name}", caps=caps, boundary=boundary)
 
     def commit(self, message: str = "", check: bool = True) -> kernel.CommitResult:
         """Commit this view (what the handle gathered lands first); raises OutcomeUnknown / EffectFailed
         unless every effect succeeded (the commit stands either way; `check=False` returns the result
-        without raising)."""
-        self.flush()
-        self.result = doors.commit(self.repo, self.name, message)
+        without raising). Another thread's call on this handle waits until the commit is done (and
+        then raises E008: the view is committed)."""
+        with self._turn():
+            self.flush()
+            self.result = doors.commit(self.repo, self.name, message)
         return checked(self.result, check)
 
     def abort(self) -> list[str]:
-        self.discard()
-        return self.store.abort(self.name)
+        with self._turn():
+            self.discard()
+            return self.store.abort(self.name)
 
     def __repr__(self) -> str:
         return f"ViewHandle({self.name!r})"
