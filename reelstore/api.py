@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from reelstore.adapters.http_request import HttpRequest
-from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
+from reelstore.errors import BadInput, EffectFailed, NotFound, OutcomeUnknown, ReelError
 from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.history import LogEntry, log
@@ -34,6 +34,7 @@ from reelstore.kernel.names import view_ref
 from reelstore.kernel.transaction import Transaction
 from reelstore.kernel.views import initiator, load_live
 from reelstore.objects import Capability, Effect, Hash
+from reelstore.storage.config import Config
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
 from reelstore.sync import verbs as doors
 
@@ -227,6 +228,71 @@ class ViewHandle:
         return f"ViewHandle({self.name!r})"
 
 
+class StoreConfig:
+    """`reel config` from code: the store's config keys (`section.key` or `section.subsection.key`),
+    read and written through the same parser and the same checks as the command (E014 for a malformed
+    key or value). Service rules are `service.NAME.*`, TLS trust `http.trust`, the send timeout
+    `http.timeout`; docs/config.md lists every key the store reads, with its default."""
+
+    def __init__(self, repo: Repo) -> None:
+        self._config = repo.config
+
+    def _fresh(self) -> Config:
+        """The store's config as the file holds it now: another process (`reel config`) may have
+        changed it since this store opened, and a write must not put back what it replaced. The
+        store's own reads see the new values too."""
+        config = self._config
+        if config.path is not None:
+            config.lines = Config(config.path).lines
+        return config
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        """The key's (last) value, or `default` if it is unset."""
+        return self._fresh().get(key, default)
+
+    def get_all(self, key: str) -> list[str]:
+        """Every value of a multi-valued key (`trunk.main.cap`, `secrets.header`), in order."""
+        return self._fresh().get_all(key)
+
+    def __getitem__(self, key: str) -> str:
+        """The key's (last) value; E001 if it is unset, as `reel config --get`."""
+        value = self.get(key)
+        if value is None:
+            raise NotFound(f"config key {key} is not set", key=key)
+        return value
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self.set(key, value)
+
+    def __contains__(self, key: str) -> bool:
+        return bool(self.get_all(key))
+
+    def set(self, key: str, value: str) -> None:
+        """Set the key, replacing its last value (`reel config KEY VALUE`)."""
+        self._fresh().set(key, value)
+
+    def add(self, key: str, value: str) -> None:
+        """Add one more value to the key (`reel config --add`)."""
+        self._fresh().set(key, value, add=True)
+
+    def unset(self, key: str) -> int:
+        """Remove the key (`reel config --unset`): E001 if it is unset, E014 if it has several values."""
+        values = self.get_all(key)
+        if not values:
+            raise NotFound(f"config key {key} is not set", key=key)
+        if len(values) > 1:
+            raise BadInput(f"config key {key} has {len(values)} values; use unset_all", key=key)
+        return self._config.unset(key)
+
+    def unset_all(self, key: str) -> int:
+        """Remove every value of the key; how many there were."""
+        return self._fresh().unset(key)
+
+    def items(self) -> list[tuple[str, str]]:
+        """Every (key, value), in file order (`reel config --list`)."""
+        return self._fresh().items()
+
+
 class Store:
     """A reel store on disk (or in memory). Open one with `Store.open`, create one with `Store.init`."""
 
@@ -241,6 +307,11 @@ class Store:
     @classmethod
     def init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK) -> Store:
         return cls(Repo.init(path, trunk))
+
+    @property
+    def config(self) -> StoreConfig:
+        """The store's config keys, read and set as `reel config` does: `store.config["http.timeout"] = "10"`."""
+        return StoreConfig(self.repo)
 
     @property
     def secrets(self) -> SecretStore:
@@ -404,4 +475,5 @@ def checked(result: kernel.CommitResult, check: bool = True) -> kernel.CommitRes
     return result
 
 
-__all__: Sequence[str] = ("EffectFailed", "HttpRequest", "OutcomeUnknown", "ReelError", "Store", "ViewHandle")
+__all__: Sequence[str] = ("EffectFailed", "HttpRequest", "OutcomeUnknown", "ReelError", "Store", "StoreConfig",
+                          "ViewHandle")
