@@ -83,8 +83,8 @@ class ViewHandle:
         """One call at a time; the transaction's batch is this thread's for the call's duration."""
         with self._lock:
             objects = self.repo.objects
-            carried, self._carried = self._carried, None
-            objects.attach_batch(carried)
+            objects.attach_batch(self._carried)  # E007, and the batch stays with the handle, if this thread has one
+            self._carried = None
             try:
                 yield
             finally:
