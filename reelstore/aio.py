@@ -17,7 +17,8 @@ concurrently. An in-memory store has one `Store`, and its verbs run one at a tim
 Cancellation never interrupts a verb: cancelling a task that awaits `commit` stops the waiting, but
 the commit, its drain and every journal append run to their end in the worker thread (an effect is
 never left half-journaled by a cancel). `close()` waits for such verbs (the interpreter waits for
-them at exit too); the event loop's own shutdown does not, as the executor is not its default one. Exceptions are the synchronous API's, raised in the caller.
+them at exit too); the event loop's own shutdown does not, as the executor is not its default one.
+Exceptions are the synchronous API's, raised in the caller.
 """
 
 from __future__ import annotations
