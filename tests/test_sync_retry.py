@@ -175,3 +175,30 @@ def test_only_a_lost_race_is_retried_and_waits_are_jittered() -> None:
     waits = [wait(3) for _ in range(200)]
     assert all(0 <= w < 0.4 for w in waits) and len(set(waits)) > 150
     assert max(wait(30) for _ in range(50)) <= 2.0
+
+
+def test_async_store_commit_retries_the_same_way(tmp_path: Path) -> None:
+    """`AsyncStore.commit(name, retry=N)` goes through the same loop: a lost race, a fetch, a win."""
+    import asyncio
+
+    from reelstore.aio import AsyncStore
+
+    with Target(tmp_path / "ledger.jsonl") as target:
+        remote, first = _origin(tmp_path, target)
+        b_repo, _ = sync.clone(str(remote), tmp_path / "b")
+        configure(b_repo.config, target.url)
+        first.fork("a").put("a.txt", "a")
+        first.commit("a", remote="origin")
+        b = Store(b_repo)
+        b.fork("b").effect("http", pay_op(target.url, "blind"))
+
+        async def go() -> kernel.CommitResult:
+            store = AsyncStore(Store.open(tmp_path / "b"))
+            try:
+                return await store.commit("b", retry=2)
+            finally:
+                store.close()
+
+        res = asyncio.run(go())
+        assert res.remote == "origin" and len(res.notes) == 1 and "lost the race" in res.notes[0]
+        assert [o.state for o in res.drain.outcomes] == ["succeeded"] and target.count("/blind") == 1
