@@ -110,3 +110,33 @@ def test_two_agents_on_one_clone_fetch_at_once(tmp_path: Path) -> None:
             f"view w{i} is live here, bound to origin" for i in range(8)]
         repo = Repo.open(tmp_path / "b")
         assert sorted(name for name, _ in repo.refs.list("refs/views/")) == [f"refs/views/w{i}" for i in range(8)]
+
+
+def test_a_fetch_leaves_the_claim_of_a_running_commit_alone(tmp_path: Path) -> None:
+    """Another agent's fetch in the same clone, while a `commit --remote` holds its claim (before its
+    push, and after its push but before the local trunk moves): the fetch neither reports the commit
+    as lost nor fails on the locked trunk, and the commit lands and drains once."""
+    from reelstore.kernel import claims
+    from reelstore.kernel import verbs as kernel
+
+    with Target(tmp_path / "ledger.jsonl") as target:
+        _, b = _two(tmp_path, target)
+        b.fork("pay").effect("http", pay_op(target.url, "blind"))
+        real = sync.remote_fence(b.repo, "origin")
+        seen: list[tuple[str, list[str], bool]] = []
+
+        class Fence:
+            remote = "origin"
+
+            def __call__(self, trunk: str, old, new) -> None:  # noqa: ANN001
+                other = Repo.open(tmp_path / "b")  # the other agent: its own handle on the same clone
+                seen.append(("before", sync.fetch(other, "origin").notes, claims.read(b.repo, trunk) is not None))
+                real(trunk, old, new)
+                after = sync.fetch(other, "origin")
+                seen.append(("after", after.notes, claims.read(b.repo, trunk) is not None))
+
+        res = kernel.commit(b.repo, "pay", fence=Fence())
+        assert seen == [("before", [], True), ("after", [], True)]
+        assert [o.state for o in res.drain.outcomes] == ["succeeded"] and target.count("/blind") == 1
+        assert claims.read(b.repo, "main") is None
+        assert b.repo.refs["refs/heads/main"] == res.record
