@@ -129,15 +129,15 @@ class RefUpdateReport:
     conflicting: list[str] = field(default_factory=list)
     """Refs this store already has at another object: left as they are."""
     held_back: list[str] = field(default_factory=list)
-    """Live views with pending effects, not made live here (see `update_refs`)."""
+    """Live views and snapshots with pending effects, not made live here (see `update_refs`)."""
 
 
 def update_refs(repo: Repo, info: BundleInfo, *, pending_effects: bool = False) -> RefUpdateReport:
     """Create each of the bundle's refs that this store lacks (compare-and-swap from absent).
 
-    A live view holding pending effects is held back unless `pending_effects`: made live in two stores,
-    its effects could be committed, and fire, from both. Restoring a lost store from its bundle is
-    the case for the flag; its objects are stored either way."""
+    A live view or a snapshot holding pending effects is held back unless `pending_effects`: made live
+    (or restorable) in two stores, its effects could be committed, and fire, from both. Restoring a
+    lost store from its bundle is the case for the flag; its objects are stored either way."""
     report = RefUpdateReport()
     for name, h in info.refs:
         current = repo.refs.get(name)
@@ -145,7 +145,8 @@ def update_refs(repo: Repo, info: BundleInfo, *, pending_effects: bool = False) 
             report.unchanged.append(name)
         elif current is not None:
             report.conflicting.append(name)
-        elif name.startswith("refs/views/") and not pending_effects and repo.objects.get_as(h, View).effects:
+        elif (name.startswith(("refs/views/", "refs/snapshots/")) and not pending_effects
+              and repo.objects.get_as(h, View).effects):
             report.held_back.append(name)
         else:
             repo.refs.set(name, h, None, message="bundle unbundle")
