@@ -307,7 +307,7 @@ class DiskRefStore(RefStore):
             except FileExistsError:
                 raise NotADirectoryError(lock.parent) from None
             try:
-                write_new(lock, holder_line(), fsync=False)
+                new_lock(lock)
                 return
             except FileNotFoundError:
                 if attempt == attempts - 1:
@@ -493,7 +493,7 @@ class DiskRefStore(RefStore):
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                write_new(lock, holder_line(), fsync=False)
+                new_lock(lock)
                 break
             except FileExistsError:
                 if time.monotonic() > deadline:
@@ -503,3 +503,15 @@ class DiskRefStore(RefStore):
             yield
         finally:
             lock.unlink(missing_ok=True)
+
+
+def new_lock(lock: Path) -> None:
+    """Create lock file `lock` holding its holder's line, atomically (a hard link of a written temporary
+    file): a writer killed at any point leaves no lock, or one that names it, never an empty one that no
+    one could prove dead. FileExistsError if the lock is taken."""
+    tmp = temp_name(lock)
+    write_new(tmp, holder_line(), fsync=False)
+    try:
+        os.link(tmp, lock)
+    finally:
+        tmp.unlink(missing_ok=True)
