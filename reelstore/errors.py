@@ -89,10 +89,12 @@ class StorageError(ReelError):
 
 
 class ViewTerminal(ReelError):
-    """The view was already committed or aborted."""
+    """The view was already committed or aborted, or an operation it carries (a task key, a restored or
+    resurrected effect) already belongs to a record or an abort here."""
 
     code, exit_status = "E008", 8
-    hint = "fork a new view; a committed or aborted view takes no more verbs"
+    hint = ("fork a new view; a committed or aborted view takes no more verbs. An operation already owned (the "
+            "message names its record or abort) is done or discarded: do not queue it again")
 
 
 class CapabilityViolation(ReelError):
