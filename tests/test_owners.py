@@ -243,3 +243,18 @@ def test_a_kill_9_soak_of_200_commits_needs_no_operator(tmp_path: Path) -> None:
     for lock in left:
         done.fork(lock.name[: -len(".lock")]).put("x", "1")  # the next writer of that ref breaks it
     assert not list((store / ".reel" / "refs").rglob("*.lock"))
+
+
+def test_the_committed_index_is_a_cache_that_fsck_rebuilds(tmp_path: Path) -> None:
+    store = Store.init(tmp_path)
+    op = {"action": "write", "path": "x", "content": "1"}
+    store.fork("a").effect("fs", op, key="t")
+    store.commit("a")
+    cache = tmp_path / ".reel" / "ops" / "committed"
+    cache.write_text("C garbage\nH main 12\n")
+    with pytest.raises(ViewTerminal):
+        Store.open(tmp_path).fork("b").effect("fs", op, key="t")
+    assert reel(tmp_path, "fsck").returncode == 0
+    lines = cache.read_text().splitlines()
+    assert lines[0] == f"C {task_op_id('main', 't')} main {ref(tmp_path, 'refs/heads/main')}"
+    assert lines[-1] == f"H main {ref(tmp_path, 'refs/heads/main')}"
