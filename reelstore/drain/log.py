@@ -114,17 +114,28 @@ def _segment(repo: Repo, trunk: str) -> Segment | None:
     return repo.objects.segment(trunk)
 
 
+RESTORE = ("without its lost entries an effect already sent would look unsent. Copy the journal "
+           "(.reel/objects/journal/) back from the store or backup it came from, one holding at least the entries "
+           "named, then run `reel fsck`")
+
+
 def head_of(repo: Repo, trunk: str) -> Hash | None:
     """The journal's newest entry: the segment's last one (the ref may lag it after a crash), else the
     ref (a store in memory, or a journal whose entries all predate segments)."""
     seg = _segment(repo, trunk)
+    head = repo.refs.get(ref_name(trunk))
     if seg is not None:
         seg.refresh()
-        if seg.problem is not None:
-            raise StorageError(f"the journal segment is damaged ({seg.problem}); run `reel fsck`")
+        gone = seg.tail is None and head is None and repo.files.read(mark_name(trunk)) is not None
+        if seg.problem is not None and not gone:  # a journal gone whole is said so below
+            raise StorageError(f"the journal segment of trunk {trunk} is damaged ({seg.problem}). Nothing is "
+                               f"drained or resent until it is repaired: {RESTORE}", trunk=trunk)
+        if head is not None and head not in seg.where and not repo.objects.has(head):
+            raise StorageError(f"the journal segment of trunk {trunk} lost entries: {ref_name(trunk)} names entry "
+                               f"{head.hex()}, which the segment does not hold (it holds {len(seg.order)}). Nothing "
+                               f"is drained or resent until it is restored: {RESTORE}", trunk=trunk, entry=head.hex())
         if seg.tail is not None:
             return seg.tail
-    head = repo.refs.get(ref_name(trunk))
     if head is None and repo.files.read(mark_name(trunk)) is not None:
         raise StorageError(f"the drain journal of trunk {trunk} is missing: {repo.files.where(mark_name(trunk))} "
                            f"says it has entries, but neither its segment nor {ref_name(trunk)} is there. Nothing "
