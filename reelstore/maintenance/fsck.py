@@ -19,6 +19,7 @@ from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.maintenance.age import DEFAULT_REFLOG_EXPIRE, config_cutoff
 from reelstore.maintenance.reach import walk
 from reelstore.objects import Hash, Journal, Object, Record, View, decode_verified
+from reelstore.storage import binding_log
 from reelstore.storage.object_store import ObjectStore
 from reelstore.storage.refs import required_kind
 from reelstore.storage.repo import Repo
@@ -134,6 +135,7 @@ def fsck(repo: Repo, *, full: bool = True,
             report.problems.append(f"ref {name} points at a {kind} ({target.hex()}), not a {want}")
     _check_ownership(repo, report, heads)
     _check_operations(repo, report)
+    report.problems.extend(binding_log.missing(repo.files))
     report.unreachable = sorted(every - w.reachable - set(w.damaged))
     return report
 
