@@ -258,3 +258,14 @@ def test_the_committed_index_is_a_cache_that_fsck_rebuilds(tmp_path: Path) -> No
     lines = cache.read_text().splitlines()
     assert lines[0] == f"C {task_op_id('main', 't')} main {ref(tmp_path, 'refs/heads/main')}"
     assert lines[-1] == f"H main {ref(tmp_path, 'refs/heads/main')}"
+
+
+@pytest.mark.parametrize("n", ["999999999999999999999", "-1", "9223372036854775808"])
+def test_an_out_of_range_log_count_is_e014_not_a_traceback(tmp_path: Path, n: str) -> None:
+    assert reel(tmp_path, "init").returncode == 0
+    out = reel(tmp_path, "log", "-n", n)
+    assert out.returncode == 6 and out.stderr.startswith("error: E014: limit must be"), out.stderr
+    assert "Traceback" not in out.stderr
+    with pytest.raises(BadInput):
+        Store.open(tmp_path).log(limit=-1)
+    assert len(Store.open(tmp_path).log(limit=(1 << 63) - 1)) == 1
