@@ -85,3 +85,21 @@ def test_an_intact_journal_recovers_as_before(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout) is not None
         assert target.count("/blind") == 3
+
+
+def test_an_epoch_that_went_backwards_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    with Target(tmp_path / "ledger.jsonl") as target:
+        _, store = drained(tmp_path, target)
+        assert reel(store, "recover").returncode == 0
+        assert reel(store, "recover").returncode == 0  # epoch 2 now; the journal holds nothing of it yet
+        s = Store.open(store)
+        view = s.fork("late")
+        view.effect("http", {"method": "POST", "url": f"{target.url}/blind/pay", "json": {"n": 9}})
+        view.commit()
+        assert target.count("/blind") == 4
+        (store / ".reel" / "epoch").write_text("1\n")
+        again = Store.open(store).fork("later")
+        again.effect("http", {"method": "POST", "url": f"{target.url}/blind/pay", "json": {"n": 10}})
+        out = reel(store, "commit", "later")
+        assert out.returncode == 3 and "epoch went backwards" in out.stderr, out.stderr
+        assert target.count("/blind") == 4

@@ -58,11 +58,14 @@ class JournalIndex:
     head: Hash | None = None
     latest: dict[str, Journal] = field(default_factory=dict)
     count: int = 0
+    epoch: int = 0
+    """The highest epoch any entry was journaled under."""
 
     def apply(self, entry: Journal) -> None:
         self.latest[entry.op] = entry
         self.head = entry.id
         self.count += 1
+        self.epoch = max(self.epoch, entry.epoch)
 
 
 def _indexes(repo: Repo) -> dict[str, JournalIndex]:
@@ -188,6 +191,12 @@ def append(repo: Repo, trunk: str, epoch: int, *steps: Step, principal: str = "r
     with epochs.locked(repo):
         epochs.check(repo, epoch)
         idx = index(repo, trunk)
+        if idx.epoch > epoch:
+            raise StorageError(f"the recovery epoch went backwards: {repo.files.where(epochs.FILE)} says {epoch}, but "
+                               f"the drain journal of trunk {trunk} already holds entries of epoch {idx.epoch} (the "
+                               "file was restored from an older copy or edited). Nothing is journaled or sent: a "
+                               f"fenced drainer could act again. Write {idx.epoch + 1} into it, then `reel recover`",
+                               trunk=trunk, epoch=epoch, journaled=idx.epoch)
         latest = {s.op: idx.latest[s.op].id for s in steps if s.op in idx.latest}
         head, entries = idx.head, []
         for s in steps:
