@@ -1,5 +1,6 @@
 """The command index: each command's module and one-line help, so `reel --help` (and finding the
-module of the command that runs) needs no command module imported. `tests/test_startup.py` checks
+module of the command that runs) needs no command module imported. The module's package (porcelain or
+plumbing) is also the section `reel --help` lists the command under. `tests/test_startup.py` checks
 it against the modules themselves and prints the table to paste when a command is added or changed."""
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -41,6 +42,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Verify each PACK (a .pack or .idx path; default every pack of the store)."),
     "abort": ("reelstore.porcelain.abort",
         "Abort VIEW (and its live descendants): refs deleted, no fire capability minted."),
+    "approve": ("reelstore.porcelain.approve",
+        "Approve VIEW's pending effects and names exactly as they are now."),
     "bundle": ("reelstore.porcelain.bundle",
         "Create, verify and unbundle single-file archives of refs and their objects."),
     "clone": ("reelstore.porcelain.clone",
@@ -93,6 +96,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Fence every older drainer with a new epoch, then resume: a not-sent effect is sent again (any tier);"
         " of the unknown ones, keyed effects are resent with the same key, queryable and two-phase ones "
         "reconciled first, blind ones stay unknown (exit 7)."),
+    "reject": ("reelstore.porcelain.reject",
+        "Refuse VIEW's pending effects as they are now: its commit is refused (E018) until the view changes "
+        "and is approved again."),
     "release": ("reelstore.porcelain.release",
         "Lift the hold."),
     "remote": ("reelstore.porcelain.remote",
@@ -101,7 +107,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Run CMD with its reads answered from SOURCE's recording (a view or a record made by `reel run "
         "--record`), in order and with no network; its effects go into a new view of the same trunk."),
     "restore": ("reelstore.porcelain.restore",
-        "Restore SNAPSHOT as a new live view: names exactly, Class B re-checked, Class C pending."),
+        "Reset a view to SNAPSHOT (in place if live): names exactly, Class B re-checked, Class C pending."),
     "rm": ("reelstore.porcelain.rm",
         "Remove NAME from VIEW."),
     "run": ("reelstore.porcelain.run",
