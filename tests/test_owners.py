@@ -269,3 +269,24 @@ def test_an_out_of_range_log_count_is_e014_not_a_traceback(tmp_path: Path, n: st
     with pytest.raises(BadInput):
         Store.open(tmp_path).log(limit=-1)
     assert len(Store.open(tmp_path).log(limit=(1 << 63) - 1)) == 1
+
+
+def test_a_task_key_through_asyncstore(tmp_path: Path) -> None:
+    import asyncio
+
+    from reelstore.aio import AsyncStore
+
+    async def scenario() -> tuple[str, str]:
+        store = AsyncStore.init(tmp_path)
+        op = {"action": "write", "path": "x", "content": "1"}
+        first = await store.fork("a")
+        await first.effect("fs", op, key="t:1")
+        done = await first.commit()
+        again = await store.fork("b")
+        with pytest.raises(ViewTerminal) as caught:
+            await again.effect("fs", op, key="t:1")
+        assert done.record is not None
+        return str(caught.value.details["record"]), done.record.hex()
+
+    refused_by, committed = asyncio.run(scenario())
+    assert refused_by == committed
