@@ -290,3 +290,21 @@ def test_a_task_key_through_asyncstore(tmp_path: Path) -> None:
 
     refused_by, committed = asyncio.run(scenario())
     assert refused_by == committed
+
+
+def test_a_local_write_refused_by_the_file_size_limit_is_e019(tmp_path: Path) -> None:
+    """`reel get` into a file past RLIMIT_FSIZE: the machine's refusal (EFBIG), not store damage (E007)."""
+    import resource
+
+    store = Store.init(tmp_path)
+    with store.view("a") as view:
+        view.put("big", "x" * 100_000)
+    env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    with open(tmp_path / "out", "wb") as out:
+        proc = subprocess.run([REEL, "get", "main", "big"], cwd=tmp_path, env=env, stdout=out,
+                              stderr=subprocess.PIPE, text=True, timeout=60, preexec_fn=limit)
+    assert proc.returncode == 11 and proc.stderr.startswith("error: E019: cannot write"), proc.stderr
