@@ -287,7 +287,8 @@ def _materialize(repo: Repo, remote: str, targets: dict[str, Hash]) -> list[str]
     """Make each fetched view this store lacks a live view here, as a clone checks them out, so a view
     handed over by a push can be committed (at `remote`, the view being bound to it) without moving a
     ref by hand. Not one whose commit is on a trunk (the remote's as fetched, or this store's), nor one
-    this store committed or aborted itself, nor one on a trunk this store does not have."""
+    this store committed or aborted itself, nor one on a trunk this store does not have, nor one bound
+    here to no remote or another one."""
     heads = {ref[len(HEAD_PREFIX):]: h for ref, h in targets.items() if ref.startswith(HEAD_PREFIX)}
     made = []
     for ref, target in sorted(targets.items()):
@@ -300,6 +301,8 @@ def _materialize(repo: Repo, remote: str, targets: dict[str, Hash]) -> list[str]
             continue
         if committed_in(repo, view) is not None or _landed(repo, ref, target, heads):
             continue
+        if binding.bound_remote(repo, view) != remote:
+            continue  # unbound here by choice, or bound to another remote: not this fetch's to make live
         try:
             repo.refs.set(ref, target, None, message=f"fetch {remote}: view {name}", principal="reel sync")
         except ReelError:
