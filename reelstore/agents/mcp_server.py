@@ -196,9 +196,10 @@ def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capabili
         return await tools.on_view(view, run)
 
     @server.tool()
-    async def commit(view: str, message: str = "") -> Any:
-        """Commit the view into the trunk, then send its effects in order; returns each effect's fate."""
-        return await tools.on_view(view, lambda: store.commit(view, message).to_json())
+    async def commit(view: str, message: str = "", retry: int = 0) -> Any:
+        """Commit the view into the trunk, then send its effects in order; returns each effect's fate.
+        retry: if another store wins the trunk's remote first, fetch and try again, at most this often."""
+        return await tools.on_view(view, lambda: store.commit(view, message, retry=retry).to_json())
 
     @server.tool()
     async def abort(view: str) -> list[str]:
