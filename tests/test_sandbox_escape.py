@@ -1,0 +1,216 @@
+"""`reel run` as a trust boundary: the attacks a hostile command made, as its own shell commands, as
+root and as an unprivileged user (created here), against the real sandbox. Each protection has a
+negative control: the same attack against a plain `unshare -n` (`-rn`) child started by the test itself
+(the sandbox as it was), which succeeds, so each assertion could fail."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import secrets
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from target import Target
+
+import reelstore
+
+USER = "reelsbx"
+ROOT = Path(reelstore.__file__).resolve().parent.parent
+SITE = next(p for p in sys.path if p.endswith("site-packages"))
+
+
+def _user() -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/bin/sh", USER], check=True)
+        return pwd.getpwnam(USER)
+
+
+def _python_for(uid: int) -> str:
+    """A Python of this version the user may run (the venv's may live under root's home)."""
+    want = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    for exe in (sys.executable, shutil.which(want) or "", f"/usr/bin/{want}"):
+        if exe and subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sh", "-c",
+                                   f"{shlex.quote(exe)} -c ''"],
+                                  capture_output=True).returncode == 0:
+            return exe
+    raise AssertionError(f"no {want} the user {USER} can run; install one (see .ci/run)")
+
+
+class Box:
+    """A store in a directory of its own, and `reel` run in it as root or as the unprivileged user."""
+
+    def __init__(self, home: Path, as_user: bool) -> None:
+        self.home = home
+        self.uid = _user().pw_uid if as_user else 0
+        py = _python_for(self.uid) if as_user else sys.executable
+        self.bin = home / "bin"
+        self.bin.mkdir()
+        boot = (f"import sys; sys.path[:0] = [{str(ROOT)!r}, {SITE!r}]; sys.argv[0] = 'reel'; "
+                "from reelstore.cli.main import main; sys.exit(main())")
+        (self.bin / "reel").write_text(f"#!/bin/sh\nexec {shlex.quote(py)} -c {shlex.quote(boot)} \"$@\"\n")
+        (self.bin / "reel").chmod(0o755)
+        self.store = home / "store"
+        self.store.mkdir()
+        if as_user:
+            for p in (home, self.bin, self.store):
+                os.chown(p, self.uid, self.uid)
+        self.env = {"PATH": f"{self.bin}:/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+        self.reel("init", check=True)
+
+    def argv(self, argv: list[str]) -> list[str]:
+        if not self.uid:
+            return argv
+        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", *argv]
+
+    def reel(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[bytes]:
+        proc = subprocess.run(self.argv([str(self.bin / "reel"), *args]), cwd=self.store, env=self.env,
+                              capture_output=True, timeout=60)
+        assert not check or proc.returncode == 0, proc.stderr.decode()
+        return proc
+
+    def run(self, script: str, *opts: str) -> dict:
+        """`reel --json run --abort OPTS -- sh -c SCRIPT`: the summary."""
+        proc = self.reel("--json", "run", "--abort", *opts, "--", "sh", "-c", script)
+        assert proc.stdout, proc.stderr.decode()
+        doc: dict = json.loads(proc.stdout)
+        doc["stderr"] = proc.stderr.decode()
+        return doc
+
+    def plain(self, script: str) -> subprocess.CompletedProcess[bytes]:
+        """The same script as the sandbox ran it before: `unshare -n` as root, `unshare -rn` as a user (no
+        mount or PID namespace, and no user namespace for root): the control."""
+        ns = ["-r", "-n"] if self.uid else ["-n"]
+        return subprocess.run(self.argv(["unshare", *ns, "sh", "-c", script]), cwd=self.store, env=self.env,
+                              capture_output=True, timeout=60)
+
+
+@pytest.fixture(params=["root", "user"])
+def box(request: pytest.FixtureRequest) -> Iterator[Box]:
+    home = Path(tempfile.mkdtemp(prefix="reel-escape-"))
+    home.chmod(0o755)
+    try:
+        yield Box(home, request.param == "user")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def target(box: Box) -> Iterator[Target]:
+    with Target(box.home / "ledger.jsonl") as t:
+        yield t
+
+
+def test_nsenter_into_reels_network_namespace_is_refused(box: Box, target: Target) -> None:
+    """The attack: enter the network namespace of a process outside (here the test's own, which reel
+    shares) and POST around the proxy."""
+    attack = f"nsenter --net=/proc/{os.getpid()}/ns/net curl -sS --noproxy '*' -d x {target.url}/blind/x"
+    doc = box.run(f"{attack}; echo nsenter=$? >&2")
+    assert "nsenter=0" not in doc["stderr"] and target.count("/blind/x") == 0, doc
+    if not box.uid:  # control: a root child without a user namespace gets through
+        assert box.plain(attack).returncode == 0 and target.count("/blind/x") == 1
+
+
+def test_a_setsid_child_does_not_outlive_the_run(box: Box) -> None:
+    mark = f"{300 + secrets.randbelow(1000)}.{secrets.randbelow(10**6)}"
+    attack = f"setsid sleep {mark} >/dev/null 2>&1 </dev/null &"
+    box.run(attack)
+    assert not _alive(mark)
+    box.plain(attack)
+    try:
+        assert _alive(mark)
+    finally:
+        subprocess.run(["pkill", "-x", "-f", f"sleep {mark}"], check=False)
+
+
+def _alive(mark: str) -> bool:
+    return subprocess.run(["pgrep", "-x", "-f", f"sleep {mark}"], capture_output=True).returncode == 0
+
+
+def test_a_planted_hook_is_not_written_and_never_runs(box: Box) -> None:
+    marker = box.home / "hook-ran"
+    hooks = box.store / ".reel" / "hooks"
+    attack = (f"printf '#!/bin/sh\\ntouch {marker}\\n' > {hooks}/post-abort && chmod +x {hooks}/post-abort")
+    doc = box.run(attack)
+    assert doc["status"] != 0 and str(marker) not in _text(hooks / "post-abort")
+    box.run("true")
+    assert not marker.exists()
+    assert box.plain(attack).returncode == 0  # control: the store is writable from a plain namespace
+    box.run("true")
+    assert marker.exists()
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def test_the_command_cannot_commit_its_own_view(box: Box, target: Target) -> None:
+    attack = (f"curl -sS -d refund=1 {target.url}/blind/refund >/dev/null && "
+              f"reel -C {box.store} commit $REEL_VIEW; echo commit=$? >&2")
+    doc = box.run(attack, "--allow", target.url.removeprefix("http://"))
+    assert "commit=0" not in doc["stderr"] and len(doc["effects"]) == 1 and doc["decision"] == "abort", doc
+    box.reel("recover", check=True)
+    assert target.count("/blind/refund") == 0
+    box.reel("fork", "victim", check=True)  # control: from a plain namespace, reel commits any live view
+    assert box.plain(f"reel -C {box.store} commit victim").returncode == 0
+
+
+def test_the_store_secrets_and_ca_key_are_unreadable(box: Box) -> None:
+    box.run("true")  # the first run makes the CA
+    key = box.store / ".reel" / "ca" / "ca-key.pem"
+    assert key.exists()
+    attack = f"cat {key} {box.store}/.reel/config | grep -q . && exit 42; ls {box.store}/.reel && exit 43; exit 0"
+    assert box.run(attack)["status"] == 0
+    assert box.plain(attack).returncode == 42
+
+
+def test_host_unix_sockets_are_unreachable(box: Box) -> None:
+    """A filesystem socket and an abstract one, listening outside: the command connects and writes."""
+    path = box.home / "host.sock"
+    abstract = f"\0reel-escape-{secrets.token_hex(4)}"
+    got: list[bytes] = []
+    servers = []
+    for addr in (str(path), abstract):
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(addr)
+        s.listen(8)
+        servers.append(s)
+        threading.Thread(target=_take, args=(s, got), daemon=True).start()
+    path.chmod(0o777)
+    py = ("import socket, sys\nfor a in sys.argv[1:]:\n    a = a.replace('@', chr(0))\n    try:\n"
+          "        s = socket.socket(socket.AF_UNIX); s.connect(a); s.sendall(b'secret'); s.close()\n"
+          "    except OSError as e:\n        print(a[:1] == chr(0), e, file=sys.stderr)\n")
+    (box.home / "attack.py").write_text(py)
+    attack = f"python3 {box.home}/attack.py {path} @{abstract[1:]}"
+    box.run(attack)
+    time.sleep(0.2)
+    assert got == []
+    box.plain(attack)  # control: the filesystem socket answers a plain namespace; the abstract one does not
+    deadline = time.monotonic() + 5
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert got == [b"secret"]
+    for s in servers:
+        s.close()
+
+
+def _take(server: socket.socket, got: list[bytes]) -> None:
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        got.append(conn.recv(100))
+        conn.close()
