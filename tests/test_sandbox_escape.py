@@ -214,3 +214,32 @@ def _take(server: socket.socket, got: list[bytes]) -> None:
             return
         got.append(conn.recv(100))
         conn.close()
+
+
+def _own_ipv4() -> str:
+    from reelstore.intercept.http_proxy import _own_addresses
+
+    mine = sorted(a for a in _own_addresses() if "." in a and not a.startswith("127."))
+    assert mine, "this machine has no non-loopback IPv4 address to test with"
+    return mine[0]
+
+
+@pytest.mark.parametrize("spelling", ["[::ffff:127.0.0.1]", "2130706433", "own"])
+def test_local_services_by_any_spelling_need_allow(box: Box, spelling: str) -> None:
+    """The proxy judges the address a host resolves to: a GET with a body to a local service not named
+    with --allow reaches nothing, however the host is spelled (or if it is this machine's own address)."""
+    host = _own_ipv4() if spelling == "own" else spelling
+    got: list[bytes] = []
+    server = socket.socket(socket.AF_INET)
+    server.bind((host if spelling == "own" else "127.0.0.1", 0))
+    server.listen(8)
+    threading.Thread(target=_take, args=(server, got), daemon=True).start()
+    port = server.getsockname()[1]
+    attack = f"curl -sS -X GET --data-binary leak http://{host}:{port}/ >&2"
+    doc = box.run(attack)
+    assert got == [] and doc["refused"] and "--allow" in doc["refused"][0]["message"], doc
+    # control: the same request, the service named with --allow, reaches it
+    box.run(f"curl -sS -m 5 -X GET --data-binary leak http://{host}:{port}/ >&2", "--allow",
+            f"{host if spelling == 'own' else '127.0.0.1'}:{port}")
+    assert got and got[0].startswith(b"GET / "), got
+    server.close()
