@@ -116,12 +116,13 @@ def _content(f: FileWrite) -> bytes:
 
 def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capability | str] | None = None,
                  port: int = 8000) -> FastMCP:
-    """An MCP server over `store`'s trunk (default: the store's), bounded by `caps` (default: the trunk's);
+    """An MCP server over `store`'s trunk (default: the store's), bounded by `caps` (default: the trunk's,
+    less every `secret` grant: an agent names no credential unless the server was started with one);
     `port` is for streamable HTTP, always on 127.0.0.1."""
     trunk = trunk or store.repo.trunk
     store.repo.refs[HEAD_PREFIX + trunk]  # E001 now, not at the first tool call
     bound = admission.trunk_caps(store.repo, trunk)
-    chosen = bound if caps is None else admission.narrow(
+    chosen = admission.without_secrets(bound) if caps is None else admission.narrow(
         bound, [c if isinstance(c, Capability) else Capability.parse(c) for c in caps])
     tools = ReelTools(store, trunk, chosen)
     server = FastMCP(

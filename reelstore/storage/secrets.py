@@ -14,7 +14,9 @@ environment). Scrubbing happens at effect admission, for every path in: `reel ru
 effect`, the Python API. A raw sensitive value is moved into the store under a name derived by a keyed
 hash (the key is local, so the name reveals nothing about the value, and the same value is stored
 once). Callers may also give references directly: a header or parameter value `{"$secret": "stripe"}`
-or `{"$env": "STRIPE_KEY"}`.
+or `{"$env": "STRIPE_KEY"}`. A reference the caller names (rather than one made here from a value it
+gave) is authority over a credential it never saw: admission lets it through only if a `secret`
+capability of the view grants that secret for the effect's resource (`named_references`).
 
 Sensitive headers: Authorization, Proxy-Authorization, Cookie, X-Api-Key and the names configured as
 `[secrets] header = NAME` (repeatable); sensitive parameters: those configured as `[secrets] param = NAME`.
@@ -146,6 +148,23 @@ def _given_ref(value: Any) -> str | None:
     if set(value) == {"$env"} and isinstance(value["$env"], str) and _VAR.fullmatch(value["$env"]):
         return f"env:{value['$env']}"
     raise BadInput(f"a secret reference is {{\"$secret\": NAME}} or {{\"$env\": VAR}}, not {dict(value)!r}")
+
+
+def named_references(op: Mapping[str, Any]) -> list[str]:
+    """The credentials an http op names without giving their value: `NAME` for a stored secret, `env:VAR`
+    for an environment variable, from `{"$secret"|"$env": ...}` header values and from a `secrets` map.
+    (What scrubbing makes of a raw value the caller gave is not listed: the caller had the value.)"""
+    named: list[str] = []
+    headers = op.get("headers")
+    if isinstance(headers, Mapping):
+        for value in headers.values():
+            ref = _given_ref(value)
+            if ref is not None:
+                named.append(ref)
+    given = op.get("secrets")
+    if isinstance(given, Mapping):
+        named.extend(r for v in given.values() if isinstance(v, Mapping) for r in v.values() if isinstance(r, str))
+    return [r.removeprefix("store:") for r in dict.fromkeys(named)]
 
 
 def scrub_http(store: SecretStore, config: Config, op: Mapping[str, Any]) -> dict[str, Any]:
