@@ -31,7 +31,7 @@ from reelstore.adapters.trust import client_context
 from reelstore.codec import thaw
 from reelstore.errors import BadInput, Conflict, Unreachable
 from reelstore.objects.hash import Hash
-from reelstore.storage.secrets import MissingSecret, resolve_http, secret_store
+from reelstore.storage.secrets import MissingSecret, resolve_body, resolve_http, secret_store
 from reelstore.storage.service_rules import SAFE_METHODS, Service, classify
 
 if TYPE_CHECKING:
@@ -123,6 +123,7 @@ class HttpAdapter(Adapter):
             headers["Reel-Phase"] = "prepare"
         try:
             url, headers = resolve_http(secret_store(self.repo), effect.op, url, headers)
+            body = resolve_body(secret_store(self.repo), effect.op, body)
             check_headers(headers)
         except (MissingSecret, BadInput) as exc:
             raise NotSent(exc.message) from None

@@ -153,6 +153,8 @@ class HttpProxy(Backend):
         with self._lock:
             self.secret_values.update(v for k, v in headers.items() if k.lower() in sensitive)
             self.secret_values.update(v for k, v in parse_qsl(urlsplit(url).query) if k in params)
+            if isinstance(op.get("body"), str) and "=" in op["body"]:
+                self.secret_values.update(v for k, v in parse_qsl(op["body"]) if k in params)
             if self._over:
                 return _json(503, {"reel": "error", "message": "the run is over; nothing was captured or sent"})
             try:
