@@ -115,27 +115,25 @@ def test_commit_delivers_each_request_once_identical_with_its_secret(store, reel
     assert all(o["state"] == "succeeded" for o in doc["commit"]["drain"]["outcomes"])
 
 
-def test_clients_forced_around_the_proxy_are_blocked_and_listed(store, reel, target):
+def test_clients_that_ignore_the_proxy_are_captured_all_the_same(store, reel, target):
+    """curl --noproxy, Node's fetch, urllib without a proxy handler: their direct connections are
+    tunnelled to the proxy inside the sandbox, so their POSTs are pending effects like curl's."""
     py = shlex.quote(sys.executable)
     script = "; ".join([
-        f"curl -sS --noproxy '*' --cacert {target.ca} -d escape {target.url}/curl-direct; echo curl=$?",
+        f"curl -sS --noproxy '*' -d escape {target.url}/curl-direct; echo curl=$?",
         f"node {CLIENTS / 'nodeclient.js'} {target.url} bypass",
-        f"REQUESTS_CA_BUNDLE={target.ca} {py} {CLIENTS / 'pyclient.py'} requests {target.url} bypass",
         f"{py} {CLIENTS / 'pyclient.py'} urllib {target.url} bypass",
         "curl -s --noproxy '*' https://localhost/default-port",
         "true",
     ])
-    proc, doc = run_json(reel, target, "--commit", script=script)
-    assert target.ledger() == [], "a client reached the target around the proxy"
-    assert len(doc["blocked"]) >= 5, doc
-    assert {b["target"] for b in doc["blocked"]} == {f"127.0.0.1:{target.port}", "localhost:443"}
-    assert not doc["clean"] and doc["decision"] == "abort"
-    assert proc.returncode == 6
-    assert "BYPASS REACHED" not in proc.stderr.decode()
-    text = reel("run", "--abort", "--allow", f"127.0.0.1:{target.port}", "--", "sh", "-c",
-                f"curl -sS --noproxy '*' {target.url}/x; true")
-    assert "blocked (tried to connect around the proxy" in text.stdout.decode()
-    assert target.ledger() == []
+    proc, doc = run_json(reel, target, "--abort", script=script)
+    assert posts(target) == [], "a client's POST reached the target"
+    assert {e["url"] for e in doc["effects"]} == {f"{target.url}/{p}" for p in ("curl-direct", "node-fetch",
+                                                                             "urllib")}
+    assert any("captured through the proxy all the same" in n and f"127.0.0.1:{target.port}" in n
+               for n in doc["notes"]), doc["notes"]
+    assert any("127.0.0.1:443 is on this machine" in r["message"] for r in doc["refused"]) and not doc["clean"]
+    assert doc["decision"] == "abort"
 
 
 def test_remote_host_is_unreachable_in_the_sandbox(store, reel):
@@ -145,11 +143,11 @@ def test_remote_host_is_unreachable_in_the_sandbox(store, reel):
     assert "ENETUNREACH Network is unreachable" in out.stdout.decode(), out.stdout.decode()
 
 
-def test_force_commits_a_run_with_blocked_attempts(store, reel, target):
-    script = f"curl -s --noproxy '*' {target.url}/x; curl -sS --fail -d ok {target.url}/forced"
+def test_force_commits_a_run_with_refused_attempts(store, reel, target):
+    script = f"curl -s --noproxy '*' https://localhost/x; curl -sS --fail -d ok {target.url}/forced"
     proc, doc = run_json(reel, target, "--commit", "--force", script=script)
     assert proc.returncode == 0, proc.stderr.decode()
-    assert doc["decision"] == "commit" and not doc["clean"] and doc["blocked"]
+    assert doc["decision"] == "commit" and not doc["clean"] and doc["refused"]
     assert [e["path"] for e in posts(target)] == ["/forced"]
 
 

@@ -243,3 +243,21 @@ def test_local_services_by_any_spelling_need_allow(box: Box, spelling: str) -> N
             f"{host if spelling == 'own' else '127.0.0.1'}:{port}")
     assert got and got[0].startswith(b"GET / "), got
     server.close()
+
+
+NODE_FETCH = ('fetch("https://api.example.test/v1/refund", {method: "POST", body: "r=1"})'
+              '.then(r => r.text()).then(t => console.error("NODE", t)).catch(e => console.error("NODEFAIL", e))')
+PY_RAW = ("import http.client; c = http.client.HTTPConnection('shop.example.test', 80, timeout=10); "
+          "c.request('POST', '/order', body=b'o=1'); print('PY', c.getresponse().status)")
+
+
+def test_clients_that_ignore_the_proxy_by_name_are_captured(box: Box) -> None:
+    """Node's fetch (no proxy support) and a raw http.client, to host names: the namespace's DNS stub
+    and listeners hand them to the proxy, TLS by SNI, so their POSTs are pending effects."""
+    script = f"node -e {shlex.quote(NODE_FETCH)}; python3 -c {shlex.quote(PY_RAW)}"
+    doc = box.run(script)
+    assert sorted(e["url"] for e in doc["effects"]) == ["http://shop.example.test/order",
+                                                        "https://api.example.test/v1/refund"], doc
+    assert '"reel": "pending"' in doc["stderr"] and "NODEFAIL" not in doc["stderr"], doc["stderr"]
+    control = box.plain(script)  # control: in a bare namespace they reach nothing, and nothing is captured
+    assert b"NODEFAIL" in control.stdout + control.stderr and b"PY 202" not in control.stdout

@@ -6,7 +6,15 @@ allowed, and run the command in a PID namespace of its own, confined.
 Standard library only, and run as a file (`python -I netns.py`), not as part of the package: it must
 start fast and import nothing of the store. Usage:
 
-    netns.py SOCKET PORT REPORT [--catch HOST:PORT]... [--hide DIR]... -- CMD...
+    netns.py SOCKET PORT REPORT [--catch HOST:PORT]... [--hide DIR]... [--resolv FILE] -- CMD...
+
+Clients that ignore the proxy variables are captured transparently, like those that use them: the
+namespace's own DNS stub (127.0.0.1:53, named in a `resolv.conf` bound over the real one) answers
+every name with an address of its own in 198.18.0.0/15, a range made local to the namespace's
+loopback, where listeners on ports 80 and 443 take the connection; it is handed to the proxy as a
+`CONNECT NAME:PORT` tunnel (the proxy then reads the TLS SNI or the HTTP request inside it, as for
+any client). A direct connection to a loopback target named with `--catch` (the `--allow` targets)
+is tunnelled the same way to that target. Every other address has no route: nothing else leaves.
 
 Each `--hide` directory (the store's `.reel`, this run's own bridge directory) is covered with an
 empty, read-only tmpfs before the command starts, so nothing inside can read or change it. The
@@ -16,9 +24,10 @@ seccomp filter refusing namespace, mount and ptrace calls and Unix-domain socket
 orphan, and when the command exits writes its wait status to STATUS_FD and exits; the kernel then
 kills whatever the command left behind (a `setsid` daemon included).
 
-A caught connection is written to REPORT at once (one JSON line: where it went, when) and closed
-without a byte read or sent. The exit status is the command's; a command killed by a signal kills
-this process with the same signal, so the caller sees what a shell would.
+Each such connection is written to REPORT at once (one JSON line: where it went, when, and whether
+it was tunnelled to the proxy or, when no name is known for its address, closed unanswered). The
+exit status is the command's; a command killed by a signal kills this process with the same signal,
+so the caller sees what a shell would.
 """
 
 from __future__ import annotations
@@ -40,6 +49,12 @@ import time
 from collections.abc import Callable
 
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+SIOCSIFADDR, SIOCSIFNETMASK = 0x8916, 0x891C
+MS_BIND = 0x1000
+FAKE_NET, FAKE_MASK = "198.18.0.0", "255.254.0.0"
+"""The namespace's DNS stub answers names with addresses from here (a benchmarking range, never a real
+host's); the namespace's loopback owns the whole range."""
+HEAD_LIMIT = 16 * 1024
 CHUNK = 64 * 1024
 BACKLOG = 128
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
@@ -77,6 +92,102 @@ def loopback_up() -> None:
         req = struct.pack("16sH14x", b"lo", 0)
         flags = struct.unpack("16sH14x", fcntl.ioctl(s, SIOCGIFFLAGS, req))[1]
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
+
+
+def fake_range_up() -> None:
+    """Make 198.18.0.0/15 local on `lo` (an alias address with that prefix: on a loopback device the
+    kernel routes the whole prefix locally)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for req, addr in ((SIOCSIFADDR, "198.18.0.1"), (SIOCSIFNETMASK, FAKE_MASK)):
+            packed = struct.pack("16sH2s4s8x", b"lo:reel", socket.AF_INET, b"\0\0", socket.inet_aton(addr))
+            fcntl.ioctl(s, req, packed)
+
+
+class Names:
+    """The DNS stub's answers: one address per name, and the name behind each address."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_name: dict[str, str] = {}
+        self._by_addr: dict[str, str] = {}
+        self._next = struct.unpack("!I", socket.inet_aton(FAKE_NET))[0] + 2
+
+    def address(self, name: str) -> str:
+        with self._lock:
+            if name not in self._by_name:
+                addr = socket.inet_ntoa(struct.pack("!I", self._next))
+                self._next += 1
+                self._by_name[name], self._by_addr[addr] = addr, name
+            return self._by_name[name]
+
+    def name(self, addr: str) -> str | None:
+        with self._lock:
+            return self._by_addr.get(addr)
+
+
+def dns_answer(query: bytes, names: Names) -> bytes | None:
+    """The reply to one DNS query: an A record from `names` for an A question, no record (NOERROR) for
+    any other type; None for what is not a single-question query."""
+    if len(query) < 12 or struct.unpack("!H", query[4:6])[0] != 1:
+        return None
+    labels, i = [], 12
+    while i < len(query) and query[i]:
+        n = query[i]
+        if n > 63 or i + 1 + n > len(query):
+            return None
+        labels.append(query[i + 1:i + 1 + n].decode("ascii", "replace").lower())
+        i += 1 + n
+    if i + 5 > len(query):
+        return None
+    question = query[12:i + 5]
+    qtype = struct.unpack("!H", query[i + 1:i + 3])[0]
+    flags = 0x8180 | (struct.unpack("!H", query[2:4])[0] & 0x0100)  # response, RA, RD as asked
+    if qtype != 1 or not labels:
+        return query[:2] + struct.pack("!HHHHH", flags, 1, 0, 0, 0) + question
+    addr = socket.inet_aton(names.address(".".join(labels)))
+    answer = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 5, 4) + addr
+    return query[:2] + struct.pack("!HHHHH", flags, 1, 1, 0, 0) + question + answer
+
+
+def _dns(server: socket.socket, names: Names) -> None:
+    while True:
+        try:
+            query, peer = server.recvfrom(4096)
+        except OSError:
+            return
+        reply = dns_answer(query, names)
+        if reply is not None:
+            try:
+                server.sendto(reply, peer)
+            except OSError:
+                pass
+
+
+def tunnel(conn: socket.socket, path: str, host: str, port: int) -> None:
+    """Hand a connection that ignored the proxy to it as `CONNECT host:port`, then relay both ways."""
+    out = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        out.connect(path)
+        shown = f"[{host}]" if ":" in host else host
+        out.sendall(f"CONNECT {shown}:{port} HTTP/1.1\r\nHost: {shown}:{port}\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head and len(head) < HEAD_LIMIT:
+            chunk = out.recv(4096)
+            if not chunk:
+                break
+            head += chunk
+        if not head.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")) or b"\r\n\r\n" not in head:
+            raise OSError("the proxy refused the tunnel")
+    except OSError:
+        conn.close()
+        out.close()
+        return
+    back = threading.Thread(target=pump, args=(out, conn), daemon=True)
+    back.start()
+    pump(conn, out)
+    back.join()
+    conn.close()
+    out.close()
 
 
 def hide(path: str) -> None:
@@ -186,12 +297,14 @@ def _bridge(conn: socket.socket, path: str) -> None:
     out.close()
 
 
-def _listen(host: str, port: int) -> socket.socket | None:
+def _listen(host: str, port: int, any_address: bool = False) -> socket.socket | None:
+    """A listener on host:port; with `any_address`, on every local IPv4 address of the port (0.0.0.0):
+    the stub's addresses and loopback alike."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         s = socket.socket(family, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((host, port))
+        s.bind(("0.0.0.0" if any_address else host, port))
         s.listen(BACKLOG)
     except OSError:
         return None
@@ -246,8 +359,14 @@ def main(argv: list[str]) -> int:
     split = rest.index("--")
     catches = [rest[i + 1] for i in range(split) if rest[i] == "--catch"]
     hidden = [rest[i + 1] for i in range(split) if rest[i] == "--hide"]
+    resolv = [rest[i + 1] for i in range(split) if rest[i] == "--resolv"]
     cmd = rest[split + 1:]
     loopback_up()
+    fake_range_up()
+    for conf in resolv:  # before the hiding: the file lives in a hidden directory
+        target = os.path.realpath("/etc/resolv.conf")
+        if os.path.exists(target):
+            _check(_libc.mount(os.fsencode(conf), os.fsencode(target), None, MS_BIND, None), "resolv.conf")
     # The bridge directory is hidden below: reach its socket and report through descriptors opened now.
     bridge_dir = os.open(os.path.dirname(sock_path), os.O_PATH | os.O_DIRECTORY)
     sock_path = f"/proc/self/fd/{bridge_dir}/{os.path.basename(sock_path)}"
@@ -255,24 +374,47 @@ def main(argv: list[str]) -> int:
     for path in hidden:
         hide(path)
     lock = threading.Lock()
+    names = Names()
 
-    def caught(target: str) -> Callable[[socket.socket], None]:
+    def note(target: str, how: str) -> None:
+        with lock:
+            os.write(report_fd, (json.dumps({"target": target, "how": how, "time": time.time()}) + "\n").encode())
+
+    def caught(host: str, p: int) -> Callable[[socket.socket], None]:
         def handle(conn: socket.socket) -> None:
-            conn.close()
-            with lock:
-                os.write(report_fd, (json.dumps({"target": target, "time": time.time()}) + "\n").encode())
+            note(f"{host}:{p}", "tunnelled")
+            tunnel(conn, sock_path, host, p)
         return handle
 
+    def redirected(p: int) -> Callable[[socket.socket], None]:
+        def handle(conn: socket.socket) -> None:
+            addr = conn.getsockname()[0]
+            name = names.name(addr) or (addr if addr.startswith("127.") else None)
+            if name is None:
+                note(f"{addr}:{p}", "closed")
+                conn.close()
+                return
+            note(f"{name}:{p}", "tunnelled")
+            tunnel(conn, sock_path, name, p)
+        return handle
+
+    for web in (80, 443):
+        s = _listen(FAKE_NET, web, any_address=True)
+        if s is not None:
+            threading.Thread(target=_serve, args=(s, redirected(web)), daemon=True).start()
     for host in ("127.0.0.1", "::1"):
         fwd = _listen(host, port)
         if fwd is not None:
             threading.Thread(target=_serve, args=(fwd, lambda c: _bridge(c, sock_path)), daemon=True).start()
     for spec in catches:
-        host, _, p = spec.rpartition(":")
+        host, _, text = spec.rpartition(":")
         for addr in ((host,) if host not in ("localhost",) else ("127.0.0.1", "::1")):
-            s = _listen(addr.strip("[]"), int(p))
+            s = _listen(addr.strip("[]"), int(text))
             if s is not None:
-                threading.Thread(target=_serve, args=(s, caught(spec)), daemon=True).start()
+                threading.Thread(target=_serve, args=(s, caught(host.strip("[]"), int(text))), daemon=True).start()
+    dns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    dns.bind(("127.0.0.1", 53))
+    threading.Thread(target=_dns, args=(dns, names), daemon=True).start()
     read, write = os.pipe()
     unshare = shutil.which("unshare") or "unshare"
     proc = subprocess.Popen([unshare, "--pid", "--fork", "--kill-child", "--mount-proc", sys.executable, "-I",

@@ -6,11 +6,11 @@ holds a capability over the host's namespaces, so `nsenter` into reel's own netw
 gives the command a network of its own holding nothing but a loopback interface. Inside it, `netns.py`
 listens on 127.0.0.1 (and ::1) at the proxy's port and forwards each connection over a Unix socket to
 this process, which relays it to the real proxy on the host's loopback. A client that ignores the proxy
-variables cannot reach anything: a remote address is "network unreachable" (refused by the kernel, before
-any packet), and a loopback port is the namespace's own, empty loopback. Direct connections to the
-loopback targets named with `--allow HOST:PORT` — the only local services the command was meant to reach,
-and then only through the proxy — are caught by a listener there, closed unanswered, and reported as
-blocked escape attempts; a blocked attempt makes the run not clean.
+variables is captured all the same: the namespace's DNS stub gives every name an address of the
+namespace's own, and a connection to it (port 80 or 443), or to a loopback target named with `--allow
+HOST:PORT`, is tunnelled to the proxy as `CONNECT` (TLS by SNI) and reported in the notes. Any other
+address is "network unreachable" (refused by the kernel, before any packet); a connection the bridge
+cannot name is closed unanswered and reported as a blocked escape attempt, which makes the run not clean.
 
 The store's `.reel` directory (config, hooks, refs, secrets, the CA key) and the bridge's own
 directory are covered by an empty tmpfs inside the mount namespace, so `reel` inside finds no store
@@ -76,7 +76,9 @@ class Sandbox(Backend):
         self.unshare = unshare
         self.catch = list(catch)
         self.blocked: list[dict[str, Any]] = []
-        """Direct connections the command tried around the proxy (caught, nothing sent)."""
+        """Direct connections the command tried around the proxy that could not be tunnelled (closed)."""
+        self.transparent: list[str] = []
+        """Direct connections tunnelled to the proxy (captured like any other)."""
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._server: Acceptor | None = None
         self._port = 0
@@ -95,10 +97,13 @@ class Sandbox(Backend):
         self._server = Acceptor(server, self._accepted, "reel-run-bridge")
         report = tmp / "blocked.jsonl"
         report.touch()
+        resolv = tmp / "resolv.conf"
+        resolv.write_text("nameserver 127.0.0.1\noptions attempts:1 timeout:2\n")
+        resolv.chmod(0o644)
         catches = [a for spec in self.catch for a in ("--catch", spec)]
         hides = ["--hide", str(tmp)] + (["--hide", str(self.repo.path)] if self.repo.path is not None else [])
         launch.prefix = [*self.unshare, sys.executable, "-I", str(HELPER), str(sock), str(self._port), str(report),
-                         *catches, *hides, "--"]
+                         *catches, *hides, "--resolv", str(resolv), "--"]
 
     def _accepted(self, conn: socket.socket) -> None:
         threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
@@ -124,8 +129,15 @@ class Sandbox(Backend):
                 entry = json.loads(line)
             except ValueError:
                 continue
+            if entry.get("how") == "tunnelled":
+                self.transparent.append(str(entry.get("target")))
+                continue
             self.blocked.append({"target": str(entry.get("target")),
                                  "message": "a direct connection around the proxy; closed, nothing was sent"})
+        if self.transparent:
+            shown = ", ".join(sorted(set(self.transparent)))
+            self.notes.append(f"{len(self.transparent)} connection(s) ignored the proxy variables and were captured "
+                              f"through the proxy all the same: {shown}")
         self.close()
 
     def close(self) -> None:
