@@ -261,3 +261,17 @@ def test_clients_that_ignore_the_proxy_by_name_are_captured(box: Box) -> None:
     assert '"reel": "pending"' in doc["stderr"] and "NODEFAIL" not in doc["stderr"], doc["stderr"]
     control = box.plain(script)  # control: in a bare namespace they reach nothing, and nothing is captured
     assert b"NODEFAIL" in control.stdout + control.stderr and b"PY 202" not in control.stdout
+
+
+def test_the_command_holds_no_capability_and_makes_no_namespace(box: Box) -> None:
+    """No capability (none effective, none to gain: empty bounding set, no_new_privs), a seccomp filter,
+    and `unshare` (a fresh user namespace would give capabilities back over copies of the mounts) refused."""
+    script = ("grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status >&2; "
+              "unshare -r true; echo unshare=$? >&2")
+    doc = box.run(script)
+    out = doc["stderr"]
+    for line in ("CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2",
+                 "unshare=1"):
+        assert line in out, out
+    control = box.plain(script).stderr.decode()  # control: the sandbox as it was gave the child all of these
+    assert "CapBnd:\t0000000000000000" not in control and "unshare=0" in control, control
