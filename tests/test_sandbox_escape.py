@@ -202,6 +202,11 @@ def test_host_unix_sockets_are_unreachable(box: Box) -> None:
     while not got and time.monotonic() < deadline:
         time.sleep(0.05)
     assert got == [b"secret"]
+    subprocess.run(box.argv(["python3", str(box.home / "attack.py"), f"@{abstract[1:]}"]), env=box.env, timeout=30)
+    deadline = time.monotonic() + 5  # and the abstract one answers a process outside any namespace: it is live
+    while len(got) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert got == [b"secret", b"secret"]
     for s in servers:
         s.close()
 
