@@ -8,6 +8,9 @@
         status-url = http://127.0.0.1:8080/pay/status/{key}   ; queryable / two-phase: 200 done, 404 absent
         commit-url = http://127.0.0.1:8080/pay/commit/{key}   ; two-phase: confirms a prepared request
         absence = unprovable           ; the target may act late: "no record found" proves nothing
+        approval = required            ; a commit holding such an effect waits for approvals (`reel approve`)
+        approval-count = 2             ; how many distinct approvers (default 1)
+        approvers = ops-leads          ; only members of this group count (`group.ops-leads.member`)
 
 `match` is a resource prefix matched on segment boundaries (`/` and `:`), like capabilities; the
 longest matching rule wins. A request no rule matches is Class C, and `blind` if its method is unsafe.
@@ -42,6 +45,7 @@ MODEL_PATHS = (
 """Model API paths that only compute an answer; `model_rules` makes them read-like on a given host."""
 DEFAULT_KEY_HEADER = "Idempotency-Key"
 ABSENCE = ("provable", "unprovable")
+MAX_APPROVERS = 16
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,10 @@ class Service:
     commit_url: str | None = None
     absence: str = "provable"
     """`unprovable`: an operator's "no record found" is not proof of absence (the target can act late)."""
+    approvals: int = 0
+    """How many distinct approvers an effect under this rule needs before a commit may fire it (0: none)."""
+    approvers: str = ""
+    """The group (`group.NAME.member`) whose members' approvals count; empty: any other principal."""
 
     def validate(self) -> Service:
         where = f'service "{self.name}"'
@@ -70,6 +78,10 @@ class Service:
             raise BadInput(f"{where}: two-phase delivery needs a commit-url with {{key}}")
         if self.absence not in ABSENCE:
             raise BadInput(f"{where}: absence must be one of {', '.join(ABSENCE)}, not {self.absence!r}")
+        if not 0 <= self.approvals <= MAX_APPROVERS:
+            raise BadInput(f"{where}: approval-count must be from 1 to {MAX_APPROVERS}")
+        if self.approvers and not self.approvals:
+            raise BadInput(f"{where}: approvers = {self.approvers} needs approval = required")
         for url in (self.status_url, self.commit_url):
             if url is not None and "{key}" not in url:
                 raise BadInput(f"{where}: {url!r} must contain {{key}}")
@@ -117,9 +129,31 @@ def _parse(config: Config) -> list[Service]:
             status_url=get("status-url"),
             commit_url=get("commit-url"),
             absence=(get("absence", "provable") or "provable").lower(),
+            approvals=_approvals(name, get("approval"), get("approval-count")),
+            approvers=(get("approvers", "") or "").strip(),
         ).validate())
     named = {svc.name for svc in out}
     return out + [svc for svc in BUILTIN if svc.name not in named]
+
+
+def _approvals(name: str, approval: str | None, count: str | None) -> int:
+    """How many approvers rule `name` needs: `approval = required | none`, `approval-count` (default 1)."""
+    where = f'service "{name}"'
+    mode = (approval or "none").strip().lower()
+    if mode not in ("required", "none"):
+        raise BadInput(f"{where}: approval must be required or none, not {approval!r}")
+    if count is not None and not (count.strip().isdigit() and 1 <= int(count) <= MAX_APPROVERS):
+        raise BadInput(f"{where}: approval-count must be from 1 to {MAX_APPROVERS}, not {count!r}")
+    return int(count) if count is not None and mode == "required" else int(mode == "required")
+
+
+def rule_for(config: Config, resource: str) -> Service | None:
+    """The configured or built-in rule whose match covers `resource` (the longest), if any."""
+    best: Service | None = None
+    for svc in services(config):
+        if prefix_covers(svc.match, resource) and (best is None or len(svc.match) > len(best.match)):
+            best = svc
+    return best
 
 
 def classify(config: Config, resource: str, method: str, extra: Iterable[Service] = ()) -> Service:
