@@ -280,3 +280,27 @@ def test_the_command_holds_no_capability_and_makes_no_namespace(box: Box) -> Non
         assert line in out, out
     control = box.plain(script).stderr.decode()  # control: the sandbox as it was gave the child all of these
     assert "CapBnd:\t0000000000000000" not in control and "unshare=0" in control, control
+
+
+def test_killing_reel_kills_everything_the_command_started(box: Box) -> None:
+    """reel itself SIGKILLed mid-run (no cleanup code runs): the namespaces and every process in them
+    die with it, a setsid daemon included."""
+    mark = f"{300 + secrets.randbelow(1000)}.{secrets.randbelow(10**6)}"
+    proc = subprocess.Popen(box.argv([str(box.bin / "reel"), "run", "--abort", "--", "sh", "-c",
+                                      f"setsid sleep {mark} & sleep {mark}"]),
+                            cwd=box.store, env=box.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not _alive(mark) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive(mark)
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 5
+    while _alive(mark) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        assert not _alive(mark)
+    finally:
+        subprocess.run(["pkill", "-x", "-f", f"sleep {mark}"], check=False)

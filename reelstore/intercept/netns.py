@@ -417,7 +417,9 @@ def main(argv: list[str]) -> int:
     threading.Thread(target=_dns, args=(dns, names), daemon=True).start()
     read, write = os.pipe()
     unshare = shutil.which("unshare") or "unshare"
-    proc = subprocess.Popen([unshare, "--pid", "--fork", "--kill-child", "--mount-proc", sys.executable, "-I",
+    # Tied to this process: if it is killed, the PID namespace and everything in it die with it.
+    tie = [exe, "--pdeathsig", "KILL"] if (exe := shutil.which("setpriv")) else []
+    proc = subprocess.Popen([*tie, unshare, "--pid", "--fork", "--kill-child", "--mount-proc", sys.executable, "-I",
                              os.path.abspath(__file__), "--init", str(write), "--", *cmd], pass_fds=(write,))
     os.close(write)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

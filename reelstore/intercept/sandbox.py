@@ -49,7 +49,8 @@ def unshare_argv() -> list[str] | None:
     exe = shutil.which("unshare")
     if exe is None:
         return None
-    argv = [exe, "--user", "--map-root-user", "--net", "--mount"]
+    tie = [setpriv, "--pdeathsig", "KILL"] if (setpriv := shutil.which("setpriv")) else []
+    argv = [*tie, exe, "--user", "--map-root-user", "--net", "--mount"]
     probe = [*argv, exe, "--pid", "--fork", "--kill-child", "--mount-proc", "true"]
     try:
         ok = subprocess.run(probe, capture_output=True, timeout=10).returncode == 0
