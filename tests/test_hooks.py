@@ -67,3 +67,21 @@ def test_a_hook_others_could_write_is_not_run_and_refuses(repo: Repo, writable: 
     (path if writable == "file" else path.parent).chmod(0o755)  # control: the same hook, now private, runs
     kernel.commit(repo, "a")
     assert ran.exists()
+
+
+def test_a_hook_linked_out_of_the_hooks_directory_is_not_run(repo: Repo) -> None:
+    ran = repo.path.parent / "ran"
+    elsewhere = repo.path.parent / "elsewhere.sh"
+    elsewhere.write_text(f"#!/bin/sh\ntouch {ran}\n")
+    elsewhere.chmod(0o755)
+    hook = repo.path / "hooks" / "pre-commit"
+    hook.unlink()
+    hook.symlink_to(elsewhere)
+    kernel.fork(repo, "a")
+    with pytest.raises(CapabilityViolation) as err:
+        kernel.commit(repo, "a")
+    assert "symbolic link out of the hooks directory" in err.value.message and not ran.exists()
+    hook.unlink()  # control: the same script as the hook itself runs
+    install(repo, "pre-commit", f"touch {ran}\n")
+    kernel.commit(repo, "a")
+    assert ran.exists()

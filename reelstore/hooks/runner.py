@@ -5,8 +5,9 @@ in the message; a post-hook's status is ignored. A hook that does not finish wit
 `hooks.timeout` seconds (default 60) is killed and counts as a refusal.
 
 A hook runs with the caller's authority, so it is taken only from a file, and a hooks directory, that
-no one else could have written: owned by the caller (or root) and not writable by group or others. A
-hook that fails this is not run and counts as a refusal (exit 126), naming the reason.
+no one else could have written: owned by the caller (or root), not writable by group or others, and
+not a symbolic link out of the hooks directory (a file elsewhere is guarded by nothing of the store's).
+A hook that fails this is not run and counts as a refusal (exit 126), naming the reason.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def run_hook(repo: Repo, name: str, env: Mapping[str, str]) -> tuple[int, str] |
 
 def _writable_by_others(path: Path) -> str:
     """Why someone other than the caller could have written the hook, or ''."""
+    if path.is_symlink() and path.resolve().parent != path.parent.resolve():
+        return f"{path} is a symbolic link out of the hooks directory (to {path.resolve()})"
     me = os.geteuid()
     for p in (path, path.parent):
         st = os.stat(p)
