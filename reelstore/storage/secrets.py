@@ -170,18 +170,18 @@ class Names(frozenset[str]):
         return Names([*self, *other], self.pattern, self.plain)
 
 
-def _listed(config: Config, key: str) -> list[str]:
-    return [v.strip() for v in config.get_all(key) if v.strip()]
+def _listed(values: Iterable[str]) -> list[str]:
+    return [v.strip() for v in values if v.strip()]
 
 
 def sensitive_headers(config: Config) -> Names:
-    plain = {*PLAIN_BY_DEFAULT, *_listed(config, "secrets.plain")}
-    return Names([*DEFAULT_HEADERS, *_listed(config, "secrets.header")], HEADER_PATTERN, plain)
+    plain = {*PLAIN_BY_DEFAULT, *_listed(config.get_all("secrets.plain"))}
+    return Names([*DEFAULT_HEADERS, *_listed(config.get_all("secrets.header"))], HEADER_PATTERN, plain)
 
 
 def sensitive_params(config: Config) -> Names:
     """Query parameters and form fields."""
-    return Names(_listed(config, "secrets.param"), PARAM_PATTERN, _listed(config, "secrets.plain"))
+    return Names(_listed(config.get_all("secrets.param")), PARAM_PATTERN, _listed(config.get_all("secrets.plain")))
 
 
 def _given_ref(value: Any) -> str | None:
