@@ -44,6 +44,8 @@ RECEIPT_HEADERS = ("etag", "location", "content-type", "idempotency-key", "date"
 METHOD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 OP_KEYS = ("method", "url", "headers", "json", "body", "etag", "secrets")
 """Every key an http op may have."""
+ABSENCE_MARGIN = 5.0
+"""Seconds added to http.timeout before a status 404 proves absence: clock steps, the target's own queue."""
 MAX_ANSWER = 16 * 1024 * 1024
 """Bytes of an answer's body read at most (a receipt keeps only its hash and length)."""
 
@@ -88,6 +90,13 @@ class HttpAdapter(Adapter):
         if not svc.name and method in SAFE_METHODS:
             return Service(name="", match="", delivery="keyed", key_header="")
         return svc
+
+    def absence_window(self, effect: Effect) -> float:
+        """A 404 from the status URL proves absence only once the attempt can no longer land: after the
+        service rule's `absent-after`, else after this store's send timeout plus a margin (the sender
+        gave up by then; a target that works on after its client left must declare `absent-after`)."""
+        svc = self.service(effect)
+        return svc.absent_after if svc.absent_after is not None else self.timeout + ABSENCE_MARGIN
 
     def absence_unprovable(self, effect: Effect) -> str:
         svc = classify(self.repo.config, effect.resource, str(effect.op.get("method", "GET")))
@@ -138,7 +147,8 @@ class HttpAdapter(Adapter):
 
     def reconcile(self, effect: Effect, op_id: str) -> str:
         """Queryable and two-phase: ask the status URL. 200 = done (a prepared two-phase request is
-        confirmed first), 404 = absent, anything else = unknown."""
+        confirmed first), 404 = absent (proof only after `absence_window`: the drain waits for it),
+        anything else = unknown."""
         svc = self.service(effect)
         if effect.delivery not in ("queryable", "two-phase") or not svc.status_url:
             return "unknown"

@@ -8,6 +8,8 @@
         status-url = http://127.0.0.1:8080/pay/status/{key}   ; queryable / two-phase: 200 done, 404 absent
         commit-url = http://127.0.0.1:8080/pay/commit/{key}   ; two-phase: confirms a prepared request
         absence = unprovable           ; the target may act late: "no record found" proves nothing
+        absent-after = 120             ; queryable / two-phase: seconds after an attempt before a 404 proves
+                                       ; it absent (default: http.timeout plus a margin)
 
 `match` is a resource prefix matched on segment boundaries (`/` and `:`), like capabilities; the
 longest matching rule wins. A request no rule matches is Class C, and `blind` if its method is unsafe.
@@ -55,6 +57,9 @@ class Service:
     commit_url: str | None = None
     absence: str = "provable"
     """`unprovable`: an operator's "no record found" is not proof of absence (the target can act late)."""
+    absent_after: float | None = None
+    """Seconds after an attempt began during which the status URL's 404 is no proof of absence (the
+    request may still be on its way or in processing); None: the adapter's default."""
 
     def validate(self) -> Service:
         where = f'service "{self.name}"'
@@ -70,6 +75,8 @@ class Service:
             raise BadInput(f"{where}: two-phase delivery needs a commit-url with {{key}}")
         if self.absence not in ABSENCE:
             raise BadInput(f"{where}: absence must be one of {', '.join(ABSENCE)}, not {self.absence!r}")
+        if self.absent_after is not None and not 0 <= self.absent_after <= 7 * 86400:
+            raise BadInput(f"{where}: absent-after must be a number of seconds in [0, 604800]")
         for url in (self.status_url, self.commit_url):
             if url is not None and "{key}" not in url:
                 raise BadInput(f"{where}: {url!r} must contain {{key}}")
@@ -117,6 +124,7 @@ def _parse(config: Config) -> list[Service]:
             status_url=get("status-url"),
             commit_url=get("commit-url"),
             absence=(get("absence", "provable") or "provable").lower(),
+            absent_after=_seconds(get("absent-after"), f'service "{name}": absent-after'),
         ).validate())
     named = {svc.name for svc in out}
     return out + [svc for svc in BUILTIN if svc.name not in named]
@@ -133,3 +141,12 @@ def classify(config: Config, resource: str, method: str, extra: Iterable[Service
         return best
     delivery = "keyed" if method.upper() in SAFE_METHODS else "blind"
     return Service(name="", match="", effect_class="C", delivery=delivery)
+
+
+def _seconds(text: str | None, where: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise BadInput(f"{where} must be a number of seconds, not {text!r}") from None
