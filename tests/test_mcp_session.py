@@ -168,6 +168,7 @@ def test_tools_are_annotated_typed_and_strict(tmp_path: Path) -> None:
                 assert t.annotations is not None, name
                 assert t.annotations.readOnlyHint is (name in READS), name
                 assert not _described(t.inputSchema, name), _described(t.inputSchema, name)
+                assert t.inputSchema["additionalProperties"] is False, name
             assert tools["commit"].annotations.destructiveHint and tools["effect"].annotations.destructiveHint
             op_schema = tools["effect"].inputSchema
             for kind in ("HttpOp", "FsOp"):
@@ -177,6 +178,10 @@ def test_tools_are_annotated_typed_and_strict(tmp_path: Path) -> None:
             typo = {"method": "POST", "url": f"{url}/pay", "jsn": {"amount": 5}}
             refused = await client.call_tool("effect", {"view": "v", "adapter": "http", "op": typo})
             assert refused.isError and "jsn" in _text(refused), _text(refused)
+            assert _doc(await client.call_tool("status", {"view": "v"}))["effects"] == []
+            op = {"method": "POST", "url": f"{url}/pay", "json": {"amount": 5}}
+            misspelt = await client.call_tool("effect", {"view": "v", "adapter": "http", "op": op, "effect_clas": "B"})
+            assert misspelt.isError and "effect_clas" in _text(misspelt), _text(misspelt)
             assert _doc(await client.call_tool("status", {"view": "v"}))["effects"] == []
 
     asyncio.run(asyncio.wait_for(session(), timeout=120))

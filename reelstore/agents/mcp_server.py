@@ -501,7 +501,18 @@ def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capabili
         return Capabilities(trunk=trunk, caps=[c.spec() for c in chosen], session_budget=budget.limit,
                             session_used=budget.used, propose_only=propose_only)
 
+    _forbid_unknown_arguments(server)
     return server
+
+
+def _forbid_unknown_arguments(server: FastMCP) -> None:
+    """Every tool refuses an argument it does not know (a misspelt `effect_clas` would otherwise be
+    dropped silently) and its input schema says so (`additionalProperties: false`)."""
+    for t in server._tool_manager.list_tools():
+        model = t.fn_metadata.arg_model
+        model.model_config["extra"] = "forbid"
+        model.model_rebuild(force=True)
+        t.parameters = model.model_json_schema(by_alias=True)
 
 
 def serve_http(server: FastMCP, token: str) -> None:
