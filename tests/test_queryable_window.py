@@ -1,5 +1,5 @@
-"""Queryable recovery waits for evidence: a status 404 proves an operation absent only once its last
-attempt can no longer land. A real loopback target that is still processing a request answers 404 on
+"""Queryable (and two-phase) recovery waits for evidence: a status 404 proves an operation absent only
+once its last attempt can no longer land. A real loopback target that is still processing a request answers 404 on
 its status URL; the committing process is killed with SIGKILL mid-send; an immediate `reel recover`
 must not resend, and a later one settles the operation with one request in the ledger."""
 
@@ -13,12 +13,15 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 from conftest import REEL
 
 
 class Processing:
-    """POST /query/... is held "in processing" until `finish` is set, then recorded (or, with `lose_first`,
-    the first one is dropped unrecorded); GET /query/status/KEY answers 200 once KEY is recorded, else 404."""
+    """POST /query/... (or a two-phase prepare, /tp/...) is held "in processing" until `finish` is set,
+    then recorded (or, with `lose_first`, the first one is dropped unrecorded); GET …/status/KEY answers
+    200 once KEY is recorded (`{"state": "prepared"}` or `"committed"` for two-phase), else 404;
+    POST /tp/commit/KEY confirms a prepared request."""
 
     def __init__(self, lose_first: bool = False) -> None:
         self.lose_first = lose_first
@@ -27,6 +30,7 @@ class Processing:
         self.posts = 0
         self.status_404 = 0
         self.recorded: list[str] = []
+        self.committed: list[str] = []
         self.lock = threading.Lock()
         outer = self
 
@@ -37,6 +41,15 @@ class Processing:
             def do_POST(self) -> None:
                 key = self.headers.get("Idempotency-Key", "")
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path.startswith("/tp/commit/"):
+                    with outer.lock:
+                        known = key in outer.recorded
+                        if known and key not in outer.committed:
+                            outer.committed.append(key)
+                    self.send_response(200 if known else 404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 with outer.lock:
                     outer.posts += 1
                     first = outer.posts == 1
@@ -60,9 +73,12 @@ class Processing:
                 with outer.lock:
                     done = key in outer.recorded
                     outer.status_404 += not done
+                    body = b'{"state": "%s"}' % (b"committed" if key in outer.committed else b"prepared")
                 self.send_response(200 if done else 404)
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Length", str(len(body) if done else 0))
                 self.end_headers()
+                if done:
+                    self.wfile.write(body)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -80,16 +96,18 @@ def _reel(store: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([REEL, "-C", str(store), *args], capture_output=True, env=env, timeout=60)
 
 
-def _killed_mid_send(tmp_path: Path, target: Processing, *config: tuple[str, str]) -> Path:
+def _killed_mid_send(tmp_path: Path, target: Processing, *config: tuple[str, str], tier: str = "queryable") -> Path:
     """A store whose `reel commit` was SIGKILLed while the target held its refund in processing."""
     store = tmp_path / "store"
     store.mkdir()
-    for args in (("init",), ("config", "service.pay.match", f"http:POST:{target.url}/query"),
-                 ("config", "service.pay.delivery", "queryable"),
-                 ("config", "service.pay.status-url", f"{target.url}/query/status/{{key}}"),
-                 *(("config", k, v) for k, v in config), ("fork", "v"),
+    route = "/tp" if tier == "two-phase" else "/query"
+    rule = [("service.pay.match", f"http:POST:{target.url}{route}"), ("service.pay.delivery", tier),
+            ("service.pay.status-url", f"{target.url}{route}/status/{{key}}")]
+    if tier == "two-phase":
+        rule.append(("service.pay.commit-url", f"{target.url}/tp/commit/{{key}}"))
+    for args in (("init",), *(("config", k, v) for k, v in [*rule, *config]), ("fork", "v"),
                  ("effect", "v", "--adapter", "http", "--op",
-                  f'{{"method": "POST", "url": "{target.url}/query/refund", "json": {{"amount": 0.5}}}}')):
+                  f'{{"method": "POST", "url": "{target.url}{route}/refund", "json": {{"amount": 0.5}}}}')):
         done = _reel(store, *args)
         assert done.returncode == 0, (args, done.stderr.decode())
     env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
@@ -104,11 +122,12 @@ def _killed_mid_send(tmp_path: Path, target: Processing, *config: tuple[str, str
     return store
 
 
-def test_an_early_404_is_not_proof_and_the_processed_refund_is_found(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tier", ["queryable", "two-phase"])
+def test_an_early_404_is_not_proof_and_the_processed_refund_is_found(tmp_path: Path, tier: str) -> None:
     target = Processing()
     try:
         # default window: http.timeout (1 s here) plus the margin
-        store = _killed_mid_send(tmp_path, target, ("http.timeout", "1"))
+        store = _killed_mid_send(tmp_path, target, ("http.timeout", "1"), tier=tier)
         early = _reel(store, "recover")
         assert early.returncode == 7, early.stderr.decode()  # unknown: left for later, not resent
         assert b"may still land" in early.stdout + early.stderr
@@ -121,6 +140,7 @@ def test_an_early_404_is_not_proof_and_the_processed_refund_is_found(tmp_path: P
         later = _reel(store, "recover")
         assert later.returncode == 0, later.stderr.decode()
         assert target.posts == 1 and len(target.recorded) == 1
+        assert len(target.committed) == (1 if tier == "two-phase" else 0)
     finally:
         target.close()
 
