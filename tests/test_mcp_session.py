@@ -157,7 +157,7 @@ def test_tools_are_annotated_typed_and_strict(tmp_path: Path) -> None:
 
     async def session() -> None:
         async with _stdio(store, "--cap", "read,write=notes/", "--cap", f"fire_c=http:POST:{url}/;budget=3",
-                          "--session-budget", "5") as (client, instructions):
+                          "--cap", "fire_c=fs:out/", "--session-budget", "5") as (client, instructions):
             # the model is told its capabilities
             assert f"fire_c=http:POST:{url}/;budget=3" in instructions and "at most 5 effects" in instructions
             told = _doc(await client.call_tool("capabilities", {}))
@@ -183,6 +183,14 @@ def test_tools_are_annotated_typed_and_strict(tmp_path: Path) -> None:
             misspelt = await client.call_tool("effect", {"view": "v", "adapter": "http", "op": op, "effect_clas": "B"})
             assert misspelt.isError and "effect_clas" in _text(misspelt), _text(misspelt)
             assert _doc(await client.call_tool("status", {"view": "v"}))["effects"] == []
+            fs_typo = {"action": "write", "path": "out/a.txt", "contnet": "x"}
+            refused = await client.call_tool("effect", {"view": "v", "adapter": "fs", "op": fs_typo})
+            assert refused.isError and "contnet" in _text(refused), _text(refused)
+            fs_op = {"action": "write", "path": "out/a.txt", "content": "x", "mode": None}
+            queued = _doc(await client.call_tool("effect", {"view": "v", "adapter": "fs", "op": fs_op}))
+            assert queued["resource"] == "fs:out/a.txt"
+            wrong = await client.call_tool("effect", {"view": "v", "adapter": "http", "op": fs_op})
+            assert wrong.isError and "E014: " in _text(wrong), _text(wrong)
 
     asyncio.run(asyncio.wait_for(session(), timeout=120))
 

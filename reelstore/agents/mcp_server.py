@@ -289,7 +289,10 @@ class ReelTools:
             raise BadInput(f"adapter {adapter!r} takes an {adapter} op; this op has the {want} op's fields")
         store = self.store
         self.budget.check(len(store.status(view).effects) + 1, f"queueing another effect in view {view!r}")
-        e = store.open_view(view).effect(adapter, op.model_dump(by_alias=True, exclude_unset=True), effect_class)
+        given = op.model_dump(by_alias=True, exclude_unset=True)
+        # null means "not given", except as a JSON body, where it is the value null
+        plain = {k: v for k, v in given.items() if v is not None or k == "json"}
+        e = store.open_view(view).effect(adapter, plain, effect_class)
         return {"effect": e.id.hex(), "adapter": e.adapter, "class": e.effect_class, "resource": e.resource,
                 "delivery": e.delivery}
 
