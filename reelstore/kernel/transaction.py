@@ -200,7 +200,7 @@ class Transaction:
         ref = version_ref if version_ref is not None else decided.version_ref
         if klass == "B" and not ref:
             raise BadInput("a Class B effect needs a version ref (--version-ref KIND=VALUE)")
-        wanted = _Admission(adapter_name, klass, decided.resource, decided.delivery, freeze(dict(op), "op"),
+        wanted = _Admission(adapter_name, klass, decided.resource, decided.delivery, freeze(dict(op)),
                             freeze(dict(ref)) if ref else None, dict(link) if link else None)
         made = self._admit(self.live, [*self._admissions, wanted])
         self._admissions.append(wanted)
