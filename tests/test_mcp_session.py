@@ -208,7 +208,15 @@ def test_a_session_budget_bounds_the_whole_server(tmp_path: Path) -> None:
                     _doc(await client.call_tool("fork", {"name": f"v{i}"}))
                     for _ in range(2):
                         _doc(await client.call_tool("effect", {"view": f"v{i}", "adapter": "http", "op": op}))
-                return [await client.call_tool("commit", {"view": f"v{i}"}) for i in range(4)]
+                results = [await client.call_tool("commit", {"view": f"v{i}"}) for i in range(4)]
+                # the budget is spent: a new effect could never be committed, so it is refused at once
+                _doc(await client.call_tool("fork", {"name": "late"}))
+                late = await client.call_tool("effect", {"view": "late", "adapter": "http", "op": op})
+                assert late.isError and "E013: " in _text(late), _text(late)
+                told = _doc(await client.call_tool("capabilities", {}))
+                assert told["session_used"] == 2 and told["session_budget"] == 2
+                _doc(await client.call_tool("abort", {"view": "late"}))
+                return results
 
         results = asyncio.run(asyncio.wait_for(session(), timeout=120))
         assert _doc(results[0])["state"] == "done"
