@@ -12,6 +12,7 @@ import click
 from reelstore.cli.complete import TRUNKS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput
+from reelstore.extras import needs
 
 TOKEN_ENV = "REEL_MCP_TOKEN"
 
@@ -57,6 +58,7 @@ def mcp(ctx: Context, trunk: str | None, caps: tuple[str, ...], session_budget: 
         http_port: int | None, token_file: Path | None) -> None:
     """Run an MCP server whose tools fork, write, queue effects, commit and abort views of one trunk,
     never wider than --cap. Configure an agent host with the command `reel -C STORE mcp --cap …`."""
+    needs("mcp", "mcp", "reel mcp")
     from reelstore.agents.mcp_server import build_server, serve_http
     from reelstore.api import Store
 

@@ -13,6 +13,7 @@ import click
 from reelstore.api import Store
 from reelstore.cli.complete import SOURCES
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.extras import needs
 from reelstore.intercept.loop import DryRun, default_backends
 from reelstore.intercept.recording import RecordingProxy
 
@@ -20,6 +21,12 @@ BLOCKED_EXIT = 6
 """--commit refused because the command tried to go around the proxy (refused, as DESIGN §8 counts it)."""
 NO_TTY_EXIT = 1
 """Neither --commit nor --abort and no terminal to ask: aborted, and the caller is told by the status."""
+
+
+def needs_interception(what: str) -> None:
+    """The proxy speaks HTTP with h11 and mints certificates with cryptography: the `run` extra."""
+    needs("h11", "run", what)
+    needs("cryptography", "run", what)
 
 
 def _summary_text(doc: dict[str, Any]) -> str:
@@ -99,6 +106,7 @@ def run(ctx: Context, view: str | None, source: str | None, caps: tuple[str, ...
         record: bool, keep: bool, cmd: tuple[str, ...]) -> None:
     """Run CMD in a fresh view: http(s) requests through a capturing proxy, the network sealed off
     around it, files in a scratch directory."""
+    needs_interception("reel run")
     if ca_path:
         from reelstore.intercept.ca import ca_cert_path
 

@@ -37,7 +37,9 @@ from reelstore.storage.repo import DEFAULT_TRUNK
 if TYPE_CHECKING:  # as in api.py: loaded by the calls that need them
     from reelstore.drain.ops import Operation
     from reelstore.drain.recovery import RecoveryReport
+    from reelstore.kernel.approval import Standing
     from reelstore.maintenance.gc import GcReport
+    from reelstore.objects import Approval
 
 T = TypeVar("T")
 
@@ -136,6 +138,15 @@ class AsyncStore:
     async def gc(self, prune: str | None = None, *, dry_run: bool = False) -> GcReport:
         return await self.run(lambda s: s.gc(prune, dry_run=dry_run))
 
+    async def approve(self, name: str, by: str, note: str = "", expect: Hash | None = None) -> Approval:
+        return await self.run(lambda s: s.approve(name, by, note, expect))
+
+    async def reject(self, name: str, by: str, note: str = "", expect: Hash | None = None) -> Approval:
+        return await self.run(lambda s: s.reject(name, by, note, expect))
+
+    async def awaiting(self) -> list[Standing]:
+        return await self.run(lambda s: s.awaiting())
+
 
 class AsyncViewHandle:
     """A live view by name; every method is a coroutine over `ViewHandle`'s verb of the same name."""
@@ -190,6 +201,12 @@ class AsyncViewHandle:
     async def fork(self, name: str, caps: Iterable[Capability | str] | None = None,
                    boundary: str | None = None) -> AsyncViewHandle:
         return await self.store.fork(name, f"refs/views/{self.name}", caps, boundary)
+
+    def http_client(self, package: str = "httpx", **kwargs: Any) -> Any:
+        """`ViewHandle.http_client`'s twin: an `httpx.AsyncClient` (`AsyncOpenAI(http_client=…)`)."""
+        from reelstore.capture.httpx_client import async_client
+
+        return async_client(self, package, **kwargs)
 
     def __repr__(self) -> str:
         return f"AsyncViewHandle({self.name!r})"

@@ -40,8 +40,9 @@ if TYPE_CHECKING:  # imported where used: most callers never need gc, recovery o
     from reelstore.drain.hold import Hold
     from reelstore.drain.ops import Operation
     from reelstore.drain.recovery import RecoveryReport
+    from reelstore.kernel.approval import Standing
     from reelstore.maintenance.gc import GcReport
-    from reelstore.objects import Finding
+    from reelstore.objects import Approval, Finding
     from reelstore.storage.secrets import SecretStore
     from reelstore.sync import FetchResult, PushResult
 
@@ -183,6 +184,15 @@ class ViewHandle:
     def abort(self) -> list[str]:
         self.discard()
         return self.store.abort(self.name)
+
+    def http_client(self, package: str = "httpx", **kwargs: Any) -> Any:
+        """An `httpx.Client` that sends read-like requests (safe methods, model calls) at once and queues
+        every other request in this view as an http effect, answered 202 (`OpenAI(http_client=…)`).
+        `package="httpx2"` makes an `httpx2.Client`, for SDKs built on it; `kwargs` go to the client.
+        Needs httpx (`reelstore[http]`)."""
+        from reelstore.capture.httpx_client import client
+
+        return client(self, package, **kwargs)
 
     def __repr__(self) -> str:
         return f"ViewHandle({self.name!r})"
@@ -352,6 +362,28 @@ class Store:
         from reelstore.drain import hold
 
         return hold.release(self.repo)
+
+    # approvals
+
+    def approve(self, name: str, by: str, note: str = "", expect: Hash | None = None) -> Approval:
+        """Record `by`'s approval of view `name`'s pending effects and names exactly as they are now; a
+        later change to the view voids it. E009 if `by` (or this store's principal) started the view or
+        queued one of its effects; E002 if `expect` (the effects id reviewed) is no longer what it holds."""
+        from reelstore.kernel import approval
+
+        return approval.approve(self.repo, name, by, note, expect)
+
+    def reject(self, name: str, by: str, note: str = "", expect: Hash | None = None) -> Approval:
+        """Record `by`'s refusal of view `name` as it is now: its commit waits for a change and new approvals."""
+        from reelstore.kernel import approval
+
+        return approval.reject(self.repo, name, by, note, expect)
+
+    def awaiting(self) -> list[Standing]:
+        """The live views whose effects wait for approval: what each rule needs, who approved, since when."""
+        from reelstore.kernel import approval
+
+        return approval.awaiting(self.repo)
 
     # sync
 

@@ -10,6 +10,9 @@
         absence = unprovable           ; the target may act late: "no record found" proves nothing
         absent-after = 120             ; queryable / two-phase: seconds after an attempt before a 404 proves
                                        ; it absent (default: http.timeout plus a margin)
+        approval = required            ; a commit holding such an effect waits for approvals (`reel approve`)
+        approval-count = 2             ; how many distinct approvers (default 1)
+        approvers = ops-leads          ; only members of this group count (`group.ops-leads.member`)
 
 `match` is a resource prefix matched on segment boundaries (`/` and `:`), like capabilities; the
 longest matching rule wins. A request no rule matches is Class C, and `blind` if its method is unsafe.
@@ -44,6 +47,7 @@ MODEL_PATHS = (
 """Model API paths that only compute an answer; `model_rules` makes them read-like on a given host."""
 DEFAULT_KEY_HEADER = "Idempotency-Key"
 ABSENCE = ("provable", "unprovable")
+MAX_APPROVERS = 16
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,10 @@ class Service:
     absent_after: float | None = None
     """Seconds after an attempt began during which the status URL's 404 is no proof of absence (the
     request may still be on its way or in processing); None: the adapter's default."""
+    approvals: int = 0
+    """How many distinct approvers an effect under this rule needs before a commit may fire it (0: none)."""
+    approvers: str = ""
+    """The group (`group.NAME.member`) whose members' approvals count; empty: any other principal."""
 
     def validate(self) -> Service:
         where = f'service "{self.name}"'
@@ -77,6 +85,10 @@ class Service:
             raise BadInput(f"{where}: absence must be one of {', '.join(ABSENCE)}, not {self.absence!r}")
         if self.absent_after is not None and not 0 <= self.absent_after <= 7 * 86400:
             raise BadInput(f"{where}: absent-after must be a number of seconds in [0, 604800]")
+        if not 0 <= self.approvals <= MAX_APPROVERS:
+            raise BadInput(f"{where}: approval-count must be from 1 to {MAX_APPROVERS}")
+        if self.approvers and not self.approvals:
+            raise BadInput(f"{where}: approvers = {self.approvers} needs approval = required")
         for url in (self.status_url, self.commit_url):
             if url is not None and "{key}" not in url:
                 raise BadInput(f"{where}: {url!r} must contain {{key}}")
@@ -125,9 +137,31 @@ def _parse(config: Config) -> list[Service]:
             commit_url=get("commit-url"),
             absence=(get("absence", "provable") or "provable").lower(),
             absent_after=_seconds(get("absent-after"), f'service "{name}": absent-after'),
+            approvals=_approvals(name, get("approval"), get("approval-count")),
+            approvers=(get("approvers", "") or "").strip(),
         ).validate())
     named = {svc.name for svc in out}
     return out + [svc for svc in BUILTIN if svc.name not in named]
+
+
+def _approvals(name: str, approval: str | None, count: str | None) -> int:
+    """How many approvers rule `name` needs: `approval = required | none`, `approval-count` (default 1)."""
+    where = f'service "{name}"'
+    mode = (approval or "none").strip().lower()
+    if mode not in ("required", "none"):
+        raise BadInput(f"{where}: approval must be required or none, not {approval!r}")
+    if count is not None and not (count.strip().isdigit() and 1 <= int(count) <= MAX_APPROVERS):
+        raise BadInput(f"{where}: approval-count must be from 1 to {MAX_APPROVERS}, not {count!r}")
+    return int(count) if count is not None and mode == "required" else int(mode == "required")
+
+
+def rule_for(config: Config, resource: str) -> Service | None:
+    """The configured or built-in rule whose match covers `resource` (the longest), if any."""
+    best: Service | None = None
+    for svc in services(config):
+        if prefix_covers(svc.match, resource) and (best is None or len(svc.match) > len(best.match)):
+            best = svc
+    return best
 
 
 def classify(config: Config, resource: str, method: str, extra: Iterable[Service] = ()) -> Service:
