@@ -39,10 +39,10 @@ def _doc(result):
     return doc.get("result", doc) if set(doc) == {"result"} else doc
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("REEL_DIR", "REEL_PRINCIPAL")}
     env["REEL_MCP_TOKEN"] = TOKEN
-    return env
+    return {**env, **extra}
 
 
 def _store(tmp_path: Path) -> Path:
@@ -53,8 +53,9 @@ def _store(tmp_path: Path) -> Path:
 
 
 @asynccontextmanager
-async def _stdio(store: Path, *args: str) -> AsyncIterator[tuple[ClientSession, str]]:
-    params = StdioServerParameters(command=REEL, args=["-C", str(store), "mcp", *args], env=_env())
+async def _stdio(store: Path, *args: str, principal: str = "") -> AsyncIterator[tuple[ClientSession, str]]:
+    env = _env(REEL_PRINCIPAL=principal) if principal else _env()
+    params = StdioServerParameters(command=REEL, args=["-C", str(store), "mcp", *args], env=env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
         init = await client.initialize()
         yield client, init.instructions or ""
@@ -228,12 +229,17 @@ def test_a_session_budget_bounds_the_whole_server(tmp_path: Path) -> None:
 
 
 def test_propose_only_leaves_the_commit_to_a_person(tmp_path: Path) -> None:
+    """The agent (principal `agent`) cannot commit; its view waits for an approval the rule requires;
+    a person approves it and another commits it from the command line: one request."""
     store = _store(tmp_path)
     with Target(tmp_path / "ledger.jsonl") as target:
+        rule = (("service.pay.match", f"http:POST:{target.url}/blind"), ("service.pay.approval", "required"))
+        for key, value in rule:
+            assert _reel(store, "config", key, value).returncode == 0
         op = {"method": "POST", "url": f"{target.url}/blind/refund", "json": {"amount": 3}}
 
         async def session() -> dict:
-            async with _stdio(store, "--propose-only") as (client, instructions):
+            async with _stdio(store, "--propose-only", principal="agent") as (client, instructions):
                 assert "You cannot commit" in instructions
                 names = {t.name for t in (await client.list_tools()).tools}
                 assert "commit" not in names and "propose" in names
@@ -246,6 +252,11 @@ def test_propose_only_leaves_the_commit_to_a_person(tmp_path: Path) -> None:
         assert proposed["state"] == "proposed" and proposed["effects"] == 1
         assert "reel commit p" in proposed["next_action"]
         assert target.ledger() == []
+        unapproved = _reel(store, "commit", "p")
+        assert unapproved.returncode == 10 and b"E018" in unapproved.stderr, unapproved.stderr.decode()
+        assert _reel(store, "approve", "p", "--by", "agent").returncode == 6  # the proposer cannot approve
+        approved = _reel(store, "approve", "p", "--by", "alice")
+        assert approved.returncode == 0, approved.stderr.decode()
         done = _reel(store, "commit", "p")
         assert done.returncode == 0, done.stderr.decode()
         assert len(target.ledger()) == 1

@@ -321,8 +321,9 @@ class ReelTools:
     def propose(self, view: str) -> Proposal:
         status = self.store.status(view)
         return Proposal(state="proposed", view=view, effects=len(status.effects), changes=len(status.changes),
-                        next_action=f"a person reviews it (`reel status {view}`, `reel diff {view}`) and commits "
-                                    f"it with `reel commit {view}`, or discards it with `reel abort {view}`")
+                        next_action=f"a person reviews it (`reel status {view}`, `reel diff {view}`), approves it "
+                                    f"where a rule requires (`reel approve {view} --by NAME`, not the agent), and "
+                                    f"commits it with `reel commit {view}`, or discards it with `reel abort {view}`")
 
 
 def _exists(store: Store, view: str) -> bool:
