@@ -180,6 +180,10 @@ class CommitResult:
     record: Hash | None = None
     parent_view: Hash | None = None
     drain: DrainReport | None = None
+    remote: str | None = None
+    """The remote whose trunk the record won first (`sync.verbs.commit` sets it), if any."""
+    notes: tuple[str, ...] = ()
+    """What that remote step has to say (a view ref it deleted there, say)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -188,6 +192,8 @@ class CommitResult:
             "record": self.record.hex() if self.record else None,
             "parent_view": self.parent_view.hex() if self.parent_view else None,
             "drain": self.drain.to_json() if self.drain else None,
+            "remote": self.remote,
+            "notes": list(self.notes),
         }
 
 
@@ -252,10 +258,12 @@ def _adapters_load(effects: list[Effect], view: str) -> None:
 def _retire_after_commit(repo: Repo, live: Live) -> None:
     """Delete the committed view's ref. The commit wins over a write that raced it (that newer object
     of the same view is discarded); if the ref cannot be deleted now, the next verb that loads the
-    view recognises it as committed (`views.find_record` matches the view's fork id) and retires it."""
+    view recognises it as committed (`views.find_record` matches the view's fork id) and retires it.
+    A view of another lineage now under the name (a restore that made the name anew after this commit
+    landed) is not this commit's to delete."""
     for attempt in range(CAS_ATTEMPTS):
         current = repo.refs.get(live.ref)
-        if current is None:
+        if current is None or fork_id(read_view(repo, current)) != fork_id(live.view):
             return
         try:
             repo.refs.delete(live.ref, current, message=f"commit {live.name}", principal=repo.principal())
