@@ -289,3 +289,26 @@ def test_a_slow_drain_blocks_no_other_session(tmp_path: Path, reserve_port: Call
 
         asyncio.run(asyncio.wait_for(run(), timeout=150))
         assert len(target.ledger()) == 1
+
+
+def test_a_restarted_agent_cannot_queue_its_task_again(tmp_path: Path) -> None:
+    """The effect tool's `key` names the task: after a restart (a new server), the same task queued in a
+    new view is refused at admission, so the blind ledger sees one refund."""
+    store = _store(tmp_path)
+    with Target(tmp_path / "ledger.jsonl") as target:
+        op = {"method": "POST", "url": f"{target.url}/blind/refund", "json": {"ticket": 42}}
+
+        async def attempt(view: str) -> tuple[object, object]:
+            async with _stdio(store) as (client, _):
+                _doc(await client.call_tool("fork", {"name": view}))
+                queued = await client.call_tool("effect", {"view": view, "adapter": "http", "op": op,
+                                                           "key": "refund:ticket-42"})
+                if queued.isError:
+                    return queued, None
+                return queued, await client.call_tool("commit", {"view": view})
+
+        queued, committed = asyncio.run(asyncio.wait_for(attempt("first"), timeout=60))
+        assert _doc(queued)["key"] == "refund:ticket-42" and _doc(committed)["state"] == "done"
+        again, _ = asyncio.run(asyncio.wait_for(attempt("after-restart"), timeout=60))
+        assert again.isError and "refund:ticket-42" in _text(again), _text(again)
+        assert len(target.ledger()) == 1

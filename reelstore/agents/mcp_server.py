@@ -283,7 +283,8 @@ class ReelTools:
         self.store.fork(name, HEAD_PREFIX + self.trunk, narrowed)
         return self.store.status(name).to_json()
 
-    def effect(self, view: str, adapter: str, op: HttpOp | FsOp, effect_class: str | None) -> dict[str, Any]:
+    def effect(self, view: str, adapter: str, op: HttpOp | FsOp, effect_class: str | None,
+               key: str | None) -> dict[str, Any]:
         want = "http" if isinstance(op, HttpOp) else "fs"
         if adapter != want:
             raise BadInput(f"adapter {adapter!r} takes an {adapter} op; this op has the {want} op's fields")
@@ -292,9 +293,9 @@ class ReelTools:
         given = op.model_dump(by_alias=True, exclude_unset=True)
         # null means "not given", except as a JSON body, where it is the value null
         plain = {k: v for k, v in given.items() if v is not None or k == "json"}
-        e = store.open_view(view).effect(adapter, plain, effect_class)
+        e = store.open_view(view).effect(adapter, plain, effect_class, key=key)
         return {"effect": e.id.hex(), "adapter": e.adapter, "class": e.effect_class, "resource": e.resource,
-                "delivery": e.delivery}
+                "delivery": e.delivery, "key": key or ""}
 
     def commit(self, view: str, message: str) -> CommitReport:
         store = self.store
@@ -444,9 +445,14 @@ def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capabili
                                                                     "write/delete; unknown keys are refused")],
                      effect_class: Annotated[Literal["B", "C"] | None, Field(
                          description="Override the adapter's class (B: precondition re-checked at commit)")] = None,
+                     key: Annotated[str | None, Field(
+                         description="The task this effect does, e.g. refund:ticket-42: the same task queued "
+                                     "again, in any view or after a restart, is refused instead of sent "
+                                     "twice")] = None,
                      ) -> dict[str, Any]:
-        """Queue a side effect in the view; it fires only if the view is committed."""
-        return await tools.on_view(view, lambda: tools.effect(view, adapter, op, effect_class))
+        """Queue a side effect in the view; it fires only if the view is committed. Give a task key for
+        anything that must happen once per task."""
+        return await tools.on_view(view, lambda: tools.effect(view, adapter, op, effect_class, key))
 
     if propose_only:
         @tool(WRITE)
