@@ -38,6 +38,8 @@ def _summary_text(doc: dict[str, Any]) -> str:
     for e in doc["effects"]:
         what = f"{e['method']} {e['url']}" if e["method"] else e["resource"]
         lines.append(f"  {e['index']}  {what}  class {e['class']}  {e['delivery']}  {e['id'][:12]}")
+        if e.get("scrubbed"):
+            lines.append(f"     credentials kept out of the store: {', '.join(e['scrubbed'])}")
     if doc["passed"]:
         lines.append("passed through (safe requests):")
         lines += [f"  {p['method']} {p['url']} -> {p['status']}" for p in doc["passed"]]

@@ -147,6 +147,8 @@ class HttpProxy(Backend):
         with self._lock:
             self.secret_values.update(v for k, v in headers.items() if k.lower() in sensitive)
             self.secret_values.update(v for k, v in parse_qsl(urlsplit(url).query) if k in params)
+            if isinstance(op.get("body"), str) and "=" in op["body"]:
+                self.secret_values.update(v for k, v in parse_qsl(op["body"]) if k in params)
             if self._over:
                 return _json(503, {"reel": "error", "message": "the run is over; nothing was captured or sent"})
             try:
@@ -178,22 +180,64 @@ def _host_port(spec: str) -> tuple[str, int]:
 
 
 def _addresses(host: str) -> set[str]:
+    """Every address `host` stands for, as the resolver (not the spelling) says: `2130706433`,
+    `0x7f.1` and `[::ffff:127.0.0.1]` are all 127.0.0.1. IPv4-mapped and IPv4-compatible IPv6
+    addresses are given as the IPv4 address they reach; a zone (`%eth0`) is dropped."""
+    host = host.strip("[]").rstrip(".")
     try:
-        return {str(ipaddress.ip_address(host))}
+        found = {ipaddress.ip_address(host.split("%")[0])}
     except ValueError:
-        pass
+        try:
+            found = {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in socket.getaddrinfo(host, None)}
+        except (OSError, UnicodeError, ValueError):
+            return set()
+    return {str(_unmapped(ip)) for ip in found}
+
+
+def _unmapped(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return ip.ipv4_mapped
+        if int(ip) >> 32 == 0 and int(ip) > 1:  # ::a.b.c.d, IPv4-compatible (:: and ::1 are themselves)
+            return ipaddress.IPv4Address(int(ip))
+    return ip
+
+
+def _own_addresses() -> set[str]:
+    """This machine's interface addresses (IPv4 by ioctl, IPv6 from /proc/net/if_inet6): a request to
+    one of them reaches a local service as surely as one to 127.0.0.1."""
+    import fcntl
+    import struct
+
+    own: set[str] = set()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:
+                raw = fcntl.ioctl(s, 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+            except OSError:
+                continue
+            own.add(socket.inet_ntoa(raw[20:24]))
     try:
-        return {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
-    except (OSError, UnicodeError):
-        return set()
+        lines = Path("/proc/net/if_inet6").read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        hexaddr = line.split()[0]
+        own.add(str(ipaddress.IPv6Address(bytes.fromhex(hexaddr))))
+    return own
 
 
 def _is_loopback(host: str) -> bool:
-    """The host is this machine (a loopback or unspecified address, or a name that resolves to one)."""
-    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+    """The host is this machine: a name under `localhost`, or any address it resolves to is loopback,
+    unspecified, link-local, or one of this machine's own interface addresses (IPv4-mapped and
+    IPv4-compatible forms included). Such a host is reachable only when named with --allow."""
+    name = host.strip("[]").rstrip(".").lower()
+    if name == "localhost" or name.endswith(".localhost"):
         return True
-    ips = [ipaddress.ip_address(a.split("%")[0]) for a in _addresses(host.strip("[]"))]
-    return any(ip.is_loopback or ip.is_unspecified for ip in ips)
+    ips = [ipaddress.ip_address(a) for a in _addresses(host)]
+    if any(ip.is_loopback or ip.is_unspecified or ip.is_link_local for ip in ips):
+        return True
+    return bool({str(ip) for ip in ips} & _own_addresses())
 
 
 def _wgetrc(path: Path, bundle: Path) -> Path:

@@ -32,7 +32,7 @@ from reelstore.kernel import verbs as kernel
 from reelstore.kernel.names import view_ref
 from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import Repo
-from reelstore.storage.secrets import redact
+from reelstore.storage.secrets import redact, scrubbed_names
 
 SENTINELS = ("localhost:80", "localhost:443")
 """Inside the sandbox, direct connections to the usual web ports on loopback are caught too."""
@@ -192,4 +192,5 @@ def _runnable(prog: str, cwd: str | None, path: str | None) -> bool:
 
 def _effect_line(index: int, e: Effect) -> dict[str, Any]:
     return {"index": index, "id": e.id.hex(), "adapter": e.adapter, "method": e.op.get("method"),
-            "url": e.op.get("url"), "resource": e.resource, "class": e.effect_class, "delivery": e.delivery}
+            "url": e.op.get("url"), "resource": e.resource, "class": e.effect_class, "delivery": e.delivery,
+            "scrubbed": scrubbed_names(e.op)}
