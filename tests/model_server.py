@@ -1,0 +1,127 @@
+"""A real HTTPS model server on 127.0.0.1 with its own CA, speaking OpenAI's chat-completions shape,
+and a refund endpoint: the two things an LLM agent under `reel run` talks to.
+
+`POST /v1/chat/completions` answers `REFUND <amount>` (the server's `amount`) with `usage` counts;
+with `"stream": true` it answers server-sent events, chunked, holding back the rest after the first
+content event (until the client creates the `gate` file, for at most 5 s: so a
+proxy that buffered the stream shows as a client that never saw the first event in time), then a
+usage event and `[DONE]`. `POST /refund` answers 201.
+Every request is appended to a JSON-lines ledger (path, headers, body) before it is answered: the
+oracle for "the model saw each call once" and "the refund reached nobody".
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from tls_target import make_ca
+
+
+class ModelServer:
+    def __init__(self, directory: Path, amount: int = 5, gate: Path | None = None, port: int = 0) -> None:
+        self.ca, cert, key = make_ca(directory)
+        self.amount = amount
+        self.gate = gate
+        self.gated: list[bool] = []
+        """Per stream: did the client show it had the first event (by creating `gate`) before the rest was sent."""
+        self.ledger_path = directory / "model-ledger.jsonl"
+        self.ledger_path.touch()
+        self.lock = threading.Lock()
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(cert, key)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+        self.server.daemon_threads = True
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ModelServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def ledger(self) -> list[dict]:
+        return [json.loads(line) for line in self.ledger_path.read_text().splitlines() if line.strip()]
+
+    def append(self, entry: dict) -> None:
+        with self.lock, self.ledger_path.open("a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
+def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            server.append({"path": self.path, "body": body.decode("utf-8", "replace"),
+                           "headers": {k.lower(): v for k, v in self.headers.items()}})
+            if self.path == "/v1/chat/completions":
+                doc = json.loads(body)
+                (self._stream if doc.get("stream") else self._plain)(doc)
+                return
+            self._send(201, b'{"ok": true}')
+
+        def _send(self, status: int, data: bytes, ctype: str = "application/json") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _plain(self, doc: dict) -> None:
+            answer = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": doc["model"],
+                      "choices": [{"index": 0, "finish_reason": "stop",
+                                   "message": {"role": "assistant", "content": f"REFUND {server.amount}"}}],
+                      "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}}
+            self._send(200, json.dumps(answer).encode())
+
+        def _stream(self, doc: dict) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+
+            def event(payload: object) -> None:
+                data = f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n".encode()
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            def chunk(delta: dict, finish: str | None = None) -> dict:
+                return {"id": "chatcmpl-2", "object": "chat.completion.chunk", "created": 1, "model": doc["model"],
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+            event(chunk({"role": "assistant", "content": "REFUND"}))
+            if server.gate is not None:
+                for _ in range(100):
+                    if server.gate.exists():
+                        break
+                    time.sleep(0.05)
+                server.gated.append(server.gate.exists())
+            event(chunk({"content": f" {server.amount}"}))
+            event(chunk({}, "stop"))
+            event({"id": "chatcmpl-2", "object": "chat.completion.chunk", "created": 1, "model": doc["model"],
+                   "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}})
+            event("[DONE]")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+    return Handler
