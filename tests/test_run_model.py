@@ -18,6 +18,9 @@ from model_server import ModelServer
 from reelstore import Store
 
 AGENT = Path(__file__).with_name("llm_agent.py")
+NODE_AGENT = Path(__file__).with_name("llm_agent.cjs")
+NODE_MODULES = Path(__file__).parent.parent / ".venv" / "node" / "node_modules"
+"""Where .ci/run installs undici (`npm install --prefix .venv/node undici@6`) for the Node agent."""
 KEY = "sk-test-7f3a9c1e5b2d4f6a8c0e"
 
 
@@ -127,3 +130,26 @@ def test_without_model_a_local_model_call_stays_a_pending_effect(setup, reel) ->
                      model.url, str(tmp / "gate")))
     assert doc["status"] != 0 and model.ledger() == [] and doc["passed"] == []
     assert [(e["method"], e["url"]) for e in doc["effects"]] == [("POST", f"{model.url}/v1/chat/completions")]
+
+
+def test_a_node_fetch_agent_thinks_and_replays_offline(setup, reel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Node's own fetch, routed through the proxy by undici's ProxyAgent (Node 20's fetch ignores the
+    proxy variables), trusting reel's CA through NODE_EXTRA_CA_CERTS."""
+    assert (NODE_MODULES / "undici").is_dir(), "run `npm install --prefix .venv/node undici@6`, as .ci/run does"
+    monkeypatch.setenv("NODE_PATH", str(NODE_MODULES))
+    tmp, model = setup
+    store, gate = str(tmp / "store"), str(tmp / "gate")
+    doc = _json(reel("-C", store, "--json", "run", "--record", "--keep", "--view", "node", "--model", model.url,
+                     "--", "node", str(NODE_AGENT), model.url, gate))
+    assert doc["status"] == 0 and doc["refused"] == [] and doc["blocked"] == [], doc
+    assert [e["path"] for e in model.ledger()] == ["/v1/chat/completions", "/v1/chat/completions"]
+    assert model.gated == [True]
+    assert [(e["method"], e["url"]) for e in doc["effects"]] == [("POST", f"{model.url}/refund")]
+    assert [(c["stream"], c["tokens_out"]) for c in doc["model_calls"]] == [(False, 2), (True, 3)]
+    model.__exit__(None, None, None)
+    (tmp / "gate").unlink()
+    replayed = _json(reel("-C", store, "--json", "replay", "node", "--keep", "--view", "node-again", "--",
+                          "node", str(NODE_AGENT), model.url, gate))
+    assert replayed["status"] == 0 and replayed["divergences"] == [] and len(model.ledger()) == 2, replayed
+    same = _json(reel("-C", store, "--json", "diff", "node", "node-again"))
+    assert [e["status"] for e in same["effects"]] == ["same"]
