@@ -32,7 +32,7 @@ def _summary_text(doc: dict[str, Any]) -> str:
         what = f"{e['method']} {e['url']}" if e["method"] else e["resource"]
         lines.append(f"  {e['index']}  {what}  class {e['class']}  {e['delivery']}  {e['id'][:12]}")
     if doc["passed"]:
-        lines.append("passed through (safe and read-like requests):")
+        lines.append("passed through (reads):")
         lines += [f"  {p['method']} {p['url']} -> {p['status']}" for p in doc["passed"]]
     if doc.get("model_calls"):
         lines.append("model calls (recorded):")

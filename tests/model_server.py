@@ -23,7 +23,8 @@ from tls_target import make_ca
 
 
 class ModelServer:
-    def __init__(self, directory: Path, amount: int = 5, gate: Path | None = None, port: int = 0) -> None:
+    def __init__(self, directory: Path, amount: int = 5, gate: Path | None = None, port: int = 0,
+                 tls: bool = True) -> None:
         self.ca, cert, key = make_ca(directory)
         self.amount = amount
         self.gate = gate
@@ -36,7 +37,9 @@ class ModelServer:
         ctx.load_cert_chain(cert, key)
         self.server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self.server.daemon_threads = True
-        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
+        if tls:
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
+        self.scheme = "https" if tls else "http"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -45,7 +48,7 @@ class ModelServer:
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def __enter__(self) -> ModelServer:
         self.thread.start()

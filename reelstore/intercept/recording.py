@@ -47,6 +47,8 @@ from reelstore.wording import plural
 SELECTING = ("accept", "accept-language", "content-type", "range")
 DIVERGED = 599
 """The status a replay answers a read it cannot serve from the recording (no real server uses it)."""
+MODEL_DIVERGED = 412
+"""The status of a diverged model call: a client error, which model SDKs do not retry (they retry 5xx)."""
 
 
 def fingerprint(method: str, url: str, headers: Iterable[tuple[str, str]], body: bytes) -> str:
@@ -147,6 +149,8 @@ class Divergence:
     diff: str = ""
     model: str | None = None
     """For a model call: the model it asked for."""
+    fp: str = ""
+    """For a model call: its fingerprint (a retry of it is the same divergence)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "method": self.method, "url": self.url, "expected": self.expected,
@@ -187,6 +191,11 @@ class ReplayProxy(HttpProxy):
     def divergences(self) -> list[Divergence]:
         return self.cursor.divergences
 
+    def finish(self) -> None:
+        super().finish()
+        if self.live_models:
+            self.notes.append(f"sent {plural(self.model_requests, 'model call')} to the model (--live-models)")
+
     def decide(self, req: Request) -> Answer | None:
         rule = self.rule(req)
         if req.method not in SAFE_METHODS and not rule.read_like:
@@ -221,25 +230,35 @@ class ReplayProxy(HttpProxy):
         fp = models.fingerprint(doc)
         with self._lock:
             at = self.cursor.calls
-            self.cursor.calls += 1
             entry = self._calls[at] if at < len(self._calls) else None
             if entry is not None and entry["model"]["fp"] == fp:
+                self.cursor.calls += 1
                 self.served += 1
                 return self._answer(entry, req)
+            # The cursor stays: a client's retry of the same call is the same divergence, reported once.
+            again = any(d.index == at and d.model is not None and d.fp == fp for d in self.cursor.divergences)
             recorded = (json.loads(self.repo.objects.get_as(Hash(bytes(entry["model"]["request"])), Blob).data)
                         if entry is not None else {})
             found = Divergence(at, req.method, url,
                                {"method": entry["method"], "url": entry["url"], "model": entry["model"]["model"]}
-                               if entry is not None else None, None, models.messages_diff(recorded, doc), doc["model"])
-            self.cursor.divergences.append(found)
+                               if entry is not None else None, None, models.messages_diff(recorded, doc), doc["model"],
+                               fp)
+            if not again:
+                self.cursor.divergences.append(found)
         message = (f"replay diverged at model call {at} ({doc['model']}): "
                    + ("its messages, tools or parameters differ from the recorded call's"
                       if entry is not None else "the recording has no more model calls"))
-        return self._diverged(f"{req.method} {url}", message, found)
+        if again:
+            return self._refusal(found, MODEL_DIVERGED)
+        return self._diverged(f"{req.method} {url}", message, found, MODEL_DIVERGED)
 
-    def _diverged(self, what: str, message: str, found: Divergence) -> Answer:
+    def _diverged(self, what: str, message: str, found: Divergence, status: int = DIVERGED) -> Answer:
         self.failed(what, message)
-        return Answer(DIVERGED, json.dumps({"reel": "divergence", **found.to_json()}).encode(),
+        return self._refusal(found, status)
+
+    @staticmethod
+    def _refusal(found: Divergence, status: int) -> Answer:
+        return Answer(status, json.dumps({"reel": "divergence", **found.to_json()}).encode(),
                       [("Content-Type", "application/json")])
 
     def _answer(self, entry: Any, req: Request) -> Answer:
