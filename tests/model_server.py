@@ -24,10 +24,12 @@ from tls_target import make_ca
 
 class ModelServer:
     def __init__(self, directory: Path, amount: int = 5, gate: Path | None = None, port: int = 0,
-                 tls: bool = True) -> None:
+                 tls: bool = True, hold: float = 0.0) -> None:
         self.ca, cert, key = make_ca(directory)
         self.amount = amount
         self.gate = gate
+        self.hold = hold
+        """Without a gate: seconds the rest of a stream is held back after its first event."""
         self.gated: list[bool] = []
         """Per stream: did the client show it had the first event (by creating `gate`) before the rest was sent."""
         self.ledger_path = directory / "model-ledger.jsonl"
@@ -69,6 +71,7 @@ class ModelServer:
 def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body are separate writes: no delayed-ACK stall
 
         def log_message(self, *_: object) -> None:
             pass
@@ -119,6 +122,8 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                         break
                     time.sleep(0.05)
                 server.gated.append(server.gate.exists())
+            elif server.hold:
+                time.sleep(server.hold)
             event(chunk({"content": f" {server.amount}"}))
             event(chunk({}, "stop"))
             event({"id": "chatcmpl-2", "object": "chat.completion.chunk", "created": 1, "model": doc["model"],

@@ -90,3 +90,64 @@ def test_connections_over_the_cap_are_answered_503(tmp_path: Path) -> None:
         assert any("connections at once" in r.message for r in proxy.refused)
     finally:
         proxy.close()
+
+
+def _origin_server(close_each: bool):
+    """A loopback HTTP server counting the connections it accepted; with `close_each`, it drops each
+    connection after one answer without saying so (as an idle timeout does)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[int] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+        def setup(self) -> None:
+            super().setup()
+            seen.append(1)
+
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+            self.close_connection = close_each
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, seen
+
+
+def _get_twice(tmp_path: Path, close_each: bool) -> tuple[list[int], HttpProxy]:
+    import urllib.request
+
+    server, seen = _origin_server(close_each)
+    port = server.server_address[1]
+    store = Store.init(tmp_path)
+    store.fork("v")
+    proxy = HttpProxy(store.repo, "v", allow=[f"127.0.0.1:{port}"])
+    proxy.start(Launch())
+    try:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy.url}))
+        for _ in range(2):
+            assert opener.open(f"http://127.0.0.1:{port}/x", timeout=10).read() == b"ok"
+    finally:
+        proxy.close()
+        server.shutdown()
+        server.server_close()
+    return seen, proxy
+
+
+def test_passed_reads_reuse_the_upstream_connection(tmp_path: Path) -> None:
+    seen, proxy = _get_twice(tmp_path, close_each=False)
+    assert len(seen) == 1 and proxy.refused == [] and len(proxy.passed) == 2
+
+
+def test_a_kept_connection_the_host_dropped_is_replaced(tmp_path: Path) -> None:
+    seen, proxy = _get_twice(tmp_path, close_each=True)
+    assert len(seen) == 2 and proxy.refused == [] and len(proxy.passed) == 2

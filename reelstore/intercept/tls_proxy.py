@@ -12,7 +12,9 @@ thread per client connection, each request turned into an `engine.Request` and p
 - HTTP/2 is not offered: ALPN advertises `http/1.1` only, which every client falls back to.
 - A WebSocket upgrade is refused (501) and reported; other `Upgrade` offers are simply not taken up.
 - A pass-through request is sent upstream over TLS verified against the bundle it is given (the
-  system trust store plus `http.trust`), on a fresh connection, and its answer relayed as it arrives:
+  system trust store plus `http.trust`), on a connection kept per origin for the run (a few at most;
+  a kept one the host closed is replaced, which is safe since only reads pass), and its answer
+  relayed as it arrives:
   each piece the host sends (a server-sent event, a chunk) is written to the command at once, so a
   model's first token reaches the agent before the model has finished.
 
@@ -49,6 +51,8 @@ IDLE_TIMEOUT = 120.0
 UPSTREAM_TIMEOUT = 60.0
 CHUNK = 64 * 1024
 DEFAULT_PORTS = {"http": 80, "https": 443}
+POOL_PER_ORIGIN = 8
+"""Idle upstream connections kept per origin (scheme, host, port) while the run lasts."""
 
 
 class _Closed(Exception):  # noqa: N818
@@ -70,6 +74,8 @@ class TlsProxy:
         """Bytes of bodies held in memory right now, across every connection."""
         self._listener: Acceptor | None = None
         self._conns: set[socket.socket] = set()
+        self._pool: dict[tuple[str, str, int | None], list[http.client.HTTPConnection]] = {}
+        """Upstream connections kept open per origin: a model call does not pay a TLS handshake each time."""
         self._lock = threading.Lock()
 
     def start(self) -> int:
@@ -83,6 +89,9 @@ class TlsProxy:
             self._listener = None
         with self._lock:
             conns, self._conns = self._conns, set()
+            pooled, self._pool = self._pool, {}
+        for up in (c for kept in pooled.values() for c in kept):
+            up.close()
         for c in conns:
             try:
                 c.shutdown(socket.SHUT_RDWR)
@@ -119,6 +128,9 @@ class TlsProxy:
 
     def _client(self, sock: socket.socket) -> None:
         try:
+            # An answer's head and body are separate writes: without this, Nagle's algorithm holds the
+            # body until the client's delayed ACK (~40 ms a call).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.settimeout(IDLE_TIMEOUT)
             self._http(sock, None, None)
         except (OSError, _Closed):
@@ -192,10 +204,20 @@ class TlsProxy:
         the exchange, with the body if it keeps bodies and the body fit the budget."""
         what = f"{req.method} {req.url}"
         began = time.monotonic()
-        upstream = self._open(req)
+        upstream, reused = self._take(req)
+        reusable = False
         try:
             try:
-                resp = self._send(upstream, req)
+                try:
+                    resp = self._send(upstream, req)
+                except (OSError, http.client.HTTPException):
+                    if not reused:
+                        raise
+                    # A kept connection the host had closed meanwhile; only reads are passed, so resending
+                    # on a fresh one is safe.
+                    upstream.close()
+                    upstream = self._open(req)
+                    resp = self._send(upstream, req)
             except (OSError, http.client.HTTPException, ValueError) as exc:
                 self.policy.failed(what, f"the pass-through read failed: {exc}")
                 _answer(sock, conn, Answer(502, f"reel run could not fetch {req.url}: {exc}\n".encode()), req.method)
@@ -234,6 +256,8 @@ class TlsProxy:
                         sock.sendall(conn.send(h11.Data(data=piece)))
                     except h11.LocalProtocolError as exc:
                         raise _Closed(str(exc)) from None
+                resp.close()
+                reusable = not resp.will_close
                 sock.sendall(conn.send(h11.EndOfMessage()))
                 done = time.monotonic()
                 self.policy.passed_through(req, resp.status, headers, b"".join(kept) if keep else None,
@@ -241,7 +265,27 @@ class TlsProxy:
             finally:
                 self._release(held)
         finally:
-            upstream.close()
+            if reusable:
+                self._give(req, upstream)
+            else:
+                upstream.close()
+
+    def _take(self, req: Request) -> tuple[http.client.HTTPConnection, bool]:
+        """A kept connection to the request's origin (True), else a new one (False)."""
+        with self._lock:
+            kept = self._pool.get(_origin(req))
+            if kept:
+                return kept.pop(), True
+        return self._open(req), False
+
+    def _give(self, req: Request, upstream: http.client.HTTPConnection) -> None:
+        """Keep a connection whose answer was read to its end, for the origin's next request."""
+        with self._lock:
+            kept = self._pool.setdefault(_origin(req), [])
+            if len(kept) < POOL_PER_ORIGIN and self._listener is not None:
+                kept.append(upstream)
+                return
+        upstream.close()
 
     def _open(self, req: Request) -> http.client.HTTPConnection:
         parts = urlsplit(req.url)
@@ -362,6 +406,11 @@ def _request(method: str, target: str, headers: list[tuple[str, str]], body: byt
     netloc = shown if DEFAULT_PORTS[scheme] == port else f"{shown}:{port}"
     path = target if target.startswith("/") else "/" + target
     return Request(method, f"{scheme}://{netloc}{path}", host, port, headers, body, f"HTTP/{version}")
+
+
+def _origin(req: Request) -> tuple[str, str, int | None]:
+    parts = urlsplit(req.url)
+    return parts.scheme, parts.hostname or "", parts.port
 
 
 def _authority(target: str) -> tuple[str, int | None]:
