@@ -41,6 +41,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Verify each PACK (a .pack or .idx path; default every pack of the store)."),
     "abort": ("reelstore.porcelain.abort",
         "Abort VIEW (and its live descendants): refs deleted, no fire capability minted."),
+    "approve": ("reelstore.porcelain.approve",
+        "Approve VIEW's pending effects and names exactly as they are now."),
     "bundle": ("reelstore.porcelain.bundle",
         "Create, verify and unbundle single-file archives of refs and their objects."),
     "clone": ("reelstore.porcelain.clone",
@@ -93,6 +95,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Fence every older drainer with a new epoch, then resume: a not-sent effect is sent again (any tier);"
         " of the unknown ones, keyed effects are resent with the same key, queryable and two-phase ones "
         "reconciled first, blind ones stay unknown (exit 7)."),
+    "reject": ("reelstore.porcelain.reject",
+        "Refuse VIEW's pending effects as they are now: its commit is refused (E018) until the view changes "
+        "and is approved again."),
     "release": ("reelstore.porcelain.release",
         "Lift the hold."),
     "remote": ("reelstore.porcelain.remote",

@@ -32,6 +32,9 @@ def show(ctx: Context, obj: str) -> None:
         calls = [r["call"] for r in reads if r["call"] is not None]
         doc["model_calls"] = calls
         doc["model_total"] = calls_total(calls)
+    approvals = _approvals(ctx, o)
+    if approvals:
+        doc["approvals"] = approvals
 
     def text() -> str:
         out = click.style(f"{o.kind} {h.hex()}", fg="yellow") + "\n" + json.dumps(
@@ -41,9 +44,23 @@ def show(ctx: Context, obj: str) -> None:
                 f"  {r['index']}  {r['method']} {r['url']} -> {r['status']}" for r in reads)
         if calls:
             out += "\nmodel calls:\n" + "\n".join(model_call_lines(calls))
+        if approvals:
+            out += "\napprovals its effects carried:\n" + "\n".join(
+                f"  {a['verdict']} by {a['by']} (recorded by {a['principal']}, principal from {a['via']}) "
+                f"{a['id'][:12]}" + (f": {a['note']}" if a["note"] else "") for a in approvals)
         return out
 
     ctx.emit(doc, text, page=True)
+
+
+def _approvals(ctx: Context, o: Object) -> list[dict[str, Any]]:
+    """The approvals a record's view (or a view) lists: for a record, those that let its effects fire."""
+    view = ctx.repo.objects.get(o.view) if isinstance(o, Record) and o.view is not None else o
+    if not isinstance(view, View) or not view.approvals:
+        return []
+    from reelstore.kernel.approval import carried, describe
+
+    return [describe(a) for a in carried(ctx.repo, view)]
 
 
 def _recorded_reads(ctx: Context, o: Object) -> list[dict[str, Any]] | None:

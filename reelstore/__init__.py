@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reelstore.errors import (
+    ApprovalRequired,
     BadInput,
     BudgetExhausted,
     CapabilityViolation,
@@ -39,10 +40,12 @@ if TYPE_CHECKING:
     from reelstore.drain.hold import Hold
     from reelstore.drain.ops import Operation
     from reelstore.drain.recovery import RecoveryReport
+    from reelstore.kernel.approval import Standing
     from reelstore.kernel.history import EffectOutcome, LogEntry
     from reelstore.kernel.inspection import NameChange, ViewStatus, ViewSummary
     from reelstore.kernel.verbs import CommitResult
     from reelstore.maintenance.gc import GcReport
+    from reelstore.objects.approval import Approval
     from reelstore.objects.delta import DeltaOp, Put, Remove
     from reelstore.objects.journal import Finding
     from reelstore.sync.fetch import FetchResult
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _HOMES = {
+    "Approval": "reelstore.objects.approval",
     "AsyncStore": "reelstore.aio",
     "CommitResult": "reelstore.kernel.verbs",
     "DeltaOp": "reelstore.objects.delta",
@@ -69,6 +73,7 @@ _HOMES = {
     "Put": "reelstore.objects.delta",
     "RecoveryReport": "reelstore.drain.recovery",
     "Remove": "reelstore.objects.delta",
+    "Standing": "reelstore.kernel.approval",
     "Store": "reelstore.api",
     "ViewHandle": "reelstore.api",
     "ViewStatus": "reelstore.kernel.inspection",
@@ -76,6 +81,7 @@ _HOMES = {
 }
 
 __all__ = [
+    "Approval", "ApprovalRequired", "Standing",
     "AsyncStore", "BadInput", "BudgetExhausted", "CapabilityViolation", "CommitResult", "Conflict", "DeltaOp",
     "DrainReport", "DrainTimeout", "EffectAfterAbort", "EffectFailed", "EffectOutcome", "EffectsIncomplete",
     "FetchResult", "Finding", "ForkDepthExceeded", "GcReport", "Held", "Hold", "HttpRequest", "LogEntry",

@@ -37,7 +37,9 @@ from reelstore.storage.repo import DEFAULT_TRUNK
 if TYPE_CHECKING:  # as in api.py: loaded by the calls that need them
     from reelstore.drain.ops import Operation
     from reelstore.drain.recovery import RecoveryReport
+    from reelstore.kernel.approval import Standing
     from reelstore.maintenance.gc import GcReport
+    from reelstore.objects import Approval
 
 T = TypeVar("T")
 
@@ -135,6 +137,15 @@ class AsyncStore:
 
     async def gc(self, prune: str | None = None, *, dry_run: bool = False) -> GcReport:
         return await self.run(lambda s: s.gc(prune, dry_run=dry_run))
+
+    async def approve(self, name: str, by: str, note: str = "", expect: Hash | None = None) -> Approval:
+        return await self.run(lambda s: s.approve(name, by, note, expect))
+
+    async def reject(self, name: str, by: str, note: str = "", expect: Hash | None = None) -> Approval:
+        return await self.run(lambda s: s.reject(name, by, note, expect))
+
+    async def awaiting(self) -> list[Standing]:
+        return await self.run(lambda s: s.awaiting())
 
 
 class AsyncViewHandle:

@@ -40,8 +40,9 @@ if TYPE_CHECKING:  # imported where used: most callers never need gc, recovery o
     from reelstore.drain.hold import Hold
     from reelstore.drain.ops import Operation
     from reelstore.drain.recovery import RecoveryReport
+    from reelstore.kernel.approval import Standing
     from reelstore.maintenance.gc import GcReport
-    from reelstore.objects import Finding
+    from reelstore.objects import Approval, Finding
     from reelstore.storage.secrets import SecretStore
     from reelstore.sync import FetchResult, PushResult
 
@@ -352,6 +353,28 @@ class Store:
         from reelstore.drain import hold
 
         return hold.release(self.repo)
+
+    # approvals
+
+    def approve(self, name: str, by: str, note: str = "", expect: Hash | None = None) -> Approval:
+        """Record `by`'s approval of view `name`'s pending effects and names exactly as they are now; a
+        later change to the view voids it. E009 if `by` (or this store's principal) started the view or
+        queued one of its effects; E002 if `expect` (the effects id reviewed) is no longer what it holds."""
+        from reelstore.kernel import approval
+
+        return approval.approve(self.repo, name, by, note, expect)
+
+    def reject(self, name: str, by: str, note: str = "", expect: Hash | None = None) -> Approval:
+        """Record `by`'s refusal of view `name` as it is now: its commit waits for a change and new approvals."""
+        from reelstore.kernel import approval
+
+        return approval.reject(self.repo, name, by, note, expect)
+
+    def awaiting(self) -> list[Standing]:
+        """The live views whose effects wait for approval: what each rule needs, who approved, since when."""
+        from reelstore.kernel import approval
+
+        return approval.awaiting(self.repo)
 
     # sync
 

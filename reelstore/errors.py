@@ -168,12 +168,20 @@ class StaleEpoch(ReelError):
     hint = "a `reel recover` fenced this process: let it finish, then run the command again"
 
 
-
 class EffectFailed(EffectsIncomplete):
     """An effect definitely did not happen: the target refused it, or it was provably not sent."""
 
     code, exit_status = "E017", 9
     hint = "not sent: fix the cause, then `reel recover` sends it again; failed: final, make a new effect in a new view"
+
+
+class ApprovalRequired(ReelError):
+    """A commit would fire effects that an approval rule covers without enough current approvals by
+    principals other than the view's initiator, or that someone refused: nothing was committed or sent."""
+
+    code, exit_status = "E018", 10
+    hint = ("`reel views --awaiting` says who must approve what; an approver runs `reel approve VIEW --by NAME`, "
+            "then commit again (a change to the view after that voids the approval)")
 
 
 def catalogue() -> list[type[ReelError]]:

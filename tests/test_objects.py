@@ -10,6 +10,7 @@ from reelstore.codec import frame, pack_body
 from reelstore.errors import BadInput
 from reelstore.objects import (
     KINDS,
+    Approval,
     Blob,
     Capability,
     Chunks,
@@ -27,6 +28,7 @@ from reelstore.objects import (
     decode,
     decode_verified,
 )
+from reelstore.objects.approval import VERDICTS, VIA
 from reelstore.objects.capability import OPS
 from reelstore.objects.chunks import CHUNK_MAX, THRESHOLD
 from reelstore.objects.effect import DELIVERIES
@@ -89,6 +91,8 @@ views = st.builds(
     st.sampled_from(("isolated", "autonomous")),
     st.integers(1, 64),
     maps,
+    opt_hashes,
+    st.lists(hashes, max_size=3).map(tuple),
 )
 records = st.builds(Record, opt_hashes, hashes, opt_hashes, opt_hashes, texts, texts, ints)
 journals = st.builds(
@@ -104,6 +108,8 @@ exchanges = st.fixed_dictionaries({
     "fp": names, "method": st.sampled_from(("GET", "HEAD")), "url": names, "status": st.integers(100, 999),
     "headers": st.dictionaries(names, texts, max_size=3), "body": hashes})
 recordings = st.builds(Recording, st.lists(exchanges, max_size=3).map(tuple), ints, texts)
+approvals = st.builds(Approval, st.sampled_from(VERDICTS), names, names, opt_hashes, hashes, names, names,
+                      st.sampled_from(VIA), ints, texts)
 objects = st.one_of(
     st.builds(Blob, st.binary(max_size=64)),
     trees,
@@ -118,12 +124,13 @@ objects = st.one_of(
     op_events,
     chunk_lists,
     recordings,
+    approvals,
 )
 
 
 def test_every_kind_has_a_strategy():
     assert set(KINDS) == {"blob", "tree", "delta", "capability", "effect", "effects", "view", "record", "journal",
-                          "finding", "opevent", "chunks", "recording"}
+                          "finding", "opevent", "chunks", "recording", "approval"}
 
 
 @settings(max_examples=150, deadline=None)
@@ -316,3 +323,12 @@ def test_decode_loads_the_module_of_the_kind_it_meets() -> None:
     assert (name, message) == ("Record", "lazy")
     assert before == []
     assert "reelstore.objects.record" in after and "reelstore.objects.view" not in after
+
+
+def test_a_view_without_approvals_keeps_the_bytes_it_had_before_views_could_list_them() -> None:
+    h = Hash.of(b"x")
+    plain = View("refs/heads/main", h, h)
+    assert b"approvals" not in plain.encode()
+    approved = View("refs/heads/main", h, h, approvals=(h,))
+    assert b"approvals" in approved.encode() and decode(approved.encode()) == approved
+    assert h in approved.references()

@@ -170,7 +170,7 @@ def notify(repo: Repo, now_ms: int | None = None) -> NotifyReport:
     now = drainlog.clock() if now_ms is None else now_ms
     report = NotifyReport()
     hook = hook_path(repo, "notify")
-    limit = _max_notices(repo)
+    limit = max_notices(repo)
     for o in list_ops(repo, unresolved=True):
         st = state(repo, o.op)
         if st.closed is not None:
@@ -188,7 +188,8 @@ def notify(repo: Repo, now_ms: int | None = None) -> NotifyReport:
     return report
 
 
-def _max_notices(repo: Repo) -> int:
+def max_notices(repo: Repo) -> int:
+    """How many notices one recipient gets about one thing (`ops.maxNotices`), so nobody is flooded."""
     text = repo.config.get("ops.maxNotices", str(DEFAULT_MAX_NOTICES)) or str(DEFAULT_MAX_NOTICES)
     if not text.isdigit() or not 0 < int(text) <= 1000:
         raise BadInput(f"config ops.maxNotices = {text!r} is not a count from 1 to 1000")

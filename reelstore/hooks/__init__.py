@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-HOOK_NAMES = ("pre-commit", "pre-drain", "post-commit", "post-abort", "notify")
+HOOK_NAMES = ("pre-commit", "pre-drain", "post-commit", "post-abort", "notify", "pre-approve")
 SAMPLES = Path(__file__).with_name("samples")
 
 

@@ -1,6 +1,6 @@
 """Running `.reel/hooks/*` as git runs its hooks: only executable files, context in the environment.
 
-A pre-hook (`pre-commit`, `pre-drain`) that exits non-zero refuses the verb with E009 and its stderr
+A pre-hook (`pre-commit`, `pre-drain`, `pre-approve`) that exits non-zero refuses the verb with E009 and its stderr
 in the message; a post-hook's status is ignored. A hook that does not finish within
 `hooks.timeout` seconds (default 60) is killed and counts as a refusal.
 """

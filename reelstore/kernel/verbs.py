@@ -23,7 +23,7 @@ from reelstore.drain import hold
 from reelstore.drain.drainer import DrainReport, commit_message, drain
 from reelstore.errors import BadInput, Conflict, NotFound, ReelError, RemoteConflict, StorageError, ViewTerminal
 from reelstore.hooks.runner import run_hook, run_pre_hook
-from reelstore.kernel import admission, binding
+from reelstore.kernel import admission, approval, binding
 from reelstore.kernel.changes import base_namespace, current_delta, namespace, pending_effects
 from reelstore.kernel.fork import fork as fork
 from reelstore.kernel.merge import changes_of, replay
@@ -214,6 +214,8 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
         if e.effect_class == "B":
             adapter(e.adapter, repo).check_precondition(e)
     at = live.id
+    if not into_parent:
+        live = approval.require(repo, live, effects)  # E018 unless approved; the record's view lists its approvals
     with repo.objects.batch():
         live, delta = _materialize(repo, live)
         crash_point("commit:checked")

@@ -17,7 +17,8 @@ from reelstore.drain.ops import ownership
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.maintenance.age import DEFAULT_REFLOG_EXPIRE, config_cutoff
 from reelstore.maintenance.reach import walk
-from reelstore.objects import Hash, Journal, Object, Record, View, decode_verified
+from reelstore.objects import Approval, Effect, Effects, Hash, Journal, Object, Record, View, decode_verified
+from reelstore.objects.approval import fault
 from reelstore.storage.object_store import ObjectStore
 from reelstore.storage.refs import required_kind
 from reelstore.storage.repo import Repo
@@ -68,8 +69,9 @@ def _chain_links(obj: Object) -> list[tuple[str, Hash, tuple[str, ...]]]:
         if obj.prev is not None:
             links.append(("prev", obj.prev, ("journal",)))
         return links
-    if isinstance(obj, View) and obj.base is not None:
-        return [("base", obj.base, ("record", "view"))]
+    if isinstance(obj, View):
+        base = [("base", obj.base, ("record", "view"))] if obj.base is not None else []
+        return base + [("approvals", h, ("approval",)) for h in obj.approvals]
     return []
 
 
@@ -107,10 +109,13 @@ def fsck(repo: Repo, *, full: bool = True,
     since = config_cutoff(repo, "gc.reflogExpire", DEFAULT_REFLOG_EXPIRE, now)
     roots, heads = _ref_roots(repo, report, 0 if since is None else int(since * 1000))
     links: list[tuple[Hash, str, Hash, tuple[str, ...]]] = []
+    committed: list[tuple[Hash, Hash]] = []
 
     def seen(obj: Object) -> None:
         for name, target, kinds in _chain_links(obj):
             links.append((obj.id, name, target, kinds))
+        if isinstance(obj, Record) and obj.view is not None:
+            committed.append((obj.id, obj.view))
 
     tick = (lambda n: progress("walking", n, None)) if progress else None
     w = walk(store, roots, progress=tick, on_object=seen)
@@ -132,6 +137,7 @@ def fsck(repo: Repo, *, full: bool = True,
         if kind is not None and want is not None and kind != want:
             report.problems.append(f"ref {name} points at a {kind} ({target.hex()}), not a {want}")
     _check_ownership(repo, report, heads)
+    _check_approvals(store, report, committed)
     report.unreachable = sorted(every - w.reachable - set(w.damaged))
     return report
 
@@ -182,6 +188,24 @@ def _check_ownership(repo: Repo, report: FsckReport, heads: list[tuple[str, Hash
                 report.problems.append(f"trunk {trunk}: {err.message}")
             continue
         report.problems.extend(f"trunk {trunk}: {m}" for m in mismatches)
+
+
+def _check_approvals(store: ObjectStore, report: FsckReport, committed: list[tuple[Hash, Hash]]) -> None:
+    """Every approval a committed view lists must approve exactly what its record fired, by a principal
+    other than the view's initiator and the effects' queuers: the commit kept only such approvals."""
+    for record, view_id in committed:
+        try:
+            view = store.get_as(view_id, View)
+            if not view.approvals:
+                continue
+            effects = store.get_as(view.effects, Effects).items if view.effects is not None else ()
+            queued_by = [store.get_as(h, Effect).principal for h in effects]
+            for h in view.approvals:
+                why = fault(store.get_as(h, Approval), view, queued_by)
+                if why is not None:
+                    report.problems.append(f"record {record.hex()}: approval {h.hex()} does not hold ({why})")
+        except (NotFound, StorageError, BadInput):
+            continue  # missing or damaged objects are reported by the walk
 
 
 def _check_loose(store: ObjectStore, h: Hash) -> None:

@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from reelstore.objects.approval import Approval
     from reelstore.objects.block import KINDS, Object, decode, decode_verified
     from reelstore.objects.capability import OPS, Capability, prefix_covers
     from reelstore.objects.chunks import Chunks
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from reelstore.objects.view import View
 
 _HOME = {
+    "approval": ("Approval",),
     "block": ("KINDS", "Object", "decode", "decode_verified"),
     "capability": ("OPS", "Capability", "prefix_covers"),
     "chunks": ("Chunks",),
@@ -53,10 +55,12 @@ KIND_HOMES = {
     "chunks": "chunks",
     "opevent": "notice",
     "recording": "recording",
+    "approval": "approval",
 }
 """Each kind's module, so decoding one kind loads only the module that registers it."""
 
 __all__ = [
+    "Approval",
     "HASH_SIZE",
     "HEX_SIZE",
     "KINDS",

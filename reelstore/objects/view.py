@@ -16,6 +16,7 @@ from reelstore.objects.hash import Hash
 
 BOUNDARIES = ("isolated", "autonomous")
 MAX_DEPTH = 64
+MAX_APPROVALS = 256
 
 
 @register
@@ -33,7 +34,10 @@ class View(Object):
     meta: FrozenMap = field(default_factory=FrozenMap)
     recording: Hash | None = None
     """The reads a `reel run --record` passed through (a `recording`), kept as long as the view is."""
+    approvals: tuple[Hash, ...] = ()
+    """The `approval` objects recorded on this view (stale ones too), oldest first."""
     SPEC: ClassVar = {
+        "approvals": ("approvals", v_tuple(v_hash, MAX_APPROVALS)),
         "base": ("base", v_opt(v_hash)),
         "boundary": ("boundary", v_enum(*BOUNDARIES)),
         "caps": ("caps", v_tuple(v_hash, 256)),
@@ -45,8 +49,8 @@ class View(Object):
         "parent": ("parent", v_str(1024, empty=False)),
         "recording": ("recording", v_opt(v_hash)),
     }
-    LATER: ClassVar = {"recording": None}
+    LATER: ClassVar = {"recording": None, "approvals": ()}
 
     def references(self) -> tuple[Hash, ...]:
         refs = [h for h in (self.base, self.namespace, self.delta, self.effects, self.recording) if h is not None]
-        return tuple(refs) + self.caps
+        return tuple(refs) + self.caps + self.approvals

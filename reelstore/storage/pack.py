@@ -54,6 +54,7 @@ KIND_CODES = {
     "chunks": 11,
     "opevent": 12,
     "recording": 13,
+    "approval": 14,
 }
 KIND_NAMES = {code: kind for kind, code in KIND_CODES.items()}
 KIND_TAGS = {code: kind.encode("ascii") + b"\0" for kind, code in KIND_CODES.items()}

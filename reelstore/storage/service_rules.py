@@ -9,6 +9,9 @@
         commit-url = http://127.0.0.1:8080/pay/commit/{key}   ; two-phase: confirms a prepared request
         absence = unprovable           ; the target may act late: "no record found" proves nothing
         suffix = :generateContent      ; optional: the path must also end with this
+        approval = required            ; a commit holding such an effect waits for approvals (`reel approve`)
+        approval-count = 2             ; how many distinct approvers (default 1)
+        approvers = ops-leads          ; only members of this group count (`group.ops-leads.member`)
 
 `match` is a resource prefix matched on segment boundaries (`/` and `:`), like capabilities; a rule
 may also name a `suffix` the request's path must end with (Gemini's `:generateContent` follows the
@@ -51,6 +54,7 @@ GEMINI_SUFFIXES = (":generateContent", ":streamGenerateContent", ":embedContent"
 GEMINI_HOST = "https://generativelanguage.googleapis.com"
 DEFAULT_KEY_HEADER = "Idempotency-Key"
 ABSENCE = ("provable", "unprovable")
+MAX_APPROVERS = 16
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,10 @@ class Service:
     """The request's path must also end with this (empty: any path under `match`)."""
     builtin: bool = False
     """One of `BUILTIN` (shown as such by `reel config --services`), not a configured rule."""
+    approvals: int = 0
+    """How many distinct approvers an effect under this rule needs before a commit may fire it (0: none)."""
+    approvers: str = ""
+    """The group (`group.NAME.member`) whose members' approvals count; empty: any other principal."""
 
     def validate(self) -> Service:
         where = f'service "{self.name}"'
@@ -83,6 +91,10 @@ class Service:
             raise BadInput(f"{where}: two-phase delivery needs a commit-url with {{key}}")
         if self.absence not in ABSENCE:
             raise BadInput(f"{where}: absence must be one of {', '.join(ABSENCE)}, not {self.absence!r}")
+        if not 0 <= self.approvals <= MAX_APPROVERS:
+            raise BadInput(f"{where}: approval-count must be from 1 to {MAX_APPROVERS}")
+        if self.approvers and not self.approvals:
+            raise BadInput(f"{where}: approvers = {self.approvers} needs approval = required")
         for url in (self.status_url, self.commit_url):
             if url is not None and "{key}" not in url:
                 raise BadInput(f"{where}: {url!r} must contain {{key}}")
@@ -97,7 +109,8 @@ class Service:
         return {"name": self.name, "match": self.match, "suffix": self.suffix or None,
                 "class": "read" if self.read_like else self.effect_class, "delivery": self.delivery,
                 "key_header": self.key_header, "status_url": self.status_url, "commit_url": self.commit_url,
-                "absence": self.absence, "builtin": self.builtin}
+                "absence": self.absence, "approvals": self.approvals, "approvers": self.approvers or None,
+                "builtin": self.builtin}
 
     @property
     def read_like(self) -> bool:
@@ -162,9 +175,31 @@ def _parse(config: Config) -> list[Service]:
             commit_url=get("commit-url"),
             absence=(get("absence", "provable") or "provable").lower(),
             suffix=get("suffix", "") or "",
+            approvals=_approvals(name, get("approval"), get("approval-count")),
+            approvers=(get("approvers", "") or "").strip(),
         ).validate())
     named = {svc.name for svc in out}
     return out + [svc for svc in BUILTIN if svc.name not in named]
+
+
+def _approvals(name: str, approval: str | None, count: str | None) -> int:
+    """How many approvers rule `name` needs: `approval = required | none`, `approval-count` (default 1)."""
+    where = f'service "{name}"'
+    mode = (approval or "none").strip().lower()
+    if mode not in ("required", "none"):
+        raise BadInput(f"{where}: approval must be required or none, not {approval!r}")
+    if count is not None and not (count.strip().isdigit() and 1 <= int(count) <= MAX_APPROVERS):
+        raise BadInput(f"{where}: approval-count must be from 1 to {MAX_APPROVERS}, not {count!r}")
+    return int(count) if count is not None and mode == "required" else int(mode == "required")
+
+
+def rule_for(config: Config, resource: str) -> Service | None:
+    """The configured or built-in rule whose match covers `resource` (the longest), if any."""
+    best: Service | None = None
+    for svc in services(config):
+        if prefix_covers(svc.match, resource) and (best is None or len(svc.match) > len(best.match)):
+            best = svc
+    return best
 
 
 def classify(config: Config, resource: str, method: str, extra: Iterable[Service] = ()) -> Service:
