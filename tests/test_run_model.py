@@ -153,3 +153,22 @@ def test_a_node_fetch_agent_thinks_and_replays_offline(setup, reel, monkeypatch:
     assert replayed["status"] == 0 and replayed["divergences"] == [] and len(model.ledger()) == 2, replayed
     same = _json(reel("-C", store, "--json", "diff", "node", "node-again"))
     assert [e["status"] for e in same["effects"]] == ["same"]
+
+
+def test_a_configured_read_rule_with_a_suffix_passes_and_a_key_in_the_url_is_kept_nowhere(setup, reel) -> None:
+    """Gemini's shape: the method follows the model's name in the path, the key rides in the query."""
+    tmp, model = setup
+    store = str(tmp / "store")
+    for key, value in (("match", f"http:POST:{model.url}/"), ("suffix", ":generateContent"), ("class", "read")):
+        reel("-C", store, "config", f"service.gem.{key}", value, check=True)
+    secret = "AIzaSecret0123456789"
+    url = f"{model.url}/v1beta/models/g-1:generateContent?key={secret}"
+    doc = _json(reel("-C", store, "--json", "run", "--record", "--abort", "--allow", f"127.0.0.1:{model.port}",
+                     "--", "curl", "-sS", "-H", "Content-Type: application/json", "-d", '{"contents": []}', url,
+                     f"{model.url}/v1beta/models/g-1:tuneModel"))
+    assert doc["status"] == 0 and doc["refused"] == [], doc
+    assert [e["path"] for e in model.ledger()] == [f"/v1beta/models/g-1:generateContent?key={secret}"]
+    assert [(e["method"], e["url"]) for e in doc["effects"]] == [("POST", f"{model.url}/v1beta/models/g-1:tuneModel")]
+    assert [p["url"] for p in doc["passed"]] == [f"{model.url}/v1beta/models/g-1:generateContent?key=<secret>"]
+    assert [(c["provider"], c["model"]) for c in doc["model_calls"]] == [("gemini", "g-1")]
+    assert secret not in json.dumps(doc) and _objects_hold(tmp / "store", secret.encode()) == []

@@ -57,6 +57,9 @@ CA_VARS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_
 WGETRC_VAR = "WGETRC"
 """wget reads no CA variable; it is given a wgetrc naming the bundle (after the user's own settings)."""
 INTERCEPT_FAILED = "E014"
+QUERY_SECRETS = frozenset(("key", "api_key", "api-key", "access_token"))
+"""Query parameters model APIs take credentials in (Gemini's `key=`): hidden wherever a passed URL is
+shown or kept, besides the configured secret parameters."""
 
 
 class HttpProxy(Backend):
@@ -146,16 +149,24 @@ class HttpProxy(Backend):
         if _is_loopback(req.host) and not model and not self._allowed(req.host, req.port):
             why = (f"{req.host}:{req.port} is on this machine; name it with --allow {req.host}:{req.port} "
                    f"(or --model for a model server) to let the command reach it. Nothing was sent")
-            self.failed(f"{req.method} {hide_params(req.url, sensitive_params(self.repo.config))}", why)
+            self.failed(f"{req.method} {self.shown_url(req.url)}", why)
             return _json(403, {"reel": "refused", "message": why})
         return None
 
     def passed_through(self, req: Request, status: int, headers: list[tuple[str, str]], body: bytes | None,
                        timing: Timing) -> None:
         """Every response the command got from a real host arrives here, in order."""
+        params = sensitive_params(self.repo.config) | QUERY_SECRETS
+        sensitive = sensitive_headers(self.repo.config)
         with self._lock:
-            self.passed.append({"method": req.method, "url": hide_params(req.url, sensitive_params(self.repo.config)),
-                                "status": status})
+            self.passed.append({"method": req.method, "url": self.shown_url(req.url), "status": status})
+            # A credential a read carried is hidden wherever the summary quotes the command, as a captured one is.
+            self.secret_values.update(v for k, v in parse_qsl(urlsplit(req.url).query) if k in params and v)
+            self.secret_values.update(v for k, v in req.headers if k.lower() in sensitive and v)
+
+    def shown_url(self, url: str) -> str:
+        """`url` as summaries and recordings show it: credentials in its query hidden."""
+        return hide_params(url, sensitive_params(self.repo.config) | QUERY_SECRETS)
 
 
     def failed(self, what: str, message: str) -> None:

@@ -36,7 +36,7 @@ from reelstore.codec import freeze
 from reelstore.errors import BadInput, NotFound
 from reelstore.intercept import models
 from reelstore.intercept.engine import Answer, Request, Timing
-from reelstore.intercept.http_proxy import HOP_BY_HOP, HttpProxy
+from reelstore.intercept.http_proxy import HOP_BY_HOP, QUERY_SECRETS, HttpProxy
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Blob, Hash, Record, Recording, View
 from reelstore.storage.repo import Repo
@@ -62,10 +62,6 @@ def env_digest(env: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(sorted(env.items())).encode()).hexdigest()
 
 
-MODEL_QUERY_SECRETS = frozenset(("key", "api_key", "api-key", "access_token"))
-"""Query parameters model APIs take credentials in (Gemini's `key=`): hidden in what is recorded."""
-
-
 class RecordingProxy(HttpProxy):
     """`reel run --record`: the proxy, plus every passed-through exchange kept for the view."""
 
@@ -76,7 +72,7 @@ class RecordingProxy(HttpProxy):
         self.exchanges: list[tuple[dict[str, Any], list[Blob]]] = []
         self.started = int(time.time() * 1000)
         self._rec_lock = threading.Lock()
-        self._params = sensitive_params(repo.config) | MODEL_QUERY_SECRETS
+        self._params = sensitive_params(repo.config) | QUERY_SECRETS
         self._hidden = sensitive_headers(repo.config) | {"set-cookie"} | HOP_BY_HOP
 
     @property
@@ -183,7 +179,7 @@ class ReplayProxy(HttpProxy):
         self.served = 0
         self.model_requests = 0
         """Model calls sent to a model (only with `live_models`)."""
-        self._params = sensitive_params(repo.config) | MODEL_QUERY_SECRETS
+        self._params = sensitive_params(repo.config) | QUERY_SECRETS
         self._reads = [e for e in recording.entries if "model" not in e]
         self._calls = [e for e in recording.entries if "model" in e]
 
