@@ -1,6 +1,7 @@
 """A real HTTPS model server on 127.0.0.1 with its own CA, speaking OpenAI's chat-completions shape,
 and a refund endpoint: the two things an LLM agent under `reel run` talks to.
 
+`POST /v1/messages` answers the same in Anthropic's Messages shape (streamed as its events).
 `POST /v1/chat/completions` answers `REFUND <amount>` (the server's `amount`) with `usage` counts;
 with `"stream": true` it answers server-sent events, chunked, holding back the rest after the first
 content event (until the client creates the `gate` file, for at most 5 s: so a
@@ -84,7 +85,59 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 doc = json.loads(body)
                 (self._stream if doc.get("stream") else self._plain)(doc)
                 return
+            if self.path == "/v1/messages":
+                doc = json.loads(body)
+                (self._message_stream if doc.get("stream") else self._message)(doc)
+                return
             self._send(201, b'{"ok": true}')
+
+        def _message(self, doc: dict) -> None:
+            """Anthropic's Messages shape."""
+            answer = {"id": "msg_1", "type": "message", "role": "assistant", "model": doc["model"],
+                      "content": [{"type": "text", "text": f"REFUND {server.amount}"}], "stop_reason": "end_turn",
+                      "stop_sequence": None, "usage": {"input_tokens": 11, "output_tokens": 2}}
+            self._send(200, json.dumps(answer).encode())
+
+        def _message_stream(self, doc: dict) -> None:
+            def event(kind: str, payload: dict) -> None:
+                self._chunk(f"event: {kind}\ndata: {json.dumps({'type': kind, **payload})}\n\n".encode())
+
+            self._open_stream()
+            event("message_start", {"message": {"id": "msg_2", "type": "message", "role": "assistant",
+                                                 "model": doc["model"], "content": [], "stop_reason": None,
+                                                 "stop_sequence": None,
+                                                 "usage": {"input_tokens": 12, "output_tokens": 1}}})
+            event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+            event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "REFUND"}})
+            self._hold()
+            event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": f" {server.amount}"}})
+            event("content_block_stop", {"index": 0})
+            event("message_delta", {"delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                    "usage": {"output_tokens": 3}})
+            event("message_stop", {})
+            self._chunk(b"")
+
+        def _open_stream(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+
+        def _chunk(self, data: bytes) -> None:
+            """One chunk of a chunked answer, flushed (empty: the last one)."""
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        def _hold(self) -> None:
+            """After a stream's first content event: wait for the gate (or `hold` seconds)."""
+            if server.gate is not None:
+                for _ in range(100):
+                    if server.gate.exists():
+                        break
+                    time.sleep(0.05)
+                server.gated.append(server.gate.exists())
+            elif server.hold:
+                time.sleep(server.hold)
 
         def _send(self, status: int, data: bytes, ctype: str = "application/json") -> None:
             self.send_response(status)
@@ -101,35 +154,21 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             self._send(200, json.dumps(answer).encode())
 
         def _stream(self, doc: dict) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-
             def event(payload: object) -> None:
-                data = f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n".encode()
-                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                self.wfile.flush()
+                self._chunk(f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n".encode())
 
             def chunk(delta: dict, finish: str | None = None) -> dict:
                 return {"id": "chatcmpl-2", "object": "chat.completion.chunk", "created": 1, "model": doc["model"],
                         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
+            self._open_stream()
             event(chunk({"role": "assistant", "content": "REFUND"}))
-            if server.gate is not None:
-                for _ in range(100):
-                    if server.gate.exists():
-                        break
-                    time.sleep(0.05)
-                server.gated.append(server.gate.exists())
-            elif server.hold:
-                time.sleep(server.hold)
+            self._hold()
             event(chunk({"content": f" {server.amount}"}))
             event(chunk({}, "stop"))
             event({"id": "chatcmpl-2", "object": "chat.completion.chunk", "created": 1, "model": doc["model"],
                    "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}})
             event("[DONE]")
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
+            self._chunk(b"")
 
     return Handler

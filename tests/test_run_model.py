@@ -172,3 +172,27 @@ def test_a_configured_read_rule_with_a_suffix_passes_and_a_key_in_the_url_is_kep
     assert [p["url"] for p in doc["passed"]] == [f"{model.url}/v1beta/models/g-1:generateContent?key=<secret>"]
     assert [(c["provider"], c["model"]) for c in doc["model_calls"]] == [("gemini", "g-1")]
     assert secret not in json.dumps(doc) and _objects_hold(tmp / "store", secret.encode()) == []
+
+
+def test_an_anthropic_sdk_agent_thinks_and_replays_offline(setup, reel, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    tmp, model = setup
+    store, gate = str(tmp / "store"), str(tmp / "gate")
+    agent = str(Path(__file__).with_name("llm_agent_anthropic.py"))
+    doc = _json(reel("-C", store, "--json", "run", "--record", "--keep", "--view", "claude", "--model", model.url,
+                     "--", sys.executable, agent, model.url, gate))
+    assert doc["status"] == 0 and doc["refused"] == [], doc
+    assert [e["path"] for e in model.ledger()] == ["/v1/messages", "/v1/messages"]
+    # The SDK sends its key as X-Api-Key or as a bearer token, depending on its version: the model got it.
+    assert all(KEY in (e["headers"].get("x-api-key", "") + e["headers"].get("authorization", ""))
+               for e in model.ledger())
+    assert model.gated == [True]
+    assert [(c["provider"], c["model"], c["stream"], c["tokens_in"], c["tokens_out"]) for c in doc["model_calls"]] == [
+        ("anthropic", "tiny-a", False, 11, 2), ("anthropic", "tiny-a", True, 12, 3)]
+    assert _objects_hold(tmp / "store", KEY.encode()) == []
+    model.__exit__(None, None, None)
+    replayed = _json(reel("-C", store, "--json", "replay", "claude", "--keep", "--view", "claude-again", "--",
+                          sys.executable, agent, model.url, gate))
+    assert replayed["status"] == 0 and replayed["divergences"] == [] and len(model.ledger()) == 2, replayed
+    same = _json(reel("-C", store, "--json", "diff", "claude", "claude-again"))
+    assert [e["status"] for e in same["effects"]] == ["same"]
