@@ -19,6 +19,7 @@ def test_fingerprint_leaves_out_volatile_fields_and_keeps_what_changes_the_answe
                     {**base, "messages": [{"role": "user", "content": "hi!"}]}, {**base, "stream": True}):
         assert models.fingerprint(models.describe(url, json.dumps(changed).encode()) or {}) != models.fingerprint(doc)
     assert models.describe(url, b"not json") is None and models.describe(url, b"[1]") is None
+    assert models.describe("https://search.example/v1/query", json.dumps(base).encode()) is None
 
 
 def test_provider_and_model_come_from_the_path_where_the_api_puts_them() -> None:

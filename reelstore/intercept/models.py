@@ -24,6 +24,8 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+from reelstore.storage.service_rules import GEMINI_SUFFIXES, MODEL_PATHS
+
 MESSAGE_KEYS = ("messages", "system", "prompt", "input", "instructions", "contents", "systemInstruction", "suffix")
 TOOL_KEYS = ("tools", "functions", "tool_choice", "function_call", "toolConfig")
 VOLATILE = ("stream_options", "user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier")
@@ -42,9 +44,18 @@ def provider(url: str) -> str:
     return "openai"
 
 
+def is_model_path(url: str) -> bool:
+    """`url`'s path is a model API's (`service_rules.MODEL_PATHS`, or Gemini's `:method` suffixes): a
+    read-like request elsewhere (a search) is an ordinary read, not a model call."""
+    path = urlsplit(url).path
+    return path.endswith(MODEL_PATHS) or path.endswith(GEMINI_SUFFIXES)
+
+
 def describe(url: str, body: bytes) -> dict[str, Any] | None:
-    """The fingerprint document of a model call to `url` with JSON `body`; None if the body is not a
-    JSON object (then the call is recorded as an ordinary read)."""
+    """The fingerprint document of a model call to `url` with JSON `body`; None if `url` is not a model
+    path or the body is not a JSON object (then the call is recorded as an ordinary read)."""
+    if not is_model_path(url):
+        return None
     try:
         doc = json.loads(body or b"{}")
     except (ValueError, UnicodeDecodeError):
