@@ -228,7 +228,9 @@ class TlsProxy:
             if length is not None and not resp.chunked and length.isdigit():
                 headers.append(("Content-Length", length))
             try:
-                sock.sendall(conn.send(h11.Response(status_code=resp.status, headers=headers)))
+                # The head goes out with the first piece of the body: one write, which a relay on the way
+                # (the sandbox's) passes on whole instead of holding its second half for an ACK.
+                head = conn.send(h11.Response(status_code=resp.status, headers=headers))
             except h11.LocalProtocolError as exc:
                 raise _Closed(str(exc)) from None
             keep = self.policy.keeps_bodies
@@ -253,12 +255,13 @@ class TlsProxy:
                         self._release(held)
                         kept, held = [], 0
                     try:
-                        sock.sendall(conn.send(h11.Data(data=piece)))
+                        sock.sendall(head + conn.send(h11.Data(data=piece)))
                     except h11.LocalProtocolError as exc:
                         raise _Closed(str(exc)) from None
+                    head = b""
                 resp.close()
                 reusable = not resp.will_close
-                sock.sendall(conn.send(h11.EndOfMessage()))
+                sock.sendall(head + conn.send(h11.EndOfMessage()))
                 done = time.monotonic()
                 self.policy.passed_through(req, resp.status, headers, b"".join(kept) if keep else None,
                                            Timing((done - began) * 1000, ((first or done) - began) * 1000))
@@ -428,10 +431,11 @@ def _answer(sock: socket.socket, conn: h11.Connection, answer: Answer, method: s
         length = next((v for k, v in answer.headers if k.lower() == "content-length"), None)
         headers.append(("Content-Length", length if method == "HEAD" and length else str(len(answer.body))))
     try:
-        sock.sendall(conn.send(h11.Response(status_code=answer.status, headers=headers)))
+        out = conn.send(h11.Response(status_code=answer.status, headers=headers))
         for piece in () if no_body else answer.chunks or (answer.body,):
             if piece:
-                sock.sendall(conn.send(h11.Data(data=piece)))
-        sock.sendall(conn.send(h11.EndOfMessage()))
+                sock.sendall(out + conn.send(h11.Data(data=piece)))
+                out = b""
+        sock.sendall(out + conn.send(h11.EndOfMessage()))
     except h11.LocalProtocolError as exc:
         raise _Closed(str(exc)) from None
