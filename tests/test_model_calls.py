@@ -47,3 +47,25 @@ def test_tokens_from_each_usage_shape_streamed_or_not() -> None:
     assert models.events(openai) == (b'data: {"choices": []}\n\n',
                                      b'data: {"usage": {"prompt_tokens": 1, "completion_tokens": 2}}\n\n',
                                      b"data: [DONE]\n\n")
+
+
+def test_a_recording_keeps_a_model_call_and_refuses_a_malformed_one() -> None:
+    import pytest
+
+    from reelstore.codec import freeze
+    from reelstore.errors import BadInput
+    from reelstore.objects import Blob, Recording
+    from reelstore.objects.block import decode
+
+    body, request = Blob(b"{}"), Blob(b'{"model":"m"}')
+    model = {"provider": "openai", "model": "m", "fp": "ab" * 32, "request": request.id, "stream": True,
+             "latency_ms": 12, "first_ms": 3, "tokens_in": 5, "tokens_out": 7}
+    entry = {"fp": "cd" * 32, "method": "POST", "url": "http://127.0.0.1:8000/v1/chat/completions", "status": 200,
+             "headers": {}, "body": body.id, "model": model}
+    rec = Recording((freeze(entry),), 1, "e")
+    again = decode(rec.encode())
+    assert again == rec and set(again.references()) == {body.id, request.id}
+    for bad in ({**model, "stream": "yes"}, {k: v for k, v in model.items() if k != "fp"}, {**model, "extra": 1},
+                {**model, "tokens_in": -1}):
+        with pytest.raises(BadInput, match="model"):
+            decode(Recording((freeze({**entry, "model": bad}),), 1, "e").encode())
