@@ -8,7 +8,7 @@ from reelstore.api import Store
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.intercept.loop import DryRun, default_backends
 from reelstore.intercept.recording import ReplayProxy, recorded_model_origins, recording_of
-from reelstore.porcelain.run import BeforeDashDash, check_decision_flags, execute_and_decide
+from reelstore.porcelain.run import BeforeDashDash, check_decision_flags, execute_and_decide, needs_interception
 from reelstore.wording import plural
 
 
@@ -46,6 +46,7 @@ def replay(ctx: Context, view: str | None, do_commit: bool, do_abort: bool, keep
     trunk. A read the recording does not hold is a divergence: reported, and the run is unclean.
     Model calls are answered from the recording too (zero requests to the model), unless
     --live-models; a changed prompt is a divergence showing the diff of its messages."""
+    needs_interception("reel replay")
     if cmd[:1] == ("--",):  # options end at SOURCE, so a `--` after it arrives as the first word
         cmd = cmd[1:]
     if not cmd:

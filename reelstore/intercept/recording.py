@@ -32,11 +32,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from reelstore.capture import HOP_BY_HOP
 from reelstore.codec import freeze
 from reelstore.errors import BadInput, NotFound
 from reelstore.intercept import models
 from reelstore.intercept.engine import Answer, Request, Timing
-from reelstore.intercept.http_proxy import HOP_BY_HOP, QUERY_SECRETS, HttpProxy
+from reelstore.intercept.http_proxy import QUERY_SECRETS, HttpProxy
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Blob, Hash, Record, Recording, View
 from reelstore.storage.repo import Repo
