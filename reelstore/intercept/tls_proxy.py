@@ -48,7 +48,9 @@ from reelstore.intercept.engine import BODY_LIMIT, BUFFER_BUDGET, MAX_CONNECTION
 HOP_BY_HOP = frozenset(("connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
                         "te", "trailer", "trailers", "transfer-encoding", "upgrade", "content-length"))
 IDLE_TIMEOUT = 120.0
-UPSTREAM_TIMEOUT = 60.0
+UPSTREAM_TIMEOUT = 600.0
+"""Seconds a passed request may wait for its host between bytes: a model can think for minutes before
+its first token (the model SDKs wait 10 minutes too)."""
 CHUNK = 64 * 1024
 DEFAULT_PORTS = {"http": 80, "https": 443}
 POOL_PER_ORIGIN = 8
