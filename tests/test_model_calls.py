@@ -37,6 +37,13 @@ def test_tokens_from_each_usage_shape_streamed_or_not() -> None:
     assert models.usage(b'{"usageMetadata": {"promptTokenCount": 7, "candidatesTokenCount": 8}}', False) == (7, 8)
     assert models.usage(b'{"prompt_eval_count": 9, "eval_count": 10}', False) == (9, 10)
     assert models.usage(b"<html>", False) == (None, None)
+    import gzip
+    import zlib
+
+    plain = b'{"usage": {"prompt_tokens": 3, "completion_tokens": 4}}'
+    assert models.usage(models.decoded(gzip.compress(plain), {"content-encoding": "gzip"}), False) == (3, 4)
+    assert models.decoded(zlib.compress(plain), {"content-encoding": "deflate"}) == plain
+    assert models.decoded(b"not gzip", {"content-encoding": "gzip"}) == b"not gzip"
     anthropic = (b'event: message_start\ndata: {"type": "message_start", "message": {"usage": {"input_tokens": 11, '
                  b'"output_tokens": 1}}}\n\nevent: message_delta\ndata: {"type": "message_delta", "usage": '
                  b'{"output_tokens": 12}}\n\n')

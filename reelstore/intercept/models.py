@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import zlib
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -100,6 +101,23 @@ def events(body: bytes) -> tuple[bytes, ...]:
     if start < len(text):
         out.append(text[start:])
     return tuple(out)
+
+
+def decoded(body: bytes, headers: dict[str, str]) -> bytes:
+    """`body` as the model wrote it: a gzip or deflate `Content-Encoding` undone (the client asked for
+    it, so the answer is relayed and recorded compressed); as it is if undecodable."""
+    coding = headers.get("content-encoding", "").strip().lower()
+    try:
+        if coding in ("gzip", "x-gzip"):
+            return zlib.decompress(body, 16 + zlib.MAX_WBITS)
+        if coding == "deflate":
+            try:
+                return zlib.decompress(body)
+            except zlib.error:
+                return zlib.decompress(body, -zlib.MAX_WBITS)
+    except zlib.error:
+        return body
+    return body
 
 
 def usage(body: bytes, is_stream: bool) -> tuple[int | None, int | None]:

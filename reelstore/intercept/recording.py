@@ -97,7 +97,7 @@ class RecordingProxy(HttpProxy):
         if doc is not None:
             request = Blob(models.canonical(doc))
             is_stream = models.streamed(kept)
-            tokens_in, tokens_out = models.usage(body, is_stream)
+            tokens_in, tokens_out = models.usage(models.decoded(body, kept), is_stream)
             entry["model"] = {"provider": doc["provider"], "model": doc["model"], "fp": models.fingerprint(doc),
                               "request": request.id, "stream": is_stream, "latency_ms": round(timing.total_ms),
                               "first_ms": round(timing.first_byte_ms),
