@@ -9,6 +9,7 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.intercept.loop import DryRun, default_backends
 from reelstore.intercept.recording import ReplayProxy, recorded_model_origins, recording_of
 from reelstore.porcelain.run import BeforeDashDash, check_decision_flags, execute_and_decide, needs_interception
+from reelstore.storage.service_rules import model_origin
 from reelstore.wording import plural
 
 
@@ -53,7 +54,7 @@ def replay(ctx: Context, view: str | None, do_commit: bool, do_abort: bool, keep
         raise click.UsageError("missing the command to replay (reel replay [OPTIONS] SOURCE -- CMD...)")
     check_decision_flags(do_commit, do_abort, keep, force)
     recording, _, trunk = recording_of(ctx.repo, source)
-    models = (*models, *recorded_model_origins(recording))
+    models = (*(model_origin(m) for m in models), *recorded_model_origins(recording))
     proxy = lambda repo, v: ReplayProxy(repo, v, recording, allow, allow_live, models, live_models)  # noqa: E731
     backends = default_backends(prefix, allow, sandbox=not no_sandbox, proxy=proxy, models=models)
     loop = DryRun(Store(ctx.repo), cmd, view, trunk, None, backends)

@@ -16,6 +16,7 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.extras import needs
 from reelstore.intercept.loop import DryRun, default_backends
 from reelstore.intercept.recording import RecordingProxy, calls_total
+from reelstore.storage.service_rules import model_origin
 from reelstore.wording import plural
 
 BLOCKED_EXIT = 6
@@ -179,6 +180,7 @@ def run(ctx: Context, view: str | None, source: str | None, caps: tuple[str, ...
     if not cmd:
         raise click.UsageError("missing the command to run (reel run [OPTIONS] -- CMD...)")
     check_decision_flags(do_commit, do_abort, keep, force)
+    models = tuple(model_origin(m) for m in models)  # E014 before anything is started
     proxy = (lambda repo, v: RecordingProxy(repo, v, allow, models)) if record else None
     backends = default_backends(prefix, allow, sandbox=not no_sandbox, proxy=proxy, models=models)
     if no_sandbox:

@@ -196,3 +196,11 @@ def test_an_anthropic_sdk_agent_thinks_and_replays_offline(setup, reel, monkeypa
     assert replayed["status"] == 0 and replayed["divergences"] == [] and len(model.ledger()) == 2, replayed
     same = _json(reel("-C", store, "--json", "diff", "claude", "claude-again"))
     assert [e["status"] for e in same["effects"]] == ["same"]
+
+
+def test_a_bad_model_origin_is_e014_and_leaves_no_view(tmp_path: Path, reel) -> None:
+    Store.init(tmp_path / "s")
+    for sandbox in ([], ["--no-sandbox"]):
+        proc = reel("-C", str(tmp_path / "s"), "run", "--abort", *sandbox, "--model", "127.0.0.1:8000", "--", "true")
+        assert proc.returncode == 6 and "E014: --model wants an origin" in proc.stderr.decode()
+        assert Store.open(tmp_path / "s").views() == []

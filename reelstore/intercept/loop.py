@@ -85,7 +85,11 @@ class DryRun:
         self.store = store
         self.cmd = list(cmd)
         self.view = store.fork(view or run_name(), source, caps)
-        self.backends = [make(store.repo, self.view.name) for make in (backends or default_backends())]
+        try:
+            self.backends = [make(store.repo, self.view.name) for make in (backends or default_backends())]
+        except BaseException:
+            self.view.abort()  # a backend refused its arguments: no view is left behind
+            raise
         self.status: int | None = None
         """The command's exit status (negative: killed by that signal), once it ran."""
         self.decision: str | None = None
