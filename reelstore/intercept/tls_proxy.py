@@ -238,12 +238,29 @@ class TlsProxy:
             keep = self.policy.keeps_bodies
             kept: list[bytes] = []
             held = 0
+            relayed = 0
+            told = False
+            expected = int(length) if length is not None and not resp.chunked and length.isdigit() else None
+
+            def tell() -> None:
+                """The host's answer is all in: its connection goes back to the pool, and the Policy hears of
+                the exchange, both before the command has the whole answer (a command that exits on its last
+                byte cannot end the run before its read is recorded; its next request finds the connection)."""
+                nonlocal reusable
+                done = time.monotonic()
+                resp.close()
+                reusable = not resp.will_close
+                if reusable:
+                    self._give(req, upstream)
+                self.policy.passed_through(req, resp.status, headers, b"".join(kept) if keep else None,
+                                           Timing((done - began) * 1000, ((first or done) - began) * 1000))
+
             try:
                 for _ in range(1 << 30):
                     try:
                         piece = resp.read1(CHUNK) if req.method != "HEAD" else b""
                     except (OSError, http.client.HTTPException) as exc:
-                        self.policy.failed(what, f"the host's answer broke off after {held} bytes: {exc}")
+                        self.policy.failed(what, f"the host's answer broke off after {relayed} bytes: {exc}")
                         raise _Closed(str(exc)) from None
                     if not piece:
                         break
@@ -256,23 +273,22 @@ class TlsProxy:
                         keep = False
                         self._release(held)
                         kept, held = [], 0
+                    if expected is not None and relayed + len(piece) >= expected and not told:
+                        tell()  # this piece completes an answer framed by its length
+                        told = True
                     try:
                         sock.sendall(head + conn.send(h11.Data(data=piece)))
                     except h11.LocalProtocolError as exc:
                         raise _Closed(str(exc)) from None
                     head = b""
-                resp.close()
-                reusable = not resp.will_close
+                    relayed += len(piece)
+                if not told:
+                    tell()
                 sock.sendall(head + conn.send(h11.EndOfMessage()))
-                done = time.monotonic()
-                self.policy.passed_through(req, resp.status, headers, b"".join(kept) if keep else None,
-                                           Timing((done - began) * 1000, ((first or done) - began) * 1000))
             finally:
                 self._release(held)
         finally:
-            if reusable:
-                self._give(req, upstream)
-            else:
+            if not reusable:
                 upstream.close()
 
     def _take(self, req: Request) -> tuple[http.client.HTTPConnection, bool]:
