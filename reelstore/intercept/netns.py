@@ -317,6 +317,10 @@ def _serve(listener: socket.socket, handle: Callable[[socket.socket], object]) -
             conn, _ = listener.accept()
         except OSError:
             return
+        if conn.family in (socket.AF_INET, socket.AF_INET6):
+            # A relay writes a request's head and body apart: without this the body waits for the
+            # peer's delayed ACK, ~40 ms on every model call (bench/bench_model_proxy.py).
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         threading.Thread(target=handle, args=(conn,), daemon=True).start()
 
 

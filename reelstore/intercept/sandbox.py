@@ -116,6 +116,7 @@ class Sandbox(Backend):
             conn.close()
             return
         up.settimeout(None)
+        up.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as netns._serve's side: no delayed-ACK wait
         back = threading.Thread(target=pump, args=(up, conn), daemon=True)
         back.start()
         pump(conn, up)
