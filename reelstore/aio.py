@@ -138,8 +138,10 @@ class AsyncStore:
         if await handle.live():
             await handle.commit(message, check=check)
 
-    async def commit(self, name: str, message: str = "", check: bool = True) -> kernel.CommitResult:
-        return await self.run(lambda s: s.commit(name, message, check=check))
+    async def commit(self, name: str, message: str = "", check: bool = True, remote: str | None = None,
+                     retry: int = 0) -> kernel.CommitResult:
+        """`Store.commit`: with `remote`, fenced on that remote's trunk; `retry` tries again after a lost race."""
+        return await self.run(lambda s: s.commit(name, message, check=check, remote=remote, retry=retry))
 
     async def abort(self, name: str) -> list[str]:
         return await self.run(lambda s: s.abort(name))

@@ -406,11 +406,12 @@ class Store:
 
     def commit(self, name: str, message: str = "",
                fence: Callable[[str, Hash, Hash], None] | None = None, check: bool = True,
-               remote: str | None = None) -> kernel.CommitResult:
+               remote: str | None = None, retry: int = 0) -> kernel.CommitResult:
         """Commit view `name`; raises as `ViewHandle.commit` does unless `check=False`. `remote` is
         `commit --remote`: the record first wins that remote's trunk by compare-and-swap; by default
-        the remote the trunk tracks (a clone's origin), as every door does (`sync.verbs.commit`)."""
-        return checked(doors.commit(self.repo, name, message, remote=remote, fence=fence), check)
+        the remote the trunk tracks (a clone's origin), as every door does (`sync.verbs.commit`).
+        `retry` is `commit --retry`: after a lost race there (E015), fetch and try again, at most that often."""
+        return checked(doors.commit(self.repo, name, message, remote=remote, fence=fence, retry=retry), check)
 
     def abort(self, name: str) -> list[str]:
         """Abort view `name` and its live descendants; those bound to a remote lose their copy there
