@@ -76,7 +76,7 @@ def kinds(store: Path) -> dict[str, list[Path]]:
             out["loose-ref"].append(path)
     out["packed-refs"].append(dot / "packed-refs")
     out["reflog"] = sorted(p for p in (dot / "logs" / "refs").rglob("*") if p.is_file())
-    out["verb-log"] = [dot / "logs" / "VERBS"]
+    out["verb-log"] = [dot / "logs" / "OPS"]
     out["config"].append(dot / "config")
     out["pack"] = sorted((dot / "objects/pack").glob("*.pack"))
     out["idx"] = sorted((dot / "objects/pack").glob("*.idx"))

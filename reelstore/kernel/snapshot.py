@@ -32,6 +32,7 @@ from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX, view_ref
 from reelstore.kernel.views import live_views, load_live, read_view, trunk_base
 from reelstore.objects import Effect, Effects, Hash, Record, View
 from reelstore.stamp import now_ms
+from reelstore.storage.op_log import operation
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
 
@@ -94,6 +95,7 @@ class RestoreResult:
                 "left_out": [e.to_json() for e in self.left_out]}
 
 
+@operation("snapshot")
 def take(repo: Repo, view: str, name: str | None = None, force: bool = False) -> Snapshot:
     """Point `refs/snapshots/NAME` (default: the view's name) at view `view`'s current object.
     An existing snapshot of that name is E002 unless `force`."""
@@ -118,6 +120,7 @@ def list_snapshots(repo: Repo) -> list[Snapshot]:
     return out
 
 
+@operation("snapshot")
 def delete(repo: Repo, name: str) -> Hash:
     ref = snapshot_ref(name)
     old = repo.refs.get(ref)
@@ -127,6 +130,7 @@ def delete(repo: Repo, name: str) -> Hash:
     return old
 
 
+@operation("restore")
 def restore(repo: Repo, name: str, as_view: str | None = None, *, effects: bool = True) -> RestoreResult:
     """A new live view `as_view` (default: the snapshot's name) holding the snapshot's state; see the
     module docstring for what happens to each class. `effects=False` restores Class A only."""

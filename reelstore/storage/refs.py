@@ -44,6 +44,7 @@ from reelstore.storage.ref_format import (
 )
 
 if TYPE_CHECKING:
+    from reelstore.storage.op_log import RefMove
     from reelstore.storage.ref_locks import LOCK_TIMEOUT, LockInfo, Locks
     from reelstore.storage.ref_transaction import RefTransaction, RefUpdate, Updates
     from reelstore.storage.reflog import ReflogEntry
@@ -72,6 +73,10 @@ class RefStore:
     """Called once every ref of a transaction is locked and checked, before anything is written: the
     store points it at its object store's `flush`, so a ref never names an object not yet durable and
     a lost race (caught while locking) makes nothing durable."""
+
+    after_apply: Callable[[str, str, list[RefMove], bool], None] | None = None
+    """Called with (message, principal, moves, durable) once a transaction's refs are written, its locks
+    still held: the store points it at its operation log, the one place every ref move is logged."""
 
     def _read(self, name: str) -> Hash | None:
         raise NotImplementedError
