@@ -18,12 +18,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+from reelstore.crashpoints import crash_point
 from reelstore.errors import Conflict, NotFound, StorageError
 from reelstore.objects import Hash
 from reelstore.storage.fileio import atomic_write, fsync_dir, pid_alive, temp_name, write_new
 from reelstore.storage.inflight import Inflight
+from reelstore.storage.op_log import RefMove
 from reelstore.storage.ref_format import (
     ANY,
     AnyValue,
@@ -42,28 +43,12 @@ from reelstore.storage.ref_format import (
     reflog_line,
     required_kind,
 )
-
-if TYPE_CHECKING:
-    from reelstore.storage.op_log import RefMove
-    from reelstore.storage.ref_locks import LOCK_TIMEOUT, LockInfo, Locks
-    from reelstore.storage.ref_transaction import RefTransaction, RefUpdate, Updates
-    from reelstore.storage.reflog import ReflogEntry
+from reelstore.storage.ref_locks import LOCK_TIMEOUT, LockInfo, Locks, lock_conflict, read_lock
+from reelstore.storage.ref_transaction import RefTransaction, RefUpdate, Updates
+from reelstore.storage.reflog import ReflogEntry, parse_reflog
 
 __all__ = ["ANY", "LOCK_TIMEOUT", "DiskRefStore", "LockInfo", "MemoryRefStore", "RefStore", "RefTransaction",
            "RefUpdate", "ReflogEntry", "check_ref_name", "check_target", "checksum", "required_kind"]
-
-_LAZY = {"RefTransaction": "ref_transaction", "RefUpdate": "ref_transaction", "ReflogEntry": "reflog",
-         "LOCK_TIMEOUT": "ref_locks", "LockInfo": "ref_locks"}
-"""Names kept importable from here whose modules only a writer (or a reflog or lock reader) loads."""
-
-
-def __getattr__(name: str) -> Any:
-    home = _LAZY.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"reelstore.storage.{home}"), name)
 
 
 class RefStore:
@@ -143,8 +128,6 @@ class RefStore:
                     durable: bool = True) -> RefTransaction:
         """A transaction; with `create_reflog` every ref it writes gets a reflog, whatever its namespace;
         `durable=False` writes without fsync (see `RefTransaction.durable`)."""
-        from reelstore.storage.ref_transaction import RefTransaction
-
         return RefTransaction(self, message, principal, create_reflog, durable=durable)
 
     def set(
@@ -187,8 +170,6 @@ class MemoryRefStore(RefStore):
             self._locked.difference_update(names)
 
     def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str]) -> None:
-        from reelstore.storage.reflog import ReflogEntry
-
         now = int(time.time() * 1000)
         for u in updates:
             old = self._refs.get(u.name)
@@ -274,8 +255,6 @@ class DiskRefStore(RefStore):
                 except (NotADirectoryError, IsADirectoryError):
                     raise Conflict(f"cannot lock ref {name}: a ref is in the way of its path", ref=name) from None
                 except FileExistsError:
-                    from reelstore.storage.ref_locks import lock_conflict, read_lock
-
                     raise lock_conflict(name, read_lock(lock)) from None
                 taken.append(name)
         except BaseException:
@@ -327,8 +306,6 @@ class DiskRefStore(RefStore):
 
     def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str],
                durable: bool = True) -> None:
-        from reelstore.crashpoints import crash_point  # a writer's: a reader never loads it
-
         now = int(time.time() * 1000)
         sync = self.fsync and durable
         deletes = [u for u in updates if u.new is None]
@@ -379,8 +356,6 @@ class DiskRefStore(RefStore):
 
     def stale_locks(self) -> Locks:
         """Every stale lock file of this store (refs and packed-refs), by path."""
-        from reelstore.storage.ref_locks import read_lock
-
         out = []
         paths = [self.root / "packed-refs.lock"]
         for dirpath, _, files in os.walk(self.root / "refs"):
@@ -395,8 +370,6 @@ class DiskRefStore(RefStore):
     def clear_stale_locks(self, force: bool = False) -> Locks:
         """Remove the locks whose holder is provably dead (with `force`, every stale one) and the
         temporary ref files dead writers left; returns the locks removed."""
-        from reelstore.storage.ref_locks import read_lock
-
         removed = []
         for info in self.stale_locks():
             if info.dead or force:
@@ -441,14 +414,10 @@ class DiskRefStore(RefStore):
             return []
         except OSError as exc:
             raise StorageError(f"cannot read the reflog of {name}: {exc}", ref=name) from None
-        from reelstore.storage.reflog import parse_reflog
-
         return parse_reflog(name, data)
 
     def pack_refs(self) -> int:
         """Move every loose ref into packed-refs (under every ref's lock); returns how many moved."""
-        from reelstore.crashpoints import crash_point
-
         names = [n for n in self.names() if self._path(n).is_file()]
         if not names:
             return 0
