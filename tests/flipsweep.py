@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from click.testing import CliRunner
+from packed_refs import pack_refs
 from target import Target, pay_op
 
 from reelstore.api import Store
@@ -58,7 +59,7 @@ def build(where: Path, target: Target) -> Path:
     killed = _reel(where, "commit", "c", REEL_TEST_CRASH_AT="commit:advanced")
     assert killed.returncode == -9, killed
     repo = Repo.open(where)
-    repo.refs.pack_refs()
+    pack_refs(repo.refs)
     Store.open(where).fork("d").put("notes.txt", "a live view keeps a loose ref and a reflog\n")
     # A verb's objects go into one pack per operation; objects written outside one (hash-object -w,
     # a fetch) stay loose, so the store has loose objects too.

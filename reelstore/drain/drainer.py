@@ -51,22 +51,14 @@ def op_id(effect: Hash, occurrence: int = 0) -> str:
     return "op_" + Hash.of(b"reel-op2\0" + bytes(effect) + occurrence.to_bytes(8, "big")).hex()[:40]
 
 
-def legacy_op_id(record: Hash, index: int) -> str:
-    """The id format-1 stores gave effect `index` of `record`; kept for operations journaled under it."""
-    return "op_" + Hash.of(b"reel-op\0" + bytes(record) + index.to_bytes(8, "big")).hex()[:40]
-
-
 def record_ops(repo: Repo, trunk: str, record: Hash, items: tuple[Hash, ...] | None = None) -> list[str]:
-    """The operation id of each effect of `record`, in order. An effect already journaled under its
-    legacy (record, index) id keeps it, so a drain begun by an older version resumes, never resends."""
+    """The operation id of each effect of `record` (on `trunk`), in order."""
     items = record_effects(repo, record) if items is None else items
-    latest = drainlog.index(repo, trunk).latest
     seen: dict[Hash, int] = {}
     out = []
-    for index, effect in enumerate(items):
-        legacy = legacy_op_id(record, index)
+    for effect in items:
         occurrence = seen[effect] = seen.get(effect, -1) + 1
-        out.append(legacy if legacy in latest else op_id(effect, occurrence))
+        out.append(op_id(effect, occurrence))
     return out
 
 

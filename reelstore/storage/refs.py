@@ -416,28 +416,6 @@ class DiskRefStore(RefStore):
             raise StorageError(f"cannot read the reflog of {name}: {exc}", ref=name) from None
         return parse_reflog(name, data)
 
-    def pack_refs(self) -> int:
-        """Move every loose ref into packed-refs (under every ref's lock); returns how many moved."""
-        names = [n for n in self.names() if self._path(n).is_file()]
-        if not names:
-            return 0
-        self._lock(names)
-        try:
-            with self._packed_locked():
-                packed = self._packed()
-                for n in names:
-                    value = self._read(n)
-                    if value is not None:
-                        packed[n] = value
-                self._write_packed(packed)
-                crash_point("refs:packed-rewritten")
-                for n in names:
-                    self._path(n).unlink(missing_ok=True)
-                    self._prune_dirs(self._path(n).parent)
-        finally:
-            self._unlock(names)
-        return len(names)
-
     @contextmanager
     def _packed_locked(self, wait_s: float = 10.0) -> Iterator[None]:
         """packed-refs is rewritten whole; its lock is held for milliseconds, so wait for it briefly."""
