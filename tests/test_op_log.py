@@ -4,15 +4,20 @@ new values; `reel undo` puts the newest one back by compare-and-swap, and refuse
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import REEL
 
 from reelstore.errors import BadInput, Conflict, NotFound, ViewTerminal
 from reelstore.kernel import snapshot
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.undo import undo
 from reelstore.kernel.views import load_live
+from reelstore.maintenance.gc import gc
 from reelstore.objects import Record
 from reelstore.storage.op_log import OpLog, operation
 from reelstore.storage.repo import Repo
@@ -158,3 +163,33 @@ def test_op_log_and_undo_on_the_command_line(tmp_path: Path, reel) -> None:
     out = reel("undo", "--json", check=True)
     assert json.loads(out.stdout)["undone"]["verb"] == "put"
     assert reel("get", "v", "a").returncode == 4  # the put is gone: E001
+
+
+def test_a_write_killed_after_its_ref_moved_but_before_its_line_leaves_undo_refusing(tmp_path: Path, reel) -> None:
+    """SIGKILL once the put's ref is renamed into place, before the operation log's line: the log's
+    newest operation (the first put) no longer matches the ref, so undo refuses and moves nothing."""
+    Repo.init(tmp_path)
+    reel("fork", "v", check=True)
+    reel("put", "v", "a", "-", input=b"1", check=True)
+    env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+    killed = subprocess.run([REEL, "put", "v", "b", "-"], input=b"2", cwd=tmp_path, capture_output=True,
+                            timeout=120, env={**env, "REEL_TEST_CRASH_AT": "refs:renamed"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
+    reel("gc", "--clear-stale-locks", check=True)  # the killed writer's lock, provably stale
+    repo = Repo.open(tmp_path)
+    held = repo.refs["refs/views/v"]
+    assert repo.ops.operations()[-1].message == "put a"
+    refused = reel("undo")
+    assert refused.returncode == 5 and "E002" in refused.stderr.decode(), refused.stderr.decode()
+    assert Repo.open(tmp_path).refs["refs/views/v"] == held
+    assert reel("get", "v", "b", check=True).stdout == b"2"
+
+
+def test_an_abort_whose_view_gc_collected_is_not_undone(repo: Repo) -> None:
+    kernel.fork(repo, "v")
+    kernel.put(repo, "v", "a", b"collected with its view")
+    kernel.abort(repo, "v")
+    gc(repo, "now")
+    with pytest.raises(NotFound, match="collected by gc"):
+        undo(repo)
+    assert repo.refs.get("refs/views/v") is None
