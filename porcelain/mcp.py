@@ -6,6 +6,7 @@ import click
 
 from reelstore.cli.complete import TRUNKS
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.extras import needs
 
 
 @click.command("mcp")
@@ -20,6 +21,7 @@ from reelstore.cli.context import Context, pass_ctx
 def mcp(ctx: Context, trunk: str | None, caps: tuple[str, ...], http_port: int | None) -> None:
     """Run an MCP server whose tools fork, write, queue effects, commit and abort views of one trunk,
     never wider than --cap. Configure an agent host with the command `reel -C STORE mcp --cap …`."""
+    needs("mcp", "mcp", "reel mcp")
     from reelstore.agents.mcp_server import build_server
     from reelstore.api import Store
 

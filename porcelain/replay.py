@@ -8,7 +8,7 @@ from reelstore.api import Store
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.intercept.loop import DryRun, default_backends
 from reelstore.intercept.recording import ReplayProxy, recording_of
-from reelstore.porcelain.run import check_decision_flags, execute_and_decide
+from reelstore.porcelain.run import check_decision_flags, execute_and_decide, needs_interception
 from reelstore.wording import plural
 
 
@@ -35,6 +35,7 @@ def replay(ctx: Context, view: str | None, do_commit: bool, do_abort: bool, keep
     """Run CMD with its reads answered from SOURCE's recording (a view or a record made by
     `reel run --record`), in order and with no network; its effects go into a new view of the same
     trunk. A read the recording does not hold is a divergence: reported, and the run is unclean."""
+    needs_interception("reel replay")
     if cmd[:1] == ("--",):  # options end at SOURCE, so a `--` after it arrives as the first word
         cmd = cmd[1:]
     if not cmd:

@@ -202,5 +202,11 @@ class AsyncViewHandle:
                    boundary: str | None = None) -> AsyncViewHandle:
         return await self.store.fork(name, f"refs/views/{self.name}", caps, boundary)
 
+    def http_client(self, package: str = "httpx", **kwargs: Any) -> Any:
+        """`ViewHandle.http_client`'s twin: an `httpx.AsyncClient` (`AsyncOpenAI(http_client=…)`)."""
+        from reelstore.capture.httpx_client import async_client
+
+        return async_client(self, package, **kwargs)
+
     def __repr__(self) -> str:
         return f"AsyncViewHandle({self.name!r})"

@@ -185,6 +185,15 @@ class ViewHandle:
         self.discard()
         return self.store.abort(self.name)
 
+    def http_client(self, package: str = "httpx", **kwargs: Any) -> Any:
+        """An `httpx.Client` that sends read-like requests (safe methods, model calls) at once and queues
+        every other request in this view as an http effect, answered 202 (`OpenAI(http_client=…)`).
+        `package="httpx2"` makes an `httpx2.Client`, for SDKs built on it; `kwargs` go to the client.
+        Needs httpx (`reelstore[http]`)."""
+        from reelstore.capture.httpx_client import client
+
+        return client(self, package, **kwargs)
+
     def __repr__(self) -> str:
         return f"ViewHandle({self.name!r})"
 

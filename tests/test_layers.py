@@ -13,16 +13,17 @@ PKG = ROOT / "reelstore"
 CLI = ("cli", "plumbing", "porcelain")
 
 LAYERS = [
-    {"errors", "crashpoints", "codec", "stamp", "wording", "frozen"},
+    {"errors", "crashpoints", "codec", "stamp", "wording", "frozen", "extras"},
     {"objects", "hooks"},  # hooks: the sample installer and the runner, which needs only a Repo's type
     {"storage"},
     {"namespace"},
     {"adapters"},  # fired by the drain; the service rules they read live in storage
     {"drain", "maintenance"},
     {"kernel", "revisions"},
-    {"sync", "sim"},
+    {"sync", "sim", "capture"},  # capture: in-process http capture, shared with the proxy
     {"api", "aio"},
     {"agents", "intercept"},
+    {"integrations"},  # framework tool sets over the API
 ]
 LEVEL = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 

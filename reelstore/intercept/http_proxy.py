@@ -35,6 +35,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from reelstore.adapters.trust import extra_trust
+from reelstore.capture import end_to_end, http_op, pending, refused
 from reelstore.errors import BadInput, ReelError
 from reelstore.intercept.base import Backend, Launch, Refusal
 from reelstore.intercept.ca import ca_cert_path, system_bundle, write_bundle
@@ -44,8 +45,6 @@ from reelstore.storage.repo import Repo
 from reelstore.storage.secrets import hide_params, sensitive_headers, sensitive_params
 from reelstore.storage.service_rules import SAFE_METHODS
 
-HOP_BY_HOP = frozenset(("connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
-                        "te", "trailer", "trailers", "transfer-encoding", "upgrade", "host", "content-length"))
 PROXY_VARS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 BYPASS_VARS = ("NO_PROXY", "no_proxy")
 CA_VARS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO",
@@ -126,7 +125,7 @@ class HttpProxy(Backend):
                 self.failed(f"{req.method} {hide_params(req.url, sensitive_params(self.repo.config))}", why)
                 return _json(403, {"reel": "refused", "message": why})
             return None
-        return self.capture(req.method, req.url, _end_to_end(req.headers), req.body)
+        return self.capture(req.method, req.url, end_to_end(req.headers), req.body)
 
     def passed_through(self, req: Request, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
         """Every response the command got from a real host arrives here, in order."""
@@ -141,12 +140,7 @@ class HttpProxy(Backend):
 
     def capture(self, method: str, url: str, headers: dict[str, str], body: bytes) -> Answer:
         """Admit one unsafe request into the view; the answer the command gets."""
-        op: dict[str, Any] = {"method": method, "url": url, "headers": headers}
-        if body:
-            try:
-                op["body"] = body.decode("utf-8")
-            except UnicodeDecodeError:
-                op["body"] = body
+        op = http_op(method, url, headers, body)
         sensitive = sensitive_headers(self.repo.config)
         params = sensitive_params(self.repo.config)
         what = f"{method} {hide_params(url, params)}"
@@ -159,13 +153,9 @@ class HttpProxy(Backend):
                 made = kernel.effect(self.repo, self.view, "http", op)
             except ReelError as err:
                 self.refused.append(Refusal.of(self.name, what, err))
-                return _json(400 if isinstance(err, BadInput) else 403,
-                             {"reel": "refused", "view": self.view, "error": err.to_json()})
+                return _json(*refused(self.view, err))
             self.captured.append({"method": method, "url": made.resource.split(":", 2)[2], "effect": made.id.hex()})
-        return _json(202, {"reel": "pending", "view": self.view, "effect": made.id.hex(), "class": made.effect_class,
-                           "delivery": made.delivery, "resource": made.resource,
-                           "note": "captured by reel run; it is sent only if the view is committed"},
-                     [("Reel-Effect", made.id.hex())])
+        return _json(202, pending(self.view, made), [("Reel-Effect", made.id.hex())])
 
     def _allowed(self, host: str, port: int) -> bool:
         if (host.lower(), port) in self.allow:
@@ -177,16 +167,6 @@ class HttpProxy(Backend):
 def _json(status: int, doc: dict[str, Any], headers: list[tuple[str, str]] | None = None) -> Answer:
     body = (json.dumps(doc, sort_keys=True) + "\n").encode("utf-8")
     return Answer(status, body, [("Content-Type", "application/json"), *(headers or [])])
-
-
-def _end_to_end(pairs: list[tuple[str, str]]) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for k, v in pairs:
-        if k.lower() in HOP_BY_HOP or k.startswith(":"):
-            continue
-        sep = "; " if k.lower() == "cookie" else ", "
-        headers[k] = f"{headers[k]}{sep}{v}" if k in headers else v
-    return headers
 
 
 def _host_port(spec: str) -> tuple[str, int]:

@@ -25,10 +25,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from reelstore.capture import HOP_BY_HOP
 from reelstore.codec import freeze
 from reelstore.errors import BadInput, NotFound
 from reelstore.intercept.engine import Answer, Request
-from reelstore.intercept.http_proxy import HOP_BY_HOP, HttpProxy
+from reelstore.intercept.http_proxy import HttpProxy
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Blob, Hash, Record, Recording, View
 from reelstore.storage.repo import Repo
