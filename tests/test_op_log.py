@@ -3,6 +3,7 @@ new values; `reel undo` puts the newest one back by compare-and-swap, and refuse
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import REEL
 
+from reelstore.aio import AsyncStore
+from reelstore.api import Store
 from reelstore.errors import BadInput, Conflict, NotFound, ViewTerminal
 from reelstore.kernel import snapshot
 from reelstore.kernel import verbs as kernel
@@ -193,3 +196,19 @@ def test_an_abort_whose_view_gc_collected_is_not_undone(repo: Repo) -> None:
     with pytest.raises(NotFound, match="collected by gc"):
         undo(repo)
     assert repo.refs.get("refs/views/v") is None
+
+
+def test_the_python_api_and_asyncio_api_list_and_undo_alike(tmp_path: Path) -> None:
+    store = Store.init(tmp_path)
+    store.fork("v").put("a", b"1")
+    assert [o.verb for o in store.op_log(limit=2)] == ["put", "fork"]
+    assert store.undo().op.verb == "put"
+
+    async def main() -> tuple[list[str], str]:
+        aio = AsyncStore.open(tmp_path)
+        listed = [o.verb for o in await aio.op_log()]
+        return listed, (await aio.undo()).op.verb
+
+    listed, undone = asyncio.run(main())
+    assert listed == ["undo", "put", "fork", "init"] and undone == "undo"  # the second undo redoes the put
+    assert Store.open(tmp_path).open_view("v").get("a") == b"1"
