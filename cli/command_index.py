@@ -85,7 +85,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Run an MCP server whose tools fork, write, queue effects, commit and abort views of one trunk, never"
         " wider than --cap."),
     "op": ("reelstore.porcelain.op",
-        "Show the store's operation log (`reel op log`); `reel undo` reverts the newest operation."),
+        "Show the store's operation log (`reel op log`; alone, `reel op` runs it); `reel undo` reverts the "
+        "newest operation."),
     "ops": ("reelstore.porcelain.ops",
         "List the operations of committed records: state, tier, resource, and what to do next."),
     "push": ("reelstore.porcelain.push",

@@ -12,9 +12,13 @@ from reelstore.objects import Hash
 from reelstore.storage.op_log import Operation, RefMove
 
 
-@click.group("op")
-def op() -> None:
-    """Show the store's operation log (`reel op log`); `reel undo` reverts the newest operation."""
+@click.group("op", invoke_without_command=True)
+@click.pass_context
+def op(click_ctx: click.Context) -> None:
+    """Show the store's operation log (`reel op log`; alone, `reel op` runs it); `reel undo` reverts the
+    newest operation."""
+    if click_ctx.invoked_subcommand is None:
+        click_ctx.invoke(log, limit=None)
 
 
 @op.command("log")
