@@ -6,6 +6,7 @@ DESIGN §8; the command line maps an uncaught ReelError to `error: E0NN: message
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import Any
 
@@ -89,10 +90,12 @@ class StorageError(ReelError):
 
 
 class ViewTerminal(ReelError):
-    """The view was already committed or aborted."""
+    """The view was already committed or aborted, or an operation it carries (a task key, a restored or
+    resurrected effect) already belongs to a record or an abort here."""
 
     code, exit_status = "E008", 8
-    hint = "fork a new view; a committed or aborted view takes no more verbs"
+    hint = ("fork a new view; a committed or aborted view takes no more verbs. An operation already owned (the "
+            "message names its record or abort) is done or discarded: do not queue it again")
 
 
 class CapabilityViolation(ReelError):
@@ -114,14 +117,27 @@ class EffectsIncomplete(ReelError):
 
     Carries what a caller needs to act: `ops` (the operation ids concerned), `next_action` (what to
     run next) and `result` (the CommitResult or RecoveryReport, when the error comes from one).
+
+    Raised by a commit, it reports a commit that landed: `committed` is its record (hex), which stands
+    whatever happened to the effects; `owed` the operation ids still owed (not sent, unknown, or not
+    reached): they are settled where they are (`settled_by` says who), so queueing them again in a new
+    view would send them twice; `keys` maps an owed operation to the task key it was queued with, for
+    effects that have one.
     """
 
     def __init__(self, message: str, *, ops: list[str] | tuple[str, ...] = (), next_action: str = "",
-                 result: Any = None, **details: Any) -> None:
+                 result: Any = None, committed: str | None = None, owed: list[str] | tuple[str, ...] = (),
+                 settled_by: str = "", keys: dict[str, str] | None = None, **details: Any) -> None:
+        if committed is not None:
+            details.update(committed=committed, owed=list(owed), settled_by=settled_by, keys=dict(keys or {}))
         super().__init__(message, ops=list(ops), next_action=next_action, **details)
         self.ops = list(ops)
         self.next_action = next_action
         self.result = result
+        self.committed = committed
+        self.owed = list(owed)
+        self.settled_by = settled_by
+        self.keys: dict[str, str] = dict(keys or {})
 
 
 class OutcomeUnknown(EffectsIncomplete):
@@ -182,6 +198,18 @@ class ApprovalRequired(ReelError):
     code, exit_status = "E018", 10
     hint = ("`reel views --awaiting` says who must approve what; an approver runs `reel approve VIEW --by NAME`, "
             "then commit again (a change to the view after that voids the approval)")
+
+
+class LocalWriteError(ReelError):
+    """This machine refused a write: the disk is full (ENOSPC), a quota is spent (EDQUOT) or a file would
+    pass the file size limit (EFBIG). Not damage to what is already stored."""
+
+    code, exit_status = "E019", 11
+    hint = "free space, or raise the quota or the file size limit, then run the command again"
+
+
+LOCAL_WRITE_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, n))
+"""The errno values of an OSError that is a `LocalWriteError`."""
 
 
 def catalogue() -> list[type[ReelError]]:

@@ -21,6 +21,9 @@ from reelstore.crashpoints import crash_point
 from reelstore.drain import epoch as epochs
 from reelstore.drain import hold as holds
 from reelstore.drain import log as drainlog
+from reelstore.drain import owners
+from reelstore.drain.owners import item_ops
+from reelstore.drain.owners import op_id as op_id
 from reelstore.errors import (
     CapabilityViolation,
     Conflict,
@@ -40,26 +43,10 @@ if TYPE_CHECKING:
 FINAL = drainlog.FINAL
 
 
-def op_id(effect: Hash, occurrence: int = 0) -> str:
-    """The operation id of an effect: stable across attempts, sent as the idempotency key.
-
-    It is derived from the effect object alone (which names the view lineage that admitted it: its
-    fork id and its place in that view's buffer), never from the record, so the same queued effect
-    has the same id whichever record, rebase, store or machine commits it, and a keyed or queryable
-    target can dedupe a second attempt. `occurrence` tells apart identical effect objects in one record.
-    """
-    return "op_" + Hash.of(b"reel-op2\0" + bytes(effect) + occurrence.to_bytes(8, "big")).hex()[:40]
-
-
 def record_ops(repo: Repo, trunk: str, record: Hash, items: tuple[Hash, ...] | None = None) -> list[str]:
     """The operation id of each effect of `record` (on `trunk`), in order."""
     items = record_effects(repo, record) if items is None else items
-    seen: dict[Hash, int] = {}
-    out = []
-    for effect in items:
-        occurrence = seen[effect] = seen.get(effect, -1) + 1
-        out.append(op_id(effect, occurrence))
-    return out
+    return item_ops(repo, trunk, items)
 
 
 COMMIT_MESSAGE = "commit "
@@ -147,13 +134,18 @@ class Outcome:
     state: str
     """pending | not_sent | unknown | succeeded | failed | absent."""
     action: str
-    """sent | resent | tried | retried | reconciled | already | halted | held | not-reached | yielded.
+    """sent | resent | tried | retried | reconciled | already | halted | held | not-reached | yielded |
+    refused (owned by another record or an abort: journaled failed, never sent).
     `tried` / `retried`: an attempt that ended `not_sent` (nothing left, so "sent" would be untrue)."""
     note: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "op": self.op, "effect": self.effect.hex(), "state": self.state,
                 "action": self.action, "note": self.note}
+
+
+OWED = ("not_sent", "unknown", "pending")
+"""States of an operation a committed record still owes: it is settled where it is, never queued again."""
 
 
 @dataclass
@@ -196,13 +188,26 @@ class DrainReport:
             raise Held(f"draining stopped: the store is on hold ({self.held}); record {self.record.hex()} has "
                        "effects still pending; `reel release` then `reel recover` resumes them")
         failed = self.undone
+        owed = [o.op for o in self.outcomes if o.state in OWED]
+        committed = f"committed as record {self.record.hex()}; {plural(len(owed), 'effect')} owed"
         if self.halted is not None and self.halted.state == "unknown":
             also = f" Also not done: {failed_summary(failed)}." if failed else ""
-            raise OutcomeUnknown(unknown_message(self.halted) + also, ops=[self.halted.op, *(o.op for o in failed)],
-                                 next_action=f"reel ops show {self.halted.op}", result=result, op=self.halted.op)
+            settle = (f"an operator: `reel ops show {self.halted.op}`, then `reel reconcile {self.halted.op} --outcome "
+                      "succeeded|absent`, then `reel recover` sends what follows it")
+            raise OutcomeUnknown(f"{committed} (the commit stands; do not queue them again): "
+                                 f"{unknown_message(self.halted)}{also}",
+                                 ops=[self.halted.op, *(o.op for o in failed)],
+                                 next_action=f"reel ops show {self.halted.op}", result=result, op=self.halted.op,
+                                 committed=self.record.hex(), owed=owed, settled_by=settle)
         if failed:
-            raise EffectFailed(failed_message(failed), ops=[o.op for o in failed], next_action=failed_next(failed),
-                               result=result)
+            final = [o for o in failed if o.state not in OWED]
+            settle = ("`reel recover` (`Store.recover()`), once the cause is fixed; or an operator, who gives one up "
+                      "with `reel reconcile OP --outcome absent`") if owed else ""
+            gone = f", {plural(len(final), 'effect')} failed for good" if final else ""
+            why = "the commit stands; do not queue the owed ones again" if owed else "the commit stands"
+            raise EffectFailed(f"{committed}{gone} ({why}): {failed_summary(failed)}. Next: {failed_next(failed)}",
+                               ops=[o.op for o in failed], next_action=failed_next(failed), result=result,
+                               committed=self.record.hex(), owed=owed, settled_by=settle)
 
     def to_json(self) -> dict[str, Any]:
         return {"trunk": self.trunk, "record": self.record.hex(), "epoch": self.epoch, "complete": self.complete,
@@ -308,6 +313,9 @@ def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: 
         except ReelError as exc:
             return _unsendable(repo, report, effect, index, op, latest, exc)
     if latest is None:
+        held = owners.foreign(repo, report.trunk, report.record, op)
+        if held is not None:
+            return _refused(repo, report, effect, index, op, held)
         return _send(repo, report, impl, effect, index, op, None, "sent")
     if latest.state == "not_sent":
         if not recovering:
@@ -361,6 +369,15 @@ def _unsendable(repo: Repo, report: DrainReport, effect: Effect, index: int, op:
     _journal(repo, report, drainlog.Step(report.record, index, effect.id, op, "not_sent",
                                          latest.id if latest is not None else None, None, note))
     return Outcome(index, op, effect.id, "not_sent", "tried" if latest is None else "retried", note)
+
+
+def _refused(repo: Repo, report: DrainReport, effect: Effect, index: int, op: str, found: owners.Owner) -> Outcome:
+    """The operation is owned elsewhere in this store (another record, another trunk's journal, an
+    abort): journal it `failed` without sending, since sending it here could make it happen twice."""
+    note = (f"never sent: operation {op} {found.describe()}; sending it from record {report.record.hex()} too "
+            "could make it happen twice")
+    _journal(repo, report, drainlog.Step(report.record, index, effect.id, op, "failed", None, None, note))
+    return Outcome(index, op, effect.id, "failed", "refused", note)
 
 
 def _send(repo: Repo, report: DrainReport, impl: Adapter, effect: Effect, index: int, op: str,

@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 from reelstore.adapters.base import adapter
 from reelstore.codec import freeze
 from reelstore.crashpoints import crash_point
-from reelstore.drain import hold
+from reelstore.drain import hold, owners
 from reelstore.errors import BadInput, Conflict, NotFound
 from reelstore.kernel import admission
 from reelstore.kernel.views import Live, initiator, load_live
@@ -52,6 +52,7 @@ class _Admission:
     op: Any
     version_ref: Any
     link: Any = None
+    key: str = ""
 
 
 def give_up(exc: Conflict, attempt: int) -> bool:
@@ -61,6 +62,26 @@ def give_up(exc: Conflict, attempt: int) -> bool:
     if "lock" in exc.details and attempt == CAS_ATTEMPTS - 1:
         return True
     return bool(exc.details.get("stale")) and attempt >= 1
+
+
+MAX_KEY = 512
+"""Longest task key, in characters."""
+
+
+def check_key(key: str) -> str:
+    """E014 unless `key` can be a task key: 1 to 512 characters, no control characters."""
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY or any(ord(c) < 32 or ord(c) == 127 for c in key):
+        raise BadInput(f"invalid task key {key!r}: a key is 1 to {MAX_KEY} characters without control characters",
+                       field="key")
+    return key
+
+
+def _unique_key(key: str, pending: list[Effect], view: str) -> None:
+    """E014 if the view already holds an effect queued with task `key`: one task, one effect."""
+    for i, e in enumerate(pending):
+        if owners.task_key(e) == key:
+            raise BadInput(f"task key {key!r} is already queued in view {view!r} (effect {i}); a task has one "
+                           "effect", field="key", key=key)
 
 
 def check_name(path: str) -> str:
@@ -181,12 +202,18 @@ class Transaction:
         effect_class: str | None = None,
         version_ref: Mapping[str, Any] | None = None,
         link: Mapping[str, str] | None = None,
+        key: str | None = None,
     ) -> Effect:
         """Admit an effect (classified by its adapter, checked against the view's fire capabilities,
         budget, expiry and the store's hold). Nothing is sent. `link` goes into the effect's meta (a
-        fresh attempt's `supersedes` and `approved_by`)."""
+        fresh attempt's `supersedes` and `approved_by`). `key` names the task this effect does: its
+        operation id (and idempotency key) then derives from (trunk, key), so the same task queued
+        again anywhere is refused (E008 naming the record that holds it) instead of sent twice."""
         self._open()
         hold.check(self.repo)
+        if key is not None:
+            check_key(key)
+            owners.check_key(self.repo, self.live.trunk, key, owners.task_op_id(self.live.trunk, key))
         impl = adapter(adapter_name, self.repo)
         if adapter_name == "http":
             # Credentials leave the operation before it is stored (kept in .reel/secrets).
@@ -201,7 +228,7 @@ class Transaction:
         if klass == "B" and not ref:
             raise BadInput("a Class B effect needs a version ref (--version-ref KIND=VALUE)")
         wanted = _Admission(adapter_name, klass, decided.resource, decided.delivery, freeze(dict(op)),
-                            freeze(dict(ref)) if ref else None, dict(link) if link else None)
+                            freeze(dict(ref)) if ref else None, dict(link) if link else None, key or "")
         made = self._admit(self.live, [*self._admissions, wanted])
         self._admissions.append(wanted)
         self.effects = made
@@ -213,6 +240,8 @@ class Transaction:
         pending = _pending(self.repo, live.view)
         made: list[Effect] = []
         for w in wanted:
+            if w.key:
+                _unique_key(w.key, pending, live.name)
             item = Effect(
                 adapter=w.adapter,
                 effect_class=w.effect_class,
@@ -222,7 +251,7 @@ class Transaction:
                 version_ref=w.version_ref,
                 principal=initiator(self.repo, live.view),
                 meta=freeze({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": len(pending),
-                             **(w.link or {})}),
+                             **(w.link or {}), **({"key": w.key} if w.key else {})}),
             )
             admission.admit_effect(caps, pending, item)
             pending.append(item)

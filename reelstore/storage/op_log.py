@@ -156,8 +156,7 @@ class OpLog:
         self._append(line, durable=verb in TERMINAL_VERBS)
 
     def _append(self, line: OpLine, *, durable: bool) -> None:
-        text = json.dumps(line.doc(), separators=(",", ":"), ensure_ascii=False, sort_keys=True)
-        self.files.append(FILE, (text + "\n").encode("utf-8"), durable=durable)
+        self.files.append(FILE, encode(line), durable=durable)
 
     def lines(self) -> Iterator[OpLine]:
         """Every line, oldest first (a line cut short by a crash is skipped)."""
@@ -184,6 +183,11 @@ class OpLog:
                     self._last[line.view] = line
             self._offset += end
             return self._last.get(name)
+
+
+def encode(line: OpLine) -> bytes:
+    """`line` as the log holds it: one JSON object (keys sorted, UTF-8) and a newline."""
+    return (json.dumps(line.doc(), separators=(",", ":"), ensure_ascii=False, sort_keys=True) + "\n").encode()
 
 
 def _now() -> int:
