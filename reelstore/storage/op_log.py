@@ -12,10 +12,11 @@ A view's ref is deleted when it ends, so the ref alone cannot tell "never existe
 committed or aborted" (E008): the `mark` lines (`VerbLog`) answer that. The log is an audit trail, not a
 gc root. Drain refs are not logged: the journal's chained entries are their own log.
 
-Durability: a line that moves a trunk or deletes a ref, and a commit's or abort's mark, is fsynced
-(when the store fsyncs); another line rides on the durability of the next such line. A line lost in a
-power cut cannot make undo move a ref wrongly: undo compares and swaps every ref it restores, so it
-refuses when the log's newest operation is not what the refs hold.
+Durability: a line that deletes a ref, and a commit's or abort's mark, is fsynced (when the store
+fsyncs); another line rides on the next fsync of the file (a commit's trunk move on its mark's). A line
+lost in a power cut cannot make undo move a ref wrongly: undo compares and swaps every ref it restores,
+so it refuses when the log's newest operation is not what the refs hold. A deletion's line is durable
+because a view whose ref is gone without a line could not be brought back by an undo.
 """
 
 from __future__ import annotations
@@ -144,8 +145,7 @@ class OpLog:
             return
         op, verb = _current.get() or (new_id(), (message.split() or ["update-ref"])[0].rstrip(":"))
         line = OpLine(op, _now(), verb, principal, message, kept)
-        must_sync = any(m.ref.startswith("refs/heads/") or m.new is None for m in kept)
-        self._append(line, durable=durable and must_sync)
+        self._append(line, durable=durable and any(m.new is None for m in kept))
 
     def mark(self, verb: str, name: str, view_id: Hash, detail: str = "", principal: str = "",
              time_ms: int | None = None) -> None:
