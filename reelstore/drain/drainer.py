@@ -35,6 +35,7 @@ from reelstore.errors import (
 )
 from reelstore.hooks.runner import run_pre_hook
 from reelstore.objects import Effect, Effects, Hash, Journal, Record
+from reelstore.stamp import now_ms
 from reelstore.wording import plural
 
 if TYPE_CHECKING:
@@ -339,10 +340,25 @@ def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: 
                                              {"reconciled": True}, note))
         return Outcome(index, op, effect_id, "succeeded", "reconciled", note)
     if found == "absent":
+        early = _too_early(impl, effect, latest)
+        if early:
+            return Outcome(index, op, effect_id, "unknown", "halted", early)
         return _send(repo, report, impl, effect, index, op, latest, "resent")
     return Outcome(index, op, effect_id, "unknown", "halted",
                    f"the target could not confirm whether operation {op} happened ({effect.delivery} reconcile "
                    "answered unknown); nothing was resent")
+
+
+def _too_early(impl: Adapter, effect: Effect, latest: Journal) -> str:
+    """Why the target's "absent" proves nothing yet ('' once it does): the last attempt began less than the
+    adapter's absence window ago, so it may still be on its way or in processing at the target."""
+    window_ms = int(impl.absence_window(effect) * 1000)
+    left_ms = latest.time + window_ms - now_ms()
+    if left_ms <= 0:
+        return ""
+    return (f"the target has no record of the operation yet, but the last attempt began "
+            f"{max(0, window_ms - left_ms) / 1000:.1f}s ago and may still land for {left_ms / 1000:.1f}s more "
+            f"(absence window {window_ms / 1000:g}s); nothing was resent: `reel recover` after that asks again")
 
 
 def blind_reason(latest: Journal) -> str:

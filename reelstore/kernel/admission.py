@@ -83,6 +83,23 @@ def admit_effect(caps: Sequence[Capability], pending: Sequence[Effect], effect: 
     raise BudgetExhausted(f"every capability for {op} on {effect.resource!r} has spent its budget", op=op)
 
 
+def admit_secrets(caps: Sequence[Capability], named: Sequence[str], resource: str) -> None:
+    """E009 unless a `secret` capability grants every credential the effect names for its resource."""
+    for ref in named:
+        grant = f"{ref}@{resource}"
+        if not any(cap.allows("secret", grant, now_s()) for cap in caps):
+            raise CapabilityViolation(
+                f"the view may not send the credential {ref!r} to {resource!r}: no capability grants it "
+                f"(--cap secret={ref}@{resource.rsplit('/', 1)[0]}/ would)", op="secret", name=grant)
+
+
+def without_secrets(caps: Sequence[Capability]) -> tuple[Capability, ...]:
+    """`caps` granting no credential: for a door whose caller may not choose which secrets go where."""
+    kept = (Capability.make([o for o in c.ops if o != "secret"], c.prefix, c.expires_at, c.budget)
+            for c in caps if set(c.ops) - {"secret"})
+    return tuple(kept)
+
+
 def spent(cap: Capability, pending: Sequence[Effect]) -> int:
     """How many of the view's effects this capability's budget has paid for."""
     return sum(1 for e in pending if cap.allows("fire_b" if e.effect_class == "B" else "fire_c", e.resource))
