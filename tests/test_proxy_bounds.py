@@ -5,11 +5,15 @@ over the cap are answered 503 and closed. Real sockets against the real engine, 
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from reelstore import Store
 from reelstore.intercept.base import Launch
+from reelstore.intercept.engine import Request
 from reelstore.intercept.http_proxy import HttpProxy
 from reelstore.intercept.tls_proxy import TlsProxy
 
@@ -151,3 +155,46 @@ def test_passed_reads_reuse_the_upstream_connection(tmp_path: Path) -> None:
 def test_a_kept_connection_the_host_dropped_is_replaced(tmp_path: Path) -> None:
     seen, proxy = _get_twice(tmp_path, close_each=True)
     assert len(seen) == 2 and proxy.refused == [] and len(proxy.passed) == 2
+
+
+def test_the_address_the_engine_reaches_is_judged_before_a_byte_is_sent(tmp_path: Path) -> None:
+    """DNS rebinding: a name `decide` saw resolve to a public address may resolve to this machine when the
+    engine connects. The engine asks the Policy about the address it really reached, before writing (a TLS
+    hello included): a local one not named with --allow is refused and gets no byte."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    got: list[bytes] = []
+
+    def serve() -> None:
+        for _ in range(2):
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.settimeout(0.5)
+            try:
+                got.append(conn.recv(1024))
+            except OSError:
+                got.append(b"")
+            conn.close()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    url = f"https://127.0.0.1:{port}/admin"
+    req = Request("GET", url, "127.0.0.1", port, [("Host", f"127.0.0.1:{port}")], b"", "1.1")
+    proxy, engine = _proxy(tmp_path)
+    try:
+        with pytest.raises(OSError, match="on this machine; nothing was sent"):
+            engine._open(req)
+        assert any("resolved to 127.0.0.1, on this machine" in r.message for r in proxy.refused)
+        allowed = HttpProxy(proxy.repo, "v", allow=[f"127.0.0.1:{port}"])
+        engine.policy = allowed
+        plain = Request("GET", url.replace("https:", "http:"), "127.0.0.1", port, req.headers, b"", "1.1")
+        engine._open(plain).close()  # named with --allow: the same address is reached
+    finally:
+        proxy.close()
+        listener.close()
+        server.join(timeout=5)
+    assert got == [b"", b""], "neither connection got a byte from _open: not even a TLS hello when refused"

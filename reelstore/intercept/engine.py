@@ -80,6 +80,11 @@ class Policy(Protocol):
     def failed(self, what: str, message: str) -> None:
         """Something the command did could not be intercepted (and was not sent)."""
 
+    def reaches(self, req: Request, address: str) -> bool:
+        """May the connection the engine made for passed `req`, which reached `address`, carry it? Asked
+        before a byte is written to it: a name `decide` saw resolve to a public address can resolve to a
+        local one by the time the engine connects (DNS rebinding)."""
+
 
 EngineFactory = Callable[[Policy, Any, Path | None], Engine]
 """(policy, leaf minter, upstream CA bundle) → engine; `tls_proxy.TlsProxy` is the default."""

@@ -152,6 +152,17 @@ class HttpProxy(Backend):
             return _json(403, {"reel": "refused", "message": why})
         return None
 
+    def reaches(self, req: Request, address: str) -> bool:
+        """The address the engine connected to is judged as `reach` judged the name: a local one needs
+        --allow (or --model), whatever the name resolved to before."""
+        model = self.rule(req).read_like and (req.host.lower(), req.port) in self.model_hosts
+        if not _is_loopback(address) or model or self._allowed(req.host, req.port) and self._allowed(address, req.port):
+            return True
+        self.failed(f"{req.method} {self.shown_url(req.url)}",
+                    f"{req.host} resolved to {address}, on this machine, when the proxy connected; name it with "
+                    f"--allow to let the command reach it. Nothing was sent")
+        return False
+
     def passed_through(self, req: Request, status: int, headers: list[tuple[str, str]], body: bytes | None,
                        timing: Timing) -> None:
         """Every response the command got from a real host arrives here, in order."""

@@ -57,6 +57,10 @@ POOL_PER_ORIGIN = 8
 """Idle upstream connections kept per origin (scheme, host, port) while the run lasts."""
 
 
+class _Refused(OSError):  # noqa: N818
+    """The Policy refused the address a connection reached; nothing was written to it."""
+
+
 class _Closed(Exception):  # noqa: N818
     """The client went away or sent something h11 could not parse; the connection ends."""
 
@@ -206,7 +210,15 @@ class TlsProxy:
         the exchange, with the body if it keeps bodies and the body fit the budget."""
         what = f"{req.method} {req.url}"
         began = time.monotonic()
-        upstream, reused = self._take(req)
+        try:
+            upstream, reused = self._take(req)
+        except _Refused as exc:
+            _answer(sock, conn, Answer(403, f"reel run refused {req.url}: {exc}\n".encode()), req.method)
+            return
+        except (OSError, ValueError) as exc:
+            self.policy.failed(what, f"the pass-through read failed: {exc}")
+            _answer(sock, conn, Answer(502, f"reel run could not fetch {req.url}: {exc}\n".encode()), req.method)
+            return
         reusable = False
         try:
             try:
@@ -309,11 +321,28 @@ class TlsProxy:
         upstream.close()
 
     def _open(self, req: Request) -> http.client.HTTPConnection:
+        """A new connection to the request's host, connected here so the Policy judges the address it
+        really reached before anything (a TLS hello included) is written to it."""
         parts = urlsplit(req.url)
-        if parts.scheme == "https":
-            return http.client.HTTPSConnection(parts.hostname or "", parts.port, timeout=UPSTREAM_TIMEOUT,
-                                               context=self.upstream)
-        return http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=UPSTREAM_TIMEOUT)
+        host = parts.hostname or ""
+        https = parts.scheme == "https"
+        port = parts.port or (443 if https else 80)
+        raw = socket.create_connection((host, port), timeout=UPSTREAM_TIMEOUT)
+        try:
+            address = str(raw.getpeername()[0])
+            if not self.policy.reaches(req, address):
+                raise _Refused(f"{host} resolved to {address}, on this machine; nothing was sent")
+            upstream: http.client.HTTPConnection
+            if https:
+                upstream = http.client.HTTPSConnection(host, port, timeout=UPSTREAM_TIMEOUT, context=self.upstream)
+                upstream.sock = self.upstream.wrap_socket(raw, server_hostname=host)
+            else:
+                upstream = http.client.HTTPConnection(host, port, timeout=UPSTREAM_TIMEOUT)
+                upstream.sock = raw
+        except BaseException:
+            raw.close()
+            raise
+        return upstream
 
     def _send(self, upstream: http.client.HTTPConnection, req: Request) -> http.client.HTTPResponse:
         parts = urlsplit(req.url)
