@@ -32,8 +32,10 @@ from reelstore.kernel.history import LogEntry, log
 from reelstore.kernel.inspection import NameChange, ViewStatus, ViewSummary
 from reelstore.kernel.names import view_ref
 from reelstore.kernel.transaction import Transaction
+from reelstore.kernel.undo import UndoResult, undo
 from reelstore.kernel.views import initiator, load_live
 from reelstore.objects import Capability, Effect, Hash
+from reelstore.storage import op_log
 from reelstore.storage.config import Config
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
 from reelstore.sync import verbs as doors
@@ -428,6 +430,15 @@ class Store:
 
     def handle(self, name: str) -> ViewHandle:
         return ViewHandle(self, name)
+
+    def op_log(self, limit: int | None = None) -> list[op_log.Operation]:
+        """The store's operations (each verb that moved refs, as `reel op log`), newest first."""
+        return list(reversed(self.repo.ops.operations()))[:limit]
+
+    def undo(self) -> UndoResult:
+        """Revert the newest operation's refs by compare-and-swap, as `reel undo` (E002, E014 or E001
+        with nothing changed when it cannot)."""
+        return undo(self.repo)
 
     # maintenance and the operator surface, as `reel gc`, `ops`, `reconcile`, `recover`, `hold`, `release`
 

@@ -5,9 +5,10 @@ operation (resource name, class, delivery tier), re-checks a Class B preconditio
 the effect when handed a fire token by the drain, and, where its target allows, reconciles an
 operation whose outcome the journal could not establish.
 
-Adapters are plugins: `fs` and `http` ship here; others are registered in-process with `register()`
-or installed by a distribution under the entry-point group `reelstore.adapters`, which is how the
-`reel` command line finds them. An effect whose adapter cannot be loaded is refused at admission and
+Adapters are plugins: registered in-process with `register()`, or installed by a distribution under
+the entry-point group `reelstore.adapters`, which is how the `reel` command line finds them. `fs` and
+`http` ship in this package and are found the same way (setup.cfg declares them), so this contract
+never imports its implementations. An effect whose adapter cannot be loaded is refused at admission and
 at commit (E014), so nothing is committed that this store cannot deliver.
 """
 
@@ -128,17 +129,13 @@ def _installed() -> dict[str, importlib.metadata.EntryPoint]:
 
 
 def known() -> list[str]:
-    """Every adapter name this process can load: registered, shipped or installed."""
-    from reelstore.adapters import fs, http  # noqa: F401  (importing registers the shipped adapters)
-
+    """Every adapter name this process can load: registered, or installed (the shipped ones too)."""
     return sorted(set(REGISTRY) | set(_installed()))
 
 
 def adapter_class(name: str) -> type[Adapter]:
     """The adapter class named `name`: registered in this process, shipped, or installed as an entry
     point. E014 if there is none or it cannot be loaded, so a caller refuses before anything changes."""
-    if name not in REGISTRY:
-        from reelstore.adapters import fs, http  # noqa: F401
     cls = REGISTRY.get(name)
     if cls is not None:
         return cls

@@ -36,8 +36,8 @@ from reelstore.sync.transport import (
     dulwich_error,
     remote_progress,
     talking_to,
-    text,
 )
+from reelstore.sync.transport_base import text
 from reelstore.sync.walk import missing_on_remote
 
 if TYPE_CHECKING:
