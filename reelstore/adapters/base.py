@@ -14,7 +14,7 @@ at commit (E014), so nothing is committed that this store cannot deliver.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -109,6 +109,18 @@ ENTRY_POINTS = "reelstore.adapters"
 so the `reel` command line finds the same adapters as a Python program that registered them."""
 
 REGISTRY: dict[str, type[Adapter]] = {}
+
+
+def known_keys(op: Mapping[str, Any], allowed: Sequence[str], adapter: str) -> None:
+    """E014 naming the first key of `op` that `allowed` lacks: a misspelt key is refused, never ignored
+    (an http op's `jsn` would otherwise be sent with no body and reported a success)."""
+    if not isinstance(op, Mapping):
+        raise BadInput(f"{adapter} op must be a map with {' and '.join(allowed[:2])}")
+    unknown = sorted(str(k) for k in op if k not in allowed)
+    if unknown:
+        also = f" (and {', '.join(map(repr, unknown[1:]))})" if unknown[1:] else ""
+        raise BadInput(f"{adapter} op: unknown key {unknown[0]!r}{also}; an {adapter} op takes only "
+                       f"{', '.join(allowed)}", field=f"op.{unknown[0]}")
 
 
 def register(cls: type[Adapter]) -> type[Adapter]:

@@ -31,7 +31,7 @@ from typing import Any
 
 import blake3
 
-from reelstore.adapters.base import Adapter, Admission, Result, register
+from reelstore.adapters.base import Adapter, Admission, Result, known_keys, register
 from reelstore.errors import BadInput
 from reelstore.objects import Effect
 from reelstore.storage.fileio import write_all
@@ -69,14 +69,8 @@ def _relative(path: Any) -> str:
 
 
 def check_op(op: Mapping[str, Any]) -> None:
-    """E014 naming the first unknown key of an fs op: a misspelt key is refused, never ignored."""
-    if not isinstance(op, Mapping):
-        raise BadInput("fs op must be a map with action and path")
-    unknown = sorted(str(k) for k in op if k not in OP_KEYS)
-    if unknown:
-        raise BadInput(f"fs op: unknown key {unknown[0]!r}" + (f" (and {', '.join(map(repr, unknown[1:]))})"
-                       if unknown[1:] else "") + f"; an fs op takes only {', '.join(OP_KEYS)}",
-                       field=f"op.{unknown[0]}")
+    """E014 naming the first unknown key of an fs op."""
+    known_keys(op, OP_KEYS, "fs")
 
 
 class _Unwritable(Exception):

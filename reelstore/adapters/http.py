@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import ConnectTimeoutError, HTTPError, NameResolutionError, NewConnectionError
 
-from reelstore.adapters.base import Adapter, Admission, NotSent, Result, register
+from reelstore.adapters.base import Adapter, Admission, NotSent, Result, known_keys, register
 from reelstore.adapters.trust import client_context
 from reelstore.codec import freeze, thaw
 from reelstore.errors import BadInput, Conflict, Unreachable
@@ -239,13 +239,7 @@ def _reason(exc: BaseException) -> str:
 def check_op(op: Mapping[str, Any]) -> None:
     """E014 naming the first unknown key of an http op, or a value the store cannot hold exactly (NaN,
     an infinity: named by its path, e.g. `op.json.amount`). Run at admission, before anything is stored."""
-    if not isinstance(op, Mapping):
-        raise BadInput("http op must be a map with method and url")
-    unknown = sorted(str(k) for k in op if k not in OP_KEYS)
-    if unknown:
-        raise BadInput(f"http op: unknown key {unknown[0]!r}" + (f" (and {', '.join(map(repr, unknown[1:]))})"
-                       if unknown[1:] else "") + f"; an http op takes only {', '.join(OP_KEYS)}",
-                       field=f"op.{unknown[0]}")
+    known_keys(op, OP_KEYS, "http")
     freeze(op, "op")
 
 

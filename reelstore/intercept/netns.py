@@ -182,12 +182,7 @@ def tunnel(conn: socket.socket, path: str, host: str, port: int) -> None:
         conn.close()
         out.close()
         return
-    back = threading.Thread(target=pump, args=(out, conn), daemon=True)
-    back.start()
-    pump(conn, out)
-    back.join()
-    conn.close()
-    out.close()
+    _splice(conn, out)
 
 
 def hide(path: str) -> None:
@@ -281,6 +276,16 @@ def pump(src: socket.socket, dst: socket.socket) -> None:
                 pass
 
 
+def _splice(conn: socket.socket, out: socket.socket) -> None:
+    """Copy both ways between two connected sockets until both sides are done, then close them."""
+    back = threading.Thread(target=pump, args=(out, conn), daemon=True)
+    back.start()
+    pump(conn, out)
+    back.join()
+    conn.close()
+    out.close()
+
+
 def _bridge(conn: socket.socket, path: str) -> None:
     out = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -289,12 +294,7 @@ def _bridge(conn: socket.socket, path: str) -> None:
         conn.close()
         out.close()
         return
-    back = threading.Thread(target=pump, args=(out, conn), daemon=True)
-    back.start()
-    pump(conn, out)
-    back.join()
-    conn.close()
-    out.close()
+    _splice(conn, out)
 
 
 def _listen(host: str, port: int, any_address: bool = False) -> socket.socket | None:

@@ -282,16 +282,7 @@ def _scrub_query(store: SecretStore, url: str, params: frozenset[str], refs: dic
     parts = urlsplit(url)
     if not parts.query:
         return url
-    pieces = []
-    for piece in parts.query.split("&"):
-        name, eq, value = piece.partition("=")
-        pairs = parse_qsl(piece, keep_blank_values=True)
-        key = pairs[0][0] if pairs else name
-        if eq and key in params and value != SHOWN:
-            refs.setdefault("params", {})[key] = store.keep("p", pairs[0][1])
-            piece = f"{name}={SHOWN}"
-        pieces.append(piece)
-    return urlunsplit(parts._replace(query="&".join(pieces)))
+    return urlunsplit(parts._replace(query=_scrub_pairs(store, parts.query, params, refs, "params", "p")))
 
 
 def _is_form(headers: Any) -> bool:
@@ -302,13 +293,20 @@ def _is_form(headers: Any) -> bool:
 
 def _scrub_form(store: SecretStore, body: str, names: frozenset[str], refs: dict[str, dict[str, str]]) -> str:
     """A urlencoded body with each sensitive field's value moved to the store (`fields` refs)."""
+    return _scrub_pairs(store, body, names, refs, "fields", "f")
+
+
+def _scrub_pairs(store: SecretStore, text: str, names: frozenset[str], refs: dict[str, dict[str, str]],
+                 where: str, tag: str) -> str:
+    """`a=1&b=2` (a query or a form body) with the value of each pair named in `names` moved to the store
+    and replaced by the placeholder; the rest of the text, encoding included, as it was."""
     pieces = []
-    for piece in body.split("&"):
+    for piece in text.split("&"):
         name, eq, value = piece.partition("=")
         pairs = parse_qsl(piece, keep_blank_values=True)
         key = pairs[0][0] if pairs else name
         if eq and key in names and value != SHOWN:
-            refs.setdefault("fields", {})[key] = store.keep("f", pairs[0][1])
+            refs.setdefault(where, {})[key] = store.keep(tag, pairs[0][1])
             piece = f"{name}={SHOWN}"
         pieces.append(piece)
     return "&".join(pieces)
