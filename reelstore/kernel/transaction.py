@@ -83,6 +83,8 @@ class Transaction:
         self._admissions: list[_Admission] = []
         self.effects: list[Effect] = []
         """The effects as admitted (and, after `commit`, as landed), in submission order."""
+        self._tally: admission.Tally | None = None
+        """The running totals of `live`'s buffer plus `effects`, built at the first effect."""
         self.state = "open"
         repo.objects.begin_batch()
 
@@ -202,32 +204,39 @@ class Transaction:
             raise BadInput("a Class B effect needs a version ref (--version-ref KIND=VALUE)")
         wanted = _Admission(adapter_name, klass, decided.resource, decided.delivery, freeze(dict(op)),
                             freeze(dict(ref)) if ref else None, dict(link) if link else None)
-        made = self._admit(self.live, [*self._admissions, wanted])
+        if self._tally is None:
+            self._tally = buffer_tally(self.repo, self.live.view)
+        made = self._make(self.live, self._tally, wanted, initiator(self.repo, self.live.view))
         self._admissions.append(wanted)
-        self.effects = made
-        return made[-1]
-
-    def _admit(self, live: Live, wanted: list[_Admission]) -> list[Effect]:
-        """The effects `wanted` as they land on `live`: numbered after its pending ones and admitted."""
-        caps = admission.view_caps(self.repo, live.view)
-        pending = _pending(self.repo, live.view)
-        made: list[Effect] = []
-        for w in wanted:
-            item = Effect(
-                adapter=w.adapter,
-                effect_class=w.effect_class,
-                resource=w.resource,
-                op=w.op,
-                delivery=w.delivery,
-                version_ref=w.version_ref,
-                principal=initiator(self.repo, live.view),
-                meta=freeze({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": len(pending),
-                             **(w.link or {})}),
-            )
-            admission.admit_effect(caps, pending, item)
-            pending.append(item)
-            made.append(item)
+        self.effects.append(made)
         return made
+
+    def _make(self, live: Live, tally: admission.Tally, w: _Admission, principal: str) -> Effect:
+        """The effect `w` as it lands on `live` after the effects `tally` counts: numbered and
+        admitted against the running totals alone (nothing earlier is decoded or checked again)."""
+        item = Effect(
+            adapter=w.adapter,
+            effect_class=w.effect_class,
+            resource=w.resource,
+            op=w.op,
+            delivery=w.delivery,
+            version_ref=w.version_ref,
+            principal=principal,
+            meta=freeze({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": tally.count,
+                         **(w.link or {})}),
+        )
+        tally.admit(item)
+        return item
+
+    def _admit(self, live: Live) -> tuple[list[Effect], admission.Tally]:
+        """Every admission as it lands on `live`: numbered after its pending ones and admitted. Free
+        when `live` is the view the effects were admitted on; else (another writer moved the view)
+        each is made again on the newer view."""
+        if self._tally is not None and live.id == self.live.id:
+            return self.effects, self._tally
+        tally = buffer_tally(self.repo, live.view)
+        who = initiator(self.repo, live.view)
+        return [self._make(live, tally, w, who) for w in self._admissions], tally
 
     # Landing
 
@@ -252,10 +261,11 @@ class Transaction:
         objects: list[Any] = []
         effects_id = live.view.effects
         if self._admissions:
-            made = self._admit(live, self._admissions)
-            block = Effects(tuple(e.id for e in _pending(self.repo, live.view)) + tuple(e.id for e in made))
+            made, tally = self._admit(live)
+            block = Effects(_pending_ids(self.repo, live.view) + tuple(e.id for e in made))
             objects += [*made, block]
             effects_id = block.id
+            remember_tally(self.repo, block.id, tally)
             self.effects = made
         return replace(live.view, namespace=root, delta=None, effects=effects_id), objects
 
@@ -318,7 +328,41 @@ class Transaction:
             self.abort()
 
 
-def _pending(repo: Repo, view: View) -> list[Effect]:
+def _pending_ids(repo: Repo, view: View) -> tuple[Hash, ...]:
     if view.effects is None:
-        return []
-    return [repo.cache.load(h, Effect) for h in repo.cache.load(view.effects, Effects).items]
+        return ()
+    return repo.cache.load(view.effects, Effects).items
+
+
+TALLIES_KEPT = 64
+"""Buffers whose budget use this store handle remembers (a view's newest buffer is the one used)."""
+
+
+def _tallies(_repo: Repo) -> dict[Hash, dict[Hash, int]]:
+    return {}
+
+
+def remember_tally(repo: Repo, block: Hash, tally: admission.Tally) -> None:
+    """Keep the budget use of the buffer `block`, so the next transaction on the view reads its totals
+    instead of decoding every pending effect again."""
+    kept = repo.attached(_tallies)
+    if len(kept) >= TALLIES_KEPT:
+        kept.clear()
+    kept[block] = dict(tally.spent)
+
+
+def buffer_tally(repo: Repo, view: View) -> admission.Tally:
+    """The running totals of `view`'s pending buffer. Counting needs only the buffer's list of ids; a
+    budgeted capability also needs what each pending effect's resource is, decoded once per buffer
+    and store handle (then remembered), never per admission."""
+    caps = admission.view_caps(repo, view)
+    ids = _pending_ids(repo, view)
+    budgeted = {c.id for c in caps if c.budget is not None}
+    if view.effects is None or not budgeted:
+        return admission.Tally(caps, len(ids))
+    known = repo.attached(_tallies).get(view.effects)
+    if known is not None and budgeted <= known.keys():
+        return admission.Tally(caps, len(ids), known)
+    tally = admission.Tally.of(caps, (repo.cache.load(h, Effect) for h in ids))
+    remember_tally(repo, view.effects, tally)
+    return tally

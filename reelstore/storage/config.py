@@ -121,6 +121,15 @@ def _value(raw: str | None) -> str:
     return "".join(out[:kept])
 
 
+def _by_key(config: Config) -> dict[tuple[str, str | None, str], list[str]]:
+    """Every key's values in file order: parsed once per change of the lines, not once per lookup
+    (a verb looks keys up per object it admits)."""
+    out: dict[tuple[str, str | None, str], list[str]] = {}
+    for _, s, ss, k, v in config._scan():
+        out.setdefault((s, ss, k), []).append(v)
+    return out
+
+
 def _quote(value: str) -> str:
     text = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     needs = text != text.strip() or any(c in text for c in ";#") or not text
@@ -192,8 +201,7 @@ class Config:
         return out
 
     def get_all(self, key: str) -> list[str]:
-        sec, sub, name = split_key(key)
-        return [v for _, s, ss, k, v in self._scan() if (s, ss, k) == (sec, sub, name)]
+        return list(self.derived(_by_key).get(split_key(key), ()))
 
     @overload
     def get(self, key: str, default: str) -> str: ...
