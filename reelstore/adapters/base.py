@@ -122,18 +122,28 @@ def _installed() -> dict[str, importlib.metadata.EntryPoint]:
     return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINTS)}
 
 
+SHIPPED = ("fs", "http")
+"""The adapters that come with reelstore, each registered by importing its module
+`reelstore.adapters.NAME`: only the one a verb names is imported (http loads urllib3, http.client
+and email, which a commit of fs effects never needs)."""
+
+
+def _load_shipped(name: str) -> None:
+    if name in SHIPPED and name not in REGISTRY:
+        import importlib
+
+        importlib.import_module(f"reelstore.adapters.{name}")
+
+
 def known() -> list[str]:
     """Every adapter name this process can load: registered, shipped or installed."""
-    from reelstore.adapters import fs, http  # noqa: F401  (importing registers the shipped adapters)
-
-    return sorted(set(REGISTRY) | set(_installed()))
+    return sorted(set(REGISTRY) | set(SHIPPED) | set(_installed()))
 
 
 def adapter_class(name: str) -> type[Adapter]:
     """The adapter class named `name`: registered in this process, shipped, or installed as an entry
     point. E014 if there is none or it cannot be loaded, so a caller refuses before anything changes."""
-    if name not in REGISTRY:
-        from reelstore.adapters import fs, http  # noqa: F401
+    _load_shipped(name)
     cls = REGISTRY.get(name)
     if cls is not None:
         return cls
