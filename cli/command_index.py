@@ -1,5 +1,6 @@
 """The command index: each command's module and one-line help, so `reel --help` (and finding the
-module of the command that runs) needs no command module imported. `tests/test_startup.py` checks
+module of the command that runs) needs no command module imported. The module's package (porcelain or
+plumbing) is also the section `reel --help` lists the command under. `tests/test_startup.py` checks
 it against the modules themselves and prints the table to paste when a command is added or changed."""
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -106,7 +107,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Run CMD with its reads answered from SOURCE's recording (a view or a record made by `reel run "
         "--record`), in order and with no network; its effects go into a new view of the same trunk."),
     "restore": ("reelstore.porcelain.restore",
-        "Restore SNAPSHOT as a new live view: names exactly, Class B re-checked, Class C pending."),
+        "Reset a view to SNAPSHOT (in place if live): names exactly, Class B re-checked, Class C pending."),
     "rm": ("reelstore.porcelain.rm",
         "Remove NAME from VIEW."),
     "run": ("reelstore.porcelain.run",

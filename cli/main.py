@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
 
+SECTIONS = {"porcelain": "Porcelain commands (the everyday verbs)",
+            "plumbing": "Plumbing commands (low level, for scripts: objects, refs, packs)"}
+"""`reel --help`'s section titles, by the package a command's module lives in (reelstore.PACKAGE.…)."""
+
+
 class ReelGroup(click.Group):
     """Loads a command's module only when that command runs, found through the command index, so a
     command (or `--help`, which reads the index alone) does not pay for importing every other one;
@@ -46,10 +51,30 @@ class ReelGroup(click.Group):
         return commands + click.Command.shell_complete(self, ctx, incomplete)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands in one section per package they live in (porcelain, then plumbing), as git
+        groups its own: where a command's module lives decides its section, so a new one needs no list."""
         names = self.list_commands(ctx)
         limit = formatter.width - 6 - max(len(n) for n in names)
-        with formatter.section("Commands"):
-            formatter.write_dl([(n, click.Command(n, help=INDEX[n][1]).get_short_help_str(limit)) for n in names])
+        groups: dict[str, list[str]] = {package: [] for package in SECTIONS}
+        for n in names:
+            groups.setdefault(INDEX[n][0].split(".")[1], []).append(n)
+        for package, members in groups.items():
+            if members:
+                with formatter.section(SECTIONS.get(package, f"{package.capitalize()} commands")):
+                    formatter.write_dl([(n, click.Command(n, help=INDEX[n][1]).get_short_help_str(limit))
+                                        for n in members])
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                             list[str]]:
+        """An unknown command name is a usage error that names the closest commands, as git's does."""
+        name = args[0] if args else ""
+        if name and name not in INDEX and not name.startswith("-") and not ctx.resilient_parsing:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(INDEX), n=3, cutoff=0.6)
+            if close:
+                ctx.fail(f"No such command {name!r}. Did you mean {' or '.join(close)}?")
+        return super().resolve_command(ctx, args)
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import click
 
 from reelstore.cli.complete import REFS
@@ -14,6 +16,13 @@ from reelstore.storage.refs import check_ref_name
 def tail_matches(pattern: str, name: str) -> bool:
     """git's show-ref rule: the pattern matches the whole name or its tail on a `/` boundary."""
     return name == pattern or name.endswith("/" + pattern.strip("/"))
+
+
+def _missing(quiet: bool, err: NotFound) -> NoReturn:
+    """A missing ref: E001, or with `-q` only its exit status, as scripts testing for a ref expect."""
+    if quiet:
+        click.get_current_context().exit(err.exit_status)
+    raise err
 
 
 @click.command("show-ref")
@@ -39,7 +48,7 @@ def show_ref(ctx: Context, heads: bool, tags: bool, views: bool, hash_only: bool
                 raise BadInput(f"{name!r} is not a full ref name: --verify wants refs/…")
             value = repo.refs.get(check_ref_name(name))
             if value is None:
-                raise NotFound(f"{name!r} is not a ref", ref=name)
+                _missing(quiet, NotFound(f"{name!r} is not a ref", ref=name))
             found.append((name, value))
     else:
         chosen = (("refs/heads/", heads), ("refs/tags/", tags), ("refs/views/", views))
@@ -50,7 +59,7 @@ def show_ref(ctx: Context, heads: bool, tags: bool, views: bool, hash_only: bool
             ):
                 found.append((name, value))
     if not found:
-        raise NotFound("no ref matches" + (f" {' '.join(patterns)}" if patterns else ""))
+        _missing(quiet, NotFound("no ref matches" + (f" {' '.join(patterns)}" if patterns else "")))
     if quiet:
         return
     ctx.emit(

@@ -37,7 +37,40 @@ def _line(o: Operation) -> str:
     return f"{o.op}  {o.state:<9} {o.effect.delivery:<9} {o.effect.resource}  ({where})"
 
 
-def detail(o: Operation, view: str, st: OperatorState) -> str:
+def _compact(value: Any) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _request_lines(req: dict[str, Any]) -> list[str]:
+    if req["adapter"] != "http":
+        return [f"request    {_compact(req['op'])}"]
+    lines = [f"request    {req['method']} {req['url']}"]
+    if req["headers"]:
+        lines.append(f"headers    {_compact(req['headers'])}")
+    if req["body"] is not None:
+        lines.append(f"body       {req['body'] if isinstance(req['body'], str) else _compact(req['body'])}")
+    return lines
+
+
+def _finding(o: Operation) -> dict[str, Any] | None:
+    f = o.finding
+    if f is None:
+        return None
+    return {"finding": f.id.hex(), "outcome": f.outcome, "observer": f.observer, "evidence": f.evidence,
+            "time": f.time, "source": f.source or None, "scope": f.scope or None}
+
+
+def _finding_lines(o: Operation) -> list[str]:
+    f = o.finding
+    if f is None:
+        return []
+    return [f"finding    {f.outcome} by {f.observer} [{_when(f.time)}] ({f.id.hex()[:12]})",
+            f"source     {f.source or '-'}", f"scope      {f.scope or '-'}"]
+
+
+def detail(o: Operation, view: str, st: OperatorState, req: dict[str, Any]) -> str:
     now = int(time.time() * 1000)
     lines = [
         f"operation  {o.op}",
@@ -50,6 +83,7 @@ def detail(o: Operation, view: str, st: OperatorState) -> str:
         f"resource   {o.effect.resource}",
         f"class      {o.effect.effect_class}, delivery {o.effect.delivery}",
         f"principal  {o.effect.principal or '-'}",
+        *_request_lines(req),
         *([f"supersedes {o.effect.meta['supersedes']} (approved by {o.effect.meta.get('approved_by', '?')}; "
            f"the predecessor was {o.effect.meta.get('predecessor_state', '?')} and keeps its duplicate risk)"]
           if "supersedes" in o.effect.meta else []),
@@ -58,6 +92,7 @@ def detail(o: Operation, view: str, st: OperatorState) -> str:
         + (" (OVERDUE)" if st.overdue(now) else ""),
         f"intent     {_intent(o)}",
         f"evidence   {o.evidence} [{_when(o.evidence_time)}]",
+        *_finding_lines(o),
     ]
     if o.why_unknown:
         lines.append(f"why        {o.why_unknown}")
@@ -151,9 +186,10 @@ def show(ctx: Context, op: str) -> None:
     found = find(ctx.repo, op)
     st = operator.state(ctx.repo, found.op)
     view = _view_name(ctx, found)
+    req = operator.request(ctx.repo, found)
     doc = found.to_json()
-    doc.update(operator=st.to_json(), view=view, intent=_intent(found))
-    ctx.emit(doc, lambda: detail(found, view, st))
+    doc.update(operator=st.to_json(), view=view, intent=_intent(found), request=req, reconciliation=_finding(found))
+    ctx.emit(doc, lambda: detail(found, view, st, req))
 
 
 def _event(ctx: Context, ev: OpEvent, text: str) -> None:
@@ -200,12 +236,13 @@ def notify(ctx: Context) -> None:
 
 @ops.command("ack")
 @click.argument("op", shell_complete=OPS)
-@click.option("--by", "by", required=True, help="Who acknowledges the notices.")
+@click.option("--by", "by", required=True, help="Who acknowledges the operation.")
 @click.option("--note", default="", help="What they are doing about it.")
 @json_flag
 @pass_ctx
 def ack(ctx: Context, op: str, by: str, note: str) -> None:
-    """Record that BY saw OP's notices. It does not settle OP nor lift the drain's halt."""
+    """Record that BY knows of OP, with or without a delivered notice. It does not settle OP nor lift
+    the drain's halt."""
     ev = operator.ack(ctx.repo, op, by, note)
     _event(ctx, ev, f"{ev.op}: acknowledged by {by}; still unresolved")
 

@@ -19,8 +19,9 @@ from reelstore.intercept.recording import RecordingProxy
 
 BLOCKED_EXIT = 6
 """--commit refused because the command tried to go around the proxy (refused, as DESIGN §8 counts it)."""
-NO_TTY_EXIT = 1
-"""Neither --commit nor --abort and no terminal to ask: aborted, and the caller is told by the status."""
+DECLINED_EXIT = 1
+"""Not committed for want of a yes: "n" at the prompt, or no terminal to ask and no flag. Both aborted the
+view, so both exit with this one status (as a declined prompt exits in git and apt)."""
 
 
 def needs_interception(what: str) -> None:
@@ -153,6 +154,7 @@ def execute_and_decide(ctx: Context, loop: DryRun, do_commit: bool, do_abort: bo
         reason = "confirmed" if interactive else "--commit --force" if not loop.clean else "--commit"
     elif interactive:
         reason = "not confirmed"
+        exit_status = DECLINED_EXIT
     elif do_abort:
         reason = "--abort"
     elif keep:
@@ -163,7 +165,7 @@ def execute_and_decide(ctx: Context, loop: DryRun, do_commit: bool, do_abort: bo
         exit_status = loop.refused[0].exit_status if loop.refused else BLOCKED_EXIT
     else:
         reason = "no terminal to ask and neither --commit nor --abort given"
-        exit_status = NO_TTY_EXIT
+        exit_status = DECLINED_EXIT
     if commit_it:
         loop.commit(message)
     elif keep and status == 0:

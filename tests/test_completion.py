@@ -119,6 +119,7 @@ def test_view_trunk_ref_remote_snapshot_and_op_names(store: Path) -> None:
     assert names("reel remote get-url b", store) == ["backup"]
     assert names("reel remote add --track x y --trunk ", store) == ["dev", "main"]
     assert names("reel restore ", store) == ["snap1"]
+    assert names("reel restore snap1 --as t", store) == ["topic"]
     assert names("reel snapshot -d s", store) == ["snap1"]
     op = _op(store)
     assert names("reel ops show ", store) == [op]
@@ -200,8 +201,10 @@ def test_the_bash_script_completes_in_a_real_bash(store: Path, tmp_path: Path) -
 
 
 def _shell(name: str) -> str:
+    """The shell's path. Missing, the test fails (never skips), so a run without it cannot pass silently."""
     found = shutil.which(name)
-    assert found, f"{name} is needed to test its completion script (.ci/run installs it)"
+    assert found, (f"{name} is not installed, and this test runs reel's completion script in a real {name}: "
+                   f"install it (Debian: `apt-get install {name}`; .ci/run does), see the README's test requirements")
     return found
 
 

@@ -315,6 +315,50 @@ def test_t014_restore_keeps_class_c_pending_for_the_user(mem: Repo) -> None:
     assert [n for _, n in kh.FIRED] == [1, 2]
 
 
+def test_t012_restore_in_place_restores_class_a_exactly(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    for n in range(10):
+        kernel.put(mem, "a", f"docs/{n}.txt", f"body {n}".encode())
+    snapshots.take(mem, "a", "s")
+    before = kernel.ls(mem, "a")
+    kernel.put(mem, "a", "docs/0.txt", b"changed after the snapshot")
+    kernel.put(mem, "a", "docs/new.txt", b"new")
+    kernel.rm(mem, "a", "docs/5.txt")
+    restored = snapshots.restore(mem, "s")  # onto the view it was taken from, which is live
+    assert restored.in_place and restored.view == "a"
+    assert kernel.ls(mem, "a") == before and kernel.get(mem, "a", "docs/0.txt") == b"body 0"
+    assert [live.name for live in live_views(mem)] == ["a"]
+
+
+def test_t013_restore_in_place_with_a_changed_class_b_version_warns(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    kernel.effect(mem, "a", "versioned", {"key": "doc"})
+    snapshots.take(mem, "a", "s")
+    kernel.effect(mem, "a", "recorder", {"n": 9})
+    kh.VERSIONS["doc"] = "3"
+    with pytest.warns(snapshots.RestoreWarning, match="version changed"):
+        result = snapshots.restore(mem, "s")
+    assert result.in_place and [e.effect_class for e in result.changed] == ["B"]
+    assert [e.effect_class for e in result.pending] == ["B"] and [e.effect_class for e in result.dropped] == ["C"]
+    with pytest.raises(Conflict):
+        kernel.commit(mem, "a")
+    assert kh.FIRED == []
+
+
+def test_t014_restore_in_place_keeps_class_c_pending_for_the_user(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    kernel.effect(mem, "a", "recorder", {"n": 1})
+    kernel.effect(mem, "a", "recorder", {"n": 2})
+    snapshots.take(mem, "a", "s")
+    kernel.effect(mem, "a", "recorder", {"n": 3})
+    result = snapshots.restore(mem, "s")
+    assert result.in_place and [e.effect_class for e in result.pending] == ["C", "C"] and result.left_out == []
+    assert kh.FIRED == []
+    assert len(kernel.pending_effects(mem, mem.objects.get_as(mem.refs["refs/views/a"], View))) == 2
+    kernel.commit(mem, "a")
+    assert [n for _, n in kh.FIRED] == [1, 2]  # the effect queued after the snapshot never fires
+
+
 def test_l3_concurrent_forks_are_atomic_and_isolated(tmp_path: Path) -> None:
     repo = Repo.init(tmp_path)
     script = ("import sys; from reelstore.storage.repo import Repo; from reelstore.kernel import verbs as k; "

@@ -42,7 +42,9 @@ def test_the_operator_flow_never_settles_or_sends(tmp_path: Path) -> None:
 
         none = reel(tmp_path, "--json", "ops", "notify")
         assert json.loads(none.stdout)["skipped"] == {op: "no executable .reel/hooks/notify"}
-        assert reel(tmp_path, "ops", "ack", op, "--by", "bob").returncode == 5  # nothing to acknowledge yet
+        phoned = reel(tmp_path, "ops", "ack", op, "--by", "carol", "--note", "reached by phone")
+        assert phoned.returncode == 0, phoned.stderr  # an ack needs no delivered notice: they are recorded apart
+        assert json.loads(reel(tmp_path, "ops", "show", op, "--json").stdout)["operator"]["notices"] == []
 
         inbox = tmp_path / "inbox.txt"
         _hook(tmp_path, f'echo "$REEL_TO $REEL_OP $REEL_OVERDUE" >> {inbox}\n')
@@ -57,7 +59,7 @@ def test_the_operator_flow_never_settles_or_sends(tmp_path: Path) -> None:
         assert [d["op"] for d in still] == [op] and still[0]["state"] == "unknown"
         operator = still[0]["operator"]
         assert operator["assignee"] == "alice" and operator["escalated_to"] == "bob" and operator["overdue"]
-        assert len(operator["notices"]) == 3 and [a["by"] for a in operator["acks"]] == ["bob"]
+        assert len(operator["notices"]) == 3 and [a["by"] for a in operator["acks"]] == ["carol", "bob"]
         assert reel(tmp_path, "recover").returncode == 7  # an acknowledged alert lifts no halt
 
         refused = reel(tmp_path, "ops", "close", op, "--by", "bob")
@@ -186,3 +188,28 @@ def test_the_specimens_fault_schedule_crash_after_200_restore_and_guarded_refusa
         assert self_approved.returncode == 6
         assert target.count("/") == 1  # exactly one effect after every recovery attempt
         assert json.loads(reel(tmp_path, "ops", "--unresolved", "--json").stdout)[0]["state"] == "unknown"
+
+
+def test_ops_show_gives_the_request_with_secrets_hidden_and_the_findings_source(tmp_path: Path) -> None:
+    token = "Bearer tok-7f3a9c1e5b"
+    assert reel(tmp_path, "init").returncode == 0
+    assert reel(tmp_path, "fork", "pay").returncode == 0
+    op = {"method": "POST", "url": "http://127.0.0.1:9/pay?order=42", "headers": {"Authorization": token},
+          "json": {"amount": 5, "echo": token, "Authorization": "literal", "items": [token]}}
+    assert reel(tmp_path, "effect", "pay", "--adapter", "http", "--op", json.dumps(op)).returncode == 0
+    assert reel(tmp_path, "commit", "pay").returncode == 9  # nothing listens on port 9: not sent
+    (doc,) = json.loads(reel(tmp_path, "ops", "--json").stdout)
+    settled = reel(tmp_path, "reconcile", doc["op"], "--outcome", "absent", "--evidence", "no charge",
+                   "--observer", "dan", "--source", "the processor's dashboard", "--scope", "order 42 only")
+    assert settled.returncode == 0, settled.stderr
+    shown = json.loads(reel(tmp_path, "ops", "show", doc["op"], "--json").stdout)
+    assert shown["request"] == {"adapter": "http", "method": "POST", "url": "http://127.0.0.1:9/pay?order=42",
+                                "headers": {"Authorization": "<secret>"},
+                                "body": {"amount": 5, "echo": "<secret>", "Authorization": "<secret>",
+                                         "items": ["<secret>"]}}
+    assert {k: shown["reconciliation"][k] for k in ("outcome", "observer", "source", "scope")} == {
+        "outcome": "absent", "observer": "dan", "source": "the processor's dashboard", "scope": "order 42 only"}
+    text = reel(tmp_path, "ops", "show", doc["op"]).stdout.decode()
+    assert "request    POST http://127.0.0.1:9/pay?order=42\n" in text
+    assert "source     the processor's dashboard\n" in text and "scope      order 42 only\n" in text
+    assert '"amount":5' in text and "tok-7f3a9c1e5b" not in text

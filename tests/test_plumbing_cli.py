@@ -222,7 +222,11 @@ def test_show_ref_and_for_each_ref(run, tmp_path: Path):
     assert short.exit_code == 6 and "--verify wants refs/" in short.stderr
     assert run("show-ref", "--verify", "-s", "refs/heads/main").stdout == f"{main}\n"
     assert run("show-ref", "-q", "--verify", "refs/heads/main").stdout == ""
-    assert run("show-ref", "-q", "--verify", "refs/heads/nope").exit_code == 4
+    quiet = run("show-ref", "-q", "--verify", "refs/heads/nope")  # as git: nothing printed, the status says it
+    assert (quiet.exit_code, quiet.stdout, quiet.stderr) == (4, "", "")
+    quiet = run("show-ref", "-q", "zzz")
+    assert (quiet.exit_code, quiet.stdout, quiet.stderr) == (4, "", "")
+    assert "E001" in run("show-ref", "--verify", "refs/heads/nope").stderr  # not quiet: it says why
     assert run("show-ref", "--abbrev", "8", "refs/heads/main").stdout == f"{main[:8]} refs/heads/main\n"
     assert run("show-ref", "--verify", "refs/views/nope").exit_code == 4
     assert json.loads(run("--json", "show-ref", "--views").stdout)[1] == {"ref": "refs/views/w/deep", "id": a}

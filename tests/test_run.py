@@ -21,6 +21,7 @@ from reelstore.errors import Conflict
 from reelstore.intercept.base import Launch
 from reelstore.intercept.http_proxy import HttpProxy
 from reelstore.intercept.loop import DryRun
+from reelstore.porcelain.run import DECLINED_EXIT
 
 CLIENT = textwrap.dedent("""
     import json, os, sys, urllib.error, urllib.request
@@ -135,7 +136,7 @@ def test_scratch_changes_vanish_on_abort(store, reel):
 
 def test_no_terminal_and_no_flag_aborts(store, reel, target):
     proc = reel("run", *allow(target), "--view", "unasked", "--", *client(store, target))
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == DECLINED_EXIT == 1, proc.stderr
     assert "no terminal to ask and neither --commit nor --abort given" in proc.stdout.decode()
     assert target.ledger() == []
     assert Store.open(store).views() == []
@@ -178,6 +179,22 @@ def test_terminal_prompt_commits_on_yes(store, target):
     out = proc.stdout.decode()
     assert out.index("pending effects:") < out.index("decision: commit (confirmed)")
     assert target.count("/keyed/pay") == 1
+
+
+def test_terminal_prompt_declined_aborts_with_the_no_terminal_status(store, target):
+    """"n" at the prompt and no terminal to ask are both aborts for want of a yes: one exit status."""
+    master, slave = os.openpty()
+    try:
+        os.write(master, b"n\n")
+        env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+        proc = subprocess.run([REEL, "run", *allow(target), "--", *client(store, target)], stdin=slave,
+                              capture_output=True, cwd=store, env=env, timeout=120)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert proc.returncode == DECLINED_EXIT, proc.stderr
+    assert "decision: abort (not confirmed)" in proc.stdout.decode()
+    assert target.ledger() == [] and Store.open(store).views() == []
 
 
 def test_missing_command_exits_127_and_aborts(store, reel):

@@ -4,15 +4,22 @@ the real `reel` command."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import kernel_helpers as kh
 import pytest
+from conftest import REEL
+from target import Target, pay_op
+from test_approvals import rule
 
-from reelstore.errors import BadInput, CapabilityViolation, Conflict, NotFound
+from reelstore.api import Store
+from reelstore.errors import ApprovalRequired, BadInput, CapabilityViolation, Conflict, NotFound
 from reelstore.kernel import snapshot as snapshots
 from reelstore.kernel import verbs as kernel
 from reelstore.maintenance import bundle as bundles
+from reelstore.objects import View
 from reelstore.storage.repo import Repo
 
 
@@ -53,6 +60,139 @@ def test_a_restored_copy_is_restored_once(mem: Repo) -> None:
     assert [n for _, n in kh.FIRED] == [7]
 
 
+def test_restore_in_place_never_makes_two_live_holders(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    _queued(mem, "a", 1)
+    snapshots.take(mem, "a", "s")
+    kernel.abort(mem, "a")
+    copy = snapshots.restore(mem, "s", "copy")  # a new view: it holds the effect now
+    assert copy.in_place is False and len(copy.pending) == 1
+    again = snapshots.restore(mem, "s")  # the original name is not live: made anew, without the held effect
+    assert again.view == "a" and again.pending == [] and again.left_out[0].why == "still pending in live view 'copy'"
+    onto_copy = snapshots.restore(mem, "s", "copy")  # named explicitly: reset in place, it keeps its effect
+    assert onto_copy.in_place and len(onto_copy.pending) == 1 and onto_copy.dropped == []
+    assert mem.objects.get_as(mem.refs["refs/views/copy"], View).meta["fork"] == \
+        mem.objects.get_as(copy.id, View).meta["fork"]  # the same view, not a new one
+    kernel.commit(mem, "a")
+    kernel.commit(mem, "copy")
+    assert [n for _, n in kh.FIRED] == [1]
+
+
+def test_restore_in_place_refuses_an_unrelated_view_of_the_same_name(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    _queued(mem, "a", 1)
+    snapshots.take(mem, "a", "s")
+    kernel.abort(mem, "a")
+    kernel.fork(mem, "a")  # a new view that only shares the name
+    _queued(mem, "a", 2)
+    held = mem.refs["refs/views/a"]
+    with pytest.raises(Conflict, match="not the view snapshot 's' was taken from"):
+        snapshots.restore(mem, "s")
+    assert mem.refs["refs/views/a"] == held
+    replaced = snapshots.restore(mem, "s", "a")  # named with --as: replaced, its own effect dropped
+    assert replaced.in_place and [e.effect_class for e in replaced.dropped] == ["C"] and len(replaced.pending) == 1
+    kernel.commit(mem, "a")
+    assert [n for _, n in kh.FIRED] == [1]
+
+
+def test_restore_in_place_of_a_committed_view_makes_it_anew(mem: Repo) -> None:
+    kernel.fork(mem, "a")
+    _queued(mem, "a", 1)
+    snapshots.take(mem, "a", "s")
+    kernel.commit(mem, "a")
+    again = snapshots.restore(mem, "s")
+    assert not again.in_place and again.pending == [] and again.left_out[0].why.startswith("already committed")
+
+
+def test_cli_restore_in_place(reel, tmp_path: Path) -> None:
+    reel("init", check=True)
+    reel("fork", "work", check=True)
+    for name in ("a", "b"):
+        op = json.dumps({"action": "write", "path": f"out/{name}.txt", "content": f"{name}\n"})
+        reel("effect", "work", "--adapter", "fs", "--op", op, check=True)
+        if name == "a":
+            reel("snapshot", "work", "s1", check=True)
+    out = json.loads(reel("--json", "restore", "s1", check=True).stdout)
+    assert out["in_place"] and out["view"] == "work" and [e["resource"] for e in out["pending"]] == ["fs:out/a.txt"]
+    assert [e["resource"] for e in out["dropped"]] == ["fs:out/b.txt"] and out["left_out"] == []
+    text = reel("restore", "s1", check=True).stdout.decode()
+    assert text.startswith("restored snapshot s1 onto live view work (") and "1 effect pending" in text
+    reel("commit", "work", check=True)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.txt"]
+
+
+def test_restore_in_place_racing_a_commit(reel, tmp_path: Path) -> None:
+    """Real processes, started together: whichever lands first, no effect has two live holders and an
+    effect queued after the snapshot fires only if the commit landed before the restore."""
+    reel("init", check=True)
+    for n in range(3):
+        view = f"w{n}"
+        reel("fork", view, check=True)
+        for name in ("kept", "later"):
+            op = json.dumps({"action": "write", "path": f"out/{n}/{name}.txt", "content": "x"})
+            reel("effect", view, "--adapter", "fs", "--op", op, check=True)
+            if name == "kept":
+                reel("snapshot", view, f"s{n}", check=True)
+        env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+        procs = [subprocess.Popen([REEL, *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE) for args in (["commit", view], ["restore", f"s{n}"])]
+        commit_rc, restore_rc = [p.wait(timeout=120) for p in procs]
+        for p in procs:
+            p.communicate()
+        assert commit_rc in (0, 5) and restore_rc == 0, (commit_rc, restore_rc)
+        views = {v["name"]: v for v in json.loads(reel("--json", "views", check=True).stdout)["views"]}
+        kept, later = ((tmp_path / "out" / str(n) / f"{name}.txt").exists() for name in ("kept", "later"))
+        if later:  # the commit landed first: the restore made the view anew, holding none of its effects
+            assert commit_rc == 0 and kept and views[view]["effects"] == 0
+        elif commit_rc == 0:  # the restore landed first and the commit took the restored view
+            assert kept and view not in views
+        else:  # the restore landed first and the commit lost its compare-and-swap
+            assert not kept and views[view]["effects"] == 1
+
+
+def test_restore_of_a_view_whose_commit_landed_but_was_not_retired(reel, tmp_path: Path) -> None:
+    """A commit killed right after its commit point leaves the view's ref behind: a restore sees the
+    commit that landed, restores nothing it carried, and recover sends each effect once."""
+    reel("init", check=True)
+    reel("fork", "w", check=True)
+    for name in ("kept", "later"):
+        op = json.dumps({"action": "write", "path": f"out/{name}.txt", "content": name})
+        reel("effect", "w", "--adapter", "fs", "--op", op, check=True)
+        if name == "kept":
+            reel("snapshot", "w", "s", check=True)
+    env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+    killed = subprocess.run([REEL, "commit", "w"], cwd=tmp_path, env={**env, "REEL_TEST_CRASH_AT": "commit:advanced"},
+                            capture_output=True, timeout=120)
+    assert killed.returncode == -9 and reel("show-ref", "-q", "--verify", "refs/views/w").returncode == 0
+    out = json.loads(reel("--json", "restore", "s", check=True).stdout)
+    assert not out["in_place"] and out["pending"] == [] and out["left_out"][0]["why"].startswith("already committed")
+    reel("abort", "w", check=True)  # the restored view: it holds nothing
+    assert reel("recover").returncode == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["kept.txt", "later.txt"]
+
+
+def test_restore_in_place_keeps_a_refusal_of_the_state_it_restores(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    with Target(tmp_path / "ledger.jsonl") as target:
+        store = Store.init(tmp_path / "s")
+        rule(store.repo, target.url)
+        monkeypatch.setenv("REEL_PRINCIPAL", "agent")
+        view = store.fork("pay")
+        view.effect("http", pay_op(target.url, "blind"))
+        snapshots.take(store.repo, "pay", "s")
+        monkeypatch.setenv("REEL_PRINCIPAL", "dave")
+        store.reject("pay", "dave", "amount is wrong")
+        monkeypatch.setenv("REEL_PRINCIPAL", "agent")
+        view.put("note.txt", b"changed after the refusal")
+        assert snapshots.restore(store.repo, "s").in_place  # back to the very state dave refused
+        monkeypatch.setenv("REEL_PRINCIPAL", "bob")
+        store.approve("pay", "bob")
+        monkeypatch.setenv("REEL_PRINCIPAL", "agent")
+        with pytest.raises(ApprovalRequired, match=r"refused by dave \(amount is wrong\)"):
+            store.commit("pay")
+        assert target.requests == 0
+
+
 def test_restore_never_widens_a_trunk_that_narrowed(mem: Repo) -> None:
     kernel.fork(mem, "a")
     kernel.put(mem, "a", "docs/x", b"1")
@@ -73,8 +213,6 @@ def test_snapshot_names_and_errors(mem: Repo) -> None:
         snapshots.take(mem, "a")
     moved = snapshots.take(mem, "a", force=True)
     assert moved.id != snap.id
-    with pytest.raises(Conflict):
-        snapshots.restore(mem, "a", "a")  # the view a is live
     with pytest.raises(NotFound):
         snapshots.restore(mem, "nope")
     snapshots.delete(mem, "a")

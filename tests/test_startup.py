@@ -77,8 +77,30 @@ def test_version_and_help_import_no_store_code(tmp_path: Path) -> None:
 def test_help_lists_every_command() -> None:
     out = subprocess.run([sys.executable, "-c", "from reelstore.cli.main import main; main(['--help'])"],
                          capture_output=True, timeout=60).stdout.decode()
-    listed = {line.split()[0] for line in out.split("Commands:")[1].splitlines() if line.startswith("  ")}
-    assert listed == set(COMMANDS)
+    sections: dict[str, set[str]] = {}
+    heading = ""
+    for line in out.splitlines():
+        if line.endswith(":") and not line.startswith(" "):
+            heading = line
+        elif line.startswith("  ") and heading.split()[1:2] == ["commands"]:
+            sections.setdefault(heading.split()[0], set()).add(line.split()[0])
+    # grouped as git groups its commands, by where each command's module lives
+    assert sections == {"Porcelain": {n for n, (m, _) in COMMANDS.items() if m.startswith("reelstore.porcelain.")},
+                        "Plumbing": {n for n, (m, _) in COMMANDS.items() if m.startswith("reelstore.plumbing.")}}
+    assert {"commit", "fork", "run"} <= sections["Porcelain"] and {"cat-file", "update-ref"} <= sections["Plumbing"]
+    assert set().union(*sections.values()) == set(COMMANDS)
+
+
+def test_a_mistyped_command_names_the_closest_ones() -> None:
+    def ask(name: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([sys.executable, "-c", f"from reelstore.cli.main import main; main([{name!r}])"],
+                              capture_output=True, timeout=60)
+
+    typo = ask("comit")
+    assert typo.returncode == 2 and b"No such command 'comit'. Did you mean commit?" in typo.stderr
+    assert b"Did you mean cat-file?" in ask("cat-fil").stderr
+    unlike = ask("xyzzy")
+    assert unlike.returncode == 2 and b"No such command 'xyzzy'." in unlike.stderr and b"Did you" not in unlike.stderr
 
 
 KERNEL_AND_UP = ("reelstore.kernel", "reelstore.drain", "reelstore.sync", "reelstore.maintenance", "reelstore.api",

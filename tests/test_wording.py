@@ -38,3 +38,20 @@ def test_no_message_counts_in_a_fixed_plural() -> None:
                 if COUNTED.search(line.replace("http(s)", "")) and not (rel in KEPT and KEPT[rel] in line):
                     found.append(f"{rel}:{n}: {line.strip()}")
     assert found == [], "use reelstore.wording.plural:\n" + "\n".join(found)
+
+
+def test_no_doc_shows_one_of_a_counted_noun_in_the_plural() -> None:
+    """The docs show what the commands print, and those count through `plural`: every noun a message
+    counts (found in the code's own `plural(…, "NOUN")` calls) never follows a 1 in the plural."""
+    nouns = set()
+    for base in ("reelstore", "cli", "porcelain", "plumbing"):
+        for path in (ROOT / base).rglob("*.py"):
+            nouns |= set(re.findall(r"plural\([^,()]+(?:\([^()]*\))?, [\"']([^\"']+)[\"']\)", path.read_text()))
+    assert {"effect", "pack", "loose file", "object"} <= nouns
+    one = re.compile(r"(?<![\d.,])1 (" + "|".join(re.escape(plural(2, n)[2:]) for n in sorted(nouns)) + r")\b")
+    found = []
+    for path in sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if one.search(line) and "count-objects" not in line and "objects, " not in line:
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert found == [], "a doc shows a count the commands no longer print:\n" + "\n".join(found)

@@ -20,12 +20,14 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
+from reelstore.codec import thaw
 from reelstore.drain import log as drainlog
 from reelstore.drain.ops import UNRESOLVED, Operation, find, list_ops
 from reelstore.errors import BadInput, CapabilityViolation, Conflict
 from reelstore.hooks.runner import hook_path
 from reelstore.objects import Hash, OpEvent
 from reelstore.storage.repo import Repo
+from reelstore.storage.secrets import SHOWN, hide_params, redact, secret_store, sensitive_headers, sensitive_params
 
 OPS_PREFIX = "refs/ops/"
 DEFAULT_MAX_NOTICES = 3
@@ -131,11 +133,9 @@ def escalate(repo: Repo, name: str, to: str, deadline_ms: int = 0, by: str | Non
 
 
 def ack(repo: Repo, name: str, by: str, note: str = "") -> OpEvent:
-    """Record that `by` has seen the operation's notices. It settles nothing and lifts no halt."""
+    """Record that `by` knows of the operation. Recorded apart from notices: an operator reached another
+    way (a phone call) acknowledges without a delivered notice. It settles nothing and lifts no halt."""
     found = find(repo, name)
-    if not state(repo, found.op).notices:
-        raise Conflict(f"operation {found.op} has no notice to acknowledge; `reel ops notify` sends them",
-                       op=found.op)
     return _record(repo, found.op, "ack", by, note=note)
 
 
@@ -152,6 +152,49 @@ def close(repo: Repo, name: str, by: str, note: str = "", accept_uncertainty: bo
     if state(repo, found.op).closed is not None:
         raise Conflict(f"operation {found.op} is already closed", op=found.op)
     return _record(repo, found.op, "close", by, note=note or "uncertainty accepted")
+
+
+def request(repo: Repo, o: Operation) -> dict[str, Any]:
+    """What the effect asked the target for, as the operator searches the target's side for it: an
+    http request's method, URL, headers and body, any other adapter's op. Credentials show as
+    `<secret>`: the op holds none (they were scrubbed at admission), and any value of this op's own
+    secrets that a body carries is hidden too."""
+    op = dict(thaw(o.effect.op))
+    hidden = _secret_values(repo, op.pop("secrets", None))
+    if o.effect.adapter != "http":
+        return {"adapter": o.effect.adapter, "op": _hide(op, hidden)}
+    body = op.get("json", op.get("body"))
+    params = sensitive_params(repo.config)
+    return {"adapter": "http", "method": str(op.get("method", "")),
+            "url": redact(hide_params(str(op.get("url", "")), params), hidden),
+            "headers": _hide(op.get("headers") or {}, hidden),
+            "body": _hide(body, hidden, sensitive_headers(repo.config) | params)}
+
+
+def _secret_values(repo: Repo, refs: Any) -> list[str]:
+    """The values this op's secret references stand for, where they can be read (to hide them)."""
+    store = secret_store(repo)
+    out = []
+    for group in (refs or {}).values():
+        for ref in (group or {}).values():
+            try:
+                out.append(store.resolve(str(ref)))
+            except BadInput:
+                continue
+    return out
+
+
+def _hide(value: Any, hidden: list[str], keys: frozenset[str] = frozenset()) -> Any:
+    """`value` with every known secret value shown as `<secret>`, and so the value of any key named
+    like a sensitive header or parameter."""
+    if isinstance(value, dict):
+        return {k: SHOWN if str(k).lower() in keys or str(k) in keys else _hide(v, hidden, keys)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_hide(v, hidden, keys) for v in value]
+    if isinstance(value, str):
+        return redact(value, hidden)
+    return value
 
 
 @dataclass

@@ -5,16 +5,22 @@ the protocol's Snapshot names (namespace root, delta, capabilities, the pending 
 each Class B effect's version ref), so a ref that keeps it reachable is the whole snapshot, and gc
 keeps it for as long as the ref exists. Snapshots stay in this store: push syncs trunks and views only.
 
-Restoring writes one new view object and one ref, as a fork does, with a fresh fork identity:
-- Class A is restored exactly: the new view has the snapshot's namespace root (t_012).
+Restoring targets the view the snapshot was taken from (or a view named by the caller). A live target
+is reset in place: one new view object and one compare-and-swap of its ref, checked in the same step
+against its commit target, so the view is either wholly as it was or wholly the snapshot, and a racing
+commit and a restore never both land. The view keeps its identity (fork id, initiator); effects it
+held that the snapshot does not are dropped, as an abort drops them. A target that is not live is
+made anew, as a fork is, with a fresh fork identity. Either way:
+- Class A is restored exactly: the view has the snapshot's namespace root (t_012).
 - Class B effects are re-checked against their targets now; one whose version moved is kept and
   reported by an explicit `RestoreWarning` (t_013): committing it would be E002.
 - Class C effects are restored pending, never fired by restore: committing the restored view fires
   them, aborting it drops them; the user decides (t_014).
 An effect that already left this store's hands is never restored a second time: one that a trunk
 record since the snapshot's base carries (it was committed, so its drain owns it) or that a live view
-still holds (it would fire twice) is left out and reported. The test is the effect's content id, so
-an identical but unrelated effect is left out too: the safe side, said in the report.
+other than the target still holds (it would fire twice) is left out and reported. The test is the
+effect's content id, so an identical but unrelated effect is left out too: the safe side, said in the
+report.
 """
 
 from __future__ import annotations
@@ -26,11 +32,13 @@ from typing import Any
 
 from reelstore.adapters.base import adapter
 from reelstore.codec import freeze
-from reelstore.errors import BadInput, Conflict, NotFound, ReelError
+from reelstore.errors import BadInput, Conflict, NotFound, ReelError, ViewTerminal
 from reelstore.kernel import admission
 from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX, view_ref
-from reelstore.kernel.views import live_views, load_live, read_view, trunk_base
+from reelstore.kernel.transaction import CAS_ATTEMPTS, backoff, give_up
+from reelstore.kernel.views import Live, commit_target, fork_id, live_views, load_live, read_view, trunk_base
 from reelstore.objects import Effect, Effects, Hash, Record, View
+from reelstore.objects.view import MAX_APPROVALS
 from reelstore.stamp import now_ms
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
@@ -86,12 +94,17 @@ class RestoreResult:
     changed: list[RestoredEffect] = field(default_factory=list)
     """Class B effects (also in `pending`) whose version ref no longer holds: commit would be E002."""
     left_out: list[RestoredEffect] = field(default_factory=list)
-    """Effects not restored: already committed, or still pending in a live view."""
+    """Effects not restored: already committed, or still pending in another live view."""
+    in_place: bool = False
+    """The target view was live and was reset to the snapshot in one atomic step."""
+    dropped: list[RestoredEffect] = field(default_factory=list)
+    """For a restore in place: effects the view held before that the snapshot does not (gone, as by abort)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"snapshot": self.snapshot, "view": self.view, "id": self.id.hex(), "namespace": self.namespace.hex(),
                 "pending": [e.to_json() for e in self.pending], "changed": [e.to_json() for e in self.changed],
-                "left_out": [e.to_json() for e in self.left_out]}
+                "left_out": [e.to_json() for e in self.left_out], "in_place": self.in_place,
+                "dropped": [e.to_json() for e in self.dropped]}
 
 
 def take(repo: Repo, view: str, name: str | None = None, force: bool = False) -> Snapshot:
@@ -128,54 +141,102 @@ def delete(repo: Repo, name: str) -> Hash:
 
 
 def restore(repo: Repo, name: str, as_view: str | None = None, *, effects: bool = True) -> RestoreResult:
-    """A new live view `as_view` (default: the snapshot's name) holding the snapshot's state; see the
-    module docstring for what happens to each class. `effects=False` restores Class A only."""
-    ref = snapshot_ref(name)
-    h = repo.refs.get(ref)
+    """Restore snapshot `name` onto view `as_view` (default: the view it was taken from); see the
+    module docstring for what happens to each class. A live target is reset in place in one atomic
+    step; a target that is not live is made anew. `effects=False` restores Class A only."""
+    h = repo.refs.get(snapshot_ref(name))
     if h is None:
         raise NotFound(f"no snapshot named {name!r}", snapshot=name)
     snap = read_view(repo, h)
-    target = as_view or name
+    target = as_view or str(snap.meta.get("name", "")) or name
     vref = view_ref(target)
-    parent_caps = _parent_caps(repo, snap)
-    caps = admission.narrow(parent_caps, admission.view_caps(repo, snap))
-    result = RestoreResult(name, target, h, snap.namespace)
-    kept: list[Hash] = []
-    if effects and snap.effects is not None:
-        gone = _committed_effects(repo, snap)
-        busy = _pending_elsewhere(repo)
-        for eh in repo.cache.load(snap.effects, Effects).items:
-            e = repo.cache.load(eh, Effect)
-            where = gone.get(eh) or busy.get(eh)
-            if where is not None:
-                result.left_out.append(_entry(e, where))
-                continue
-            kept.append(eh)
-            result.pending.append(_entry(e))
-            if e.effect_class == "B":
-                why = _precondition(repo, e)
-                if why:
-                    result.changed.append(_entry(e, why))
-    if kept:
-        from reelstore.drain import hold
+    caps = admission.narrow(_parent_caps(repo, snap), admission.view_caps(repo, snap))
+    for attempt in range(CAS_ATTEMPTS):
+        try:
+            live = None if repo.refs.get(vref) is None else load_live(repo, target)
+        except (ViewTerminal, NotFound):
+            continue  # it ended meanwhile, or its commit had landed and is now retired: look again
+        if live is not None and as_view is None and fork_id(live.view) != fork_id(snap):
+            raise Conflict(f"view {target!r} is live but is not the view snapshot {name!r} was taken from; "
+                           f"name it with --as {target} to replace it, or restore with --as NEW", view=target)
+        result = RestoreResult(name, target, h, snap.namespace, in_place=live is not None)
+        kept = _restore_effects(repo, snap, live, result) if effects else []
+        if live is not None and live.view.effects is not None:
+            why = f"pending in view {target!r} before the restore; dropped as an abort drops them"
+            result.dropped = [_entry(repo.cache.load(eh, Effect), why)
+                              for eh in repo.cache.load(live.view.effects, Effects).items if eh not in kept]
+        if kept:
+            from reelstore.drain import hold
 
-        hold.check(repo)
+            hold.check(repo)
+        view = replace(snap, caps=tuple(c.id for c in caps), meta=_meta(repo, snap, live, target, name, h),
+                       effects=_effects_block(repo, snap, kept), approvals=_approvals(snap, live))
+        repo.cache.save([view])
+        try:
+            if live is None:
+                repo.refs.transaction(f"restore {name}", repo.principal()).create(vref, view.id).commit()
+            else:
+                tx = repo.refs.transaction(f"restore {name} in place", repo.principal())
+                tx.update(vref, view.id, live.id).verify(*commit_target(repo, live.view)).commit()
+        except Conflict as exc:
+            if give_up(exc, attempt):
+                raise
+            backoff(attempt)  # the view changed, was made, or its target moved: look again
+            continue
+        repo.verbs.append("restore" if live is not None else "fork", target, view.id, f"restore {name}")
+        result.id = view.id
+        for changed in result.changed:
+            said = f"Class B effect {changed.effect.hex()[:12]} on {changed.resource}: {changed.why}"
+            warnings.warn(RestoreWarning(said), stacklevel=2)
+        return result
+    raise Conflict(f"view {target!r} kept changing under restore; gave up after {CAS_ATTEMPTS} attempts",
+                   view=target)
+
+
+def _restore_effects(repo: Repo, snap: View, live: Live | None, result: RestoreResult) -> list[Hash]:
+    """The snapshot's effects that may be pending again, in order, filling `result`'s lists. One that a
+    live view other than the target holds stays there, so no effect ever has two live holders."""
+    kept: list[Hash] = []
+    if snap.effects is None:
+        return kept
+    gone = _committed_effects(repo, snap)
+    busy = _pending_elsewhere(repo, live.name if live is not None else None)
+    for eh in repo.cache.load(snap.effects, Effects).items:
+        e = repo.cache.load(eh, Effect)
+        where = gone.get(eh) or busy.get(eh)
+        if where is not None:
+            result.left_out.append(_entry(e, where))
+            continue
+        kept.append(eh)
+        result.pending.append(_entry(e))
+        if e.effect_class == "B":
+            why = _precondition(repo, e)
+            if why:
+                result.changed.append(_entry(e, why))
+    return kept
+
+
+def _approvals(snap: View, live: Live | None) -> tuple[Hash, ...]:
+    """The approvals and refusals a view reset in place keeps: its own, then the snapshot's. Each is bound
+    to the effects and names it judged, so one of another state counts for nothing; a refusal of the
+    state restored still holds it, as it would have had the view never changed."""
+    if live is None:
+        return snap.approvals
+    own = live.view.approvals
+    return (*own, *(a for a in snap.approvals if a not in own))[:MAX_APPROVALS]
+
+
+def _meta(repo: Repo, snap: View, live: Live | None, target: str, name: str, h: Hash) -> Any:
+    """The restored view's meta: the snapshot's, under the target's identity. A view reset in place
+    keeps its own (fork id, start, initiator, merged children), so it stays the same view; a new one
+    gets a fresh fork identity, as a fork does."""
     meta = dict(snap.meta)
-    meta.update(name=target, fork=secrets.token_hex(16), created=now_ms(), principal=repo.principal(),
-                restored={"snapshot": name, "from": h.hex()})
-    view = replace(snap, caps=tuple(c.id for c in caps), meta=freeze(meta),
-                   effects=_effects_block(repo, snap, kept))
-    repo.cache.save([view])
-    try:
-        repo.refs.set(vref, view.id, None, message=f"restore {name}", principal=repo.principal())
-    except Conflict:
-        raise Conflict(f"a view named {target!r} already exists; restore with --as NAME", view=target) from None
-    repo.verbs.append("fork", target, view.id, f"restore {name}")
-    result.id = view.id
-    for changed in result.changed:
-        said = f"Class B effect {changed.effect.hex()[:12]} on {changed.resource}: {changed.why}"
-        warnings.warn(RestoreWarning(said), stacklevel=2)
-    return result
+    if live is None:
+        meta.update(fork=secrets.token_hex(16), created=now_ms(), principal=repo.principal())
+    else:
+        meta.update({k: v for k, v in live.view.meta.items() if k in ("fork", "created", "principal", "merged")})
+    meta.update(name=target, restored={"snapshot": name, "from": h.hex()})
+    return freeze(meta)
 
 
 def _entry(e: Effect, why: str = "") -> RestoredEffect:
@@ -213,10 +274,10 @@ def _committed_effects(repo: Repo, snap: View) -> dict[Hash, str]:
     return out
 
 
-def _pending_elsewhere(repo: Repo) -> dict[Hash, str]:
+def _pending_elsewhere(repo: Repo, skip: str | None) -> dict[Hash, str]:
     out: dict[Hash, str] = {}
     for live in live_views(repo):
-        if live.view.effects is not None:
+        if live.name != skip and live.view.effects is not None:
             for eh in repo.cache.load(live.view.effects, Effects).items:
                 out.setdefault(eh, f"still pending in live view {live.name!r}")
     return out
