@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from reelstore.api import Store
 from reelstore.cli.complete import VIEWS
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.sync import verbs
 
 
 @click.command("abort")
@@ -18,7 +18,7 @@ def abort(ctx: Context, view: str) -> None:
     A view bound to a remote has its copy there deleted first, so no other store can commit it;
     if the remote cannot be reached or its copy moved, nothing is aborted (E010 / E015).
     """
-    names = Store(ctx.repo).abort(view)
+    names = verbs.abort(ctx.repo, view)
     ctx.emit({"aborted": names}, "\n".join(f"aborted view {n}" for n in names))
 
 

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import click
 
-from reelstore.api import Store
 from reelstore.cli.complete import REMOTES, VIEWS
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.kernel import binding
-from reelstore.kernel.names import VIEW_PREFIX
 from reelstore.kernel.verbs import CommitResult
-from reelstore.kernel.views import load_live
+from reelstore.sync import verbs
 
 
-def _text(res: CommitResult, notes: list[str]) -> str:
+def _text(res: CommitResult, notes: tuple[str, ...]) -> str:
     if res.record is None:
         return f"merged view {res.view} into {res.target} ({res.parent_view.hex()[:12] if res.parent_view else ''})"
     lines = [f"note: {n}" for n in notes]
@@ -22,14 +19,6 @@ def _text(res: CommitResult, notes: list[str]) -> str:
         for o in res.drain.outcomes:
             lines.append(f"  effect {o.index} {o.op}: {o.state} ({o.action}){' - ' + o.note if o.note else ''}")
     return "\n".join(lines)
-
-
-def _default_remote(ctx: Context, view: str) -> str | None:
-    """The remote the view's trunk tracks, for a commit into a trunk (a merge into a parent view has none)."""
-    live = load_live(ctx.repo, view, settle=False)
-    if live.view.boundary == "isolated" and live.view.parent.startswith(VIEW_PREFIX):
-        return None
-    return binding.tracked_remote(ctx.repo, live.trunk)
 
 
 @click.command("commit")
@@ -47,15 +36,8 @@ def commit(ctx: Context, view: str, message: str, remote: str | None) -> None:
     A view bound to a remote (pushed, cloned or fetched) is committed only with --remote at that
     remote (E015 otherwise), which also deletes the view's ref there in the same push.
     """
-    remote = remote or _default_remote(ctx, view)
-    fence = None
-    if remote:
-        from reelstore import sync  # on use: it loads dulwich, which most commands never need
-
-        fence = sync.remote_fence(ctx.repo, remote)
-    res = Store(ctx.repo).commit(view, message, fence=fence, check=False)
-    notes = fence.result.notes if fence is not None and fence.result is not None else []
-    ctx.emit({**res.to_json(), "remote": remote, "notes": notes}, lambda: _text(res, notes))
+    res = verbs.commit(ctx.repo, view, message, remote=remote)
+    ctx.emit(res.to_json(), lambda: _text(res, res.notes))
     if res.drain is not None:
         res.drain.check(res)
 

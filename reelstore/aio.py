@@ -6,22 +6,28 @@
         await v.effect("http", HttpRequest("POST", "https://api.example.com/refund", json={"order": 42}))
     # clean exit: committed and drained, without blocking the event loop; an exception: aborted.
 
-Every verb runs in a worker thread, so a drain waiting on a slow target never blocks the loop.
-Threads and stores: a `Store` (its repo, its caches) is used by one thread at a time. For a store on
+Every verb runs in a worker thread of the store's own executor (a constructor parameter; by default
+a small thread pool of `WORKERS` threads), never asyncio's default one: fifty drains waiting on a slow
+target then wait for these threads, not for the ones the application's own `asyncio.to_thread`
+calls need. Threads and stores: a `Store` (its repo, its caches) is used by one thread at a time. For a store on
 disk, each worker thread opens its own `Store` on the same directory, exactly as separate processes
 do: the ref compare-and-swap and the drain's locks keep them consistent, so many views can commit
 concurrently. An in-memory store has one `Store`, and its verbs run one at a time under a lock.
 
 Cancellation never interrupts a verb: cancelling a task that awaits `commit` stops the waiting, but
 the commit, its drain and every journal append run to their end in the worker thread (an effect is
-never left half-journaled by a cancel). Exceptions are the synchronous API's, raised in the caller.
+never left half-journaled by a cancel). `close()` waits for such verbs (the interpreter waits for
+them at exit too); the event loop's own shutdown does not, as the executor is not its default one.
+Exceptions are the synchronous API's, raised in the caller.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -44,30 +50,45 @@ if TYPE_CHECKING:  # as in api.py: loaded by the calls that need them
 T = TypeVar("T")
 
 
-class AsyncStore:
-    """A store whose verbs are coroutines. Make one with `open`, `init`, `open_or_init` or `memory`."""
+WORKERS = 4
+"""Threads of an `AsyncStore`'s own executor when none is given: verbs beyond that many wait their turn."""
 
-    def __init__(self, store: Store) -> None:
+
+class AsyncStore:
+    """A store whose verbs are coroutines. Make one with `open`, `init`, `open_or_init` or `memory`.
+
+    `executor` runs the verbs (by default a thread pool of `WORKERS` threads that this store owns and
+    `close` shuts down); pass your own to size it, or to share one between stores."""
+
+    def __init__(self, store: Store, executor: Executor | None = None) -> None:
         self._store = store
         self._path = store.repo.path
         self._local = threading.local()
         self._lock = threading.Lock() if self._path is None else None
+        self._owned = executor is None
+        self.executor: Executor = executor or ThreadPoolExecutor(WORKERS, thread_name_prefix="reelstore")
+
+    def close(self) -> None:
+        """Shut down the executor this store made (one passed in is the caller's to shut down)."""
+        if self._owned:
+            self.executor.shutdown(wait=True)
 
     @classmethod
-    def open(cls, path: Path | str | None = None) -> AsyncStore:
-        return cls(Store.open(path))
+    def open(cls, path: Path | str | None = None, executor: Executor | None = None) -> AsyncStore:
+        return cls(Store.open(path), executor)
 
     @classmethod
-    def init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK) -> AsyncStore:
-        return cls(Store.init(path, trunk))
+    def init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK, executor: Executor | None = None) -> AsyncStore:
+        return cls(Store.init(path, trunk), executor)
 
     @classmethod
-    def open_or_init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK) -> AsyncStore:
-        return cls(Store.open_or_init(path, trunk))
+    def open_or_init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK,
+                     executor: Executor | None = None) -> AsyncStore:
+        return cls(Store.open_or_init(path, trunk), executor)
 
     @classmethod
-    def memory(cls, trunk: str = DEFAULT_TRUNK) -> AsyncStore:
-        return cls(Store.memory(trunk))
+    def memory(cls, trunk: str = DEFAULT_TRUNK, executor: Executor | None = None) -> AsyncStore:
+        return cls(Store.memory(trunk), executor)
 
     @property
     def store(self) -> Store:
@@ -80,14 +101,17 @@ class AsyncStore:
         return mine
 
     async def run(self, fn: Callable[[Store], T]) -> T:
-        """Run `fn(store)` in a worker thread with that thread's `Store`; the result or its exception."""
+        """Run `fn(store)` in a thread of this store's executor with that thread's `Store`; the result or
+        its exception. The caller's context variables go along, as with `asyncio.to_thread`."""
         def call() -> T:
             if self._lock is None:
                 return fn(self.store)
             with self._lock:
                 return fn(self.store)
 
-        return await asyncio.shield(asyncio.to_thread(call))
+        context = contextvars.copy_context()
+        loop = asyncio.get_running_loop()
+        return await asyncio.shield(loop.run_in_executor(self.executor, context.run, call))
 
     async def fork(self, name: str, source: str | None = None, caps: Iterable[Capability | str] | None = None,
                    boundary: str | None = None) -> AsyncViewHandle:

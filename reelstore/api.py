@@ -18,23 +18,25 @@ Every method is a thin wrapper over `reelstore.kernel.verbs`; the command line c
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from reelstore.adapters.http_request import HttpRequest
-from reelstore.errors import EffectFailed, OutcomeUnknown, ReelError
+from reelstore.errors import BadInput, EffectFailed, NotFound, OutcomeUnknown, ReelError
 from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
-from reelstore.kernel.binding import bound_remote
 from reelstore.kernel.history import LogEntry, log
 from reelstore.kernel.inspection import NameChange, ViewStatus, ViewSummary
 from reelstore.kernel.names import view_ref
 from reelstore.kernel.transaction import Transaction
-from reelstore.kernel.views import descendants, initiator, load_live
+from reelstore.kernel.views import initiator, load_live
 from reelstore.objects import Capability, Effect, Hash
+from reelstore.storage.config import Config
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
+from reelstore.sync import verbs as doors
 
 if TYPE_CHECKING:  # imported where used: most callers never need gc, recovery or dulwich
     from reelstore.drain.hold import Hold
@@ -59,6 +61,10 @@ class ViewHandle:
     A handle from `Store.view` gathers its puts, removes and effects in one transaction that lands
     (one view object, one ref update, one fsync of the objects) when the block ends or at `flush()`;
     any other handle lands each call on its own.
+
+    A handle may be shared by threads (parallel tool calls): its calls run one at a time, and every
+    call lands or raises. The gathered transaction's write batch travels with the handle, so a put
+    made in one thread and landed by another names an object that was written.
     """
 
     def __init__(self, store: Store, name: str, *, batched: bool = False) -> None:
@@ -66,25 +72,47 @@ class ViewHandle:
         self.name = name
         self.batched = batched
         self._tx: Transaction | None = None
+        self._carried: Any = None
+        """The open transaction's write batch, between calls (`ObjectStore.detach_batch`)."""
+        self._owns_batch = True
+        self._lock = threading.RLock()
         self.result: kernel.CommitResult | None = None
         """Set by this handle's commit (also the one `Store.view` makes on a clean exit), before it raises."""
 
+    @contextmanager
+    def _turn(self) -> Iterator[None]:
+        """One call at a time; the transaction's batch is this thread's for the call's duration."""
+        with self._lock:
+            objects = self.repo.objects
+            objects.attach_batch(self._carried)  # E007, and the batch stays with the handle, if this thread has one
+            self._carried = None
+            try:
+                yield
+            finally:
+                if self._tx is not None and self._tx.state == "open" and self._owns_batch:
+                    self._carried = objects.detach_batch()
+
     def _open_tx(self) -> Transaction | None:
         if self.batched and self._tx is None:
+            # A thread already inside a batch of its own keeps it: the transaction joins that batch
+            # and cannot be carried to another thread.
+            self._owns_batch = not self.repo.objects.in_batch
             self._tx = kernel.transaction(self.repo, self.name)
         return self._tx
 
     def flush(self) -> None:
         """Land what this handle has gathered so far (nothing to do outside a `Store.view` block)."""
-        tx, self._tx = self._tx, None
-        if tx is not None:
-            tx.commit()
+        with self._turn():
+            tx, self._tx = self._tx, None
+            if tx is not None:
+                tx.commit()
 
     def discard(self) -> None:
         """Drop what this handle has gathered and not flushed."""
-        tx, self._tx = self._tx, None
-        if tx is not None:
-            tx.abort()
+        with self._turn():
+            tx, self._tx = self._tx, None
+            if tx is not None:
+                tx.abort()
 
     @property
     def repo(self) -> Repo:
@@ -98,37 +126,42 @@ class ViewHandle:
     def put(self, path: str, data: bytes | str | BinaryIO) -> Hash:
         """Write `data` (str is UTF-8 encoded; a binary file is read to its end, streamed) under
         `path`; returns the content id (a blob, or a chunk list for content over 4 MiB)."""
-        tx = self._open_tx()
-        if isinstance(data, (bytes, str)):
-            raw = data.encode("utf-8") if isinstance(data, str) else data
-            return tx.put(path, raw) if tx is not None else kernel.put(self.repo, self.name, path, raw)
-        if tx is not None:
-            return tx.put_stream(path, data)[0]
-        return kernel.put_stream(self.repo, self.name, path, data)[0]
+        with self._turn():
+            tx = self._open_tx()
+            if isinstance(data, (bytes, str)):
+                raw = data.encode("utf-8") if isinstance(data, str) else data
+                return tx.put(path, raw) if tx is not None else kernel.put(self.repo, self.name, path, raw)
+            if tx is not None:
+                return tx.put_stream(path, data)[0]
+            return kernel.put_stream(self.repo, self.name, path, data)[0]
 
     def get(self, path: str) -> bytes:
         """The whole content under `path` (for content too large to hold, use `read`)."""
-        if self._tx is not None:
-            return self._tx.get(path)
-        return kernel.get(self.repo, self.name, path)
+        with self._turn():
+            if self._tx is not None:
+                return self._tx.get(path)
+            return kernel.get(self.repo, self.name, path)
 
     def read(self, path: str) -> Iterator[bytes]:
-        """The content under `path` piece by piece, with bounded memory whatever its size."""
-        if self._tx is not None:
-            return self._tx.read(path)
-        return kernel.read(self.repo, self.name, path)
+        """The content under `path` piece by piece, with bounded memory whatever its size. What the
+        handle gathered lands first: the pieces are read after the call returns, in any thread."""
+        with self._turn():
+            self.flush()
+            return kernel.read(self.repo, self.name, path)
 
     def rm(self, path: str) -> None:
-        tx = self._open_tx()
-        if tx is not None:
-            tx.rm(path)
-        else:
-            kernel.rm(self.repo, self.name, path)
+        with self._turn():
+            tx = self._open_tx()
+            if tx is not None:
+                tx.rm(path)
+            else:
+                kernel.rm(self.repo, self.name, path)
 
     def ls(self, prefix: str = "") -> list[tuple[str, Hash]]:
-        if self._tx is not None:
-            return self._tx.ls(prefix)
-        return kernel.ls(self.repo, self.name, prefix)
+        with self._turn():
+            if self._tx is not None:
+                return self._tx.ls(prefix)
+            return kernel.ls(self.repo, self.name, prefix)
 
     def effect(
         self,
@@ -145,45 +178,52 @@ class ViewHandle:
         attempt at an earlier operation, which `approved_by` (not its initiator) must authorise."""
         if isinstance(op, HttpRequest):
             op = op.to_op()
-        link = None
-        if supersedes is not None:
-            from reelstore.drain.operator import supersede_link
+        with self._turn():
+            link = None
+            if supersedes is not None:
+                from reelstore.drain.operator import supersede_link
 
-            view = load_live(self.repo, self.name, settle=False).view
-            link = supersede_link(self.repo, supersedes, approved_by, initiator(self.repo, view))
-        tx = self._open_tx()
-        if tx is not None:
-            return tx.effect(adapter, op, effect_class, version_ref, link)
-        return kernel.effect(self.repo, self.name, adapter, op, effect_class, version_ref, link)
+                view = load_live(self.repo, self.name, settle=False).view
+                link = supersede_link(self.repo, supersedes, approved_by, initiator(self.repo, view))
+            tx = self._open_tx()
+            if tx is not None:
+                return tx.effect(adapter, op, effect_class, version_ref, link)
+            return kernel.effect(self.repo, self.name, adapter, op, effect_class, version_ref, link)
 
     def status(self) -> ViewStatus:
         """This view's base, changes, pending effects (in firing order) and capabilities."""
-        self.flush()
-        return inspection.status(self.repo, self.name)
+        with self._turn():
+            self.flush()
+            return inspection.status(self.repo, self.name)
 
     def diff(self) -> list[NameChange]:
         """One entry per name this view changed against its base, in name order."""
-        self.flush()
-        return inspection.diff(self.repo, self.name)
+        with self._turn():
+            self.flush()
+            return inspection.diff(self.repo, self.name)
 
     def fork(
         self, name: str, caps: Iterable[Capability | str] | None = None, boundary: str | None = None
     ) -> ViewHandle:
         """A child of this view (isolated by default: its commit merges into this view)."""
-        self.flush()
-        return self.store.fork(name, source=f"refs/views/{self.name}", caps=caps, boundary=boundary)
+        with self._turn():
+            self.flush()
+            return self.store.fork(name, source=f"refs/views/{self.name}", caps=caps, boundary=boundary)
 
     def commit(self, message: str = "", check: bool = True) -> kernel.CommitResult:
         """Commit this view (what the handle gathered lands first); raises OutcomeUnknown / EffectFailed
         unless every effect succeeded (the commit stands either way; `check=False` returns the result
-        without raising)."""
-        self.flush()
-        self.result = kernel.commit(self.repo, self.name, message)
+        without raising). Another thread's call on this handle waits until the commit is done (and
+        then raises E008: the view is committed)."""
+        with self._turn():
+            self.flush()
+            self.result = doors.commit(self.repo, self.name, message)
         return checked(self.result, check)
 
     def abort(self) -> list[str]:
-        self.discard()
-        return self.store.abort(self.name)
+        with self._turn():
+            self.discard()
+            return self.store.abort(self.name)
 
     def http_client(self, package: str = "httpx", **kwargs: Any) -> Any:
         """An `httpx.Client` that sends read-like requests (safe methods, model calls) at once and queues
@@ -196,6 +236,71 @@ class ViewHandle:
 
     def __repr__(self) -> str:
         return f"ViewHandle({self.name!r})"
+
+
+class StoreConfig:
+    """`reel config` from code: the store's config keys (`section.key` or `section.subsection.key`),
+    read and written through the same parser and the same checks as the command (E014 for a malformed
+    key or value). Service rules are `service.NAME.*`, TLS trust `http.trust`, the send timeout
+    `http.timeout`; docs/config.md lists every key the store reads, with its default."""
+
+    def __init__(self, repo: Repo) -> None:
+        self._config = repo.config
+
+    def _fresh(self) -> Config:
+        """The store's config as the file holds it now: another process (`reel config`) may have
+        changed it since this store opened, and a write must not put back what it replaced. The
+        store's own reads see the new values too."""
+        config = self._config
+        if config.path is not None:
+            config.lines = Config(config.path).lines
+        return config
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        """The key's (last) value, or `default` if it is unset."""
+        return self._fresh().get(key, default)
+
+    def get_all(self, key: str) -> list[str]:
+        """Every value of a multi-valued key (`trunk.main.cap`, `secrets.header`), in order."""
+        return self._fresh().get_all(key)
+
+    def __getitem__(self, key: str) -> str:
+        """The key's (last) value; E001 if it is unset, as `reel config --get`."""
+        value = self.get(key)
+        if value is None:
+            raise NotFound(f"config key {key} is not set", key=key)
+        return value
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self.set(key, value)
+
+    def __contains__(self, key: str) -> bool:
+        return bool(self.get_all(key))
+
+    def set(self, key: str, value: str) -> None:
+        """Set the key, replacing its last value (`reel config KEY VALUE`)."""
+        self._fresh().set(key, value)
+
+    def add(self, key: str, value: str) -> None:
+        """Add one more value to the key (`reel config --add`)."""
+        self._fresh().set(key, value, add=True)
+
+    def unset(self, key: str) -> int:
+        """Remove the key (`reel config --unset`): E001 if it is unset, E014 if it has several values."""
+        values = self.get_all(key)
+        if not values:
+            raise NotFound(f"config key {key} is not set", key=key)
+        if len(values) > 1:
+            raise BadInput(f"config key {key} has {len(values)} values; use unset_all", key=key)
+        return self._config.unset(key)
+
+    def unset_all(self, key: str) -> int:
+        """Remove every value of the key; how many there were."""
+        return self._fresh().unset(key)
+
+    def items(self) -> list[tuple[str, str]]:
+        """Every (key, value), in file order (`reel config --list`)."""
+        return self._fresh().items()
 
 
 class Store:
@@ -212,6 +317,11 @@ class Store:
     @classmethod
     def init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK) -> Store:
         return cls(Repo.init(path, trunk))
+
+    @property
+    def config(self) -> StoreConfig:
+        """The store's config keys, read and set as `reel config` does: `store.config["http.timeout"] = "10"`."""
+        return StoreConfig(self.repo)
 
     @property
     def secrets(self) -> SecretStore:
@@ -295,22 +405,14 @@ class Store:
                fence: Callable[[str, Hash, Hash], None] | None = None, check: bool = True,
                remote: str | None = None) -> kernel.CommitResult:
         """Commit view `name`; raises as `ViewHandle.commit` does unless `check=False`. `remote` is
-        `commit --remote` (the fence of that remote's trunk CAS); a bound view needs it (E015)."""
-        if remote is not None and fence is None:
-            from reelstore import sync
-
-            fence = sync.remote_fence(self.repo, remote)
-        return checked(kernel.commit(self.repo, name, message, fence=fence), check)
+        `commit --remote`: the record first wins that remote's trunk by compare-and-swap; by default
+        the remote the trunk tracks (a clone's origin), as every door does (`sync.verbs.commit`)."""
+        return checked(doors.commit(self.repo, name, message, remote=remote, fence=fence), check)
 
     def abort(self, name: str) -> list[str]:
         """Abort view `name` and its live descendants; those bound to a remote lose their copy there
-        first (`sync.abort`), so no other store can commit them afterwards."""
-        live = load_live(self.repo, name)
-        if any(bound_remote(self.repo, v.view) for v in [*descendants(self.repo, live), live]):
-            from reelstore import sync
-
-            return sync.abort(self.repo, name)
-        return kernel.abort(self.repo, name)
+        first, so no other store can commit them afterwards."""
+        return doors.abort(self.repo, name)
 
     def status(self, name: str) -> ViewStatus:
         """View `name`'s base, changes, pending effects (in firing order) and capabilities."""
@@ -405,4 +507,5 @@ def checked(result: kernel.CommitResult, check: bool = True) -> kernel.CommitRes
     return result
 
 
-__all__: Sequence[str] = ("EffectFailed", "HttpRequest", "OutcomeUnknown", "ReelError", "Store", "ViewHandle")
+__all__: Sequence[str] = ("EffectFailed", "HttpRequest", "OutcomeUnknown", "ReelError", "Store", "StoreConfig",
+                          "ViewHandle")

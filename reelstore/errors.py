@@ -114,14 +114,27 @@ class EffectsIncomplete(ReelError):
 
     Carries what a caller needs to act: `ops` (the operation ids concerned), `next_action` (what to
     run next) and `result` (the CommitResult or RecoveryReport, when the error comes from one).
+
+    Raised by a commit, it reports a commit that landed: `committed` is its record (hex), which stands
+    whatever happened to the effects; `owed` the operation ids still owed (not sent, unknown, or not
+    reached): they are settled where they are (`settled_by` says who), so queueing them again in a new
+    view would send them twice; `keys` maps an owed operation to the task key it was queued with, for
+    effects that have one.
     """
 
     def __init__(self, message: str, *, ops: list[str] | tuple[str, ...] = (), next_action: str = "",
-                 result: Any = None, **details: Any) -> None:
+                 result: Any = None, committed: str | None = None, owed: list[str] | tuple[str, ...] = (),
+                 settled_by: str = "", keys: dict[str, str] | None = None, **details: Any) -> None:
+        if committed is not None:
+            details.update(committed=committed, owed=list(owed), settled_by=settled_by, keys=dict(keys or {}))
         super().__init__(message, ops=list(ops), next_action=next_action, **details)
         self.ops = list(ops)
         self.next_action = next_action
         self.result = result
+        self.committed = committed
+        self.owed = list(owed)
+        self.settled_by = settled_by
+        self.keys: dict[str, str] = dict(keys or {})
 
 
 class OutcomeUnknown(EffectsIncomplete):

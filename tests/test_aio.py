@@ -113,7 +113,8 @@ def test_cancelling_a_commit_never_interrupts_its_drain(tmp_path: Path, slow: st
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    asyncio.run(main())  # asyncio.run waits for the worker thread before it returns
+    asyncio.run(main())
+    store.close()  # waits for the store's worker threads: the cancelled commit's drain ran to its end
     deadline = time.monotonic() + 10
     while not _Slow.hits and time.monotonic() < deadline:
         time.sleep(0.05)

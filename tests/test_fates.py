@@ -195,7 +195,9 @@ def test_the_command_line_exits_by_fate(tmp_path: Path, reel, reserve_port: Call
     assert done.returncode == 9, done.stderr
     out, err = done.stdout.decode(), done.stderr.decode()
     assert ": not_sent (tried) - not sent: could not connect to" in out and ": pending (not-reached)" in out
-    assert err.startswith("error: E017: 1 effect did not happen: operation op_") and "reel recover" in err
+    assert err.startswith("error: E017: committed as record ")
+    assert "; 2 effects owed (the commit stands; do not queue the owed ones again): operation op_" in err
+    assert "operation op_" in err and "reel recover" in err
     again = reel("recover", cwd=cwd)
     assert again.returncode == 9 and "E017" in again.stderr.decode()
     with Target(tmp_path / "ledger", port) as target:

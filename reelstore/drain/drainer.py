@@ -169,6 +169,10 @@ class Outcome:
                 "action": self.action, "note": self.note}
 
 
+OWED = ("not_sent", "unknown", "pending")
+"""States of an operation a committed record still owes: it is settled where it is, never queued again."""
+
+
 @dataclass
 class DrainReport:
     trunk: str
@@ -213,13 +217,26 @@ class DrainReport:
             raise Held(f"draining stopped: the store is on hold ({self.held}); record {self.record.hex()} has "
                        "effects still pending; `reel release` then `reel recover` resumes them")
         failed = self.undone
+        owed = [o.op for o in self.outcomes if o.state in OWED]
+        committed = f"committed as record {self.record.hex()}; {plural(len(owed), 'effect')} owed"
         if self.halted is not None and self.halted.state == "unknown":
             also = f" Also not done: {failed_summary(failed)}." if failed else ""
-            raise OutcomeUnknown(unknown_message(self.halted) + also, ops=[self.halted.op, *(o.op for o in failed)],
-                                 next_action=f"reel ops show {self.halted.op}", result=result, op=self.halted.op)
+            settle = (f"an operator: `reel ops show {self.halted.op}`, then `reel reconcile {self.halted.op} --outcome "
+                      "succeeded|absent`, then `reel recover` sends what follows it")
+            raise OutcomeUnknown(f"{committed} (the commit stands; do not queue them again): "
+                                 f"{unknown_message(self.halted)}{also}",
+                                 ops=[self.halted.op, *(o.op for o in failed)],
+                                 next_action=f"reel ops show {self.halted.op}", result=result, op=self.halted.op,
+                                 committed=self.record.hex(), owed=owed, settled_by=settle)
         if failed:
-            raise EffectFailed(failed_message(failed), ops=[o.op for o in failed], next_action=failed_next(failed),
-                               result=result)
+            final = [o for o in failed if o.state not in OWED]
+            settle = ("`reel recover` (`Store.recover()`), once the cause is fixed; or an operator, who gives one up "
+                      "with `reel reconcile OP --outcome absent`") if owed else ""
+            gone = f", {plural(len(final), 'effect')} failed for good" if final else ""
+            why = "the commit stands; do not queue the owed ones again" if owed else "the commit stands"
+            raise EffectFailed(f"{committed}{gone} ({why}): {failed_summary(failed)}. Next: {failed_next(failed)}",
+                               ops=[o.op for o in failed], next_action=failed_next(failed), result=result,
+                               committed=self.record.hex(), owed=owed, settled_by=settle)
 
     def to_json(self) -> dict[str, Any]:
         return {"trunk": self.trunk, "record": self.record.hex(), "epoch": self.epoch, "complete": self.complete,

@@ -180,6 +180,10 @@ class CommitResult:
     record: Hash | None = None
     parent_view: Hash | None = None
     drain: DrainReport | None = None
+    remote: str | None = None
+    """The remote whose trunk the record won first (`sync.verbs.commit` sets it), if any."""
+    notes: tuple[str, ...] = ()
+    """What that remote step has to say (a view ref it deleted there, say)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -188,6 +192,8 @@ class CommitResult:
             "record": self.record.hex() if self.record else None,
             "parent_view": self.parent_view.hex() if self.parent_view else None,
             "drain": self.drain.to_json() if self.drain else None,
+            "remote": self.remote,
+            "notes": list(self.notes),
         }
 
 

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from reelstore.errors import NotFound, StorageError
 from reelstore.objects.hash import Hash
@@ -113,6 +113,25 @@ class DiskObjectStore(ObjectStore):
     @_batch_depth.setter
     def _batch_depth(self, depth: int) -> None:
         self._local.depth = depth
+
+    @property
+    def in_batch(self) -> bool:
+        return self._batch_depth > 0
+
+    def detach_batch(self) -> Any:
+        depth = self._batch_depth
+        if not depth:
+            return None
+        state = (depth, self._batch, getattr(self._local, "packed", False))
+        self._batch_depth, self._batch, self._local.packed = 0, None, False
+        return state
+
+    def attach_batch(self, state: Any) -> None:
+        if state is None:
+            return
+        if self._batch_depth:
+            raise StorageError("cannot carry a write batch into a thread that has its own batch open")
+        self._batch_depth, self._batch, self._local.packed = state
 
     @property
     def batch_open(self) -> bool:

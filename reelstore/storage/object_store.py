@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import zstandard
 
@@ -209,6 +209,21 @@ class ObjectStore(ABC):
 
     def end_batch(self, keep: bool) -> None:
         """Close a batch: the outermost one makes what it holds durable (`keep`) or discards it."""
+        return
+
+    @property
+    def in_batch(self) -> bool:
+        """Whether this thread has a batch open (a backend without batches never has)."""
+        return False
+
+    def detach_batch(self) -> Any:
+        """Take this thread's open batch off the thread (None if it has none), for `attach_batch` in
+        the next thread to write into it: a batch is per thread, and a writer shared by threads (a view
+        handle gathering a transaction) must end its batch in whichever thread lands it."""
+        return None
+
+    def attach_batch(self, state: Any) -> None:
+        """Make a batch `detach_batch` took this thread's open batch (None: nothing to do)."""
         return
 
     def flush(self) -> None:
