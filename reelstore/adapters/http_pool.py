@@ -54,14 +54,6 @@ class Pool:
                 return
         conn.close()
 
-    def close(self) -> None:
-        """Close every idle connection."""
-        with self._lock:
-            idle, self._idle = self._idle, {}
-        for conns in idle.values():
-            for conn in conns:
-                conn.close()
-
 
 def pool(repo: Repo) -> Pool:
     """The store handle's pool (built on first use)."""
