@@ -340,7 +340,7 @@ def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: 
     latest = drainlog.index(repo, report.trunk).latest.get(op)
     if latest is not None and latest.state in FINAL:
         return Outcome(index, op, effect_id, latest.state, "already", latest.note)
-    effect = repo.objects.get_as(effect_id, Effect)
+    effect = repo.cache.load(effect_id, Effect)  # just admitted, in a long-lived process: decoded already
     impl = report.adapters.get(effect.adapter)
     if impl is None:
         try:
