@@ -14,7 +14,7 @@ import click
 from reelstore import __version__
 from reelstore.cli.command_index import COMMANDS as INDEX
 from reelstore.cli.context import Context, report
-from reelstore.errors import ReelError, StorageError, input_error
+from reelstore.errors import LOCAL_WRITE_ERRNOS, LocalWriteError, ReelError, StorageError, input_error
 
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
@@ -112,11 +112,15 @@ class ReelGroup(click.Group):
 
 
 def _os_error(ctx: click.Context, exc: OSError) -> ReelError:
-    """An OSError no command mapped: E007 only if it concerns the store's own files (or names no file);
-    a file outside the store is the user's input (E001 / E014 with its path)."""
+    """An OSError no command mapped: E019 for a write this machine refused (disk full, quota, file size
+    limit); else E007 only if it concerns the store's own files (or names no file); a file outside the
+    store is the user's input (E001 / E014 with its path)."""
+    name = exc.filename
+    if exc.errno in LOCAL_WRITE_ERRNOS:
+        return LocalWriteError(f"cannot write {name or 'the output'}: {exc.strerror or exc}",
+                               path=name)
     obj = ctx.find_object(Context)
     store = obj.opened.path if obj is not None and obj.opened is not None else None
-    name = exc.filename
     if name is not None and (store is None or not Path(os.path.abspath(name)).is_relative_to(store.resolve())):
         return input_error(exc, name)
     return StorageError(f"{exc.strerror or exc}: {name or ''}".rstrip(": "))

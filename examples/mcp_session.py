@@ -22,7 +22,10 @@ def result(reply) -> object:
     text = "".join(getattr(c, "text", "") for c in reply.content)
     if reply.isError:
         raise SystemExit(f"tool error: {text}")
-    return reply.structuredContent.get("result") if reply.structuredContent else json.loads(text)
+    doc = reply.structuredContent
+    if doc is None:
+        return json.loads(text)
+    return doc["result"] if set(doc) == {"result"} else doc  # lists come wrapped in {"result": …}
 
 
 async def main(store: str, url: str) -> None:

@@ -9,7 +9,9 @@ import click
 from reelstore.api import Store
 from reelstore.cli.complete import OPS, VIEWS
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.drain.owners import task_op_id
 from reelstore.errors import BadInput
+from reelstore.kernel.views import load_live
 
 
 def _version_ref(text: str | None) -> dict[str, str] | None:
@@ -30,9 +32,11 @@ def _version_ref(text: str | None) -> dict[str, str] | None:
 @click.option("--supersedes", metavar="OP", shell_complete=OPS,
               help="A fresh attempt at operation OP (linked; OP keeps its state).")
 @click.option("--approved-by", default="", metavar="NAME", help="With --supersedes: who authorised it (not you).")
+@click.option("--key", metavar="TASK", help="Task key: the operation id derives from (trunk, TASK), so the task is "
+              "never queued or sent twice.")
 @pass_ctx
 def effect(ctx: Context, view: str, adapter_name: str, op_text: str, effect_class: str | None,
-           version_ref: str | None, supersedes: str | None, approved_by: str) -> None:
+           version_ref: str | None, supersedes: str | None, approved_by: str, key: str | None) -> None:
     """Admit an effect into VIEW's buffer; it fires only when the view's changes reach a trunk."""
     try:
         op = json.loads(op_text)
@@ -41,9 +45,12 @@ def effect(ctx: Context, view: str, adapter_name: str, op_text: str, effect_clas
     if not isinstance(op, dict):
         raise BadInput("--op must be a JSON object")
     made = Store(ctx.repo).handle(view).effect(adapter_name, op, effect_class, _version_ref(version_ref),
-                                               supersedes=supersedes, approved_by=approved_by)
+                                               supersedes=supersedes, approved_by=approved_by, key=key)
     doc = {"view": view, "id": made.id.hex(), "class": made.effect_class, "resource": made.resource,
            "delivery": made.delivery}
+    if key is not None:
+        doc["key"] = key
+        doc["op"] = task_op_id(load_live(ctx.repo, view, settle=False).trunk, key)
     if supersedes is not None:
         doc["supersedes"] = str(made.meta["supersedes"])
     ctx.emit(doc, made.id.hex())

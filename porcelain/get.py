@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Iterator
 
@@ -14,6 +15,7 @@ from reelstore.errors import NotFound
 from reelstore.kernel import verbs as kernel
 from reelstore.namespace.tree import Namespace
 from reelstore.storage import content
+from reelstore.storage.fileio import write_all
 
 
 def _pieces(ctx: Context, view: str, name: str) -> Iterator[bytes]:
@@ -42,10 +44,20 @@ def get(ctx: Context, view: str, name: str) -> None:
         except UnicodeDecodeError:
             ctx.emit({"view": view, "name": name, "data": {"$bytes": data.hex()}})
         return
-    out = sys.stdout.buffer
+    # Straight to the descriptor: a buffered stream can drop the error of a write the machine refuses
+    # after a partial one (EFBIG past the file size limit), and the output would end short with exit 0.
+    sys.stdout.flush()
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, io.UnsupportedOperation):  # an in-memory stdout (a test runner's)
+        fd = None
     for piece in pieces:
-        out.write(piece)
-    out.flush()
+        if fd is None:
+            sys.stdout.buffer.write(piece)
+        else:
+            write_all(fd, piece, fsync=False)
+    if fd is None:
+        sys.stdout.buffer.flush()
 
 
 COMMANDS = [get]

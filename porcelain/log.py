@@ -46,7 +46,7 @@ def _text(entries: list[LogEntry]) -> str:
 
 @click.command("log")
 @click.argument("revs", nargs=-1, metavar="[REVISION]...", shell_complete=REVISIONS)
-@click.option("-n", "--max-count", "limit", type=click.IntRange(min=0), help="Show at most N records.")
+@click.option("-n", "--max-count", "limit", type=int, help="Show at most N records (0 to 2^63-1).")
 @click.option("--oneline", is_flag=True, help="One line per record: its short id and message.")
 @click.option("--graph", is_flag=True, help="Draw the history's line at the left, as git's --graph.")
 @pass_ctx

@@ -200,8 +200,9 @@ class AsyncViewHandle:
         return await self._on(lambda h: h.ls(prefix))
 
     async def effect(self, adapter: str, op: Mapping[str, Any] | HttpRequest, effect_class: str | None = None,
-                     version_ref: Mapping[str, Any] | None = None) -> Effect:
-        return await self._on(lambda h: h.effect(adapter, op, effect_class, version_ref))
+                     version_ref: Mapping[str, Any] | None = None, *, key: str | None = None) -> Effect:
+        """`ViewHandle.effect`; `key` is the task key."""
+        return await self._on(lambda h: h.effect(adapter, op, effect_class, version_ref, key=key))
 
     async def status(self) -> ViewStatus:
         return await self._on(lambda h: h.status())

@@ -172,10 +172,13 @@ class ViewHandle:
         *,
         supersedes: str | None = None,
         approved_by: str = "",
+        key: str | None = None,
     ) -> Effect:
         """Queue a Class B or C effect; it fires only if this view's changes reach a trunk. `op` is the
         adapter's operation map, or an `HttpRequest` for the http adapter. `supersedes` makes it a fresh
-        attempt at an earlier operation, which `approved_by` (not its initiator) must authorise."""
+        attempt at an earlier operation, which `approved_by` (not its initiator) must authorise. `key`
+        names the task (say "refund:ticket-42"): the operation id derives from (trunk, key), so the task
+        queued again, in any view, store or process, is refused (E008) instead of done twice."""
         if isinstance(op, HttpRequest):
             op = op.to_op()
         with self._turn():
@@ -187,8 +190,8 @@ class ViewHandle:
                 link = supersede_link(self.repo, supersedes, approved_by, initiator(self.repo, view))
             tx = self._open_tx()
             if tx is not None:
-                return tx.effect(adapter, op, effect_class, version_ref, link)
-            return kernel.effect(self.repo, self.name, adapter, op, effect_class, version_ref, link)
+                return tx.effect(adapter, op, effect_class, version_ref, link, key)
+            return kernel.effect(self.repo, self.name, adapter, op, effect_class, version_ref, link, key)
 
     def status(self) -> ViewStatus:
         """This view's base, changes, pending effects (in firing order) and capabilities."""

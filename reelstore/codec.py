@@ -1,13 +1,16 @@
 """The one codec: canonical msgpack with a kind tag, and the bounded decoder.
 
 Canonical bytes of an object are `KIND 0x00 BODY`, where BODY is msgpack of plain values with map keys
-sorted, `bytes` as bin and `str` as UTF-8 str, integers in their shortest form and no floats. The
-decoder re-encodes what it read and refuses anything that does not come back byte for byte, so every
-value has exactly one encoding and an id can never name two different byte strings.
+sorted, `bytes` as bin and `str` as UTF-8 str, integers in their shortest form and floats always as
+IEEE-754 doubles (msgpack float 64; NaN and the infinities refused: JSON has no text for them). The
+decoder re-encodes what it read and refuses anything that does not come back byte for byte (a float 32
+included), so every value has exactly one encoding and an id can never name two different byte strings.
+An integer and a float are different values (`1` and `1.0` encode differently), as they are in JSON.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -59,31 +62,41 @@ class FrozenMap(Mapping[str, Any]):
         return f"FrozenMap({self._d!r})"
 
 
-def freeze(value: Any, _depth: int = 0) -> Any:
+def _finite(value: float, where: str) -> float:
+    """`value` as a plain IEEE double; E014 naming `where` for NaN and the infinities."""
+    if not math.isfinite(value):
+        raise BadInput(f"{where or 'value'}: {value!r} is not a finite number; JSON and this store accept only "
+                       "finite numbers (send it as a string if you mean it)", field=where or "value")
+    return float(value)
+
+
+def freeze(value: Any, where: str = "", _depth: int = 0) -> Any:
     """Turn JSON-like input into the immutable, canonical-ready form objects hold.
 
-    Rejects what the codec cannot represent exactly (floats, non-string keys, huge ints) with E014.
+    Rejects what the codec cannot represent exactly (NaN and infinities, non-string keys, huge ints)
+    with E014 naming the field by its path from `where` (e.g. `op.json.amount`).
     """
+    at = where or "value"
     if _depth > MAX_DEPTH:
-        raise BadInput(f"value nests deeper than {MAX_DEPTH} levels")
+        raise BadInput(f"{at}: value nests deeper than {MAX_DEPTH} levels", field=at)
     if value is None or isinstance(value, (bool, str, bytes)):
         return value
     if isinstance(value, int):
         if not _INT_MIN <= value <= _INT_MAX:
-            raise BadInput(f"integer {value} is out of the 64-bit range")
+            raise BadInput(f"{at}: integer {value} is out of the 64-bit range", field=at)
         return value
     if isinstance(value, float):
-        raise BadInput("floats have no canonical form here; use an integer (minor units) or a string")
+        return _finite(value, at)
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
-                raise BadInput(f"map keys must be strings, not {type(k).__name__}")
-            out[k] = freeze(v, _depth + 1)
+                raise BadInput(f"{at}: map keys must be strings, not {type(k).__name__}", field=at)
+            out[k] = freeze(v, f"{where}.{k}" if where else k, _depth + 1)
         return FrozenMap(out)
     if isinstance(value, (list, tuple)):
-        return tuple(freeze(v, _depth + 1) for v in value)
-    raise BadInput(f"cannot encode a value of type {type(value).__name__}")
+        return tuple(freeze(v, f"{at}[{i}]", _depth + 1) for i, v in enumerate(value))
+    raise BadInput(f"{at}: cannot encode a value of type {type(value).__name__}", field=at)
 
 
 def thaw(value: Any) -> Any:
@@ -96,7 +109,7 @@ def thaw(value: Any) -> Any:
 
 
 def _plain(value: Any, depth: int) -> Any:
-    """Prepare a value for msgpack: sorted maps, bytes subclasses as bytes, floats refused."""
+    """Prepare a value for msgpack: sorted maps, bytes subclasses as bytes, finite floats as doubles."""
     if depth > MAX_DEPTH:
         raise BadInput(f"value nests deeper than {MAX_DEPTH} levels")
     t = type(value)
@@ -117,7 +130,7 @@ def _plain(value: Any, depth: int) -> Any:
     if isinstance(value, (tuple, list)):
         return [_plain(v, depth + 1) for v in value]
     if isinstance(value, float):
-        raise BadInput("floats have no canonical form here; use an integer (minor units) or a string")
+        return _finite(value, "")
     if isinstance(value, int):
         return int(value)
     raise BadInput(f"cannot encode a value of type {t.__name__}")

@@ -6,6 +6,7 @@ DESIGN §8; the command line maps an uncaught ReelError to `error: E0NN: message
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import Any
 
@@ -89,10 +90,12 @@ class StorageError(ReelError):
 
 
 class ViewTerminal(ReelError):
-    """The view was already committed or aborted."""
+    """The view was already committed or aborted, or an operation it carries (a task key, a restored or
+    resurrected effect) already belongs to a record or an abort here."""
 
     code, exit_status = "E008", 8
-    hint = "fork a new view; a committed or aborted view takes no more verbs"
+    hint = ("fork a new view; a committed or aborted view takes no more verbs. An operation already owned (the "
+            "message names its record or abort) is done or discarded: do not queue it again")
 
 
 class CapabilityViolation(ReelError):
@@ -195,6 +198,18 @@ class ApprovalRequired(ReelError):
     code, exit_status = "E018", 10
     hint = ("`reel views --awaiting` says who must approve what; an approver runs `reel approve VIEW --by NAME`, "
             "then commit again (a change to the view after that voids the approval)")
+
+
+class LocalWriteError(ReelError):
+    """This machine refused a write: the disk is full (ENOSPC), a quota is spent (EDQUOT) or a file would
+    pass the file size limit (EFBIG). Not damage to what is already stored."""
+
+    code, exit_status = "E019", 11
+    hint = "free space, or raise the quota or the file size limit, then run the command again"
+
+
+LOCAL_WRITE_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, n))
+"""The errno values of an OSError that is a `LocalWriteError`."""
 
 
 def catalogue() -> list[type[ReelError]]:

@@ -213,10 +213,13 @@ def configure(config, base: str) -> None:  # noqa: ANN001  (a reelstore Config)
     config.set("service.query.match", f"http:POST:{base}/query")
     config.set("service.query.delivery", "queryable")
     config.set("service.query.status-url", f"{base}/query/status/{{key}}")
+    # this target acts before it answers or never: its 404 proves absence at once (no processing window)
+    config.set("service.query.absent-after", "0")
     config.set("service.tp.match", f"http:POST:{base}/tp")
     config.set("service.tp.delivery", "two-phase")
     config.set("service.tp.status-url", f"{base}/tp/status/{{key}}")
     config.set("service.tp.commit-url", f"{base}/tp/commit/{{key}}")
+    config.set("service.tp.absent-after", "0")
 
 
 def pay_op(base: str, tier: str, amount: int = 5) -> dict:

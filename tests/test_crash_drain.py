@@ -123,9 +123,11 @@ def test_a_journal_deleted_whole_is_e007_and_nothing_is_resent(tmp_path: Path) -
 def test_negative_control_forgetting_the_journal_duplicates(tmp_path: Path) -> None:
     with Target(tmp_path / "ledger.jsonl") as target:
         crashed_commit(tmp_path, target, "blind", "target-kills")
-        # The journal is the trunk's segment (its durable record), the drain ref that follows it and the
-        # mark that says the trunk has one; forgotten together, nothing says the effect was ever sent.
+        # The journal is the trunk's segment (its durable record), its high-water mark, the drain ref that
+        # follows it and the mark that says the trunk has one; forgotten together, nothing says the effect
+        # was ever sent.
         (tmp_path / ".reel" / "objects" / "journal" / "main.seg").unlink()
+        (tmp_path / ".reel" / "objects" / "journal" / "main.seg.hwm").unlink()
         (tmp_path / ".reel" / "refs" / "drains" / "main").unlink()
         (tmp_path / ".reel" / "journals" / "main").unlink()
         rec = reel(tmp_path, "recover")

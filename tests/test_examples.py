@@ -28,7 +28,7 @@ def _bodies(target: Target) -> list[dict]:
 def test_mcp_session_example_fires_only_the_committed_attempt(tmp_path: Path) -> None:
     with Target(tmp_path / "ledger.jsonl") as target:
         out = _run(str(EXAMPLES / "mcp_session.py"), str(tmp_path / "store"), f"{target.url}/blind", cwd=tmp_path)
-        assert "try-1: abort" in out and "try-2: commit" in out
+        assert "try-1: abort" in out and "try-2: commit" in out and '"committed": true' in out
         assert len(target.ledger_path.read_text().splitlines()) == 1
 
 

@@ -153,7 +153,7 @@ def test_bad_effects_and_unknown_adapters_are_e014(mem: Repo) -> None:
     with pytest.raises(BadInput):
         kernel.effect(mem, "a", "recorder", {"no-n": 1})
     with pytest.raises(BadInput):
-        kernel.effect(mem, "a", "recorder", {"n": 1.5})
+        kernel.effect(mem, "a", "recorder", {"n": float("nan")})
     with pytest.raises(BadInput, match="no adapter named 'no-such-adapter' can be loaded"):
         kernel.effect(mem, "a", "no-such-adapter", {"n": 1})
     with pytest.raises(BadInput):

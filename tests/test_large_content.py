@@ -16,7 +16,8 @@ from memlimit import MiB, run_reel
 from reelstore.errors import BadInput
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Blob, Chunks
-from reelstore.objects.chunks import CHUNK_MAX, CHUNK_MIN, THRESHOLD, pieces
+from reelstore.objects.block import decode
+from reelstore.objects.chunks import CHUNK_MAX, CHUNK_MIN, MAX_EXPANSION, THRESHOLD, pieces
 from reelstore.storage import content
 from reelstore.storage.object_store import MemoryObjectStore
 from reelstore.storage.repo import Repo
@@ -59,6 +60,21 @@ def test_chunk_list_rules() -> None:
         Chunks(CHUNK_MAX + 1 + CHUNK_MAX, ((b, CHUNK_MAX + 1), (b, CHUNK_MAX)))
     listing = Chunks(THRESHOLD + 1, ((b, CHUNK_MAX), (b, 1)))
     assert listing.references() == (b, b)
+
+
+def test_a_chunk_list_may_not_expand_its_pieces_without_bound() -> None:
+    """One 4 MiB piece listed 2^20 times would write 4 TiB from 4 MiB stored: refused when decoded.
+    A file of zeros (one piece repeated 4096 times: 16 GiB) is still a chunk list."""
+    b = Blob(b"x").id
+    assert Chunks(MAX_EXPANSION * CHUNK_MAX, ((b, CHUNK_MAX),) * MAX_EXPANSION).size == 16 << 30
+    with pytest.raises(BadInput, match="more than 4096 times its pieces") as err:
+        Chunks((MAX_EXPANSION + 1) * CHUNK_MAX, ((b, CHUNK_MAX),) * (MAX_EXPANSION + 1))
+    assert err.value.details["field"] == "parts"
+    crafted = Chunks.__new__(Chunks)
+    object.__setattr__(crafted, "size", 1 << 42)
+    object.__setattr__(crafted, "parts", ((b, CHUNK_MAX),) * (1 << 20))
+    with pytest.raises(BadInput):
+        decode(crafted.encode())
 
 
 def test_streamed_cuts_equal_whole_cuts_and_edits_move_few_boundaries() -> None:

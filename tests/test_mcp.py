@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 from conftest import REEL
 from mcp import ClientSession, StdioServerParameters
@@ -25,7 +26,9 @@ from target import Target
 
 from reelstore.storage.repo import Repo
 
-TOOLS = {"fork", "ls", "get", "put", "rm", "diff", "status", "effect", "commit", "abort", "views", "log", "ops"}
+TOOLS = {"fork", "ls", "get", "put", "rm", "diff", "status", "effect", "commit", "abort", "views", "log", "ops",
+         "operation", "capabilities"}
+TOKEN = "test-token-0123456789"
 
 
 def _text(result) -> str:
@@ -45,7 +48,9 @@ def _server_args(store: Path, url: str) -> list[str]:
 
 
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+    env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+    env["REEL_MCP_TOKEN"] = TOKEN
+    return env
 
 
 @asynccontextmanager
@@ -84,8 +89,14 @@ async def _over_http(store: Path, url: str, port: int) -> AsyncIterator[ClientSe
                 await asyncio.sleep(0.05)
         # only loopback: 127.0.0.1 in /proc's little-endian hex, and nothing on any other address
         assert _listening(port) == {"0100007F"}, _listening(port)
-        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write, _), \
-                ClientSession(read, write) as client:
+        # a request without the bearer token is refused before it reaches a tool
+        async with httpx.AsyncClient() as anonymous:
+            refused = await anonymous.post(f"http://127.0.0.1:{port}/mcp", json={"jsonrpc": "2.0", "id": 1,
+                                                                                 "method": "tools/list"})
+            assert refused.status_code == 401, refused.text
+        authed = httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=httpx.Timeout(30, read=120))
+        async with authed, streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=authed) as (
+                read, write, _), ClientSession(read, write) as client:
             yield client
     finally:
         server.send_signal(signal.SIGINT)  # an operator's Ctrl-C
@@ -130,7 +141,8 @@ async def _session(transport: Transport, store: Path, url: str, port: int, ledge
         _doc(await client.call_tool("fork", {"name": "b"}))
         _doc(await client.call_tool("effect", {"view": "b", "adapter": "http", "op": op}))
         committed = _doc(await client.call_tool("commit", {"view": "b"}))
-        assert committed["record"] and [e["state"] for e in committed["drain"]["outcomes"]] == ["succeeded"]
+        assert committed["record"] and committed["state"] == "done"
+        assert [o["state"] for o in committed["operations"]] == ["succeeded"]
         assert len(ledger_lines()) == 1
 
         # a view forked outside the server with the trunk's full authority is out of the agent's reach

@@ -240,8 +240,8 @@ def test_invalid_field_values_are_e014():
         Journal(None, "main", h, 0, h, "op", "maybe", 0, 0)
     with pytest.raises(BadInput):
         Record(None, h, time=-1)
-    with pytest.raises(BadInput):
-        Effect("http", "C", "r", {"amount": 1.5})
+    with pytest.raises(BadInput, match=r"op\.amount"):
+        Effect("http", "C", "r", {"amount": float("nan")})
 
 
 def test_references_list_every_edge():

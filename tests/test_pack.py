@@ -419,3 +419,23 @@ def test_a_large_put_packs_only_what_is_not_already_loose(tmp_path) -> None:
     packed = {h for pack in store.packs() for h in pack.ids()}
     assert packed == {o.id for o in new}
     assert all(store.loose.has(o.id) for o in old)
+
+
+def test_a_chain_past_the_limit_is_refused_when_indexed_and_reported_by_verify(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pack chained 20 deep read by a reader whose limit is 10: reading in order keeps each base
+    cached, which used to hide the depth from index-pack and verify-pack while a cold read failed."""
+    from reelstore.storage import pack as packmod
+    from reelstore.storage.pack_import import index_file
+
+    blobs = versioned(files=1, versions=20)
+    pack = make_pack(tmp_path, [b for b, _ in blobs], {b.id: n for b, n in blobs}, depth=20)
+    assert max(i.depth for i in pack.verify()[0]) >= 19
+    monkeypatch.setattr(packmod, "MAX_CHAIN", 10)
+    cold = Pack(pack.path)
+    with pytest.raises(StorageError, match="base chain longer than 10"):
+        cold.get_raw(blobs[-1][0].id)
+    _, problems = Pack(pack.path).verify()
+    assert any("base chain longer than 10" in p for p in problems), problems
+    with pytest.raises(StorageError, match="base chain longer than 10"):
+        index_file(pack.path)

@@ -14,6 +14,7 @@ from conftest import REEL
 from target import Target, pay_op
 from test_approvals import rule
 
+from reelstore import crashpoints
 from reelstore.api import Store
 from reelstore.errors import ApprovalRequired, BadInput, CapabilityViolation, Conflict, NotFound
 from reelstore.kernel import snapshot as snapshots
@@ -102,6 +103,24 @@ def test_restore_in_place_of_a_committed_view_makes_it_anew(mem: Repo) -> None:
     kernel.commit(mem, "a")
     again = snapshots.restore(mem, "s")
     assert not again.in_place and again.pending == [] and again.left_out[0].why.startswith("already committed")
+
+
+def test_a_view_restored_anew_between_a_commit_and_its_retire_survives_the_retire(mem: Repo) -> None:
+    """The commit landed; before it deleted the view's ref, a restore made the name anew (a new lineage).
+    The commit's retire must leave that new view alone: it is not the view the commit landed."""
+    kernel.fork(mem, "a")
+    _queued(mem, "a", 1)
+    snapshots.take(mem, "a", "s")
+    made: list[snapshots.RestoreResult] = []
+
+    def restore_now(point: str) -> None:
+        if point == "commit:logged" and not made:
+            made.append(snapshots.restore(mem, "s"))
+
+    with crashpoints.hooked(restore_now):
+        kernel.commit(mem, "a")
+    assert made and not made[0].in_place
+    assert mem.refs.get("refs/views/a") == made[0].id
 
 
 def test_cli_restore_in_place(reel, tmp_path: Path) -> None:

@@ -91,6 +91,11 @@ class Adapter:
         """After a crash: did the target act? `succeeded`, `absent` or `unknown` (the default)."""
         return "unknown"
 
+    def absence_window(self, effect: Effect) -> float:
+        """Seconds after an attempt began during which the target's "absent" answer to `reconcile` is no
+        proof (the attempt may still land); recovery resends only after it. Default 0: no such window."""
+        return 0.0
+
     def absence_unprovable(self, effect: Effect) -> str:
         """The adapter's evidence rule: '' if an operator who finds no trace of `effect` at its target
         may record it absent, else why "no record found" proves nothing (the target can still act

@@ -37,6 +37,8 @@ from reelstore.objects import Effect
 from reelstore.storage.fileio import write_all
 
 ACTIONS = ("write", "delete")
+OP_KEYS = ("action", "path", "content", "mode")
+"""Every key an fs op may have."""
 MAX_CONTENT = 16 * 1024 * 1024
 STORE_NAME = ".reel"
 NAME_MAX = 255
@@ -66,6 +68,17 @@ def _relative(path: Any) -> str:
     return "/".join(parts)
 
 
+def check_op(op: Mapping[str, Any]) -> None:
+    """E014 naming the first unknown key of an fs op: a misspelt key is refused, never ignored."""
+    if not isinstance(op, Mapping):
+        raise BadInput("fs op must be a map with action and path")
+    unknown = sorted(str(k) for k in op if k not in OP_KEYS)
+    if unknown:
+        raise BadInput(f"fs op: unknown key {unknown[0]!r}" + (f" (and {', '.join(map(repr, unknown[1:]))})"
+                       if unknown[1:] else "") + f"; an fs op takes only {', '.join(OP_KEYS)}",
+                       field=f"op.{unknown[0]}")
+
+
 class _Unwritable(Exception):
     """A path the walk refuses; the message names why."""
 
@@ -80,13 +93,11 @@ class FsAdapter(Adapter):
         return (top / configured) if configured else top
 
     def classify(self, op: Mapping[str, Any]) -> Admission:
+        check_op(op)
         action = op.get("action")
         if action not in ACTIONS:
             raise BadInput(f"fs op 'action' must be one of {', '.join(ACTIONS)}, not {action!r}")
         path = _relative(op.get("path"))
-        extra = set(op) - {"action", "path", "content", "mode"}
-        if extra:
-            raise BadInput(f"fs op has unknown fields {sorted(extra)}")
         if action == "write":
             content = op.get("content")
             if not isinstance(content, str) or len(content.encode("utf-8")) > MAX_CONTENT:

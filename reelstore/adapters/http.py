@@ -2,7 +2,10 @@
 
 An operation is a map: `{"method": "POST", "url": "http://h/pay", "headers": {...}, "json": VALUE}`
 (or `"body": TEXT`, or raw bytes under `"body"`), optionally `"etag": VALUE` for a Class B request
-(the same as `reel effect --version-ref etag=VALUE`).
+(the same as `reel effect --version-ref etag=VALUE`) and `"secrets"` (references the store resolves at
+send time). Any other key is refused (E014 naming it): a misspelt `"jsn"` would otherwise be stored and
+sent as a request without a body. Numbers in `json` may be floats; they are sent in their shortest
+round-trip text (`0.7`, not `0.69999…`).
 Its resource name is `http:METHOD:URL`; `reelstore.storage.service_rules` classes and delivers it by config.
 
 A request goes out in two phases, kept apart by the code's structure rather than guessed from an
@@ -28,7 +31,7 @@ from urllib3.exceptions import ConnectTimeoutError, HTTPError, NameResolutionErr
 from reelstore.adapters.base import Adapter, Admission, NotSent, Result, register
 from reelstore.adapters.http_pool import pool
 from reelstore.adapters.trust import client_context, extra_trust
-from reelstore.codec import thaw
+from reelstore.codec import freeze, thaw
 from reelstore.errors import BadInput, Conflict, Unreachable
 from reelstore.objects.hash import Hash
 from reelstore.storage.secrets import MissingSecret, resolve_http, secret_store
@@ -40,6 +43,10 @@ if TYPE_CHECKING:
 
 RECEIPT_HEADERS = ("etag", "location", "content-type", "idempotency-key", "date", "last-modified")
 METHOD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+OP_KEYS = ("method", "url", "headers", "json", "body", "etag", "secrets")
+"""Every key an http op may have."""
+ABSENCE_MARGIN = 5.0
+"""Seconds added to http.timeout before a status 404 proves absence: clock steps, the target's own queue."""
 MAX_ANSWER = 16 * 1024 * 1024
 """Bytes of an answer's body read at most (a receipt keeps only its hash and length)."""
 
@@ -66,6 +73,7 @@ class HttpAdapter(Adapter):
         """Seconds to wait for a target (config `http.timeout`, default 30)."""
 
     def classify(self, op: Mapping[str, Any]) -> Admission:
+        check_op(op)
         method, url = _method_url(op)
         _body(op)
         resource = f"http:{method}:{url}"
@@ -83,6 +91,13 @@ class HttpAdapter(Adapter):
         if not svc.name and method in SAFE_METHODS:
             return Service(name="", match="", delivery="keyed", key_header="")
         return svc
+
+    def absence_window(self, effect: Effect) -> float:
+        """A 404 from the status URL proves absence only once the attempt can no longer land: after the
+        service rule's `absent-after`, else after this store's send timeout plus a margin (the sender
+        gave up by then; a target that works on after its client left must declare `absent-after`)."""
+        svc = self.service(effect)
+        return svc.absent_after if svc.absent_after is not None else self.timeout + ABSENCE_MARGIN
 
     def absence_unprovable(self, effect: Effect) -> str:
         svc = classify(self.repo.config, effect.resource, str(effect.op.get("method", "GET")))
@@ -135,7 +150,8 @@ class HttpAdapter(Adapter):
 
     def reconcile(self, effect: Effect, op_id: str) -> str:
         """Queryable and two-phase: ask the status URL. 200 = done (a prepared two-phase request is
-        confirmed first), 404 = absent, anything else = unknown."""
+        confirmed first), 404 = absent (proof only after `absence_window`: the drain waits for it),
+        anything else = unknown."""
         svc = self.service(effect)
         if effect.delivery not in ("queryable", "two-phase") or not svc.status_url:
             return "unknown"
@@ -236,6 +252,19 @@ def _reason(exc: BaseException) -> str:
     return f"certificate verify failed: {verify}" if verify else str(exc)
 
 
+def check_op(op: Mapping[str, Any]) -> None:
+    """E014 naming the first unknown key of an http op, or a value the store cannot hold exactly (NaN,
+    an infinity: named by its path, e.g. `op.json.amount`). Run at admission, before anything is stored."""
+    if not isinstance(op, Mapping):
+        raise BadInput("http op must be a map with method and url")
+    unknown = sorted(str(k) for k in op if k not in OP_KEYS)
+    if unknown:
+        raise BadInput(f"http op: unknown key {unknown[0]!r}" + (f" (and {', '.join(map(repr, unknown[1:]))})"
+                       if unknown[1:] else "") + f"; an http op takes only {', '.join(OP_KEYS)}",
+                       field=f"op.{unknown[0]}")
+    freeze(op, "op")
+
+
 def _method_url(op: Mapping[str, Any]) -> tuple[str, str]:
     if not isinstance(op, Mapping):
         raise BadInput("http op must be a map with method and url")
@@ -254,7 +283,8 @@ def _body(op: Mapping[str, Any]) -> tuple[bytes | None, str]:
     if "json" in op and "body" in op:
         raise BadInput("http op: give json or body, not both")
     if "json" in op:
-        return json.dumps(thaw(op["json"]), sort_keys=True, separators=(",", ":")).encode("utf-8"), "application/json"
+        text = json.dumps(thaw(op["json"]), sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return text.encode("utf-8"), "application/json"
     body = op.get("body")
     if body is None:
         return None, ""

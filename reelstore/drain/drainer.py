@@ -21,6 +21,9 @@ from reelstore.crashpoints import crash_point
 from reelstore.drain import epoch as epochs
 from reelstore.drain import hold as holds
 from reelstore.drain import log as drainlog
+from reelstore.drain import owners
+from reelstore.drain.owners import item_ops
+from reelstore.drain.owners import op_id as op_id
 from reelstore.errors import (
     CapabilityViolation,
     Conflict,
@@ -32,6 +35,7 @@ from reelstore.errors import (
 )
 from reelstore.hooks.runner import run_pre_hook
 from reelstore.objects import Effect, Effects, Hash, Journal, Record
+from reelstore.stamp import now_ms
 from reelstore.wording import plural
 
 if TYPE_CHECKING:
@@ -45,17 +49,6 @@ at every append: the segment is the durable record and readers start from it, so
 to stay near it for gc, fsck and bundles (and a crash leaves it behind in any case, to be caught up)."""
 
 
-def op_id(effect: Hash, occurrence: int = 0) -> str:
-    """The operation id of an effect: stable across attempts, sent as the idempotency key.
-
-    It is derived from the effect object alone (which names the view lineage that admitted it: its
-    fork id and its place in that view's buffer), never from the record, so the same queued effect
-    has the same id whichever record, rebase, store or machine commits it, and a keyed or queryable
-    target can dedupe a second attempt. `occurrence` tells apart identical effect objects in one record.
-    """
-    return "op_" + Hash.of(b"reel-op2\0" + bytes(effect) + occurrence.to_bytes(8, "big")).hex()[:40]
-
-
 def legacy_op_id(record: Hash, index: int) -> str:
     """The id format-1 stores gave effect `index` of `record`; kept for operations journaled under it."""
     return "op_" + Hash.of(b"reel-op\0" + bytes(record) + index.to_bytes(8, "big")).hex()[:40]
@@ -66,13 +59,8 @@ def record_ops(repo: Repo, trunk: str, record: Hash, items: tuple[Hash, ...] | N
     legacy (record, index) id keeps it, so a drain begun by an older version resumes, never resends."""
     items = record_effects(repo, record) if items is None else items
     latest = drainlog.index(repo, trunk).latest
-    seen: dict[Hash, int] = {}
-    out = []
-    for index, effect in enumerate(items):
-        legacy = legacy_op_id(record, index)
-        occurrence = seen[effect] = seen.get(effect, -1) + 1
-        out.append(legacy if legacy in latest else op_id(effect, occurrence))
-    return out
+    ops = item_ops(repo, trunk, items)
+    return [legacy if (legacy := legacy_op_id(record, index)) in latest else op for index, op in enumerate(ops)]
 
 
 COMMIT_MESSAGE = "commit "
@@ -160,7 +148,8 @@ class Outcome:
     state: str
     """pending | not_sent | unknown | succeeded | failed | absent."""
     action: str
-    """sent | resent | tried | retried | reconciled | already | halted | held | not-reached | yielded.
+    """sent | resent | tried | retried | reconciled | already | halted | held | not-reached | yielded |
+    refused (owned by another record or an abort: journaled failed, never sent).
     `tried` / `retried`: an attempt that ended `not_sent` (nothing left, so "sent" would be untrue)."""
     note: str = ""
 
@@ -348,6 +337,9 @@ def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: 
         except ReelError as exc:
             return _unsendable(repo, report, effect, index, op, latest, exc)
     if latest is None:
+        held = owners.foreign(repo, report.trunk, report.record, op)
+        if held is not None:
+            return _refused(repo, report, effect, index, op, held)
         return _send(repo, report, impl, effect, index, op, None, "sent")
     if latest.state == "not_sent":
         if not recovering:
@@ -371,10 +363,25 @@ def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: 
                                              {"reconciled": True}, note))
         return Outcome(index, op, effect_id, "succeeded", "reconciled", note)
     if found == "absent":
+        early = _too_early(impl, effect, latest)
+        if early:
+            return Outcome(index, op, effect_id, "unknown", "halted", early)
         return _send(repo, report, impl, effect, index, op, latest, "resent")
     return Outcome(index, op, effect_id, "unknown", "halted",
                    f"the target could not confirm whether operation {op} happened ({effect.delivery} reconcile "
                    "answered unknown); nothing was resent")
+
+
+def _too_early(impl: Adapter, effect: Effect, latest: Journal) -> str:
+    """Why the target's "absent" proves nothing yet ('' once it does): the last attempt began less than the
+    adapter's absence window ago, so it may still be on its way or in processing at the target."""
+    window_ms = int(impl.absence_window(effect) * 1000)
+    left_ms = latest.time + window_ms - now_ms()
+    if left_ms <= 0:
+        return ""
+    return (f"the target has no record of the operation yet, but the last attempt began "
+            f"{max(0, window_ms - left_ms) / 1000:.1f}s ago and may still land for {left_ms / 1000:.1f}s more "
+            f"(absence window {window_ms / 1000:g}s); nothing was resent: `reel recover` after that asks again")
 
 
 def blind_reason(latest: Journal) -> str:
@@ -401,6 +408,15 @@ def _unsendable(repo: Repo, report: DrainReport, effect: Effect, index: int, op:
     _journal(repo, report, drainlog.Step(report.record, index, effect.id, op, "not_sent",
                                          latest.id if latest is not None else None, None, note))
     return Outcome(index, op, effect.id, "not_sent", "tried" if latest is None else "retried", note)
+
+
+def _refused(repo: Repo, report: DrainReport, effect: Effect, index: int, op: str, found: owners.Owner) -> Outcome:
+    """The operation is owned elsewhere in this store (another record, another trunk's journal, an
+    abort): journal it `failed` without sending, since sending it here could make it happen twice."""
+    note = (f"never sent: operation {op} {found.describe()}; sending it from record {report.record.hex()} too "
+            "could make it happen twice")
+    _journal(repo, report, drainlog.Step(report.record, index, effect.id, op, "failed", None, None, note))
+    return Outcome(index, op, effect.id, "failed", "refused", note)
 
 
 def _send(repo: Repo, report: DrainReport, impl: Adapter, effect: Effect, index: int, op: str,

@@ -59,11 +59,14 @@ class JournalIndex:
     head: Hash | None = None
     latest: dict[str, Journal] = field(default_factory=dict)
     count: int = 0
+    epoch: int = 0
+    """The highest epoch any entry was journaled under."""
 
     def apply(self, entry: Journal) -> None:
         self.latest[entry.op] = entry
         self.head = entry.id
         self.count += 1
+        self.epoch = max(self.epoch, entry.epoch)
 
 
 def _indexes(repo: Repo) -> dict[str, JournalIndex]:
@@ -115,17 +118,28 @@ def _segment(repo: Repo, trunk: str) -> Segment | None:
     return repo.objects.segment(trunk)
 
 
+RESTORE = ("without its lost entries an effect already sent would look unsent. Copy the journal "
+           "(.reel/objects/journal/) back from the store or backup it came from, one holding at least the entries "
+           "named, then run `reel fsck`")
+
+
 def head_of(repo: Repo, trunk: str) -> Hash | None:
     """The journal's newest entry: the segment's last one (the ref may lag it after a crash), else the
     ref (a store in memory, or a journal whose entries all predate segments)."""
     seg = _segment(repo, trunk)
+    head = repo.refs.get(ref_name(trunk))
     if seg is not None:
         seg.refresh()
-        if seg.problem is not None:
-            raise StorageError(f"the journal segment is damaged ({seg.problem}); run `reel fsck`")
+        gone = seg.tail is None and head is None and repo.files.read(mark_name(trunk)) is not None
+        if seg.problem is not None and not gone:  # a journal gone whole is said so below
+            raise StorageError(f"the journal segment of trunk {trunk} is damaged ({seg.problem}). Nothing is "
+                               f"drained or resent until it is repaired: {RESTORE}", trunk=trunk)
+        if head is not None and head not in seg.where and not repo.objects.has(head):
+            raise StorageError(f"the journal segment of trunk {trunk} lost entries: {ref_name(trunk)} names entry "
+                               f"{head.hex()}, which the segment does not hold (it holds {len(seg.order)}). Nothing "
+                               f"is drained or resent until it is restored: {RESTORE}", trunk=trunk, entry=head.hex())
         if seg.tail is not None:
             return seg.tail
-    head = repo.refs.get(ref_name(trunk))
     if head is None and repo.files.read(mark_name(trunk)) is not None:
         raise StorageError(f"the drain journal of trunk {trunk} is missing: {repo.files.where(mark_name(trunk))} "
                            f"says it has entries, but neither its segment nor {ref_name(trunk)} is there. Nothing "
@@ -181,6 +195,12 @@ def append(repo: Repo, trunk: str, epoch: int, *steps: Step, principal: str = "r
     with epochs.locked(repo):
         epochs.check(repo, epoch)
         idx = index(repo, trunk)
+        if idx.epoch > epoch:
+            raise StorageError(f"the recovery epoch went backwards: {repo.files.where(epochs.FILE)} says {epoch}, but "
+                               f"the drain journal of trunk {trunk} already holds entries of epoch {idx.epoch} (the "
+                               "file was restored from an older copy or edited). Nothing is journaled or sent: a "
+                               f"fenced drainer could act again. Write {idx.epoch + 1} into it, then `reel recover`",
+                               trunk=trunk, epoch=epoch, journaled=idx.epoch)
         latest = {s.op: idx.latest[s.op].id for s in steps if s.op in idx.latest}
         head, entries = idx.head, []
         for s in steps:

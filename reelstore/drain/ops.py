@@ -81,7 +81,8 @@ class Operation:
             return "none"
         return {
             "keyed": "`reel recover` resends it with the same idempotency key; the target dedups",
-            "queryable": "`reel recover` asks the target's status URL and resends only on a definite 404",
+            "queryable": "`reel recover` asks the target's status URL and resends only on a 404 that comes after "
+                         "the attempt can no longer land (its absence window)",
             "two-phase": "`reel recover` asks the target about the prepared request and confirms it",
         }.get(self.effect.delivery,
               f"inspect the target, then `reel reconcile {self.op} --outcome succeeded|absent --evidence TEXT "

@@ -5,7 +5,11 @@ can commit. Committing it locally as well would drain its effects twice, so it i
 remote: a commit must win the remote's trunk compare-and-swap (`commit --remote`), and an abort must
 remove the remote copy first. The binding is kept per view lineage (its fork id, shared by every
 object of one view), so a later view that reuses the name starts unbound. It is local, never synced:
-one file `.reel/bindings/<fork id>` holding `remote NAME` or `unbound` (the user's explicit choice).
+one file `.reel/bindings/<fork id>` holding `remote NAME` or `unbound` (the user's explicit choice),
+and the same choice as a durable line `<fork id> remote NAME` (or `unbound`) appended to
+`.reel/bindings/LOG`, so that losing the file cannot make a pushed view committable here: a view
+whose file is missing is bound as the log last says (and fsck reports the missing file). A view is
+bound to one remote at a time; a push to another remote leaves it out (`sync.push`).
 
 A trunk that tracks a remote (`trunk.<name>.remote` in config, set by clone and by
 `reel remote add --track`) makes that remote the default commit point of every commit into it.
@@ -18,9 +22,10 @@ from collections.abc import Collection
 from reelstore.errors import RemoteConflict, StorageError, ViewTerminal
 from reelstore.kernel.views import Live, find_record, fork_id, live_views
 from reelstore.objects import View
+from reelstore.storage import binding_log
 from reelstore.storage.repo import Repo
 
-UNBOUND = "unbound"
+UNBOUND = binding_log.UNBOUND
 
 
 def _name(view: View) -> str:
@@ -34,6 +39,8 @@ def _read(repo: Repo, view: View) -> str | None:
     name = _name(view)
     raw = repo.files.read(name)
     if raw is None:
+        raw = binding_log.logged(repo.files).get(name[len("bindings/"):], "").encode() or None
+    if raw is None:
         return None
     text = raw.decode("utf-8", "replace").strip()
     if text == UNBOUND:
@@ -46,7 +53,9 @@ def _read(repo: Repo, view: View) -> str | None:
 
 def _write(repo: Repo, view: View, value: str) -> None:
     text = UNBOUND if value == UNBOUND else f"remote {value}"
-    repo.files.write(_name(view), (text + "\n").encode())
+    name = _name(view)
+    repo.files.append(binding_log.LOG, f"{name[len('bindings/'):]} {text}\n".encode())
+    repo.files.write(name, (text + "\n").encode())
 
 
 def bound_remote(repo: Repo, view: View) -> str | None:

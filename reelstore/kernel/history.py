@@ -87,7 +87,19 @@ def log_revisions(repo: Repo, args: Sequence[str], limit: int | None = None) -> 
     return (trunks[0] if trunks else repo.trunk), _entries(repo, records(), limit)
 
 
+MAX_LIMIT = (1 << 63) - 1
+"""The largest record count a log takes (any larger number means "all" in practice)."""
+
+
+def check_limit(limit: int | None) -> int | None:
+    """E014 naming `limit` unless it is None or an integer from 0 to 2^63-1."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT):
+        raise BadInput(f"limit must be an integer from 0 to {MAX_LIMIT}, not {limit!r}", field="limit")
+    return limit
+
+
 def _entries(repo: Repo, records: Iterable[tuple[Hash, Record, str]], limit: int | None) -> list[LogEntry]:
+    check_limit(limit)
     journals: dict[str, dict[str, Journal]] = {}
     out: list[LogEntry] = []
     for h, rec, trunk in islice(records, limit):

@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 from reelstore.adapters.base import adapter
 from reelstore.codec import freeze
 from reelstore.crashpoints import crash_point
-from reelstore.drain import hold
+from reelstore.drain import hold, owners
 from reelstore.errors import BadInput, Conflict, NotFound
 from reelstore.kernel import admission
 from reelstore.kernel.views import Live, initiator, load_live
@@ -52,6 +52,7 @@ class _Admission:
     op: Any
     version_ref: Any
     link: Any = None
+    key: str = ""
 
 
 def give_up(exc: Conflict, attempt: int) -> bool:
@@ -61,6 +62,26 @@ def give_up(exc: Conflict, attempt: int) -> bool:
     if "lock" in exc.details and attempt == CAS_ATTEMPTS - 1:
         return True
     return bool(exc.details.get("stale")) and attempt >= 1
+
+
+MAX_KEY = 512
+"""Longest task key, in characters."""
+
+
+def check_key(key: str) -> str:
+    """E014 unless `key` can be a task key: 1 to 512 characters, no control characters."""
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY or any(ord(c) < 32 or ord(c) == 127 for c in key):
+        raise BadInput(f"invalid task key {key!r}: a key is 1 to {MAX_KEY} characters without control characters",
+                       field="key")
+    return key
+
+
+def _unique_key(key: str, queued: Mapping[str, int], view: str) -> None:
+    """E014 if the view already holds an effect queued with task `key` (`queued`: task key -> its
+    place in the buffer): one task, one effect."""
+    if key in queued:
+        raise BadInput(f"task key {key!r} is already queued in view {view!r} (effect {queued[key]}); a task has "
+                       "one effect", field="key", key=key)
 
 
 def check_name(path: str) -> str:
@@ -85,6 +106,8 @@ class Transaction:
         """The effects as admitted (and, after `commit`, as landed), in submission order."""
         self._tally: admission.Tally | None = None
         """The running totals of `live`'s buffer plus `effects`, built at the first effect."""
+        self._keys: dict[str, int] | None = None
+        """Task key -> place in the buffer, of `live`'s buffer plus `effects`: read at the first keyed effect."""
         self.state = "open"
         repo.objects.begin_batch()
 
@@ -183,12 +206,18 @@ class Transaction:
         effect_class: str | None = None,
         version_ref: Mapping[str, Any] | None = None,
         link: Mapping[str, str] | None = None,
+        key: str | None = None,
     ) -> Effect:
         """Admit an effect (classified by its adapter, checked against the view's fire capabilities,
         budget, expiry and the store's hold). Nothing is sent. `link` goes into the effect's meta (a
-        fresh attempt's `supersedes` and `approved_by`)."""
+        fresh attempt's `supersedes` and `approved_by`). `key` names the task this effect does: its
+        operation id (and idempotency key) then derives from (trunk, key), so the same task queued
+        again anywhere is refused (E008 naming the record that holds it) instead of sent twice."""
         self._open()
         hold.check(self.repo)
+        if key is not None:
+            check_key(key)
+            owners.check_key(self.repo, self.live.trunk, key, owners.task_op_id(self.live.trunk, key))
         impl = adapter(adapter_name, self.repo)
         if adapter_name == "http":
             # Credentials leave the operation before it is stored (kept in .reel/secrets).
@@ -203,10 +232,17 @@ class Transaction:
         if klass == "B" and not ref:
             raise BadInput("a Class B effect needs a version ref (--version-ref KIND=VALUE)")
         wanted = _Admission(adapter_name, klass, decided.resource, decided.delivery, freeze(dict(op)),
-                            freeze(dict(ref)) if ref else None, dict(link) if link else None)
+                            freeze(dict(ref)) if ref else None, dict(link) if link else None, key or "")
         if self._tally is None:
             self._tally = buffer_tally(self.repo, self.live.view)
+        if wanted.key:
+            if self._keys is None:
+                self._keys = _task_keys(self.repo, self.live.view)
+            _unique_key(wanted.key, self._keys, self.live.name)
         made = self._make(self.live, self._tally, wanted, initiator(self.repo, self.live.view))
+        if wanted.key:
+            assert self._keys is not None
+            self._keys[wanted.key] = self._tally.count - 1
         self._admissions.append(wanted)
         self.effects.append(made)
         return made
@@ -223,7 +259,7 @@ class Transaction:
             version_ref=w.version_ref,
             principal=principal,
             meta=freeze({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": tally.count,
-                         **(w.link or {})}),
+                         **(w.link or {}), **({"key": w.key} if w.key else {})}),
         )
         tally.admit(item)
         return item
@@ -236,7 +272,14 @@ class Transaction:
             return self.effects, self._tally
         tally = buffer_tally(self.repo, live.view)
         who = initiator(self.repo, live.view)
-        return [self._make(live, tally, w, who) for w in self._admissions], tally
+        keys = _task_keys(self.repo, live.view) if any(w.key for w in self._admissions) else {}
+        made = []
+        for w in self._admissions:
+            if w.key:
+                _unique_key(w.key, keys, live.name)
+                keys[w.key] = tally.count
+            made.append(self._make(live, tally, w, who))
+        return made, tally
 
     # Landing
 
@@ -332,6 +375,17 @@ def _pending_ids(repo: Repo, view: View) -> tuple[Hash, ...]:
     if view.effects is None:
         return ()
     return repo.cache.load(view.effects, Effects).items
+
+
+def _task_keys(repo: Repo, view: View) -> dict[str, int]:
+    """Task key -> place in `view`'s buffer, of its pending effects queued with one (decoded once per
+    transaction, and only when it admits a keyed effect)."""
+    out: dict[str, int] = {}
+    for i, h in enumerate(_pending_ids(repo, view)):
+        key = owners.task_key(repo.cache.load(h, Effect))
+        if key:
+            out.setdefault(key, i)
+    return out
 
 
 TALLIES_KEPT = 64

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 from reelstore.adapters.base import adapter, adapter_class
 from reelstore.codec import FrozenMap, freeze
 from reelstore.crashpoints import crash_point
-from reelstore.drain import hold
+from reelstore.drain import hold, owners
 from reelstore.drain.drainer import DrainReport, commit_message, drain
 from reelstore.errors import BadInput, Conflict, NotFound, ReelError, RemoteConflict, StorageError, ViewTerminal
 from reelstore.hooks.runner import run_hook, run_pre_hook
@@ -159,12 +159,14 @@ def effect(
     effect_class: str | None = None,
     version_ref: Mapping[str, Any] | None = None,
     link: Mapping[str, str] | None = None,
+    key: str | None = None,
 ) -> Effect:
     """Admit an effect into view `name`'s buffer: classified by its adapter, checked against the
     view's fire capabilities, budget, expiry and the store's hold. Nothing is sent. `link` goes into
-    the effect's meta (a fresh attempt's `supersedes` and `approved_by`)."""
+    the effect's meta (a fresh attempt's `supersedes` and `approved_by`); `key` is its task key
+    (`Transaction.effect`)."""
     with transaction(repo, name) as tx:
-        tx.effect(adapter_name, op, effect_class, version_ref, link)
+        tx.effect(adapter_name, op, effect_class, version_ref, link, key)
     return tx.effects[-1]
 
 
@@ -258,10 +260,12 @@ def _adapters_load(effects: list[Effect], view: str) -> None:
 def _retire_after_commit(repo: Repo, live: Live) -> None:
     """Delete the committed view's ref. The commit wins over a write that raced it (that newer object
     of the same view is discarded); if the ref cannot be deleted now, the next verb that loads the
-    view recognises it as committed (`views.find_record` matches the view's fork id) and retires it."""
+    view recognises it as committed (`views.find_record` matches the view's fork id) and retires it.
+    A view of another lineage now under the name (a restore that made the name anew after this commit
+    landed) is not this commit's to delete."""
     for attempt in range(CAS_ATTEMPTS):
         current = repo.refs.get(live.ref)
-        if current is None:
+        if current is None or fork_id(read_view(repo, current)) != fork_id(live.view):
             return
         try:
             repo.refs.delete(live.ref, current, message=f"commit {live.name}", principal=repo.principal())
@@ -288,6 +292,7 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
             raise ViewTerminal(f"view {live.name!r} was committed as {found.hex()} (by another process)",
                                view=live.name, state="committed", record=found.hex())
         checked = head
+        owners.check_commit(repo, live.name, live.view)
         top = repo.cache.load(head, Record)
         if top.namespace == delta.base:
             root = live.view.namespace
@@ -451,6 +456,7 @@ def _abort_one(repo: Repo, live: Live) -> bool:
                 raise
             backoff(attempt)
             continue
+        owners.tombstone(repo, live.name, view)
         repo.verbs.append("abort", live.name, current)
         run_hook(repo, "post-abort", {"REEL_VIEW": live.name})
         return True

@@ -129,15 +129,17 @@ class RefUpdateReport:
     conflicting: list[str] = field(default_factory=list)
     """Refs this store already has at another object: left as they are."""
     held_back: list[str] = field(default_factory=list)
-    """Live views with pending effects, not made live here (see `update_refs`)."""
+    """Live views and snapshots with pending effects, not made live here (see `update_refs`)."""
 
 
 def update_refs(repo: Repo, info: BundleInfo, *, pending_effects: bool = False) -> RefUpdateReport:
     """Create each of the bundle's refs that this store lacks (compare-and-swap from absent).
 
-    A live view holding pending effects is held back unless `pending_effects`: made live in two stores,
-    its effects could be committed, and fire, from both. Restoring a lost store from its bundle is
-    the case for the flag; its objects are stored either way."""
+    A live view or a snapshot holding pending effects is held back unless `pending_effects`: made live
+    (or restorable) in two stores, its effects could be committed, and fire, from both. Restoring a
+    lost store from its bundle is the case for the flag; its objects are stored either way."""
+    for name, h in info.refs:
+        _creatable(repo, name, h)
     report = RefUpdateReport()
     for name, h in info.refs:
         current = repo.refs.get(name)
@@ -145,12 +147,31 @@ def update_refs(repo: Repo, info: BundleInfo, *, pending_effects: bool = False) 
             report.unchanged.append(name)
         elif current is not None:
             report.conflicting.append(name)
-        elif name.startswith("refs/views/") and not pending_effects and repo.objects.get_as(h, View).effects:
+        elif (name.startswith(("refs/views/", "refs/snapshots/")) and not pending_effects
+              and repo.objects.get_as(h, View).effects):
             report.held_back.append(name)
         else:
             repo.refs.set(name, h, None, message="bundle unbundle")
             report.created.append(name)
     return report
+
+
+CREATABLE = {"refs/heads/": "record", "refs/views/": "view", "refs/snapshots/": "view"}
+"""The refs a bundle may create, by prefix, and the kind of object each must name. Drain refs,
+remote-tracking refs and anything else are this store's own: a bundle that could create them could
+make `reel ops` or `reel recover` read another store's journal, or fail for the whole store."""
+
+
+def _creatable(repo: Repo, name: str, h: Hash) -> None:
+    """E014, before any ref is created, unless the bundle may create `name` at object `h`."""
+    want = next((kind for prefix, kind in CREATABLE.items() if name.startswith(prefix)), None)
+    if want is None:
+        raise BadInput(f"the bundle holds {name}; a bundle creates only refs/heads/*, refs/views/* and "
+                       "refs/snapshots/*, so no ref was created (its objects are stored)", ref=name)
+    kind = repo.objects.get(h).kind
+    if kind != want:
+        raise BadInput(f"the bundle's {name} names a {kind} ({h.hex()}), not a {want}; no ref was created",
+                       ref=name)
 
 
 class _Hashing:
@@ -274,6 +295,10 @@ def _objects(r: _Reader, inflate: zstandard.ZstdDecompressor) -> Iterator[tuple[
             raise BadInput(f"{r.where}: object {h.hex()} declares no size or one past the limit")
         try:
             raw = inflate.decompress(frame, max_output_size=params.content_size)
+            whole = inflate.decompressobj()
+            whole.decompress(frame)  # bounded: the call above inflated this frame within its size
         except zstandard.ZstdError as err:
             raise BadInput(f"{r.where}: object {h.hex()} does not inflate: {err}") from None
+        if not whole.eof or whole.unused_data:
+            raise BadInput(f"{r.where}: object {h.hex()} is not exactly one zstd frame (bytes follow it)")
         yield h, raw

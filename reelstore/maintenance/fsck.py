@@ -13,12 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from reelstore.drain import owners
 from reelstore.drain.ops import ownership
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.maintenance.age import DEFAULT_REFLOG_EXPIRE, config_cutoff
 from reelstore.maintenance.reach import walk
 from reelstore.objects import Approval, Effect, Effects, Hash, Journal, Object, Record, View, decode_verified
 from reelstore.objects.approval import fault
+from reelstore.storage import binding_log
 from reelstore.storage.object_store import ObjectStore
 from reelstore.storage.refs import required_kind
 from reelstore.storage.repo import Repo
@@ -138,6 +140,8 @@ def fsck(repo: Repo, *, full: bool = True,
             report.problems.append(f"ref {name} points at a {kind} ({target.hex()}), not a {want}")
     _check_ownership(repo, report, heads)
     _check_approvals(store, report, committed)
+    _check_operations(repo, report)
+    report.problems.extend(binding_log.missing(repo.files))
     report.unreachable = sorted(every - w.reachable - set(w.damaged))
     return report
 
@@ -188,6 +192,23 @@ def _check_ownership(repo: Repo, report: FsckReport, heads: list[tuple[str, Hash
                 report.problems.append(f"trunk {trunk}: {err.message}")
             continue
         report.problems.extend(f"trunk {trunk}: {m}" for m in mismatches)
+
+
+def _check_operations(repo: Repo, report: FsckReport) -> None:
+    """Rebuild the index of committed operation ids from the trunks' records, and report an operation
+    that a record carries although the very view that queued it was aborted (its tombstone says so)."""
+    try:
+        owners.rebuild(repo)
+        for (op, _effect, fork), (view, view_object) in sorted(owners.tombstoned_effects(repo).items()):
+            held = owners.owner(repo, op)
+            if held is None or held.record is None or held.fate != "committed":
+                continue
+            rec = repo.cache.load(held.record, Record)
+            if rec.view is not None and str(repo.cache.load(rec.view, View).meta.get("fork", "")) == fork:
+                report.problems.append(f"operation {op} of aborted view {view!r} ({view_object.hex()}) was "
+                                       f"committed in record {held.record.hex()}")
+    except (StorageError, NotFound) as err:
+        report.problems.append(f"operations index: {err.message}")
 
 
 def _check_approvals(store: ObjectStore, report: FsckReport, committed: list[tuple[Hash, Hash]]) -> None:

@@ -213,7 +213,7 @@ def v_map(value: Any, where: str) -> FrozenMap:
 
     if not isinstance(value, Mapping):
         raise BadInput(f"{where} must be a map")
-    return value if isinstance(value, FrozenMap) else freeze(value)
+    return value if isinstance(value, FrozenMap) else freeze(value, where)
 
 
 def v_tuple(check: Callable[[Any, str], _Item], max_len: int = 1 << 20) -> Callable[[Any, str], tuple[_Item, ...]]:

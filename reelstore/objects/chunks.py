@@ -29,6 +29,10 @@ WINDOW = 4 * CHUNK_MAX
 MAX_PARTS = 1 << 20
 """At least CHUNK_MIN bytes each, so a list covers up to 256 GiB; its body stays far below the object limit."""
 MAX_SIZE = MAX_PARTS * CHUNK_MAX
+MAX_EXPANSION = 4096
+"""How many times its distinct pieces a list may repeat them: 16 GiB of one repeated 4 MiB piece (a
+file of zeros) passes, while a small crafted list naming one piece a million times (4 TiB to write out
+from 4 MiB stored) is refused before anything reads it."""
 
 
 def _part(value: Any, where: str) -> tuple[Hash, int]:
@@ -52,6 +56,13 @@ class Chunks(Object):
             raise BadInput("chunks sizes do not add up to its size")
         if self.size <= THRESHOLD:
             raise BadInput(f"content of {self.size} bytes is a blob, not a chunk list (threshold {THRESHOLD})")
+        largest: dict[Hash, int] = {}
+        for h, n in self.parts:
+            largest[h] = max(n, largest.get(h, 0))
+        stored = sum(largest.values())
+        if self.size > MAX_EXPANSION * stored:
+            raise BadInput(f"chunks: {self.size} bytes of content from {stored} bytes of distinct pieces is more "
+                           f"than {MAX_EXPANSION} times its pieces", field="parts")
 
     def references(self) -> tuple[Hash, ...]:
         return tuple(h for h, _ in self.parts)

@@ -181,7 +181,9 @@ class Pack:
         self._dict_bytes = bytes(self.map[PACK_HEADER.size : self.data_start])
         self._plain = zstandard.ZstdDecompressor(format=_FORMAT, max_window_size=MAX_WINDOW)
         self._dict: zstandard.ZstdDecompressor | None = None
-        self._cache: OrderedDict[int, bytes] = OrderedDict()
+        self._cache: OrderedDict[int, tuple[bytes, int]] = OrderedDict()
+        """offset -> (resolved body, its base chain depth), so a chain is measured whole even when its
+        bases are cached: a pack read in order (index-pack, verify-pack, fsck) sees every chain's depth."""
         self._cached = 0
 
     def close(self) -> None:
@@ -254,45 +256,53 @@ class Pack:
             raise ValueError(f"entry inflates to {len(body)} bytes, not the declared {p.size}")
         return body
 
-    def _remember(self, offset: int, body: bytes) -> None:
+    def _remember(self, offset: int, body: bytes, depth: int) -> None:
         if len(body) > self.CACHE_BYTES:
             return
-        self._cache[offset] = body
+        self._cache[offset] = (body, depth)
         self._cached += len(body)
         while self._cached > self.CACHE_BYTES and self._cache:
-            _, old = self._cache.popitem(last=False)
+            _, (old, _) = self._cache.popitem(last=False)
             self._cached -= len(old)
 
     def body_at(self, offset: int, parsed: _Parsed | None = None) -> tuple[int, bytes]:
         """(kind code, body) of the entry at `offset`, resolving its base chain (ValueError on damage)."""
+        code, body, _ = self.resolve(offset, parsed)
+        return code, body
+
+    def resolve(self, offset: int, parsed: _Parsed | None = None) -> tuple[int, bytes, int]:
+        """`body_at`, and the entry's chain depth (1 for an entry with no base)."""
         if parsed is not None and parsed.method != BASE:
             try:
-                return parsed.code, self._inflate(parsed, None)
+                return parsed.code, self._inflate(parsed, None), 1
             except zstandard.ZstdError as exc:
                 raise ValueError(f"entry at offset {offset} does not inflate: {exc}") from None
         chain: list[tuple[int, _Parsed]] = []
         at: int | None = offset
         base_body: bytes | None = None
+        below = 0
         while at is not None:
             hit = self._cache.get(at)
             if hit is not None:
                 self._cache.move_to_end(at)
-                base_body = hit
+                base_body, below = hit
                 break
             p = parsed if parsed is not None and at == offset else self._parse(at)
             chain.append((at, p))
-            if len(chain) > MAX_CHAIN:
+            if len(chain) + below > MAX_CHAIN:
                 raise ValueError(f"base chain longer than {MAX_CHAIN}")
             at = p.base
-        for pos, p in reversed(chain):
+        if len(chain) + below > MAX_CHAIN:
+            raise ValueError(f"entry at offset {offset}: base chain longer than {MAX_CHAIN}")
+        for depth, (pos, p) in enumerate(reversed(chain), start=below + 1):
             try:
                 base_body = self._inflate(p, base_body)
             except zstandard.ZstdError as exc:
                 raise ValueError(f"entry at offset {pos} does not inflate: {exc}") from None
             if pos != offset:
-                self._remember(pos, base_body)
+                self._remember(pos, base_body, depth)
         code = chain[0][1].code if chain else self._parse(offset).code
-        return code, base_body if base_body is not None else b""
+        return code, base_body if base_body is not None else b"", len(chain) + below
 
     def get_raw(self, h: Hash, i: int | None = None) -> bytes:
         """Verified canonical bytes of `h` (E007 if its entry is damaged; KeyError if absent)."""
@@ -386,13 +396,13 @@ class PackScan:
         for _ in range(self.count):
             try:
                 p = view._parse(offset)
-                code, body = view.body_at(offset)
+                code, body, depth = view.resolve(offset)
             except ValueError as exc:
                 raise StorageError(f"pack entry at offset {offset} is damaged: {exc}") from None
             raw = join_raw(code, body)
             crc = zlib.crc32(data[offset : p.end])
             release(data, offset, p.end)
-            view._remember(offset, body)
+            view._remember(offset, body, depth)
             del body
             yield Hash.of(raw), offset, crc, raw
             offset = p.end

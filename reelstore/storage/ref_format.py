@@ -92,10 +92,25 @@ HOST = os.uname().nodename
 write must not touch the network layer, and the audit hook that checks it counts that call)."""
 
 
+def _boot_id() -> str:
+    """This boot's id (Linux), or '' where there is none: with it, a lock's holder found dead is known
+    to be a process of this very boot, not one whose pid a reboot has since given to another."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+            text = f.read(64).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+    return text if text and all(c in "0123456789abcdef-" for c in text) else ""
+
+
+BOOT = _boot_id()
+
+
 def holder_line() -> bytes:
-    """What a lock file says about its holder: `pid PID host HOST time SECONDS`. Written here, so a ref
-    writer does not load storage/ref_locks, which reads locks back (a conflict, fsck, gc)."""
-    return f"pid {os.getpid()} host {HOST} time {int(time.time())}\n".encode()
+    """What a lock file says about its holder: `pid PID host HOST boot BOOT time SECONDS`. Written here,
+    so a ref writer does not load storage/ref_locks, which reads locks back (a conflict, fsck, gc)."""
+    boot = f" boot {BOOT}" if BOOT else ""
+    return f"pid {os.getpid()} host {HOST}{boot} time {int(time.time())}\n".encode()
 
 
 def reflog_body(old: Hash | None, new: Hash | None, time_ms: int, principal: str, message: str) -> str:

@@ -5,9 +5,10 @@ it: create `NAME.lock` exclusively (it names its holder: pid, host, time), re-re
 lock, compare, write and fsync the new value into a temporary file, log it, rename that over the ref,
 remove the lock. A multi-ref transaction locks every
 ref (in name order) and checks every old value before it writes anything, so a failed check changes
-nothing. A lock that is already there is reported, never broken by a writer: it may belong to a live one. A
-lock whose holder is provably dead (a process of this host that no longer runs), or that is older
-than the lock timeout, is reported as stale with its remedy; `clear_stale_locks` removes the former.
+nothing. A lock that is already there is reported (it may belong to a live writer), except one whose
+holder is provably dead (a process of this host and boot that no longer runs): the next writer breaks
+that one, with a line in the verb log (see storage/ref_locks). Any other stale lock (an unknown
+holder, or older than the lock timeout) is reported with its remedy; `clear_stale_locks` removes them.
 """
 
 from __future__ import annotations
@@ -263,19 +264,40 @@ class DiskRefStore(RefStore):
         try:
             for name in names:
                 self._clear_way(name, packed)
-                lock = self._path(name + ".lock")
-                try:
-                    self._create_lock(lock)
-                except (NotADirectoryError, IsADirectoryError):
-                    raise Conflict(f"cannot lock ref {name}: a ref is in the way of its path", ref=name) from None
-                except FileExistsError:
-                    from reelstore.storage.ref_locks import lock_conflict, read_lock
-
-                    raise lock_conflict(name, read_lock(lock)) from None
+                self._lock_one(name)
                 taken.append(name)
         except BaseException:
             self._unlock(taken)
             raise
+
+    def _lock_one(self, name: str) -> None:
+        """Take `name`'s lock; a lock whose holder is provably dead is broken (see storage/ref_locks), once,
+        with a line in the verb log; any other lock taken is E002."""
+        lock = self._path(name + ".lock")
+        for attempt in range(2):
+            try:
+                self._create_lock(lock)
+                return
+            except (NotADirectoryError, IsADirectoryError):
+                raise Conflict(f"cannot lock ref {name}: a ref is in the way of its path", ref=name) from None
+            except FileExistsError:
+                from reelstore.storage.ref_locks import break_dead, lock_conflict, read_lock
+
+                info = read_lock(lock)
+                if attempt or not info.breakable or not break_dead(self.root, info):
+                    raise lock_conflict(name, info) from None
+                self._note_broken(name, info.describe())
+
+    def _note_broken(self, name: str, what: str) -> None:
+        """One line in the verb log (`logs/VERBS`) for a dead holder's lock broken by this writer."""
+        line = f"{int(time.time() * 1000)} break-lock lock:{name} {'0' * 64} broke {what}\n"
+        with suppress(OSError):
+            (self.root / "logs").mkdir(exist_ok=True)
+            fd = os.open(self.root / "logs" / "VERBS", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, line.encode("utf-8"))
+            finally:
+                os.close(fd)
 
     def _create_lock(self, lock: Path, attempts: int = 3) -> None:
         """Create `lock` exclusively, making its directory; retried if a concurrent prune removed it."""
@@ -285,7 +307,7 @@ class DiskRefStore(RefStore):
             except FileExistsError:
                 raise NotADirectoryError(lock.parent) from None
             try:
-                write_new(lock, holder_line(), fsync=False)
+                new_lock(lock)
                 return
             except FileNotFoundError:
                 if attempt == attempts - 1:
@@ -471,7 +493,7 @@ class DiskRefStore(RefStore):
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                write_new(lock, holder_line(), fsync=False)
+                new_lock(lock)
                 break
             except FileExistsError:
                 if time.monotonic() > deadline:
@@ -481,3 +503,15 @@ class DiskRefStore(RefStore):
             yield
         finally:
             lock.unlink(missing_ok=True)
+
+
+def new_lock(lock: Path) -> None:
+    """Create lock file `lock` holding its holder's line, atomically (a hard link of a written temporary
+    file): a writer killed at any point leaves no lock, or one that names it, never an empty one that no
+    one could prove dead. FileExistsError if the lock is taken."""
+    tmp = temp_name(lock)
+    write_new(tmp, holder_line(), fsync=False)
+    try:
+        os.link(tmp, lock)
+    finally:
+        tmp.unlink(missing_ok=True)

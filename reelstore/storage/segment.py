@@ -16,6 +16,14 @@ write whose fsync never returned; that writer never acted on it): a frame being 
 skipped, and cut off by the next writer (under the drain lock, so alone) before it appends — or
 *damage*: a complete frame failing a checksum, or a header failing its own. Damage is never cut off:
 it is reported (`problem`), and nothing more is appended.
+
+Beside each segment, `<name>.seg.hwm` is its high-water mark: the number of objects and the id of the
+newest, rewritten in place after each append's fsync (without one of its own: it survives a killed
+process and a copy of the store, which are what take a segment's tail away). A segment holding fewer
+objects than its mark, or not holding the one it names, has lost fsynced frames (a partial copy or
+restore, a disk that ignored fsync): that is reported as damage too, never taken for "never written".
+The mark is read before the segment, and written after it, so a reader never sees a mark ahead of
+what it then reads.
 """
 
 from __future__ import annotations
@@ -36,6 +44,9 @@ HEAD = struct.Struct(">4sII")
 LENGTH = struct.Struct(">I")
 MAX_FRAME = 64 << 20
 SUFFIX = ".seg"
+MARK_SUFFIX = ".hwm"
+MARK = struct.Struct(">4sQ32s")
+"""The mark's bytes: magic "RJH1", object count (u64 BE), newest object id."""
 
 
 class Segment:
@@ -56,12 +67,37 @@ class Segment:
 
     def refresh(self) -> None:
         """Take in the whole frames appended since the last look."""
+        mark = self.high_water()
         try:
             size = os.stat(self.path).st_size
         except FileNotFoundError:
-            return
-        if size <= self.end:
-            return
+            size = 0
+        if size > self.end:
+            self._parse(size)
+        if mark is not None and self.problem is None:
+            count, newest = mark
+            if len(self.order) < count or newest not in self.where:
+                self.problem = (f"{self.path.name} lost fsynced frames: its high-water mark says {count} entries up "
+                                f"to {newest.hex()}, but it holds {len(self.order)}"
+                                + (f" up to {self.order[-1].hex()}" if self.order else ""))
+
+    @property
+    def mark_path(self) -> Path:
+        return self.path.with_name(self.path.name + MARK_SUFFIX)
+
+    def high_water(self) -> tuple[int, Hash] | None:
+        """(objects, newest id) as the mark says, or None if there is no mark (or it is torn)."""
+        try:
+            with open(self.mark_path, "rb") as f:
+                raw = f.read(MARK.size)
+        except FileNotFoundError:
+            return None
+        if len(raw) != MARK.size:
+            return None
+        magic, count, newest = MARK.unpack(raw)
+        return (count, Hash(newest)) if magic == b"RJH1" else None
+
+    def _parse(self, size: int) -> None:
         with open(self.path, "rb") as f:
             f.seek(self.end)
             data = f.read(size - self.end)
@@ -126,6 +162,12 @@ class Segment:
         if created and self.fsync:
             fsync_dir(self.path.parent)
         self.refresh()
+        if self.order:
+            fd = os.open(self.mark_path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.pwrite(fd, MARK.pack(b"RJH1", len(self.order), bytes(self.order[-1])), 0)
+            finally:
+                os.close(fd)
 
 
 def _objects(payload: bytes) -> list[tuple[int, int]] | None:

@@ -8,6 +8,8 @@
         status-url = http://127.0.0.1:8080/pay/status/{key}   ; queryable / two-phase: 200 done, 404 absent
         commit-url = http://127.0.0.1:8080/pay/commit/{key}   ; two-phase: confirms a prepared request
         absence = unprovable           ; the target may act late: "no record found" proves nothing
+        absent-after = 120             ; queryable / two-phase: seconds after an attempt before a 404 proves
+                                       ; it absent (default: http.timeout plus a margin)
         approval = required            ; a commit holding such an effect waits for approvals (`reel approve`)
         approval-count = 2             ; how many distinct approvers (default 1)
         approvers = ops-leads          ; only members of this group count (`group.ops-leads.member`)
@@ -59,6 +61,9 @@ class Service:
     commit_url: str | None = None
     absence: str = "provable"
     """`unprovable`: an operator's "no record found" is not proof of absence (the target can act late)."""
+    absent_after: float | None = None
+    """Seconds after an attempt began during which the status URL's 404 is no proof of absence (the
+    request may still be on its way or in processing); None: the adapter's default."""
     approvals: int = 0
     """How many distinct approvers an effect under this rule needs before a commit may fire it (0: none)."""
     approvers: str = ""
@@ -78,6 +83,8 @@ class Service:
             raise BadInput(f"{where}: two-phase delivery needs a commit-url with {{key}}")
         if self.absence not in ABSENCE:
             raise BadInput(f"{where}: absence must be one of {', '.join(ABSENCE)}, not {self.absence!r}")
+        if self.absent_after is not None and not 0 <= self.absent_after <= 7 * 86400:
+            raise BadInput(f"{where}: absent-after must be a number of seconds in [0, 604800]")
         if not 0 <= self.approvals <= MAX_APPROVERS:
             raise BadInput(f"{where}: approval-count must be from 1 to {MAX_APPROVERS}")
         if self.approvers and not self.approvals:
@@ -129,6 +136,7 @@ def _parse(config: Config) -> list[Service]:
             status_url=get("status-url"),
             commit_url=get("commit-url"),
             absence=(get("absence", "provable") or "provable").lower(),
+            absent_after=_seconds(get("absent-after"), f'service "{name}": absent-after'),
             approvals=_approvals(name, get("approval"), get("approval-count")),
             approvers=(get("approvers", "") or "").strip(),
         ).validate())
@@ -167,3 +175,12 @@ def classify(config: Config, resource: str, method: str, extra: Iterable[Service
         return best
     delivery = "keyed" if method.upper() in SAFE_METHODS else "blind"
     return Service(name="", match="", effect_class="C", delivery=delivery)
+
+
+def _seconds(text: str | None, where: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise BadInput(f"{where} must be a number of seconds, not {text!r}") from None

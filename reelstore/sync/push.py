@@ -57,8 +57,8 @@ _STALE_HAVES = ("missing necessary objects", "unpack-objects abnormal exit", "in
 
 @frozen
 class RefPush:
-    """One ref's fate in a push: `new`, `fast-forward`, `up-to-date`, `behind` or `gone` (both skipped),
-    or `deleted`."""
+    """One ref's fate in a push: `new`, `fast-forward`, `up-to-date`, `behind`, `gone` or
+    `bound-elsewhere` (a view bound to another remote; these three skipped), or `deleted`."""
 
     ref: str
     status: str
@@ -94,7 +94,8 @@ class PushResult:
 
 def push(repo: Repo, remote: str, refs: list[str] | None = None, progress: Progress | None = None) -> PushResult:
     """Push the named refs (default: every trunk and view) to `remote`; every view pushed (or found
-    already there) is bound to `remote`.
+    already there) is bound to `remote`. A view bound to another remote is not pushed (never rebound):
+    it is skipped as `bound-elsewhere`, and a push that names only such views is E015.
 
     A ref the remote moved past (another store pushed, we fetched, ours is older) is skipped; a ref
     that diverged from what the remote holds refuses the whole push with E015, before anything is sent.
@@ -106,18 +107,28 @@ def push(repo: Repo, remote: str, refs: list[str] | None = None, progress: Progr
         state.bind(remote, result.url)
         seen = state.seen(remote)
         plan: dict[str, Hash] = {}
-        rejected = []
+        rejected: list[str] = []
+        held: list[str] = []
         for ref in names:
             local = repo.refs[ref]
             last = seen.get(ref)
             status = _classify(repo, remote, ref, local, last)
-            if status == "new" and ref.startswith(VIEW_PREFIX) and _bound_here(repo, _view(repo, local), remote):
+            elsewhere = _bound_elsewhere(repo, local, remote) if ref.startswith(VIEW_PREFIX) else None
+            if elsewhere is not None:
+                status = "bound-elsewhere"  # a second committable copy would fire its effects twice
+                held.append(f"{ref} (bound to {elsewhere})")
+            elif status == "new" and ref.startswith(VIEW_PREFIX) and _bound_here(repo, _view(repo, local), remote):
                 status = "gone"  # it was on the remote and is no more (aborted there): never resurrect it
             result.refs.append(RefPush(ref, status, last.target if last else None, local))
             if status in ("new", "fast-forward"):
                 plan[ref] = local
             elif status == "diverged":
                 rejected.append(ref)
+        if held and not plan and not rejected and refs:
+            raise RemoteConflict(
+                f"not pushed to {remote}: {', '.join(held)}. A view is bound to one remote, its one commit "
+                "point; a copy on a second remote could be committed there too and its effects would fire twice",
+                refs=held)
         if rejected:
             raise RemoteConflict(
                 f"remote {remote} holds a different history for {', '.join(rejected)}; "
@@ -171,6 +182,15 @@ def _bound_here(repo: Repo, view: View, remote: str) -> bool:
     from reelstore.kernel import binding
 
     return binding.bound_remote(repo, view) == remote
+
+
+def _bound_elsewhere(repo: Repo, h: Hash, remote: str) -> str | None:
+    """The remote other than `remote` that view object `h` is bound to, if any: such a view is not pushed
+    to `remote` (and never rebound to it)."""
+    from reelstore.kernel import binding
+
+    bound = binding.bound_remote(repo, _view(repo, h))
+    return bound if bound is not None and bound != remote else None
 
 
 def _remote_ref_name(name: str) -> str:
