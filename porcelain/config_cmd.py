@@ -15,12 +15,19 @@ from reelstore.errors import BadInput, NotFound
 @click.option("--unset", "mode", flag_value="unset", help="Remove KEY (E014 if it has several values).")
 @click.option("--unset-all", "mode", flag_value="unset-all", help="Remove every value of KEY.")
 @click.option("-l", "--list", "mode", flag_value="list", help="Print every key=value.")
+@click.option("--services", "mode", flag_value="services",
+              help="List every service rule in force, configured and built-in (marked), as requests are classed.")
 @click.argument("key", required=False)
 @click.argument("value", required=False)
 @pass_ctx
 def config(ctx: Context, mode: str | None, key: str | None, value: str | None) -> None:
     """Print KEY's value (E001 if unset), or set it to VALUE. Keys are section[.subsection].name."""
     cfg = ctx.repo.config
+    if mode == "services":
+        if key is not None:
+            raise click.UsageError("--services takes no KEY")
+        _services(ctx)
+        return
     if mode == "list":
         if key is not None:
             raise click.UsageError("--list takes no KEY")
@@ -51,6 +58,22 @@ def config(ctx: Context, mode: str | None, key: str | None, value: str | None) -
         ctx.emit({"key": key, "values": values}, "\n".join(values))
     else:
         ctx.emit({"key": key, "value": values[-1]}, values[-1])
+
+
+def _services(ctx: Context) -> None:
+    from reelstore.storage.service_rules import services
+
+    rules = services(ctx.repo.config)
+
+    def text() -> str:
+        lines = []
+        for r in rules:
+            klass = "read" if r.read_like else f"class {r.effect_class} {r.delivery}"
+            where = r.match + (f" *{r.suffix}" if r.suffix else "")
+            lines.append(f"{r.name}\t{where}\t{klass}" + ("\t(built-in)" if r.builtin else ""))
+        return "\n".join(lines)
+
+    ctx.emit({"services": [r.to_json() for r in rules]}, text)
 
 
 COMMANDS = [config]

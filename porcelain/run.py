@@ -15,7 +15,9 @@ from reelstore.cli.complete import SOURCES
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.extras import needs
 from reelstore.intercept.loop import DryRun, default_backends
-from reelstore.intercept.recording import RecordingProxy
+from reelstore.intercept.recording import RecordingProxy, calls_total
+from reelstore.storage.service_rules import model_origin
+from reelstore.wording import plural
 
 BLOCKED_EXIT = 6
 """--commit refused because the command tried to go around the proxy (refused, as DESIGN §8 counts it)."""
@@ -38,13 +40,22 @@ def _summary_text(doc: dict[str, Any]) -> str:
     for e in doc["effects"]:
         what = f"{e['method']} {e['url']}" if e["method"] else e["resource"]
         lines.append(f"  {e['index']}  {what}  class {e['class']}  {e['delivery']}  {e['id'][:12]}")
+        if e.get("scrubbed"):
+            lines.append(f"     credentials kept out of the store: {', '.join(e['scrubbed'])}")
     if doc["passed"]:
-        lines.append("passed through (safe requests):")
+        lines.append("passed through (reads):")
         lines += [f"  {p['method']} {p['url']} -> {p['status']}" for p in doc["passed"]]
+    if doc.get("model_calls"):
+        lines.append("model calls (recorded):")
+        lines += model_call_lines(doc["model_calls"])
     if doc.get("divergences"):
         lines.append("diverged from the recording:")
         for d in doc["divergences"]:
             near = d["nearest"]
+            if d.get("model") is not None:
+                lines.append(f"  model call {d['index']} ({d['model']}): {d['method']} {d['url']}")
+                lines += [f"    {line}" for line in d["diff"].splitlines()]
+                continue
             lines.append(f"  read {d['index']}: {d['method']} {d['url']}"
                          + (f" (nearest recorded: {near['method']} {near['url']})" if near else ""))
     if doc["refused"]:
@@ -57,6 +68,22 @@ def _summary_text(doc: dict[str, Any]) -> str:
         lines.append("notes:")
         lines += [f"  {n}" for n in doc["notes"]]
     return "\n".join(lines)
+
+
+def model_call_lines(calls: list[dict[str, Any]]) -> list[str]:
+    """Model calls as `reel run` and `reel show` list them: model, tokens in/out, latency, then a total."""
+    def n(v: int | None) -> str:
+        return "?" if v is None else str(v)
+
+    def stream(c: dict[str, Any]) -> str:
+        return f" (streamed, first byte {c['first_ms']} ms)" if c["stream"] else ""
+
+    lines = [f"  {c['index']}  {c['provider']} {c['model'] or '?'}  tokens {n(c['tokens_in'])} in / "
+             f"{n(c['tokens_out'])} out  {c['latency_ms']} ms{stream(c)}" for c in calls]
+    t = calls_total(calls)
+    lines.append(f"  total: {plural(t['calls'], 'call')}, tokens {t['tokens_in']} in / {t['tokens_out']} out, "
+                 f"{t['latency_ms']} ms")
+    return lines
 
 
 def _short(text: str, limit: int = 100) -> str:
@@ -81,7 +108,43 @@ def _cmd_exit(status: int) -> int:
     return 128 - status if status < 0 else status
 
 
-@click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+class BeforeDashDash(click.Command):
+    """A command whose own options may come on either side of its positional arguments (`reel replay
+    SRC --view V -- CMD`) when `--` separates CMD; without `--`, options end at the first word, so a
+    command's own options are never taken for reel's."""
+
+    positionals = 0
+    """How many positional arguments come before CMD."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args and self._only_ours(args[:args.index("--")]):
+            ctx.allow_interspersed_args = True
+        return super().parse_args(ctx, args)
+
+    def _only_ours(self, head: list[str]) -> bool:
+        """`head` holds only this command's options (with their values) and its positional arguments."""
+        takes: dict[str, bool] = {}
+        for p in self.params:
+            if isinstance(p, click.Option):
+                for name in (*p.opts, *p.secondary_opts):
+                    takes[name] = not (p.is_flag or p.count)
+        words = 0
+        skip = False
+        for tok in head:
+            if skip:
+                skip = False
+            elif tok.startswith("-") and tok != "-":
+                name = tok.split("=", 1)[0]
+                if name not in takes:
+                    return False
+                skip = takes[name] and "=" not in tok
+            else:
+                words += 1
+        return words <= self.positionals
+
+
+@click.command("run", cls=BeforeDashDash,
+               context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--view", "view", metavar="NAME", help="Name of the view to fork (default: run-<time>-<hex>).")
 @click.option("--from", "source", metavar="SOURCE", shell_complete=SOURCES,
               help="Trunk or view to fork (default: the store's trunk).")
@@ -99,12 +162,14 @@ def _cmd_exit(status: int) -> int:
               help="Run without a network namespace: a client that ignores the proxy can send effects.")
 @click.option("--ca-path", "ca_path", is_flag=True, help="Print the path of the store's local CA certificate.")
 @click.option("--record", is_flag=True, help="Keep every passed-through response in the view, for `reel replay`.")
+@click.option("--model", "models", multiple=True, metavar="ORIGIN",
+              help="A local model server (http://127.0.0.1:8000): its model paths pass through; repeatable.")
 @click.option("--keep", is_flag=True, help="Leave the view live after the summary: neither commit nor abort it.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 @pass_ctx
 def run(ctx: Context, view: str | None, source: str | None, caps: tuple[str, ...], do_commit: bool, do_abort: bool,
         prefix: str, message: str, allow: tuple[str, ...], force: bool, no_sandbox: bool, ca_path: bool,
-        record: bool, keep: bool, cmd: tuple[str, ...]) -> None:
+        record: bool, keep: bool, models: tuple[str, ...], cmd: tuple[str, ...]) -> None:
     """Run CMD in a fresh view: http(s) requests through a capturing proxy, the network sealed off
     around it, files in a scratch directory."""
     needs_interception("reel run")
@@ -117,8 +182,9 @@ def run(ctx: Context, view: str | None, source: str | None, caps: tuple[str, ...
     if not cmd:
         raise click.UsageError("missing the command to run (reel run [OPTIONS] -- CMD...)")
     check_decision_flags(do_commit, do_abort, keep, force)
-    proxy = (lambda repo, v: RecordingProxy(repo, v, allow)) if record else None
-    backends = default_backends(prefix, allow, sandbox=not no_sandbox, proxy=proxy)
+    models = tuple(model_origin(m) for m in models)  # E014 before anything is started
+    proxy = (lambda repo, v: RecordingProxy(repo, v, allow, models)) if record else None
+    backends = default_backends(prefix, allow, sandbox=not no_sandbox, proxy=proxy, models=models)
     if no_sandbox:
         click.echo("warning: --no-sandbox: the command shares this machine's network; a client that ignores "
                    "the proxy sends its requests for real, before any commit", err=True)

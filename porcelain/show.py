@@ -23,8 +23,15 @@ def show(ctx: Context, obj: str) -> None:
     o = ctx.repo.objects.get(h)
     doc: dict[str, Any] = {"id": h.hex(), "kind": o.kind, "object": thaw(o.to_json())}
     reads = _recorded_reads(ctx, o)
+    calls: list[dict[str, Any]] = []
     if reads is not None:
-        doc["recorded_reads"] = reads
+        from reelstore.intercept.recording import calls_total
+        from reelstore.porcelain.run import model_call_lines
+
+        doc["recorded_reads"] = [{k: v for k, v in r.items() if k != "call"} for r in reads]
+        calls = [r["call"] for r in reads if r["call"] is not None]
+        doc["model_calls"] = calls
+        doc["model_total"] = calls_total(calls)
     approvals = _approvals(ctx, o)
     if approvals:
         doc["approvals"] = approvals
@@ -35,6 +42,8 @@ def show(ctx: Context, obj: str) -> None:
         if reads:
             out += "\nrecorded reads (reel run --record):\n" + "\n".join(
                 f"  {r['index']}  {r['method']} {r['url']} -> {r['status']}" for r in reads)
+        if calls:
+            out += "\nmodel calls:\n" + "\n".join(model_call_lines(calls))
         if approvals:
             out += "\napprovals its effects carried:\n" + "\n".join(
                 f"  {a['verdict']} by {a['by']} (recorded by {a['principal']}, principal from {a['via']}) "
@@ -59,9 +68,19 @@ def _recorded_reads(ctx: Context, o: Object) -> list[dict[str, Any]] | None:
     view = ctx.repo.objects.get(o.view) if isinstance(o, Record) and o.view is not None else o
     if not isinstance(view, View) or view.recording is None:
         return None
+    from reelstore.intercept.recording import call_line
+
     rec = ctx.repo.objects.get_as(view.recording, Recording)
-    return [{"index": i, "method": e["method"], "url": e["url"], "status": e["status"], "fingerprint": e["fp"]}
-            for i, e in enumerate(rec.entries)]
+    out = []
+    calls = 0
+    for i, e in enumerate(rec.entries):
+        call = None
+        if "model" in e:
+            call = call_line(calls, e)
+            calls += 1
+        out.append({"index": i, "method": e["method"], "url": e["url"], "status": e["status"], "fingerprint": e["fp"],
+                    "call": call})
+    return out
 
 
 COMMANDS = [show]

@@ -52,3 +52,36 @@ def test_post_hooks_see_context_and_their_status_is_ignored(repo: Repo) -> None:
     kernel.fork(repo, "b")
     kernel.abort(repo, "b")
     assert log.read_text().splitlines() == [f"commit a {res.record.hex()} post-commit", "abort b"]
+
+
+@pytest.mark.parametrize("writable", ["file", "directory"])
+def test_a_hook_others_could_write_is_not_run_and_refuses(repo: Repo, writable: str) -> None:
+    """A hook is the caller's authority: one that anyone else could have planted or changed never runs."""
+    ran = repo.path.parent / "ran"
+    path = install(repo, "pre-commit", f"touch {ran}\n")
+    (path if writable == "file" else path.parent).chmod(0o777)
+    kernel.fork(repo, "a")
+    with pytest.raises(CapabilityViolation) as err:
+        kernel.commit(repo, "a")
+    assert "writable by its group or by others" in err.value.message and not ran.exists()
+    (path if writable == "file" else path.parent).chmod(0o755)  # control: the same hook, now private, runs
+    kernel.commit(repo, "a")
+    assert ran.exists()
+
+
+def test_a_hook_linked_out_of_the_hooks_directory_is_not_run(repo: Repo) -> None:
+    ran = repo.path.parent / "ran"
+    elsewhere = repo.path.parent / "elsewhere.sh"
+    elsewhere.write_text(f"#!/bin/sh\ntouch {ran}\n")
+    elsewhere.chmod(0o755)
+    hook = repo.path / "hooks" / "pre-commit"
+    hook.unlink()
+    hook.symlink_to(elsewhere)
+    kernel.fork(repo, "a")
+    with pytest.raises(CapabilityViolation) as err:
+        kernel.commit(repo, "a")
+    assert "symbolic link out of the hooks directory" in err.value.message and not ran.exists()
+    hook.unlink()  # control: the same script as the hook itself runs
+    install(repo, "pre-commit", f"touch {ran}\n")
+    kernel.commit(repo, "a")
+    assert ran.exists()

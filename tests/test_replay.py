@@ -86,3 +86,18 @@ def test_diff_aligns_effects_and_shows_the_changed_body(tmp_path: Path, reel) ->
     assert doc["names"] == [{"status": "added", "name": "notes/x", "a": None, "b": doc["names"][0]["b"]}]
     text = reel("diff", "a", "b").stdout.decode()
     assert "changed" in text and "added" in text and '+  "amount": 7' in text
+
+
+def test_options_may_follow_source_when_dashdash_ends_them(setup, reel) -> None:
+    store, target, script = setup
+    url = f"https://127.0.0.1:{target.port}"
+    assert _json(reel("-C", str(store), "--json", "run", "--record", "--keep", "--view", "recorded",
+                      "--allow", f"127.0.0.1:{target.port}", "--", sys.executable, str(script), url))["status"] == 0
+    doc = _json(reel("-C", str(store), "--json", "replay", "recorded", "--view", "late", "--abort", "--",
+                     sys.executable, str(script), url))
+    assert doc["view"] == "late" and doc["status"] == 0 and doc["decision"] == "abort", doc
+    # When CMD follows SOURCE without `--`, a later `--` and the options around it are the command's.
+    words = reel("-C", str(store), "replay", "--abort", "recorded", sys.executable, "-c",
+                 "import sys; print(sys.argv[1:])", "--view", "x", "--", "y")
+    assert "['--view', 'x', '--', 'y']" in words.stdout.decode()
+    assert [v.name for v in Store.open(store).views()] == ["recorded"]

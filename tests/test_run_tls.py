@@ -115,27 +115,25 @@ def test_commit_delivers_each_request_once_identical_with_its_secret(store, reel
     assert all(o["state"] == "succeeded" for o in doc["commit"]["drain"]["outcomes"])
 
 
-def test_clients_forced_around_the_proxy_are_blocked_and_listed(store, reel, target):
+def test_clients_that_ignore_the_proxy_are_captured_all_the_same(store, reel, target):
+    """curl --noproxy, Node's fetch, urllib without a proxy handler: their direct connections are
+    tunnelled to the proxy inside the sandbox, so their POSTs are pending effects like curl's."""
     py = shlex.quote(sys.executable)
     script = "; ".join([
-        f"curl -sS --noproxy '*' --cacert {target.ca} -d escape {target.url}/curl-direct; echo curl=$?",
+        f"curl -sS --noproxy '*' -d escape {target.url}/curl-direct; echo curl=$?",
         f"node {CLIENTS / 'nodeclient.js'} {target.url} bypass",
-        f"REQUESTS_CA_BUNDLE={target.ca} {py} {CLIENTS / 'pyclient.py'} requests {target.url} bypass",
         f"{py} {CLIENTS / 'pyclient.py'} urllib {target.url} bypass",
         "curl -s --noproxy '*' https://localhost/default-port",
         "true",
     ])
-    proc, doc = run_json(reel, target, "--commit", script=script)
-    assert target.ledger() == [], "a client reached the target around the proxy"
-    assert len(doc["blocked"]) >= 5, doc
-    assert {b["target"] for b in doc["blocked"]} == {f"127.0.0.1:{target.port}", "localhost:443"}
-    assert not doc["clean"] and doc["decision"] == "abort"
-    assert proc.returncode == 6
-    assert "BYPASS REACHED" not in proc.stderr.decode()
-    text = reel("run", "--abort", "--allow", f"127.0.0.1:{target.port}", "--", "sh", "-c",
-                f"curl -sS --noproxy '*' {target.url}/x; true")
-    assert "blocked (tried to connect around the proxy" in text.stdout.decode()
-    assert target.ledger() == []
+    proc, doc = run_json(reel, target, "--abort", script=script)
+    assert posts(target) == [], "a client's POST reached the target"
+    assert {e["url"] for e in doc["effects"]} == {f"{target.url}/{p}" for p in ("curl-direct", "node-fetch",
+                                                                             "urllib")}
+    assert any("captured through the proxy all the same" in n and f"127.0.0.1:{target.port}" in n
+               for n in doc["notes"]), doc["notes"]
+    assert any("127.0.0.1:443 is on this machine" in r["message"] for r in doc["refused"]) and not doc["clean"]
+    assert doc["decision"] == "abort"
 
 
 def test_remote_host_is_unreachable_in_the_sandbox(store, reel):
@@ -145,11 +143,11 @@ def test_remote_host_is_unreachable_in_the_sandbox(store, reel):
     assert "ENETUNREACH Network is unreachable" in out.stdout.decode(), out.stdout.decode()
 
 
-def test_force_commits_a_run_with_blocked_attempts(store, reel, target):
-    script = f"curl -s --noproxy '*' {target.url}/x; curl -sS --fail -d ok {target.url}/forced"
+def test_force_commits_a_run_with_refused_attempts(store, reel, target):
+    script = f"curl -s --noproxy '*' https://localhost/x; curl -sS --fail -d ok {target.url}/forced"
     proc, doc = run_json(reel, target, "--commit", "--force", script=script)
     assert proc.returncode == 0, proc.stderr.decode()
-    assert doc["decision"] == "commit" and not doc["clean"] and doc["blocked"]
+    assert doc["decision"] == "commit" and not doc["clean"] and doc["refused"]
     assert [e["path"] for e in posts(target)] == ["/forced"]
 
 
@@ -307,3 +305,55 @@ def test_python_api_takes_secret_references_and_scrubs_raw_credentials(tmp_path)
                           capture_output=True, check=True).stdout
     assert b"<secret>" in dump and b"raw-key-value" not in dump and b"sk_api_value" not in dump
     v.abort()
+
+
+DEFAULT_SECRETS = {  # what the command sends -> the value that must never be stored
+    "-H 'X-Auth-Token: xauth-s3cr3t'": b"xauth-s3cr3t",
+    "-H 'Private-Token: private-s3cr3t'": b"private-s3cr3t",
+    "-H 'X-Goog-Api-Key: goog-s3cr3t'": b"goog-s3cr3t",
+    "-H 'X-Amz-Security-Token: amz-s3cr3t'": b"amz-s3cr3t",
+    "-H 'Api-Key: apikey-s3cr3t'": b"apikey-s3cr3t",
+    "-H 'X-Session-Id: session-s3cr3t'": b"session-s3cr3t",
+}
+
+
+def test_credentials_are_scrubbed_by_name_without_configuration(store, reel, target, tmp_path):
+    """Headers, query parameters and form fields whose names say credential, with no `[secrets]`
+    config; the summary names what was kept out; the request is delivered whole on commit."""
+    headers = " ".join(DEFAULT_SECRETS)
+    url = f"{target.url}/pay?access_token=qtoken-s3cr3t&api_key=qkey-s3cr3t&sig=qsig-s3cr3t&page=2"
+    script = (f"curl -sS --fail {headers} -H 'Idempotency-Key: idem-1' "
+              f"--data-urlencode 'password=form-s3cr3t' --data-urlencode 'user=bob' '{url}'")
+    proc, doc = run_json(reel, target, "--commit", "-m", "", script=script)
+    assert proc.returncode == 0, proc.stderr.decode()
+    secrets = [*DEFAULT_SECRETS.values(), b"qtoken-s3cr3t", b"qkey-s3cr3t", b"qsig-s3cr3t", b"form-s3cr3t"]
+    [effect] = doc["effects"]
+    assert {"header X-Auth-Token", "header Private-Token", "header X-Goog-Api-Key", "header Api-Key",
+            "param access_token", "param api_key", "param sig", "field password"} <= set(effect["scrubbed"])
+    assert not any(n.endswith(("Idempotency-Key", " page", " user")) for n in effect["scrubbed"]), effect
+    [sent] = posts(target)
+    assert sent["path"] == "/pay?access_token=qtoken-s3cr3t&api_key=qkey-s3cr3t&sig=qsig-s3cr3t&page=2"
+    assert sent["headers"]["x-goog-api-key"] == "goog-s3cr3t" and sent["body"] == "password=form-s3cr3t&user=bob"
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    reel("remote", "add", "origin", str(bare), check=True)
+    reel("push", "origin", "main", check=True)
+    ours = reel("cat-file", "--batch", "--batch-all-objects", check=True).stdout
+    theirs = subprocess.run(["git", "-C", str(bare), "cat-file", "--batch", "--batch-all-objects"],
+                            capture_output=True, check=True).stdout
+    assert b"<secret>" in ours and b"idem-1" in ours and b"user=bob" in ours, "the scans see the effect"
+    for s in secrets:
+        assert s not in ours and s not in theirs and s not in proc.stdout, s
+
+
+def test_scrubbing_is_configurable_both_ways(store, reel, target):
+    cfg = Repo.open(store).config
+    cfg.set("secrets.plain", "X-Session-Id")
+    cfg.set("secrets.header", "X-Tenant")
+    cfg.save()
+    script = f"curl -sS --fail -H 'X-Session-Id: visible-1' -H 'X-Tenant: hidden-1' -d x {target.url}/pay"
+    proc, doc = run_json(reel, target, "--abort", script=script)
+    [effect] = doc["effects"]
+    assert effect["scrubbed"] == ["header X-Tenant"], effect
+    ours = reel("cat-file", "--batch", "--batch-all-objects", check=True).stdout
+    assert b"visible-1" in ours and b"hidden-1" not in ours

@@ -126,7 +126,7 @@ def test_commit_and_ops_results_are_frozen_and_render_as_before(tmp_path: Path, 
     assert listed == op.to_json()
     shown = _json(run, "ops", "show", op.op)
     assert isinstance(shown, dict) and [e["state"] for e in shown["history"]] == ["unknown", "succeeded"]
-    assert set(shown) == set(op.to_json()) | {"history", "operator", "view", "intent"}
+    assert set(shown) == set(op.to_json()) | {"history", "operator", "view", "intent", "request", "reconciliation"}
     from reelstore.drain import operator
 
     st = operator.state(store.repo, op.op)

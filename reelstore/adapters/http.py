@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import ssl
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,7 @@ from reelstore.adapters.trust import client_context, extra_trust
 from reelstore.codec import freeze, thaw
 from reelstore.errors import BadInput, Conflict, Unreachable
 from reelstore.objects.hash import Hash
-from reelstore.storage.secrets import MissingSecret, resolve_http, secret_store
+from reelstore.storage.secrets import MissingSecret, resolve_body, resolve_http, secret_store
 from reelstore.storage.service_rules import SAFE_METHODS, Service, classify
 
 if TYPE_CHECKING:
@@ -138,7 +139,9 @@ class HttpAdapter(Adapter):
             headers["Reel-Phase"] = "prepare"
         try:
             url, headers = resolve_http(secret_store(self.repo), effect.op, url, headers)
-        except MissingSecret as exc:
+            body = resolve_body(secret_store(self.repo), effect.op, body)
+            check_headers(headers)
+        except (MissingSecret, BadInput) as exc:
             raise NotSent(exc.message) from None
         token.consume(effect.id)
         # A blind request is never resent, so it takes no chance on a kept-alive connection the target
@@ -276,7 +279,24 @@ def _method_url(op: Mapping[str, Any]) -> tuple[str, str]:
     headers = op.get("headers", {})
     if not isinstance(headers, Mapping) or not all(isinstance(v, (str, int)) for v in headers.values()):
         raise BadInput("http op: headers must be a map of names to strings")
+    check_headers(headers)
     return method, url
+
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_FIELD_VALUE = re.compile(r"[^\x00-\x08\x0a-\x1f\x7f]*")
+
+
+def check_headers(headers: Mapping[str, Any]) -> None:
+    """E014 naming the header unless every name is an HTTP token and no value holds a control character
+    (CR and LF above all: they would end the header and smuggle another). Checked at admission, and
+    again on the resolved headers before the fire token is presented, so a bad credential is `not_sent`."""
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+            raise BadInput(f"http op: header name {name!r} is not a valid HTTP field name", field=f"headers.{name}")
+        if not _FIELD_VALUE.fullmatch(str(value)):
+            raise BadInput(f"http op: header {name} has a control character (CR, LF, NUL…) in its value",
+                           field=f"headers.{name}")
 
 
 def _body(op: Mapping[str, Any]) -> tuple[bytes | None, str]:

@@ -362,7 +362,8 @@ def _instructions(trunk: str, caps: Sequence[Capability], budget: SessionBudget,
 
 def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capability | str] | None = None,
                  port: int = 8000, *, session_budget: int | None = None, propose_only: bool = False) -> FastMCP:
-    """An MCP server over `store`'s trunk (default: the store's), bounded by `caps` (default: the trunk's)
+    """An MCP server over `store`'s trunk (default: the store's), bounded by `caps` (default: the trunk's,
+    less every `secret` grant: an agent names no credential unless the server was started with one)
     and, if given, by `session_budget` effects committed in total; `propose_only` withholds `commit`.
     `port` is for streamable HTTP, always on 127.0.0.1."""
     trunk = trunk or store.repo.trunk
@@ -370,7 +371,7 @@ def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capabili
     if session_budget is not None and session_budget < 0:
         raise BadInput(f"a session budget is a count of effects, not {session_budget}")
     bound = admission.trunk_caps(store.repo, trunk)
-    chosen = bound if caps is None else admission.narrow(
+    chosen = admission.without_secrets(bound) if caps is None else admission.narrow(
         bound, [c if isinstance(c, Capability) else Capability.parse(c) for c in caps])
     budget = SessionBudget(session_budget)
     tools = ReelTools(store, trunk, chosen, budget)

@@ -3,6 +3,11 @@
 A pre-hook (`pre-commit`, `pre-drain`, `pre-approve`) that exits non-zero refuses the verb with E009 and its stderr
 in the message; a post-hook's status is ignored. A hook that does not finish within
 `hooks.timeout` seconds (default 60) is killed and counts as a refusal.
+
+A hook runs with the caller's authority, so it is taken only from a file, and a hooks directory, that
+no one else could have written: owned by the caller (or root), not writable by group or others, and
+not a symbolic link out of the hooks directory (a file elsewhere is guarded by nothing of the store's).
+A hook that fails this is not run and counts as a refusal (exit 126), naming the reason.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ def run_hook(repo: Repo, name: str, env: Mapping[str, str]) -> tuple[int, str] |
     path = hook_path(repo, name)
     if path is None:
         return None
+    unsafe = _writable_by_others(path)
+    if unsafe:
+        return 126, f"hook {name} was not run: {unsafe}"
     import subprocess  # only when a hook exists: most verbs in most stores run none
 
     full = dict(os.environ)
@@ -48,6 +56,20 @@ def run_hook(repo: Repo, name: str, env: Mapping[str, str]) -> tuple[int, str] |
     except OSError as exc:
         return 126, f"hook {name} could not run: {exc}"
     return proc.returncode, proc.stderr.decode("utf-8", "replace").strip()
+
+
+def _writable_by_others(path: Path) -> str:
+    """Why someone other than the caller could have written the hook, or ''."""
+    if path.is_symlink() and path.resolve().parent != path.parent.resolve():
+        return f"{path} is a symbolic link out of the hooks directory (to {path.resolve()})"
+    me = os.geteuid()
+    for p in (path, path.parent):
+        st = os.stat(p)
+        if st.st_uid not in (me, 0):
+            return f"{p} is owned by uid {st.st_uid}, not by this user"
+        if st.st_mode & 0o022:
+            return f"{p} is writable by its group or by others"
+    return ""
 
 
 def run_pre_hook(repo: Repo, name: str, env: Mapping[str, str]) -> None:

@@ -7,9 +7,13 @@ plus the store's local CA (`reelstore.intercept.ca`). HTTPS is terminated with a
 per host; the protocol work is h11's and `ssl`'s (`reelstore.intercept.tls_proxy`).
 
 GET, HEAD, OPTIONS and TRACE go to the real host — over TLS verified against the system trust store
-plus `http.trust` — and the answer is relayed unchanged. Loopback hosts are reachable only when named
-with `--allow HOST:PORT` (the proxy runs outside the command's sandbox, so it must not become a way
-into this machine's local services). Every other method never leaves the machine: it is admitted
+plus `http.trust` — and the answer is relayed unchanged, as it arrives. So does a request of any
+method that a `read` service rule declares free of side effects (`service_rules.classify`, the one
+place that decides: a model's completion, an embedding, a search); it is never queued. Loopback hosts
+are reachable only when named with `--allow HOST:PORT` (the proxy runs outside the command's
+sandbox, so it must not become a way into this machine's local services), except the model paths
+of a local model server declared with `--model ORIGIN` (`service_rules.model_rules`), and only
+those. Every other request never leaves the machine: it is admitted
 into the view as an `http` effect (method, https or http URL, end-to-end headers, body; credentials
 moved to the secret store at admission) and answered `202 Accepted` with a JSON body and a
 `Reel-Effect: <id>` header. A request the view refuses is answered 403 with the E-code; anything that
@@ -39,11 +43,11 @@ from reelstore.capture import end_to_end, http_op, pending, refused
 from reelstore.errors import BadInput, ReelError
 from reelstore.intercept.base import Backend, Launch, Refusal
 from reelstore.intercept.ca import ca_cert_path, system_bundle, write_bundle
-from reelstore.intercept.engine import Answer, EngineFactory, Request
+from reelstore.intercept.engine import Answer, EngineFactory, Request, Timing
 from reelstore.kernel import verbs as kernel
 from reelstore.storage.repo import Repo
 from reelstore.storage.secrets import hide_params, sensitive_headers, sensitive_params
-from reelstore.storage.service_rules import SAFE_METHODS
+from reelstore.storage.service_rules import SAFE_METHODS, Service, classify, model_origin, model_rules
 
 PROXY_VARS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 BYPASS_VARS = ("NO_PROXY", "no_proxy")
@@ -52,16 +56,26 @@ CA_VARS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_
 WGETRC_VAR = "WGETRC"
 """wget reads no CA variable; it is given a wgetrc naming the bundle (after the user's own settings)."""
 INTERCEPT_FAILED = "E014"
+QUERY_SECRETS = frozenset(("key", "api_key", "api-key", "access_token"))
+"""Query parameters model APIs take credentials in (Gemini's `key=`): hidden wherever a passed URL is
+shown or kept, besides the configured secret parameters."""
 
 
 class HttpProxy(Backend):
     name = "http"
+    keeps_bodies = False
 
-    def __init__(self, repo: Repo, view: str, allow: Iterable[str] = (), engine: EngineFactory | None = None) -> None:
+    def __init__(self, repo: Repo, view: str, allow: Iterable[str] = (), engine: EngineFactory | None = None,
+                 models: Iterable[str] = ()) -> None:
         super().__init__(repo, view)
         self.make_engine = engine
         """The protocol engine (default `tls_proxy.TlsProxy`); a replayer can stand in for it."""
         self.allow = {_host_port(a) for a in allow}
+        self.models = list(dict.fromkeys(model_origin(m) for m in models))
+        """Origins of local model servers (`--model`): their model paths are read-like and reachable."""
+        self.rules: list[Service] = [r for i, m in enumerate(self.models) for r in model_rules(m, f"model{i}")]
+        self.model_hosts = {(urlsplit(m).hostname or "", urlsplit(m).port or (443 if m.startswith("https:") else 80))
+                            for m in self.models}
         self.captured: list[dict[str, Any]] = []
         self.passed: list[dict[str, Any]] = []
         self.secret_values: set[str] = set()
@@ -118,20 +132,51 @@ class HttpProxy(Backend):
         with self._lock:
             if self._over:
                 return _json(503, {"reel": "error", "message": "the run is over; nothing was captured or sent"})
-        if req.method in SAFE_METHODS:
-            if _is_loopback(req.host) and not self._allowed(req.host, req.port):
-                why = (f"{req.host}:{req.port} is on this machine; name it with --allow {req.host}:{req.port} "
-                       f"to let the command reach it. Nothing was sent")
-                self.failed(f"{req.method} {hide_params(req.url, sensitive_params(self.repo.config))}", why)
-                return _json(403, {"reel": "refused", "message": why})
-            return None
+        rule = self.rule(req)
+        if req.method in SAFE_METHODS or rule.read_like:
+            return self.reach(req, rule)
         return self.capture(req.method, req.url, end_to_end(req.headers), req.body)
 
-    def passed_through(self, req: Request, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+    def rule(self, req: Request) -> Service:
+        """The service rule `req` falls under (the `--model` servers' rules included)."""
+        return classify(self.repo.config, f"http:{req.method}:{req.url}", req.method, self.rules)
+
+    def reach(self, req: Request, rule: Service) -> Answer | None:
+        """None if `req` may go to its host; a refusal if the host is this machine and was not named with
+        `--allow` (or, for a model path, `--model`)."""
+        model = rule.read_like and (req.host.lower(), req.port) in self.model_hosts
+        if _is_loopback(req.host) and not model and not self._allowed(req.host, req.port):
+            why = (f"{req.host}:{req.port} is on this machine; name it with --allow {req.host}:{req.port} "
+                   f"(or --model for a model server) to let the command reach it. Nothing was sent")
+            self.failed(f"{req.method} {self.shown_url(req.url)}", why)
+            return _json(403, {"reel": "refused", "message": why})
+        return None
+
+    def reaches(self, req: Request, address: str) -> bool:
+        """The address the engine connected to is judged as `reach` judged the name: a local one needs
+        --allow (or --model), whatever the name resolved to before."""
+        model = self.rule(req).read_like and (req.host.lower(), req.port) in self.model_hosts
+        if not _is_loopback(address) or model or self._allowed(req.host, req.port) and self._allowed(address, req.port):
+            return True
+        self.failed(f"{req.method} {self.shown_url(req.url)}",
+                    f"{req.host} resolved to {address}, on this machine, when the proxy connected; name it with "
+                    f"--allow to let the command reach it. Nothing was sent")
+        return False
+
+    def passed_through(self, req: Request, status: int, headers: list[tuple[str, str]], body: bytes | None,
+                       timing: Timing) -> None:
         """Every response the command got from a real host arrives here, in order."""
+        params = sensitive_params(self.repo.config) | QUERY_SECRETS
+        sensitive = sensitive_headers(self.repo.config)
         with self._lock:
-            self.passed.append({"method": req.method, "url": hide_params(req.url, sensitive_params(self.repo.config)),
-                                "status": status})
+            self.passed.append({"method": req.method, "url": self.shown_url(req.url), "status": status})
+            # A credential a read carried is hidden wherever the summary quotes the command, as a captured one is.
+            self.secret_values.update(v for k, v in parse_qsl(urlsplit(req.url).query) if k in params and v)
+            self.secret_values.update(v for k, v in req.headers if k.lower() in sensitive and v)
+
+    def shown_url(self, url: str) -> str:
+        """`url` as summaries and recordings show it: credentials in its query hidden."""
+        return hide_params(url, sensitive_params(self.repo.config) | QUERY_SECRETS)
 
 
     def failed(self, what: str, message: str) -> None:
@@ -147,6 +192,8 @@ class HttpProxy(Backend):
         with self._lock:
             self.secret_values.update(v for k, v in headers.items() if k.lower() in sensitive)
             self.secret_values.update(v for k, v in parse_qsl(urlsplit(url).query) if k in params)
+            if isinstance(op.get("body"), str) and "=" in op["body"]:
+                self.secret_values.update(v for k, v in parse_qsl(op["body"]) if k in params)
             if self._over:
                 return _json(503, {"reel": "error", "message": "the run is over; nothing was captured or sent"})
             try:
@@ -178,22 +225,64 @@ def _host_port(spec: str) -> tuple[str, int]:
 
 
 def _addresses(host: str) -> set[str]:
+    """Every address `host` stands for, as the resolver (not the spelling) says: `2130706433`,
+    `0x7f.1` and `[::ffff:127.0.0.1]` are all 127.0.0.1. IPv4-mapped and IPv4-compatible IPv6
+    addresses are given as the IPv4 address they reach; a zone (`%eth0`) is dropped."""
+    host = host.strip("[]").rstrip(".")
     try:
-        return {str(ipaddress.ip_address(host))}
+        found = {ipaddress.ip_address(host.split("%")[0])}
     except ValueError:
-        pass
+        try:
+            found = {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in socket.getaddrinfo(host, None)}
+        except (OSError, UnicodeError, ValueError):
+            return set()
+    return {str(_unmapped(ip)) for ip in found}
+
+
+def _unmapped(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return ip.ipv4_mapped
+        if int(ip) >> 32 == 0 and int(ip) > 1:  # ::a.b.c.d, IPv4-compatible (:: and ::1 are themselves)
+            return ipaddress.IPv4Address(int(ip))
+    return ip
+
+
+def _own_addresses() -> set[str]:
+    """This machine's interface addresses (IPv4 by ioctl, IPv6 from /proc/net/if_inet6): a request to
+    one of them reaches a local service as surely as one to 127.0.0.1."""
+    import fcntl
+    import struct
+
+    own: set[str] = set()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:
+                raw = fcntl.ioctl(s, 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+            except OSError:
+                continue
+            own.add(socket.inet_ntoa(raw[20:24]))
     try:
-        return {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
-    except (OSError, UnicodeError):
-        return set()
+        lines = Path("/proc/net/if_inet6").read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        hexaddr = line.split()[0]
+        own.add(str(ipaddress.IPv6Address(bytes.fromhex(hexaddr))))
+    return own
 
 
 def _is_loopback(host: str) -> bool:
-    """The host is this machine (a loopback or unspecified address, or a name that resolves to one)."""
-    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+    """The host is this machine: a name under `localhost`, or any address it resolves to is loopback,
+    unspecified, link-local, or one of this machine's own interface addresses (IPv4-mapped and
+    IPv4-compatible forms included). Such a host is reachable only when named with --allow."""
+    name = host.strip("[]").rstrip(".").lower()
+    if name == "localhost" or name.endswith(".localhost"):
         return True
-    ips = [ipaddress.ip_address(a.split("%")[0]) for a in _addresses(host.strip("[]"))]
-    return any(ip.is_loopback or ip.is_unspecified for ip in ips)
+    ips = [ipaddress.ip_address(a) for a in _addresses(host)]
+    if any(ip.is_loopback or ip.is_unspecified or ip.is_link_local for ip in ips):
+        return True
+    return bool({str(ip) for ip in ips} & _own_addresses())
 
 
 def _wgetrc(path: Path, bundle: Path) -> Path:

@@ -21,6 +21,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from reelstore.api import Store
 from reelstore.errors import Conflict
@@ -32,7 +33,8 @@ from reelstore.kernel import verbs as kernel
 from reelstore.kernel.names import view_ref
 from reelstore.objects import Capability, Effect, Hash
 from reelstore.storage.repo import Repo
-from reelstore.storage.secrets import redact
+from reelstore.storage.secrets import redact, scrubbed_names
+from reelstore.storage.service_rules import model_origin
 
 SENTINELS = ("localhost:80", "localhost:443")
 """Inside the sandbox, direct connections to the usual web ports on loopback are caught too."""
@@ -46,17 +48,28 @@ def run_name() -> str:
 
 
 def default_backends(prefix: str = "", allow: Sequence[str] = (), sandbox: bool = True,
-                     proxy: Callable[[Repo, str], Backend] | None = None) -> list[Callable[[Repo, str], Backend]]:
-    """The HTTP(S) proxy (loopback hosts reachable only if in `allow`; `proxy` replaces it, e.g. with
-    one that records or replays), a scratch directory (limited to names under `prefix`) and, unless
-    `sandbox` is False, the network namespace the command runs in. E014 if a namespace cannot be made
-    here: the caller must choose to run without one."""
-    makers: list[Callable[[Repo, str], Backend]] = [proxy or (lambda repo, view: HttpProxy(repo, view, allow)),
-                                                    lambda repo, view: Scratch(repo, view, prefix)]
+                     proxy: Callable[[Repo, str], Backend] | None = None,
+                     models: Sequence[str] = ()) -> list[Callable[[Repo, str], Backend]]:
+    """The HTTP(S) proxy (loopback hosts reachable only if in `allow`, and the model paths of the local
+    model servers in `models`; `proxy` replaces it, e.g. with one that records or replays), a scratch
+    directory (limited to names under `prefix`) and, unless `sandbox` is False, the network namespace
+    the command runs in. E014 if a namespace cannot be made here: the caller must choose to run
+    without one."""
+    makers: list[Callable[[Repo, str], Backend]] = [
+        proxy or (lambda repo, view: HttpProxy(repo, view, allow, models=models)),
+        lambda repo, view: Scratch(repo, view, prefix)]
     if sandbox:
         unshare = require_unshare()
-        makers.append(lambda repo, view: Sandbox(repo, view, unshare, [*allow, *SENTINELS]))
+        caught = [*allow, *(hp for hp in map(model_host_port, models) if _local(hp)), *SENTINELS]
+        makers.append(lambda repo, view: Sandbox(repo, view, unshare, caught))
     return makers
+
+
+def model_host_port(origin: str) -> str:
+    """`http://127.0.0.1:8000` -> `127.0.0.1:8000`: a model server's address, which the sandbox watches
+    for direct connections like an `--allow` target's."""
+    parts = urlsplit(model_origin(origin))
+    return f"{parts.netloc}" if parts.port else f"{parts.netloc}:{443 if parts.scheme == 'https' else 80}"
 
 
 class DryRun:
@@ -72,7 +85,11 @@ class DryRun:
         self.store = store
         self.cmd = list(cmd)
         self.view = store.fork(view or run_name(), source, caps)
-        self.backends = [make(store.repo, self.view.name) for make in (backends or default_backends())]
+        try:
+            self.backends = [make(store.repo, self.view.name) for make in (backends or default_backends())]
+        except BaseException:
+            self.view.abort()  # a backend refused its arguments: no view is left behind
+            raise
         self.status: int | None = None
         """The command's exit status (negative: killed by that signal), once it ran."""
         self.decision: str | None = None
@@ -164,6 +181,7 @@ class DryRun:
                 "clean": self.clean, "changes": self.changes, "effects": self.effects,
                 "refused": [r.to_json() for r in self.refused], "blocked": self.blocked,
                 "passed": [p for b in self.backends for p in getattr(b, "passed", ())],
+                "model_calls": [c for b in self.backends for c in getattr(b, "model_calls", ())],
                 "divergences": [d.to_json() for b in self.backends for d in getattr(b, "divergences", ())],
                 "notes": self.notes + [n for b in self.backends for n in b.notes], "decision": self.decision,
                 "commit": self.result.to_json() if self.result else None}
@@ -183,6 +201,11 @@ class DryRun:
             self.view.abort()
 
 
+def _local(host_port: str) -> bool:
+    host = host_port.rpartition(":")[0].strip("[]").lower()
+    return host == "localhost" or host.startswith("127.") or host == "::1"
+
+
 def _runnable(prog: str, cwd: str | None, path: str | None) -> bool:
     """Checked before the sandbox starts the command, so that a typo is reported as one (exit 127)."""
     if "/" in prog:
@@ -192,4 +215,5 @@ def _runnable(prog: str, cwd: str | None, path: str | None) -> bool:
 
 def _effect_line(index: int, e: Effect) -> dict[str, Any]:
     return {"index": index, "id": e.id.hex(), "adapter": e.adapter, "method": e.op.get("method"),
-            "url": e.op.get("url"), "resource": e.resource, "class": e.effect_class, "delivery": e.delivery}
+            "url": e.op.get("url"), "resource": e.resource, "class": e.effect_class, "delivery": e.delivery,
+            "scrubbed": scrubbed_names(e.op)}

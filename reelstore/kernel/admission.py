@@ -123,6 +123,23 @@ class Tally:
         return cap
 
 
+def admit_secrets(caps: Sequence[Capability], named: Sequence[str], resource: str) -> None:
+    """E009 unless a `secret` capability grants every credential the effect names for its resource."""
+    for ref in named:
+        grant = f"{ref}@{resource}"
+        if not any(cap.allows("secret", grant, now_s()) for cap in caps):
+            raise CapabilityViolation(
+                f"the view may not send the credential {ref!r} to {resource!r}: no capability grants it "
+                f"(--cap secret={ref}@{resource.rsplit('/', 1)[0]}/ would)", op="secret", name=grant)
+
+
+def without_secrets(caps: Sequence[Capability]) -> tuple[Capability, ...]:
+    """`caps` granting no credential: for a door whose caller may not choose which secrets go where."""
+    kept = (Capability.make([o for o in c.ops if o != "secret"], c.prefix, c.expires_at, c.budget)
+            for c in caps if set(c.ops) - {"secret"})
+    return tuple(kept)
+
+
 def check_budgets(caps: Sequence[Capability], effects: Sequence[Effect]) -> None:
     """Every effect of a buffer is still authorised, unexpired and within budget (E009 / E013): checked
     when a child merges and again at commit, so an effect never fires on authority that has lapsed."""

@@ -219,12 +219,15 @@ class Transaction:
             check_key(key)
             owners.check_key(self.repo, self.live.trunk, key, owners.task_op_id(self.live.trunk, key))
         impl = adapter(adapter_name, self.repo)
+        named: list[str] = []
         if adapter_name == "http":
             # Credentials leave the operation before it is stored (kept in .reel/secrets).
-            from reelstore.storage.secrets import scrub_http, secret_store
+            from reelstore.storage.secrets import named_references, scrub_http, secret_store
 
+            named = named_references(op)
             op = scrub_http(secret_store(self.repo), self.repo.config, op)
         decided = impl.classify(op)
+        admission.admit_secrets(admission.view_caps(self.repo, self.live.view), named, decided.resource)
         klass = effect_class or decided.effect_class
         if klass not in ("B", "C"):
             raise BadInput(f"effect class must be B or C, not {klass!r}")

@@ -3,6 +3,13 @@
 `prefix` matches on segment boundaries (`/` and `:`), never as a raw string prefix, so
 `http:POST:http://h/refunds` covers `.../refunds/42` but not `.../refunds-x`. Expiry is an absolute
 Unix time in seconds; budget bounds how many effects a view may submit. None means unbounded.
+
+The `secret` operation grants credentials, not names: its prefix is `REF@RESOURCE`, where REF is a
+stored secret's NAME, `env:VAR`, or `*` (any), and RESOURCE a resource prefix as above, so
+`secret=stripe@http:POST:https://api.stripe.com/` lets an effect to that API carry the secret
+`stripe` and nothing else. `secret=stripe` grants it for any destination; an empty prefix grants every
+secret everywhere (a trunk with no configured capability has that authority). The prefix is read this way
+for the `secret` operation only, so a secret grant is best a capability of its own.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from reelstore.errors import BadInput
 from reelstore.frozen import frozen
 from reelstore.objects.block import Object, register, v_int, v_opt, v_str, v_tuple
 
-OPS = ("read", "write", "delete", "fire_b", "fire_c")
+OPS = ("read", "write", "delete", "fire_b", "fire_c", "secret")
 SEPARATORS = "/:"
 
 
@@ -26,6 +33,16 @@ def prefix_covers(prefix: str, name: str) -> bool:
     if not name.startswith(prefix):
         return False
     return prefix[-1] in SEPARATORS or name[len(prefix)] in SEPARATORS
+
+
+def secret_covers(prefix: str, grant: str) -> bool:
+    """True if the secret grant `prefix` (`REF@RESOURCE`) covers `grant` (a reference and a resource, or
+    a narrower grant)."""
+    if not prefix:
+        return True
+    want_ref, _, want_res = prefix.partition("@")
+    ref, _, res = grant.partition("@")
+    return want_ref in ("*", ref) and prefix_covers(want_res, res)
 
 
 def _op(value: object, where: str) -> str:
@@ -67,7 +84,7 @@ class Capability(Object):
         """The first axis on which `child` is wider than this capability, or None if covered."""
         if not set(child.ops) <= set(self.ops):
             return "ops"
-        if not prefix_covers(self.prefix, child.prefix):
+        if not self._covers(child.prefix, child.ops == ("secret",)):
             return "prefix"
         if self.expires_at is not None and (child.expires_at is None or child.expires_at > self.expires_at):
             return "expiry"
@@ -77,9 +94,12 @@ class Capability(Object):
 
     def allows(self, op: str, name: str, now: int | None = None) -> bool:
         """Does this capability authorise `op` on `name` at time `now` (budget is the kernel's)?"""
-        if op not in self.ops or not prefix_covers(self.prefix, name):
+        if op not in self.ops or not self._covers(name, op == "secret"):
             return False
         return self.expires_at is None or now is None or now < self.expires_at
+
+    def _covers(self, name: str, secret: bool) -> bool:
+        return secret_covers(self.prefix, name) if secret else prefix_covers(self.prefix, name)
 
     def spec(self) -> str:
         """The command-line form, `OPS=PREFIX[;expires=ISO-8601][;budget=N]`."""

@@ -6,6 +6,11 @@ fingerprint (method, URL, the headers that select a representation, a digest of 
 response's status, headers (credentials and hop-by-hop headers left out) and body (a blob). It also
 keeps the clock at the run's start and a digest of the command's environment, so a replay can say
 what differs. A view names its recording; the record that commits the view keeps it reachable.
+
+An exchange that was a model call also has a `model` map: provider, model, the call's fingerprint
+(`fp`), the blob of its canonical request document (`request`: what a divergence is diffed against),
+whether it streamed, its latency (`latency_ms`, `first_ms`: to the first byte of the answer) and,
+where the answer said, `tokens_in` and `tokens_out`.
 """
 
 from __future__ import annotations
@@ -20,12 +25,16 @@ from reelstore.objects.block import Object, register, v_hash, v_int, v_map, v_st
 from reelstore.objects.hash import Hash
 
 ENTRY_KEYS = frozenset(("fp", "method", "url", "status", "headers", "body"))
+MODEL_KEYS = frozenset(("provider", "model", "fp", "request", "stream", "latency_ms", "first_ms"))
+MODEL_OPTIONAL = frozenset(("tokens_in", "tokens_out"))
 
 
 def v_exchange(value: Any, where: str) -> FrozenMap:
     entry = v_map(value, where)
-    if set(entry) != ENTRY_KEYS:
-        raise BadInput(f"{where} must have exactly the keys {sorted(ENTRY_KEYS)}")
+    if set(entry) - {"model"} != ENTRY_KEYS:
+        raise BadInput(f"{where} must have exactly the keys {sorted(ENTRY_KEYS)} (and maybe model)")
+    if "model" in entry:
+        _model(entry["model"], f"{where}.model")
     v_str(128, empty=False)(entry["fp"], f"{where}.fp")
     v_str(16, empty=False)(entry["method"], f"{where}.method")
     v_str(8192, empty=False)(entry["url"], f"{where}.url")
@@ -36,6 +45,19 @@ def v_exchange(value: Any, where: str) -> FrozenMap:
                                                   for k, v in headers.items()):
         raise BadInput(f"{where}.headers must map names to strings")
     return entry
+
+
+def _model(value: Any, where: str) -> None:
+    model = v_map(value, where)
+    if not MODEL_KEYS <= set(model) <= MODEL_KEYS | MODEL_OPTIONAL:
+        raise BadInput(f"{where} must have the keys {sorted(MODEL_KEYS)} (and maybe {sorted(MODEL_OPTIONAL)})")
+    for key in ("provider", "model", "fp"):
+        v_str(256)(model[key], f"{where}.{key}")
+    v_hash(model["request"], f"{where}.request")
+    if not isinstance(model["stream"], bool):
+        raise BadInput(f"{where}.stream must be true or false")
+    for key in ("latency_ms", "first_ms", *(MODEL_OPTIONAL & set(model))):
+        v_int(0)(model[key], f"{where}.{key}")
 
 
 @register
@@ -54,4 +76,5 @@ class Recording(Object):
     }
 
     def references(self) -> tuple[Hash, ...]:
-        return tuple(Hash(bytes(e["body"])) for e in self.entries)
+        bodies = [Hash(bytes(e["body"])) for e in self.entries]
+        return tuple(bodies + [Hash(bytes(e["model"]["request"])) for e in self.entries if "model" in e])

@@ -269,7 +269,7 @@ def _initial_config(trunk: str) -> str:
         f"\ttrunk = {trunk}\n"
         "\tfsync = true\n"
         f'[trunk "{trunk}"]\n'
-        "\tcap = read,write,delete,fire_b,fire_c=\n"
+        "\tcap = read,write,delete,fire_b,fire_c,secret=\n"
     )
 
 

@@ -14,10 +14,20 @@ environment). Scrubbing happens at effect admission, for every path in: `reel ru
 effect`, the Python API. A raw sensitive value is moved into the store under a name derived by a keyed
 hash (the key is local, so the name reveals nothing about the value, and the same value is stored
 once). Callers may also give references directly: a header or parameter value `{"$secret": "stripe"}`
-or `{"$env": "STRIPE_KEY"}`.
+or `{"$env": "STRIPE_KEY"}`. A reference the caller names (rather than one made here from a value it
+gave) is authority over a credential it never saw: admission lets it through only if a `secret`
+capability of the view grants that secret for the effect's resource (`named_references`).
 
-Sensitive headers: Authorization, Proxy-Authorization, Cookie, X-Api-Key and the names configured as
-`[secrets] header = NAME` (repeatable); sensitive parameters: those configured as `[secrets] param = NAME`.
+What counts as a credential, by name (case-insensitive), by default:
+- a header whose name contains `auth`, `token`, `key`, `secret`, `passw`, `cookie`, `session` or
+  `signature` (Authorization, X-Auth-Token, Private-Token, X-Goog-Api-Key, X-Amz-Security-Token,
+  Api-Key, Cookie, …), except `Idempotency-Key` (a delivery key, not a credential);
+- a query parameter, or a field of an `application/x-www-form-urlencoded` body, named `key`, `sig`,
+  `code`, `auth` or `pwd`, or whose name contains `token`, `secret`, `passw`, `signature`,
+  `api_key`/`apikey`, `access_key`, `session` or `credential` (access_token, api_key, password, …).
+`[secrets] header = NAME` and `[secrets] param = NAME` (repeatable) add names (a param name covers
+form fields too); `[secrets] plain = NAME` (repeatable) exempts a header, parameter or field name
+from the defaults. A scrubbed form field is a `fields` entry of the `secrets` map.
 """
 
 from __future__ import annotations
@@ -41,6 +51,12 @@ SHOWN = "<secret>"
 SECRETS_DIR = "secrets"
 KEY_FILE = ".key"
 DEFAULT_HEADERS = ("authorization", "proxy-authorization", "cookie", "x-api-key")
+"""Named for `redact`, which finds them in a quoted command line; scrubbing uses the patterns below."""
+HEADER_PATTERN = re.compile(r"auth|token|key|secret|passw|cookie|session|signature")
+PARAM_PATTERN = re.compile(r"^(key|sig|code|auth|pwd)$|token|secret|passw|signature|api_?key|access_?key|session"
+                           r"|credential")
+PLAIN_BY_DEFAULT = frozenset(("idempotency-key",))
+FORM = "application/x-www-form-urlencoded"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 
@@ -128,12 +144,44 @@ def _write_private(path: Path, data: bytes) -> None:
     atomic_write(path, data, mode=0o600)
 
 
-def sensitive_headers(config: Config) -> frozenset[str]:
-    return frozenset(DEFAULT_HEADERS) | {h.strip().lower() for h in config.get_all("secrets.header") if h.strip()}
+class Names(frozenset[str]):
+    """Names that count as credentials: those listed, and any matching `pattern`, less the `plain` ones.
+    Only membership is meaningful (`name in names`, case-insensitive); `|` adds listed names."""
+
+    pattern: re.Pattern[str] | None
+    plain: frozenset[str]
+
+    def __new__(cls, names: Iterable[str], pattern: re.Pattern[str] | None = None,
+                plain: Iterable[str] = ()) -> Names:
+        made = super().__new__(cls, (n.lower() for n in names))
+        made.pattern = pattern
+        made.plain = frozenset(p.lower() for p in plain)
+        return made
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        low = name.lower()
+        if frozenset.__contains__(self, low):
+            return True
+        return low not in self.plain and self.pattern is not None and bool(self.pattern.search(low))
+
+    def __or__(self, other: Iterable[str]) -> Names:  # type: ignore[override]
+        return Names([*self, *other], self.pattern, self.plain)
 
 
-def sensitive_params(config: Config) -> frozenset[str]:
-    return frozenset(p.strip() for p in config.get_all("secrets.param") if p.strip())
+def _listed(values: Iterable[str]) -> list[str]:
+    return [v.strip() for v in values if v.strip()]
+
+
+def sensitive_headers(config: Config) -> Names:
+    plain = {*PLAIN_BY_DEFAULT, *_listed(config.get_all("secrets.plain"))}
+    return Names([*DEFAULT_HEADERS, *_listed(config.get_all("secrets.header"))], HEADER_PATTERN, plain)
+
+
+def sensitive_params(config: Config) -> Names:
+    """Query parameters and form fields."""
+    return Names(_listed(config.get_all("secrets.param")), PARAM_PATTERN, _listed(config.get_all("secrets.plain")))
 
 
 def _given_ref(value: Any) -> str | None:
@@ -148,15 +196,32 @@ def _given_ref(value: Any) -> str | None:
     raise BadInput(f"a secret reference is {{\"$secret\": NAME}} or {{\"$env\": VAR}}, not {dict(value)!r}")
 
 
+def named_references(op: Mapping[str, Any]) -> list[str]:
+    """The credentials an http op names without giving their value: `NAME` for a stored secret, `env:VAR`
+    for an environment variable, from `{"$secret"|"$env": ...}` header values and from a `secrets` map.
+    (What scrubbing makes of a raw value the caller gave is not listed: the caller had the value.)"""
+    named: list[str] = []
+    headers = op.get("headers")
+    if isinstance(headers, Mapping):
+        for value in headers.values():
+            ref = _given_ref(value)
+            if ref is not None:
+                named.append(ref)
+    given = op.get("secrets")
+    if isinstance(given, Mapping):
+        named.extend(r for v in given.values() if isinstance(v, Mapping) for r in v.values() if isinstance(r, str))
+    return [r.removeprefix("store:") for r in dict.fromkeys(named)]
+
+
 def scrub_http(store: SecretStore, config: Config, op: Mapping[str, Any]) -> dict[str, Any]:
     """The op to store: sensitive values moved to the secret store, references normalized. An op that
     carries a `secrets` map already (scrubbed before) keeps its references."""
     out = dict(thaw(op))
     given = out.get("secrets") or {}
-    if not isinstance(given, Mapping) or not set(given) <= {"headers", "params"} or not all(
+    if not isinstance(given, Mapping) or not set(given) <= {"headers", "params", "fields"} or not all(
             isinstance(v, Mapping) and all(isinstance(r, str) and _valid_ref(r) for r in v.values())
             for v in given.values()):
-        raise BadInput("http op: secrets must map headers / params to store:NAME or env:VAR references")
+        raise BadInput("http op: secrets must map headers / params / fields to store:NAME or env:VAR references")
     refs: dict[str, dict[str, str]] = {k: dict(v) for k, v in given.items()}
     heads = sensitive_headers(config)
     headers = out.get("headers")
@@ -175,8 +240,10 @@ def scrub_http(store: SecretStore, config: Config, op: Mapping[str, Any]) -> dic
         out["headers"] = clean
     url = out.get("url")
     params = sensitive_params(config)
-    if isinstance(url, str) and params:
+    if isinstance(url, str):
         out["url"] = _scrub_query(store, url, params, refs)
+    if isinstance(out.get("body"), str) and _is_form(out.get("headers")):
+        out["body"] = _scrub_form(store, out["body"], params, refs)
     if refs:
         out["secrets"] = refs
     return out
@@ -203,9 +270,38 @@ def _scrub_query(store: SecretStore, url: str, params: frozenset[str], refs: dic
     return urlunsplit(parts._replace(query="&".join(pieces)))
 
 
+def _is_form(headers: Any) -> bool:
+    return isinstance(headers, Mapping) and any(
+        str(k).lower() == "content-type" and isinstance(v, str) and v.split(";")[0].strip().lower() == FORM
+        for k, v in headers.items())
+
+
+def _scrub_form(store: SecretStore, body: str, names: frozenset[str], refs: dict[str, dict[str, str]]) -> str:
+    """A urlencoded body with each sensitive field's value moved to the store (`fields` refs)."""
+    pieces = []
+    for piece in body.split("&"):
+        name, eq, value = piece.partition("=")
+        pairs = parse_qsl(piece, keep_blank_values=True)
+        key = pairs[0][0] if pairs else name
+        if eq and key in names and value != SHOWN:
+            refs.setdefault("fields", {})[key] = store.keep("f", pairs[0][1])
+            piece = f"{name}={SHOWN}"
+        pieces.append(piece)
+    return "&".join(pieces)
+
+
+def scrubbed_names(op: Mapping[str, Any]) -> list[str]:
+    """What was moved out of an http op, as `header NAME`, `param NAME`, `field NAME` (for summaries)."""
+    refs = op.get("secrets")
+    if not isinstance(refs, Mapping):
+        return []
+    kinds = {"headers": "header", "params": "param", "fields": "field"}
+    return [f"{kinds[k]} {n}" for k in kinds for n in sorted(refs.get(k) or {})]
+
+
 def hide_params(url: str, params: frozenset[str]) -> str:
     """`url` with the values of the sensitive parameters shown as `<secret>` (for summaries and logs)."""
-    if not params or "?" not in url:
+    if "?" not in url:
         return url
     parts = urlsplit(url)
     pieces = []
@@ -233,6 +329,21 @@ def resolve_http(store: SecretStore, op: Mapping[str, Any], url: str,
             pieces.append(piece)
         url = urlunsplit(parts._replace(query="&".join(pieces)))
     return url, headers
+
+
+def resolve_body(store: SecretStore, op: Mapping[str, Any], body: bytes | None) -> bytes | None:
+    """The body to send: each scrubbed form field's value put back, urlencoded (MissingSecret first)."""
+    fields = thaw(op.get("secrets") or {}).get("fields") or {}
+    if not fields or body is None:
+        return body
+    pieces = []
+    for piece in body.decode("utf-8").split("&"):
+        name, eq, value = piece.partition("=")
+        key = (parse_qsl(piece, keep_blank_values=True) or [(name, "")])[0][0]
+        if eq and value == SHOWN and key in fields:
+            piece = f"{name}={quote(store.resolve(fields[key]), safe='')}"
+        pieces.append(piece)
+    return "&".join(pieces).encode("utf-8")
 
 
 def redact(text: str, values: Iterable[str]) -> str:

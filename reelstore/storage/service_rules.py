@@ -10,17 +10,21 @@
         absence = unprovable           ; the target may act late: "no record found" proves nothing
         absent-after = 120             ; queryable / two-phase: seconds after an attempt before a 404 proves
                                        ; it absent (default: http.timeout plus a margin)
+        suffix = :generateContent      ; optional: the path must also end with this
         approval = required            ; a commit holding such an effect waits for approvals (`reel approve`)
         approval-count = 2             ; how many distinct approvers (default 1)
         approvers = ops-leads          ; only members of this group count (`group.ops-leads.member`)
 
-`match` is a resource prefix matched on segment boundaries (`/` and `:`), like capabilities; the
-longest matching rule wins. A request no rule matches is Class C, and `blind` if its method is unsafe.
+`match` is a resource prefix matched on segment boundaries (`/` and `:`), like capabilities; a rule
+may also name a `suffix` the request's path must end with (Gemini's `:generateContent` follows the
+model's name in the path). The longest matching rule (match plus suffix) wins; a query string is not
+part of what rules match. A request no rule matches is Class C, and `blind` if its method is unsafe.
 
 A `read` rule declares requests that change nothing (a model's completion, a search, an embedding):
 they are sent at once, never queued. Built-in read rules cover the model APIs agents call on their
-public hosts (`BUILTIN`); a configured rule of the same name replaces one, and `model_rules` makes
-the same paths read-like on a local model server.
+public hosts (`BUILTIN`: OpenAI-compatible and Anthropic paths, Gemini's suffixes); a configured rule
+of the same name replaces one, and `model_rules` makes the model paths (Ollama's included)
+read-like on a local model server.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from reelstore.errors import BadInput
 from reelstore.objects.capability import prefix_covers
@@ -45,6 +50,10 @@ MODEL_PATHS = (
     "/api/chat", "/api/generate", "/api/embed", "/api/embeddings",  # Ollama
 )
 """Model API paths that only compute an answer; `model_rules` makes them read-like on a given host."""
+GEMINI_SUFFIXES = (":generateContent", ":streamGenerateContent", ":embedContent", ":batchEmbedContents",
+                   ":countTokens")
+"""Gemini's model methods, which follow `/v1beta/models/NAME` in the path."""
+GEMINI_HOST = "https://generativelanguage.googleapis.com"
 DEFAULT_KEY_HEADER = "Idempotency-Key"
 ABSENCE = ("provable", "unprovable")
 MAX_APPROVERS = 16
@@ -64,6 +73,10 @@ class Service:
     absent_after: float | None = None
     """Seconds after an attempt began during which the status URL's 404 is no proof of absence (the
     request may still be on its way or in processing); None: the adapter's default."""
+    suffix: str = ""
+    """The request's path must also end with this (empty: any path under `match`)."""
+    builtin: bool = False
+    """One of `BUILTIN` (shown as such by `reel config --services`), not a configured rule."""
     approvals: int = 0
     """How many distinct approvers an effect under this rule needs before a commit may fire it (0: none)."""
     approvers: str = ""
@@ -94,23 +107,55 @@ class Service:
                 raise BadInput(f"{where}: {url!r} must contain {{key}}")
         return self
 
+    def covers(self, resource: str) -> bool:
+        """`resource` (its query string left out) lies under `match` and ends with `suffix`."""
+        path = resource.split("?", 1)[0]
+        return prefix_covers(self.match, path) and path.endswith(self.suffix)
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "match": self.match, "suffix": self.suffix or None,
+                "class": "read" if self.read_like else self.effect_class, "delivery": self.delivery,
+                "key_header": self.key_header, "status_url": self.status_url, "commit_url": self.commit_url,
+                "absence": self.absence, "approvals": self.approvals, "approvers": self.approvers or None,
+                "builtin": self.builtin}
+
     @property
     def read_like(self) -> bool:
         """Requests under this rule change nothing: they are sent at once, never queued as effects."""
         return self.effect_class == READ
 
 
-def model_rules(origin: str, prefix: str = "model") -> list[Service]:
+def model_rules(origin: str, prefix: str = "model", paths: Iterable[str] = MODEL_PATHS,
+                builtin: bool = False) -> list[Service]:
     """Read rules for the built-in model paths on `origin` (`http://127.0.0.1:8000`): a local model server
-    declared read-like path by path, not host-wide, so its other routes stay pending effects."""
-    origin = origin.rstrip("/")
+    declared read-like path by path, not host-wide, so its other routes stay pending effects. E014 if
+    `origin` is not an http(s) origin."""
+    origin = model_origin(origin)
     return [Service(name=f"{prefix}{path.replace('/', '-')}", match=f"http:POST:{origin}{path}", effect_class=READ,
-                    delivery="keyed").validate() for path in MODEL_PATHS]
+                    delivery="keyed", builtin=builtin).validate() for path in paths]
+
+
+def model_origin(spec: str) -> str:
+    """`http://127.0.0.1:8000/` -> `http://127.0.0.1:8000`, as the proxy spells URLs (no default port);
+    E014 naming the value if it is not an http(s) origin."""
+    parts = urlsplit(spec.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1 or parts.path.strip("/") \
+            or parts.query or parts.username:
+        raise BadInput(f"--model wants an origin such as http://127.0.0.1:8000, not {spec!r}")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    default = 443 if parts.scheme == "https" else 80
+    return f"{parts.scheme}://{host}" + (f":{port}" if port not in (None, default) else "")
 
 
 BUILTIN: tuple[Service, ...] = (
-    *model_rules("https://api.openai.com", "openai"),
-    *model_rules("https://api.anthropic.com", "anthropic"),
+    *model_rules("https://api.openai.com", "openai", MODEL_PATHS[:4], builtin=True),
+    *model_rules("https://api.anthropic.com", "anthropic", MODEL_PATHS[4:5], builtin=True),
+    *(Service(name=f"gemini-{s.lstrip(':')}", match=f"http:POST:{GEMINI_HOST}/", suffix=s, effect_class=READ,
+              delivery="keyed", builtin=True).validate() for s in GEMINI_SUFFIXES),
 )
 """Read rules every store has unless a configured rule of the same name replaces it."""
 
@@ -137,6 +182,7 @@ def _parse(config: Config) -> list[Service]:
             commit_url=get("commit-url"),
             absence=(get("absence", "provable") or "provable").lower(),
             absent_after=_seconds(get("absent-after"), f'service "{name}": absent-after'),
+            suffix=get("suffix", "") or "",
             approvals=_approvals(name, get("approval"), get("approval-count")),
             approvers=(get("approvers", "") or "").strip(),
         ).validate())
@@ -169,7 +215,8 @@ def classify(config: Config, resource: str, method: str, extra: Iterable[Service
     Class C, blind if the method is unsafe."""
     best: Service | None = None
     for svc in (*services(config), *extra):
-        if prefix_covers(svc.match, resource) and (best is None or len(svc.match) > len(best.match)):
+        if svc.covers(resource) and (best is None or len(svc.match) + len(svc.suffix) >
+                                     len(best.match) + len(best.suffix)):
             best = svc
     if best is not None:
         return best
