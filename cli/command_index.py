@@ -84,6 +84,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mcp": ("reelstore.porcelain.mcp",
         "Run an MCP server whose tools fork, write, queue effects, commit and abort views of one trunk, never"
         " wider than --cap."),
+    "op": ("reelstore.porcelain.op",
+        "Show the store's operation log (`reel op log`; alone, `reel op` runs it); `reel undo` reverts the "
+        "newest operation."),
     "ops": ("reelstore.porcelain.ops",
         "List the operations of committed records: state, tier, resource, and what to do next."),
     "push": ("reelstore.porcelain.push",
@@ -122,6 +125,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Snapshot VIEW as NAME (default: the view's name): `refs/snapshots/NAME` at the view's object."),
     "status": ("reelstore.porcelain.status",
         "Show VIEW's base, changed names, pending effects in order and capabilities (no VIEW: every view)."),
+    "undo": ("reelstore.porcelain.undo",
+        "Undo the newest operation (`reel op log`): each ref it moved goes back, if none moved since."),
     "views": ("reelstore.porcelain.views",
         "List live views: name, id, parent, boundary, changed names, pending effects and the remote each is "
         "bound to (its one commit point), or `-`."),

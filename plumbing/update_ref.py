@@ -13,6 +13,7 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.refargs import full_ref, new_value, old_value
 from reelstore.errors import BadInput
 from reelstore.objects import Hash
+from reelstore.storage.op_log import operation
 from reelstore.storage.refs import ANY, RefTransaction, check_target
 from reelstore.storage.repo import Repo
 
@@ -219,6 +220,7 @@ def _changes(repo: Repo, tx: RefTransaction) -> list[dict[str, Any]]:
 @click.option("--create-reflog", is_flag=True, help="Keep a reflog for REF even outside heads, views and remotes.")
 @click.argument("args", nargs=-1, shell_complete=REFS)
 @pass_ctx
+@operation("update-ref")
 def update_ref(ctx: Context, delete: bool, message: str, use_stdin: bool, nul: bool, no_deref: bool,
                create_reflog: bool, args: tuple[str, ...]) -> None:
     """Set REF to NEW if it currently holds OLD (zeros or '' for OLD: REF must not exist).

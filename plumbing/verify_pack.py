@@ -9,6 +9,7 @@ import click
 
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, StorageError, input_error
+from reelstore.storage import pack_verify
 from reelstore.storage.pack import Pack
 from reelstore.wording import plural
 
@@ -54,7 +55,7 @@ def verify_pack(ctx: Context, verbose: bool, stat_only: bool, packs: tuple[str, 
     docs = []
     out: list[str] = []
     for pack in opened:
-        infos, damage = pack.verify()
+        infos, damage = pack_verify.verify_pack(pack)
         problems.extend(damage)
         depths = Counter(i.depth for i in infos)
         if verbose and not stat_only:

@@ -27,16 +27,20 @@ def _text(res: CommitResult, notes: tuple[str, ...]) -> str:
 @click.option("--remote", metavar="REMOTE", shell_complete=REMOTES,
               help="First advance the trunk on REMOTE by compare-and-swap; drain only if that wins (else E015). "
                    "The default is the remote the trunk tracks, if any.")
+@click.option("--retry", "retry", type=click.IntRange(0, 100), default=0, metavar="N",
+              help="If another store wins the remote trunk first, fetch, replay the view onto its trunk and try "
+                   "again, up to N more times, after a jittered, growing wait (default 0).")
 @pass_ctx
-def commit(ctx: Context, view: str, message: str, remote: str | None) -> None:
+def commit(ctx: Context, view: str, message: str, remote: str | None, retry: int) -> None:
     """Commit VIEW: checks, then the target's compare-and-swap, then (into a trunk) the drain.
     Exits 0 only if every effect succeeded: 9 (E017) if one failed or was not sent, 7 (E011) if one's
     outcome is unknown.
 
     A view bound to a remote (pushed, cloned or fetched) is committed only with --remote at that
     remote (E015 otherwise), which also deletes the view's ref there in the same push.
+    With --retry N, a lost race (E015) is followed by a fetch and another try, at most N times.
     """
-    res = verbs.commit(ctx.repo, view, message, remote=remote)
+    res = verbs.commit(ctx.repo, view, message, remote=remote, retry=retry)
     ctx.emit(res.to_json(), lambda: _text(res, res.notes))
     if res.drain is not None:
         res.drain.check(res)

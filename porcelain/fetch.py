@@ -42,6 +42,7 @@ def fetch(ctx: Context, remote: str, prune: bool) -> None:
                   if ref.removeprefix("refs/views/") not in res.retired]
         lines += [f"pruned {ref}" for ref in res.pruned]
         lines += [f"aborted view {name} (its copy on {remote} is gone)" for name in res.aborted]
+        lines += [f"view {name} is live here, bound to {remote}" for name in res.materialized]
         lines += [f"note: {n}" for n in res.notes]
         return "\n".join(lines)
 

@@ -37,7 +37,9 @@ from reelstore.api import Store, ViewHandle
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.history import LogEntry
 from reelstore.kernel.inspection import NameChange, ViewStatus, ViewSummary
+from reelstore.kernel.undo import UndoResult
 from reelstore.objects import Capability, Effect, Hash
+from reelstore.storage import op_log
 from reelstore.storage.repo import DEFAULT_TRUNK
 
 if TYPE_CHECKING:  # as in api.py: loaded by the calls that need them
@@ -138,8 +140,10 @@ class AsyncStore:
         if await handle.live():
             await handle.commit(message, check=check)
 
-    async def commit(self, name: str, message: str = "", check: bool = True) -> kernel.CommitResult:
-        return await self.run(lambda s: s.commit(name, message, check=check))
+    async def commit(self, name: str, message: str = "", check: bool = True, remote: str | None = None,
+                     retry: int = 0) -> kernel.CommitResult:
+        """`Store.commit`: with `remote`, fenced on that remote's trunk; `retry` tries again after a lost race."""
+        return await self.run(lambda s: s.commit(name, message, check=check, remote=remote, retry=retry))
 
     async def abort(self, name: str) -> list[str]:
         return await self.run(lambda s: s.abort(name))
@@ -155,6 +159,12 @@ class AsyncStore:
 
     async def ops(self, unresolved: bool = False) -> list[Operation]:
         return await self.run(lambda s: s.ops(unresolved))
+
+    async def op_log(self, limit: int | None = None) -> list[op_log.Operation]:
+        return await self.run(lambda s: s.op_log(limit))
+
+    async def undo(self) -> UndoResult:
+        return await self.run(lambda s: s.undo())
 
     async def recover(self) -> RecoveryReport:
         return await self.run(lambda s: s.recover())

@@ -32,8 +32,10 @@ from reelstore.kernel.history import LogEntry, log
 from reelstore.kernel.inspection import NameChange, ViewStatus, ViewSummary
 from reelstore.kernel.names import view_ref
 from reelstore.kernel.transaction import Transaction
+from reelstore.kernel.undo import UndoResult, undo
 from reelstore.kernel.views import initiator, load_live
 from reelstore.objects import Capability, Effect, Hash
+from reelstore.storage import op_log
 from reelstore.storage.config import Config
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
 from reelstore.sync import verbs as doors
@@ -406,11 +408,12 @@ class Store:
 
     def commit(self, name: str, message: str = "",
                fence: Callable[[str, Hash, Hash], None] | None = None, check: bool = True,
-               remote: str | None = None) -> kernel.CommitResult:
+               remote: str | None = None, retry: int = 0) -> kernel.CommitResult:
         """Commit view `name`; raises as `ViewHandle.commit` does unless `check=False`. `remote` is
         `commit --remote`: the record first wins that remote's trunk by compare-and-swap; by default
-        the remote the trunk tracks (a clone's origin), as every door does (`sync.verbs.commit`)."""
-        return checked(doors.commit(self.repo, name, message, remote=remote, fence=fence), check)
+        the remote the trunk tracks (a clone's origin), as every door does (`sync.verbs.commit`).
+        `retry` is `commit --retry`: after a lost race there (E015), fetch and try again, at most that often."""
+        return checked(doors.commit(self.repo, name, message, remote=remote, fence=fence, retry=retry), check)
 
     def abort(self, name: str) -> list[str]:
         """Abort view `name` and its live descendants; those bound to a remote lose their copy there
@@ -427,6 +430,15 @@ class Store:
 
     def handle(self, name: str) -> ViewHandle:
         return ViewHandle(self, name)
+
+    def op_log(self, limit: int | None = None) -> list[op_log.Operation]:
+        """The store's operations (each verb that moved refs, as `reel op log`), newest first."""
+        return list(reversed(self.repo.ops.operations()))[:limit]
+
+    def undo(self) -> UndoResult:
+        """Revert the newest operation's refs by compare-and-swap, as `reel undo` (E002, E014 or E001
+        with nothing changed when it cannot)."""
+        return undo(self.repo)
 
     # maintenance and the operator surface, as `reel gc`, `ops`, `reconcile`, `recover`, `hold`, `release`
 

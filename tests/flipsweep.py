@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from click.testing import CliRunner
+from packed_refs import pack_refs
 from target import Target, pay_op
 
 from reelstore.api import Store
@@ -58,7 +59,7 @@ def build(where: Path, target: Target) -> Path:
     killed = _reel(where, "commit", "c", REEL_TEST_CRASH_AT="commit:advanced")
     assert killed.returncode == -9, killed
     repo = Repo.open(where)
-    repo.refs.pack_refs()
+    pack_refs(repo.refs)
     Store.open(where).fork("d").put("notes.txt", "a live view keeps a loose ref and a reflog\n")
     # A verb's objects go into one pack per operation; objects written outside one (hash-object -w,
     # a fetch) stay loose, so the store has loose objects too.
@@ -76,7 +77,7 @@ def kinds(store: Path) -> dict[str, list[Path]]:
             out["loose-ref"].append(path)
     out["packed-refs"].append(dot / "packed-refs")
     out["reflog"] = sorted(p for p in (dot / "logs" / "refs").rglob("*") if p.is_file())
-    out["verb-log"] = [dot / "logs" / "VERBS"]
+    out["verb-log"] = [dot / "logs" / "OPS"]
     out["config"].append(dot / "config")
     out["pack"] = sorted((dot / "objects/pack").glob("*.pack"))
     out["idx"] = sorted((dot / "objects/pack").glob("*.idx"))

@@ -45,6 +45,8 @@ class Target:
         self.doc_version = 1
         self.requests = 0
         self.answers: list[str] = []
+        self.authorizations: list[str] = []
+        """The Authorization header of every POST or PUT, in order ("" if it had none)."""
         self.lock = threading.Lock()
         self.stalled = threading.Event()
         self.unstall = threading.Event()
@@ -160,6 +162,7 @@ def _handler(target: Target) -> type[BaseHTTPRequestHandler]:
             key = self.headers.get("Idempotency-Key", "")
             with target.lock:
                 target.requests += 1
+                target.authorizations.append(self.headers.get("Authorization", ""))
                 if target.faulted(self.path) in ("refuse", "error-before-append"):
                     self._answer(422 if target.fault == "refuse" else 500, b"no")
                     return

@@ -27,6 +27,9 @@ from reelstore.errors import Conflict
 from reelstore.objects import Blob, Tree
 from reelstore.storage.repo import Repo
 
+sys.path.insert(0, sys.argv[3])  # the tests' folder, for their packed_refs helper
+from packed_refs import pack_refs
+
 repo = Repo.open(sys.argv[1])
 rnd = random.Random(int(sys.argv[2]))
 names = ["refs/heads/main", "refs/views/a", "refs/views/team/b", "refs/drains/main"]
@@ -49,7 +52,7 @@ for i in range(100000):
             if repo.refs.get(name) is not None:
                 repo.refs.delete(name, repo.refs[name])
         else:
-            repo.refs.pack_refs()
+            pack_refs(repo.refs)
     except Conflict:
         pass
 """
@@ -94,7 +97,8 @@ def test_sigkilled_library_writers_leave_a_sound_store(tmp_path: Path):
         env = dict(os.environ)
         if point:
             env["REEL_TEST_CRASH_AT"] = point
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(root), str(round_)], stdout=subprocess.PIPE,
+        args = [sys.executable, "-c", WRITER, str(root), str(round_), str(Path(__file__).parent)]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=env)
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
         if point:

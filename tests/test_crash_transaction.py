@@ -4,6 +4,7 @@ writer succeeds once the killed writer's lock (if it left one) is cleared as pro
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -92,8 +93,9 @@ def test_a_fork_killed_before_its_verb_log_line_leaves_a_live_view(tmp_path: Pat
     kernel.abort(repo, "x")
     killed = reel(tmp_path, "fork", "x", crash="refs:renamed")
     assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
-    lines = (tmp_path / ".reel" / "logs" / "VERBS").read_bytes().split(b"\n")
-    assert lines[-2].split()[1:3] == [b"abort", b"x"] and lines[-1] == b""
+    lines = (tmp_path / ".reel" / "logs" / "OPS").read_bytes().split(b"\n")
+    newest = json.loads(lines[-2])
+    assert (newest["verb"], newest.get("view")) == ("abort", "x") and lines[-1] == b""
     cleared = reel(tmp_path, "gc", "--clear-stale-locks")  # the killed writer's lock, provably stale
     assert cleared.returncode == 0, cleared.stderr.decode()
     fsck = reel(tmp_path, "fsck")

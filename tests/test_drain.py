@@ -10,7 +10,7 @@ import pytest
 from reelstore import crashpoints
 from reelstore.drain import epoch, hold, recovery
 from reelstore.drain import log as drainlog
-from reelstore.drain.drainer import FireToken, _mint, commit_message, drain, legacy_op_id, op_id, record_ops
+from reelstore.drain.drainer import FireToken, _mint, commit_message, drain, op_id, record_ops
 from reelstore.errors import CapabilityViolation, Conflict, Held, OutcomeUnknown, StaleEpoch
 from reelstore.objects import Effect, Effects, Hash, Record
 from reelstore.sim.world import TIERS, Rates, World, attach, make_repo
@@ -41,12 +41,10 @@ def test_op_ids_are_stable_and_distinct() -> None:
     e = Hash.of(b"x")
     assert op_id(e, 0) == op_id(e) != op_id(e, 1) != op_id(Hash.of(b"y"), 1)
     assert op_id(e).startswith("op_") and len(op_id(e)) == 43
-    assert legacy_op_id(e, 0) != op_id(e, 0)
 
 
 def test_op_id_is_the_effects_not_the_records() -> None:
-    """The same effect committed in two different records has one id; a legacy id already in the
-    journal is kept, so a drain begun before the change resumes instead of resending."""
+    """The same effect committed in two different records has one id."""
     repo, _ = sim_repo()
     rec = committed(repo, ["keyed", "blind"])
     items = repo.objects.get_as(rec, Record).effects
@@ -56,9 +54,6 @@ def test_op_id_is_the_effects_not_the_records() -> None:
                    author="t", message="another record, same effects", time=1)
     repo.objects.put(other)
     assert record_ops(repo, "main", other.id) == record_ops(repo, "main", rec)
-    legacy = legacy_op_id(rec, 0)
-    drainlog.append(repo, "main", 0, drainlog.Step(rec, 0, effects[0], legacy, "unknown", None))
-    assert record_ops(repo, "main", rec) == [legacy, op_id(effects[1])]
 
 
 def test_fire_token_is_minted_only_by_the_drain() -> None:

@@ -20,6 +20,7 @@ from reelstore.maintenance.prune import prune
 from reelstore.maintenance.repack import repack
 from reelstore.objects import Blob, Effect, Effects, Hash, Record, Tree, View
 from reelstore.storage.pack_item import PackItem, PackOptions
+from reelstore.storage.pack_verify import verify_pack
 from reelstore.storage.repo import Repo
 
 
@@ -205,7 +206,7 @@ def test_tree_hint_names_reach_the_pack(tmp_path: Path) -> None:
         repo.refs.set("refs/heads/main", new.id, rec)
         rec = new.id
     gc(repo, "now")
-    infos, problems = repo.objects.packs()[0].verify()
+    infos, problems = verify_pack(repo.objects.packs()[0])
     assert problems == [] and any(i.method == "base" and i.kind == "blob" for i in infos)
 
 

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import REEL
+from packed_refs import pack_refs
 from target import Target, configure, pay_op
 from test_crash_drain import _env, crashed_commit, reel
 
@@ -33,7 +34,7 @@ def test_renamed_drain_ref_in_packed_refs_never_resends_a_blind_payment(tmp_path
     with Target(tmp_path / "ledger.jsonl") as target:
         crashed_commit(tmp_path, target, "blind", "after-send")
         assert target.count("/") == 1
-        Repo.open(tmp_path).refs.pack_refs()
+        pack_refs(Repo.open(tmp_path).refs)
         packed = tmp_path / ".reel/packed-refs"
         good = packed.read_bytes()
         assert b"refs/drains/main" in good

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from reelstore.errors import (
@@ -203,8 +205,8 @@ def test_disk_store_round_trip(repo: Repo) -> None:
     kernel.commit(again, "a")
     kernel.fork(again, "b")
     kernel.abort(again, "b")
-    verbs = (repo.path / "logs" / "VERBS").read_text().split("\n")
-    assert [line.split()[1] for line in verbs if line] == ["fork", "commit", "fork", "abort"]
+    lines = [json.loads(line) for line in (repo.path / "logs" / "OPS").read_text().splitlines()]
+    assert [line["verb"] for line in lines if "view" in line] == ["fork", "commit", "fork", "abort"]
 
 
 def test_children_of_a_committed_parent_never_merge_into_a_namesake(mem: Repo) -> None:

@@ -1,5 +1,7 @@
-"""The import graph of the library: arrows point down the layers only, and the library never imports
-the CLI packages (nor click). Imports under `if TYPE_CHECKING:` are annotations only, not arrows."""
+"""The import graph of the library: arrows point down the layers only, no two units import each other,
+no two modules of one package import each other (an import inside a function is an arrow too), and the
+library never imports the CLI packages (nor click). Imports under `if TYPE_CHECKING:` are annotations
+only, not arrows."""
 
 from __future__ import annotations
 
@@ -124,6 +126,52 @@ def test_no_import_cycles_between_units() -> None:
 def test_the_checker_sees_a_cycle() -> None:
     assert _cycle({"adapters": {"drain"}, "drain": {"storage", "adapters"}}) == ["adapters", "drain", "adapters"]
     assert _cycle({"drain": {"adapters"}, "adapters": {"storage"}}) == []
+
+
+def _modules() -> dict[str, Path]:
+    """Every library module by dotted name (a package by its own name, for its `__init__.py`)."""
+    out = {}
+    for _, path in _library():
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _module_imports(tree: ast.Module, known: set[str] | dict[str, Path]) -> set[str]:
+    """The library modules `tree` imports at run time, wherever the import sits: `from P import M` names
+    module P.M when there is one."""
+    out = {m for m in _runtime_imports(tree) if m in known}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in known:
+            out.update(f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in known)
+    return out
+
+
+def _package_graph() -> dict[str, set[str]]:
+    """module -> the other modules of its own package it imports at run time (in functions too)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name.rsplit(".", 1)[0]
+        targets = _module_imports(ast.parse(path.read_text("utf-8")), modules)
+        graph[name] = {t for t in targets if t != name and t.rsplit(".", 1)[0] == package}
+    return graph
+
+
+def test_no_import_cycles_between_modules_of_one_package() -> None:
+    """Inside a package a module imports another one way only, at the top or in a function alike: a
+    cycle hidden in a function is still a cycle (move the shared piece down, or invert the arrow)."""
+    assert _cycle(_package_graph()) == []
+
+
+def test_the_checker_sees_a_cycle_inside_a_package_even_in_a_function() -> None:
+    known = {"reelstore.storage.a": Path(), "reelstore.storage.b": Path(), "reelstore.storage": Path()}
+    a = ast.parse("from reelstore.storage import b\n")
+    b = ast.parse("def f():\n    from reelstore.storage.a import x\n")
+    graph = {"reelstore.storage.a": _module_imports(a, known), "reelstore.storage.b": _module_imports(b, known)}
+    assert _cycle(graph) == ["reelstore.storage.a", "reelstore.storage.b", "reelstore.storage.a"]
+    hidden = ast.parse("if TYPE_CHECKING:\n    from reelstore.storage.a import x\n")
+    assert _cycle({**graph, "reelstore.storage.b": _module_imports(hidden, known)}) == []
 
 
 def test_the_library_never_imports_the_cli_or_click() -> None:

@@ -144,6 +144,10 @@ async def _session(transport: Transport, store: Path, url: str, port: int, ledge
         assert committed["record"] and committed["state"] == "done"
         assert [o["state"] for o in committed["operations"]] == ["succeeded"]
         assert len(ledger_lines()) == 1
+        _doc(await client.call_tool("fork", {"name": "c"}))
+        untracked = await client.call_tool("commit", {"view": "c", "retry": 2})  # this trunk tracks no remote
+        assert untracked.isError and "E014: " in _text(untracked) and "retry" in _text(untracked)
+        _doc(await client.call_tool("abort", {"view": "c"}))
 
         # a view forked outside the server with the trunk's full authority is out of the agent's reach
         foreign = await client.call_tool("commit", {"view": "wide"})

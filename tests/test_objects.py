@@ -325,10 +325,14 @@ def test_decode_loads_the_module_of_the_kind_it_meets() -> None:
     assert "reelstore.objects.record" in after and "reelstore.objects.view" not in after
 
 
-def test_a_view_without_approvals_keeps_the_bytes_it_had_before_views_could_list_them() -> None:
+def test_a_view_lists_its_approvals_and_a_body_lacking_any_key_is_e014() -> None:
     h = Hash.of(b"x")
     plain = View("refs/heads/main", h, h)
-    assert b"approvals" not in plain.encode()
+    assert b"approvals" in plain.encode() and b"recording" in plain.encode()
+    body = dict(plain.body())
+    del body["approvals"]
+    with pytest.raises(BadInput, match="lacks"):
+        View.from_body(body)
     approved = View("refs/heads/main", h, h, approvals=(h,))
     assert b"approvals" in approved.encode() and decode(approved.encode()) == approved
     assert h in approved.references()

@@ -221,7 +221,7 @@ def test_a_kill_9_soak_of_200_commits_needs_no_operator(tmp_path: Path) -> None:
     kills, finished = 0, None
     for run in range(200):
         argv = [sys.executable, str(WRITER), str(store), "200"]
-        if run % 2:
+        if run % 2 or run < 20:  # the first 20 runs all die holding a lock, however fast the machine
             argv.append(str(rng.randint(1, 12)))
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
@@ -236,8 +236,8 @@ def test_a_kill_9_soak_of_200_commits_needs_no_operator(tmp_path: Path) -> None:
             break
     assert finished == "done 200\n" and kills >= 10, (finished, kills)
     assert len(Store.open(store).log(limit=1000)) >= 200
-    verbs = (store / ".reel" / "logs" / "VERBS").read_text()
-    assert " break-lock lock:refs/" in verbs
+    ops = (store / ".reel" / "logs" / "OPS").read_text()
+    assert '"message":"break-lock lock:refs/' in ops and '"verb":"break-lock"' in ops
     left = sorted((store / ".reel" / "refs" / "views").glob("*.lock"))  # forks that died holding the lock
     done = Store.open(store)
     for lock in left:

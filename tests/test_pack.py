@@ -17,6 +17,7 @@ from reelstore.objects import Blob, Hash, Record, Tree
 from reelstore.storage.disk_store import DiskObjectStore
 from reelstore.storage.pack import Pack, scan_pack
 from reelstore.storage.pack_item import PackItem, PackOptions
+from reelstore.storage.pack_verify import verify_pack
 from reelstore.storage.pack_write import write_pack
 
 
@@ -51,7 +52,7 @@ def test_round_trip_with_deltas_and_dictionary(tmp_path: Path) -> None:
     pack = make_pack(tmp_path, objs, {b.id: name for b, name in blobs})
     for o in objs:
         assert pack.get_raw(o.id) == o.encode()
-    infos, problems = pack.verify()
+    infos, problems = verify_pack(pack)
     assert problems == []
     assert len(infos) == len(objs)
     methods = {i.method for i in infos}
@@ -64,7 +65,7 @@ def test_round_trip_with_deltas_and_dictionary(tmp_path: Path) -> None:
 def test_chain_depth_is_bounded(tmp_path: Path) -> None:
     blobs = versioned(files=1, versions=30)
     pack = make_pack(tmp_path, [b for b, _ in blobs], {b.id: n for b, n in blobs}, depth=3)
-    infos, problems = pack.verify()
+    infos, problems = verify_pack(pack)
     assert problems == [] and max(i.depth for i in infos) == 3
 
 
@@ -134,7 +135,7 @@ def flip(path: Path, at: int) -> None:
 def test_flipped_entry_byte_fails_that_object_only(tmp_path: Path) -> None:
     objs = [Blob(f"object number {i} ".encode() * 20) for i in range(20)]
     pack = make_pack(tmp_path, objs)
-    infos, _ = pack.verify()
+    infos, _ = verify_pack(pack)
     victim = infos[len(infos) // 2]
     path = pack.path
     pack.close()
@@ -147,7 +148,7 @@ def test_flipped_entry_byte_fails_that_object_only(tmp_path: Path) -> None:
     for o in objs:
         if o.id != victim.id and o.id not in dependants:
             assert pack.get_raw(o.id) == o.encode()
-    _, problems = pack.verify()
+    _, problems = verify_pack(pack)
     assert any("checksum mismatch" in p for p in problems)
     assert any(victim.id.hex() in p for p in problems)
 
@@ -163,7 +164,7 @@ def test_flipped_index_byte_is_named(tmp_path: Path, where: str) -> None:
     pack.close()
     flip(path, at)
     pack = Pack(path.with_suffix(".pack"))
-    _, problems = pack.verify()
+    _, problems = verify_pack(pack)
     assert any("index checksum mismatch" in p for p in problems)
 
 
@@ -430,12 +431,12 @@ def test_a_chain_past_the_limit_is_refused_when_indexed_and_reported_by_verify(
 
     blobs = versioned(files=1, versions=20)
     pack = make_pack(tmp_path, [b for b, _ in blobs], {b.id: n for b, n in blobs}, depth=20)
-    assert max(i.depth for i in pack.verify()[0]) >= 19
+    assert max(i.depth for i in verify_pack(pack)[0]) >= 19
     monkeypatch.setattr(packmod, "MAX_CHAIN", 10)
     cold = Pack(pack.path)
     with pytest.raises(StorageError, match="base chain longer than 10"):
         cold.get_raw(blobs[-1][0].id)
-    _, problems = Pack(pack.path).verify()
+    _, problems = verify_pack(Pack(pack.path))
     assert any("base chain longer than 10" in p for p in problems), problems
     with pytest.raises(StorageError, match="base chain longer than 10"):
         index_file(pack.path)

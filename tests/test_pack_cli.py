@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from reelstore.objects import Blob, Hash, Record, Tree
+from reelstore.storage.pack_verify import verify_pack
 from reelstore.storage.repo import Repo
 
 
@@ -136,7 +137,7 @@ def test_flipped_pack_byte_is_caught(tmp_path: Path, run, reel) -> None:
     run("gc", "--prune=now")
     store = Repo.open(tmp_path).objects
     pack = store.packs()[0]
-    infos, _ = pack.verify()
+    infos, _ = verify_pack(pack)
     victim = next(i for i in infos if i.kind == "blob" and i.base is None and not any(
         j.base == i.offset for j in infos))
     flip(pack.path, victim.offset + victim.packed - 2)

@@ -85,9 +85,11 @@ def test_verb_log_follows_another_open_store(tmp_path: Path) -> None:
 
 def test_a_half_written_line_is_read_once_it_is_whole() -> None:
     repo = Repo.memory()
-    repo.files.append("logs/VERBS", b"1 abort half ")
+    line = b'{"detail":"","message":"abort half","op":"1","principal":"","time":1,"verb":"abort","view":"half",' \
+        b'"view_id":"00ff"}\n'
+    repo.files.append("logs/OPS", line[:40])
     assert repo.verbs.last("half") is None
-    repo.files.append("logs/VERBS", b"00ff\n")
+    repo.files.append("logs/OPS", line[40:])
     entry = repo.verbs.last("half")
     assert entry is not None and entry.view == "00ff"
 

@@ -3,6 +3,7 @@ one pack; a dropped or failed transaction leaves the view as it was; fsyncs per 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -124,8 +125,8 @@ def test_store_view_block_is_one_transaction_unless_flushed(repo: Repo) -> None:
 
 def test_durable_put_and_fork_cost_at_most_four_fsyncs(repo: Repo) -> None:
     """Objects: one pack fsync + its directory (a fork's lone view: its loose file + its shard); the ref:
-    its new value + its directory. A view's reflog and a fork's verb-log line ride on that point (see
-    VerbLog.append)."""
+    its new value + its directory. A view's reflog and a fork's operation-log lines ride on that point (see
+    VerbLog.append and storage/op_log)."""
     with fsynced_files() as calls:
         kernel.fork(repo, "v")
     assert len(calls) <= 4
@@ -249,7 +250,7 @@ def test_each_thread_has_its_own_batch(repo: Repo) -> None:
 
 
 def test_a_fork_line_rides_on_the_ref_and_a_commit_or_abort_line_is_fsynced(repo: Repo) -> None:
-    verbs = str(repo.path / "logs" / "VERBS")
+    verbs = str(repo.path / "logs" / "OPS")
     with fsynced_files() as paths:
         kernel.fork(repo, "v")
     assert verbs not in paths and str(repo.path / "refs" / "views") in paths
@@ -272,10 +273,11 @@ def test_a_fork_line_lost_in_a_power_cut_changes_no_answer(repo: Repo) -> None:
     kernel.fork(repo, "x")
     kernel.abort(repo, "x")  # the log's newest line for x: abort
     kernel.fork(repo, "x")
-    log = repo.path / "logs" / "VERBS"
+    log = repo.path / "logs" / "OPS"
     lines = log.read_bytes().splitlines(keepends=True)
-    assert lines[-1].split()[1:3] == [b"fork", b"x"]
-    log.write_bytes(b"".join(lines[:-1]))  # what the cut leaves of the unsynced line
+    assert [(json.loads(line)["verb"], json.loads(line)["message"]) for line in lines[-2:]] == [
+        ("fork", "fork x from refs/heads/main"), ("fork", "fork x")]  # the ref's line, then the view's mark
+    log.write_bytes(b"".join(lines[:-2]))  # what the cut leaves of the two unsynced lines
     fresh = Repo.open(repo.path)
     assert load_live(fresh, "x").id == fresh.refs["refs/views/x"]
     kernel.put(fresh, "x", "a", b"1")

@@ -5,9 +5,10 @@ operation (resource name, class, delivery tier), re-checks a Class B preconditio
 the effect when handed a fire token by the drain, and, where its target allows, reconciles an
 operation whose outcome the journal could not establish.
 
-Adapters are plugins: `fs` and `http` ship here; others are registered in-process with `register()`
-or installed by a distribution under the entry-point group `reelstore.adapters`, which is how the
-`reel` command line finds them. An effect whose adapter cannot be loaded is refused at admission and
+Adapters are plugins: registered in-process with `register()`, or installed by a distribution under
+the entry-point group `reelstore.adapters`, which is how the `reel` command line finds them. `fs` and
+`http` ship in this package and are found the same way (setup.cfg declares them), so this contract
+never imports its implementations. An effect whose adapter cannot be loaded is refused at admission and
 at commit (E014), so nothing is committed that this store cannot deliver.
 """
 
@@ -128,28 +129,31 @@ def _installed() -> dict[str, importlib.metadata.EntryPoint]:
 
 
 SHIPPED = ("fs", "http")
-"""The adapters that come with reelstore, each registered by importing its module
-`reelstore.adapters.NAME`: only the one a verb names is imported (http loads urllib3, http.client
-and email, which a commit of fs effects never needs)."""
+"""The adapters that come with reelstore (also declared as entry points), module
+`reelstore.adapters.NAME` each."""
 
 
-def _load_shipped(name: str) -> None:
-    if name in SHIPPED and name not in REGISTRY:
-        import importlib
+def _shipped(name: str) -> type[Adapter] | None:
+    """A shipped adapter, by importing its own module alone: reading the installed entry points loads
+    importlib.metadata and email, which a commit of fs effects needs no more than the http adapter's
+    urllib3 and http.client."""
+    if name not in SHIPPED:
+        return None
+    import importlib
 
-        importlib.import_module(f"reelstore.adapters.{name}")
+    importlib.import_module(f"reelstore.adapters.{name}")  # registers it
+    return REGISTRY.get(name)
 
 
 def known() -> list[str]:
-    """Every adapter name this process can load: registered, shipped or installed."""
-    return sorted(set(REGISTRY) | set(SHIPPED) | set(_installed()))
+    """Every adapter name this process can load: registered, or installed (the shipped ones too)."""
+    return sorted(set(REGISTRY) | set(_installed()))
 
 
 def adapter_class(name: str) -> type[Adapter]:
     """The adapter class named `name`: registered in this process, shipped, or installed as an entry
     point. E014 if there is none or it cannot be loaded, so a caller refuses before anything changes."""
-    _load_shipped(name)
-    cls = REGISTRY.get(name)
+    cls = REGISTRY.get(name) or _shipped(name)
     if cls is not None:
         return cls
     point = _installed().get(name)

@@ -297,12 +297,12 @@ class ReelTools:
         return {"effect": e.id.hex(), "adapter": e.adapter, "class": e.effect_class, "resource": e.resource,
                 "delivery": e.delivery, "key": key or ""}
 
-    def commit(self, view: str, message: str) -> CommitReport:
+    def commit(self, view: str, message: str, retry: int = 0) -> CommitReport:
         store = self.store
         n = len(store.status(view).effects)
         self.budget.reserve(n, f"committing view {view!r}")
         try:
-            result = store.commit(view, message, check=False)
+            result = store.commit(view, message, check=False, retry=retry)
         except BaseException:
             if _exists(store, view):  # still live: the commit did not land, so nothing was counted
                 self.budget.release(n)
@@ -463,10 +463,13 @@ def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capabili
     else:
         @tool(FIRE)
         async def commit(view: ViewName,
-                         message: Annotated[str, Field(description="The record's message")] = "") -> CommitReport:
+                         message: Annotated[str, Field(description="The record's message")] = "",
+                         retry: Annotated[int, Field(ge=0, le=100, description=(
+                             "If another store wins the trunk's remote first, fetch and try again at most this "
+                             "often (a trunk that tracks a remote)"))] = 0) -> CommitReport:
             """Commit the view into the trunk, then send its effects in order. The result is not an error
             when effects are owed: the commit stands; never queue owed effects again."""
-            return await tools.on_view(view, lambda: tools.commit(view, message))
+            return await tools.on_view(view, lambda: tools.commit(view, message, retry))
 
     @tool(DISCARD)
     async def abort(view: ViewName) -> list[str]:

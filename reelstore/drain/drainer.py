@@ -49,18 +49,10 @@ at every append: the segment is the durable record and readers start from it, so
 to stay near it for gc, fsck and bundles (and a crash leaves it behind in any case, to be caught up)."""
 
 
-def legacy_op_id(record: Hash, index: int) -> str:
-    """The id format-1 stores gave effect `index` of `record`; kept for operations journaled under it."""
-    return "op_" + Hash.of(b"reel-op\0" + bytes(record) + index.to_bytes(8, "big")).hex()[:40]
-
-
 def record_ops(repo: Repo, trunk: str, record: Hash, items: tuple[Hash, ...] | None = None) -> list[str]:
-    """The operation id of each effect of `record`, in order. An effect already journaled under its
-    legacy (record, index) id keeps it, so a drain begun by an older version resumes, never resends."""
+    """The operation id of each effect of `record` (on `trunk`), in order."""
     items = record_effects(repo, record) if items is None else items
-    latest = drainlog.index(repo, trunk).latest
-    ops = item_ops(repo, trunk, items)
-    return [legacy if (legacy := legacy_op_id(record, index)) in latest else op for index, op in enumerate(ops)]
+    return item_ops(repo, trunk, items)
 
 
 COMMIT_MESSAGE = "commit "

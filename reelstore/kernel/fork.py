@@ -17,9 +17,11 @@ from reelstore.kernel.views import Live, load_live, terminal_error
 from reelstore.objects import Capability, Hash, Record, View
 from reelstore.objects.view import BOUNDARIES, MAX_DEPTH
 from reelstore.stamp import now_ms
+from reelstore.storage.op_log import operation
 from reelstore.storage.repo import Repo
 
 
+@operation("fork")
 def fork(
     repo: Repo,
     name: str,

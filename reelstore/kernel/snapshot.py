@@ -40,6 +40,7 @@ from reelstore.kernel.views import Live, commit_target, fork_id, live_views, loa
 from reelstore.objects import Effect, Effects, Hash, Record, View
 from reelstore.objects.view import MAX_APPROVALS
 from reelstore.stamp import now_ms
+from reelstore.storage.op_log import operation
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
 
@@ -107,6 +108,7 @@ class RestoreResult:
                 "dropped": [e.to_json() for e in self.dropped]}
 
 
+@operation("snapshot")
 def take(repo: Repo, view: str, name: str | None = None, force: bool = False) -> Snapshot:
     """Point `refs/snapshots/NAME` (default: the view's name) at view `view`'s current object.
     An existing snapshot of that name is E002 unless `force`."""
@@ -131,6 +133,7 @@ def list_snapshots(repo: Repo) -> list[Snapshot]:
     return out
 
 
+@operation("snapshot")
 def delete(repo: Repo, name: str) -> Hash:
     ref = snapshot_ref(name)
     old = repo.refs.get(ref)
@@ -140,6 +143,7 @@ def delete(repo: Repo, name: str) -> Hash:
     return old
 
 
+@operation("restore")
 def restore(repo: Repo, name: str, as_view: str | None = None, *, effects: bool = True) -> RestoreResult:
     """Restore snapshot `name` onto view `as_view` (default: the view it was taken from); see the
     module docstring for what happens to each class. A live target is reset in place in one atomic

@@ -45,6 +45,7 @@ from reelstore.kernel.views import (
 from reelstore.objects import Delta, Effect, Effects, Hash, Object, Record, Recording, View
 from reelstore.stamp import now_ms
 from reelstore.storage import content
+from reelstore.storage.op_log import operation
 from reelstore.storage.refs import RefTransaction
 from reelstore.storage.repo import Repo
 from reelstore.wording import plural
@@ -199,6 +200,7 @@ class CommitResult:
         }
 
 
+@operation("commit")
 def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
            fence: Callable[[str, Hash, Hash], None] | None = None) -> CommitResult:
     """Commit view `name`: into its parent view (isolated child of a view; fires nothing) or into its
@@ -417,6 +419,7 @@ def _merge_into_parent(repo: Repo, live: Live, at: Hash, delta: Delta, effects: 
 # abort
 
 
+@operation("abort")
 def abort(repo: Repo, name: str, cleared: Collection[str] = ()) -> list[str]:
     """Abort view `name` and its live descendants (deepest first): their refs are deleted by CAS, no
     fire capability is minted, and gc later collects what only they reached. Returns the names.

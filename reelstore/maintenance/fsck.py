@@ -22,6 +22,7 @@ from reelstore.objects import Approval, Effect, Effects, Hash, Journal, Object, 
 from reelstore.objects.approval import fault
 from reelstore.storage import binding_log
 from reelstore.storage.object_store import ObjectStore
+from reelstore.storage.pack_verify import verify_pack
 from reelstore.storage.refs import required_kind
 from reelstore.storage.repo import Repo
 
@@ -91,7 +92,7 @@ def fsck(repo: Repo, *, full: bool = True,
         if full:
             if progress is not None:
                 progress("verifying packs", report.packs - 1, len(packs))
-            _, problems = pack.verify()
+            _, problems = verify_pack(pack)
             report.problems.extend(problems)
             if progress is not None:
                 progress("verifying packs", report.packs, len(packs))

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from reelstore.errors import BadInput, Conflict
-from reelstore.storage.disk_store import GC_LOCK as LOCK_NAME
-from reelstore.storage.disk_store import gc_lock_line
 from reelstore.storage.fileio import pid_alive
+from reelstore.storage.gc_lock import GC_LOCK as LOCK_NAME
+from reelstore.storage.gc_lock import gc_lock_line
 from reelstore.storage.object_store import ObjectStore
 from reelstore.storage.ref_format import HOST
 from reelstore.storage.repo import Repo

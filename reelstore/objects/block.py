@@ -29,10 +29,6 @@ class Object:
     kind: ClassVar[str] = ""
     SPEC: ClassVar[Mapping[str, tuple[str, Validator]]] = {}
     """body key -> (attribute name, validator)."""
-    LATER: ClassVar[Mapping[str, Any]] = {}
-    """Body keys a kind gained after its first release -> their default. Such a key is left out of the
-    body while its value is the default, so objects written before it existed keep their bytes and
-    ids; written with the default value spelled out, the bytes are not canonical (E014)."""
 
     def __post_init__(self) -> None:
         for key, (attr, check) in self.SPEC.items():
@@ -52,18 +48,17 @@ class Object:
 
     def body(self) -> Any:
         """The plain value that is msgpack-encoded as the body."""
-        return {key: getattr(self, attr) for key, (attr, _) in self.SPEC.items()
-                if key not in self.LATER or getattr(self, attr) != self.LATER[key]}
+        return {key: getattr(self, attr) for key, (attr, _) in self.SPEC.items()}
 
     @classmethod
     def from_body(cls: type[T], value: Any) -> T:
         if not isinstance(value, Mapping):
             raise BadInput(f"{cls.kind} body must be a map")
         want = set(cls.SPEC)
-        if not set(value) <= want or not want - set(cls.LATER) <= set(value):
-            extra, missing = sorted(set(value) - want), sorted(want - set(cls.LATER) - set(value))
+        if set(value) != want:
+            extra, missing = sorted(set(value) - want), sorted(want - set(value))
             raise BadInput(f"{cls.kind} body has unknown keys {extra} or lacks {missing}")
-        return cls(**{attr: value[key] if key in value else cls.LATER[key] for key, (attr, _) in cls.SPEC.items()})
+        return cls(**{attr: value[key] for key, (attr, _) in cls.SPEC.items()})
 
     def encode(self) -> bytes:
         return self._canonical

@@ -79,7 +79,6 @@ class Finding(Object):
         "source": ("source", v_str(1 << 12)),
         "time": ("time", v_int()),
     }
-    LATER: ClassVar = {"scope": "", "source": ""}
 
     def references(self) -> tuple[Hash, ...]:
         return (self.journal,)

@@ -49,7 +49,6 @@ class View(Object):
         "parent": ("parent", v_str(1024, empty=False)),
         "recording": ("recording", v_opt(v_hash)),
     }
-    LATER: ClassVar = {"recording": None, "approvals": ()}
 
     def references(self) -> tuple[Hash, ...]:
         refs = [h for h in (self.base, self.namespace, self.delta, self.effects, self.recording) if h is not None]

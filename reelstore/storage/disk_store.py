@@ -18,10 +18,13 @@ from typing import IO, TYPE_CHECKING, Any
 
 from reelstore.errors import NotFound, StorageError
 from reelstore.objects.hash import Hash
+from reelstore.storage.gc_lock import GC_LOCK
 from reelstore.storage.inflight import Inflight
+from reelstore.storage.object_counts import count_objects
 from reelstore.storage.object_store import LooseObjectStore, ObjectStore
 from reelstore.storage.pack import Pack
 from reelstore.storage.pack_set import NO_INDEX, PackSet
+from reelstore.storage.roll_up import roll_up
 
 if TYPE_CHECKING:  # imported where used: a read that packs or loose files answer needs no writer, write
     # batch, pack import, index repair or journal segment
@@ -31,20 +34,8 @@ if TYPE_CHECKING:  # imported where used: a read that packs or loose files answe
     from reelstore.storage.segment import Segment, Segments
     from reelstore.storage.write_batch import WriteBatch
 
-GC_LOCK = "gc.lock"
-"""The lock file gc, prune and repack hold (maintenance/lock.py) and a roll-up holds too, under `.reel/`."""
-
-
-def gc_lock_line() -> bytes:
-    """What `GC_LOCK` says of its holder, `PID HOST TIME`: written alike by gc, prune, repack and a roll-up,
-    so each can tell (and take over) a lock that a dead one of the others left on this host."""
-    from reelstore.storage.ref_format import HOST
-
-    return f"{os.getpid()} {HOST} {int(time.time())}\n".encode()
 ROLL_UP_PACKS = 32
 """Past this many packs, the end of a batch merges the small ones (git's gc.autoPackLimit is 50)."""
-ROLL_UP_BYTES = 32 << 20
-"""The most bytes of packs one roll-up merges (it holds them in memory)."""
 
 REUSE_YOUNG_S = 24 * 3600
 """`reuse` writes again an object whose newest copy is older than this (see there)."""
@@ -354,8 +345,6 @@ class DiskObjectStore(ObjectStore):
 
     def roll_up(self, limit: int = ROLL_UP_PACKS, factor: int = 2) -> str | None:
         """Past `limit` packs, merge the small ones (storage/roll_up.py): the new pack's name, or None."""
-        from reelstore.storage.roll_up import roll_up
-
         return roll_up(self, limit, factor)
 
     def flush(self) -> None:
@@ -515,8 +504,6 @@ class DiskObjectStore(ObjectStore):
         return self.segments.segment(trunk)
 
     def counts(self) -> dict[str, int]:
-        from reelstore.storage.object_counts import count_objects
-
         return count_objects(self)
 
     @property

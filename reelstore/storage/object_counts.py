@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from reelstore.storage.disk_store import DiskObjectStore
+if TYPE_CHECKING:
+    from reelstore.storage.disk_store import DiskObjectStore
 
 
 def count_objects(store: DiskObjectStore) -> dict[str, int]:

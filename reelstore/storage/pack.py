@@ -17,7 +17,6 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import blake3
 import zstandard
@@ -26,9 +25,6 @@ from reelstore.codec import MAX_OBJECT_SIZE
 from reelstore.errors import StorageError
 from reelstore.objects import Hash
 from reelstore.storage.pack_index import TRAILER, VERSION, PackIndex, pack_damage
-
-if TYPE_CHECKING:  # what only verifying a whole pack returns
-    from reelstore.storage.pack_verify import EntryInfo
 
 PACK_MAGIC = b"RPAK"
 PACK_HEADER = struct.Struct(">4sIII")
@@ -359,12 +355,6 @@ class Pack:
     def parse_entry(self, offset: int) -> _Parsed:
         """The header of the entry at `offset` (ValueError if malformed), for a walk of every entry."""
         return self._parse(offset)
-
-    def verify(self) -> tuple[list[EntryInfo], list[str]]:
-        """Check everything (storage/pack_verify): the entries, in pack order, and the damage found, named."""
-        from reelstore.storage.pack_verify import verify_pack
-
-        return verify_pack(self)
 
 
 class PackScan:

@@ -51,14 +51,10 @@ _BAD = frozenset(map(chr, range(0x21))) | frozenset("\x7f~^:?*[\\")
 _LOWER_HEX = frozenset(b"0123456789abcdef")
 _LOOSE_SIZE = 64 + 1 + 8 + 1
 """A loose ref file: `ID CRC` and a newline."""
-_LOOSE_LEGACY = rb"([0-9a-f]{64})\n"
-_PACKED = r"([0-9a-f]{64}) (refs/[^ ]+) ([0-9a-f]{8})"
-_PACKED_LEGACY = r"([0-9a-f]{64}) (refs/[^ ]+)"
-"""Patterns a single ref read does not meet (a legacy loose file, packed-refs) stay strings, compiled by
-`re` on first use. The name rule and the loose file's form, which every verb meets, are checked with
-sets instead: compiling their two patterns cost each start-up ~0.28 ms."""
+_PACKED = re.compile(r"([0-9a-f]{64}) (refs/[^ ]+) ([0-9a-f]{8})")
+"""A packed-refs entry. The name rule and the loose file's form, which every verb meets, are checked
+with sets."""
 PACKED_HEADER = "# reel packed-refs v2"
-PACKED_HEADER_LEGACY = "# reel packed-refs v1"
 REQUIRED_KIND = {"refs/heads/": "record", "refs/views/": "view", "refs/drains/": "journal", "refs/snapshots/": "view",
                  "refs/ops/": "opevent"}
 
@@ -205,18 +201,13 @@ def format_loose(name: str, value: Hash) -> bytes:
 
 
 def parse_loose(name: str, data: bytes) -> Hash:
-    """The id a loose ref file holds; E007 naming the ref if the file is damaged. A legacy file (exactly
-    `ID` and a newline, as written before refs carried checksums) is accepted: one changed byte cannot
-    turn a checksummed file into one, since the two differ in length."""
+    """The id a loose ref file holds; E007 naming the ref if the file is damaged."""
     if (len(data) == _LOOSE_SIZE and data[64] == 0x20 and data[73] == 0x0A and _LOWER_HEX.issuperset(data[:64])
             and _LOWER_HEX.issuperset(data[65:73])):
         text = data[:64].decode("ascii")
         if checksum(name, text) != data[65:73].decode("ascii"):
             raise StorageError(f"ref {name} is damaged: its checksum does not match", ref=name)
         return Hash.from_hex(text)
-    m = re.fullmatch(_LOOSE_LEGACY, data)
-    if m is not None:
-        return Hash.from_hex(m.group(1).decode("ascii"))
     raise StorageError(f"ref {name} is damaged: {data[:80]!r} is not an object id and checksum", ref=name)
 
 
@@ -228,7 +219,7 @@ def format_packed(packed: Mapping[str, Hash]) -> bytes:
 
 def parse_packed(data: bytes) -> dict[str, Hash]:
     """packed-refs, strictly: the first line is a known header, every other line one entry (no comments,
-    no blank lines), each v2 entry's checksum holds. Anything else is E007 naming the line."""
+    no blank lines), each entry's checksum holds. Anything else is E007 naming the line."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -238,17 +229,15 @@ def parse_packed(data: bytes) -> dict[str, Hash]:
     if not text.endswith("\n"):
         raise StorageError("packed-refs is damaged: it does not end with a newline")
     lines = text[:-1].split("\n")
-    if lines[0] not in (PACKED_HEADER, PACKED_HEADER_LEGACY):
+    if lines[0] != PACKED_HEADER:
         raise StorageError(f"packed-refs is damaged: unknown header {lines[0][:80]!r}")
-    legacy = lines[0] == PACKED_HEADER_LEGACY
-    entry = re.compile(_PACKED_LEGACY if legacy else _PACKED)
     out: dict[str, Hash] = {}
     for no, line in enumerate(lines[1:], start=2):
-        m = entry.fullmatch(line)
+        m = _PACKED.fullmatch(line)
         name = m.group(2) if m is not None else ""
         if m is None or not is_listable(name) or name in out:
             raise StorageError(f"packed-refs is damaged at line {no}: {line[:80]!r}")
-        if not legacy and checksum(name, m.group(1)) != m.group(3):
+        if checksum(name, m.group(1)) != m.group(3):
             raise StorageError(f"packed-refs is damaged at line {no}: the checksum of {name} does not match", ref=name)
         out[name] = Hash.from_hex(m.group(1))
     return out

@@ -9,6 +9,7 @@ from reelstore.crashpoints import crash_point
 from reelstore.errors import BadInput, Conflict, NotFound
 from reelstore.frozen import frozen
 from reelstore.objects import Hash
+from reelstore.storage.op_log import RefMove
 from reelstore.storage.ref_format import ANY, AnyValue, check_ref_name
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ class RefTransaction:
         self.updates: dict[str, RefUpdate] = {}
         self.state = "open"
         self._held: set[str] = set()
+        self._before: dict[str, Hash | None] = {}
+        """Each ref's value as `prepare` read it under its lock: the old side of the operation log's line."""
 
     def _add(self, upd: RefUpdate) -> RefTransaction:
         if self.state != "open":
@@ -84,7 +87,7 @@ class RefTransaction:
         try:
             for name in names:
                 upd = self.updates[name]
-                current = self.store._read(name)
+                current = self._before[name] = self.store._read(name)
                 if upd.old is not ANY and current != upd.old:
                     want = upd.old.hex() if isinstance(upd.old, Hash) else "absent"
                     have = "absent" if current is None else current.hex()
@@ -110,6 +113,10 @@ class RefTransaction:
             crash_point("refs:prepared")
             writes = [u for n in sorted(self.updates) if not (u := self.updates[n]).verify_only]
             self.store._apply_as(writes, self.message, self.principal, self._held, self.durable)
+            if self.store.after_apply is not None and writes:
+                # Still under every lock: the log's lines of one ref follow the order it moved in.
+                moves = [RefMove(u.name, self._before[u.name], u.new) for u in writes]
+                self.store.after_apply(self.message, self.principal, moves, self.durable)
             self.store._settle()
         finally:
             self._release()

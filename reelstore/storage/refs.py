@@ -7,7 +7,7 @@ remove the lock. A multi-ref transaction locks every
 ref (in name order) and checks every old value before it writes anything, so a failed check changes
 nothing. A lock that is already there is reported (it may belong to a live writer), except one whose
 holder is provably dead (a process of this host and boot that no longer runs): the next writer breaks
-that one, with a line in the verb log (see storage/ref_locks). Any other stale lock (an unknown
+that one, with a line in the operation log (see storage/ref_locks). Any other stale lock (an unknown
 holder, or older than the lock timeout) is reported with its remedy; `clear_stale_locks` removes them.
 """
 
@@ -19,12 +19,14 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+from reelstore.crashpoints import crash_point
 from reelstore.errors import Conflict, NotFound, StorageError
 from reelstore.objects import Hash
 from reelstore.storage.fileio import atomic_write, fsync_dir, pid_alive, temp_name, write_new
 from reelstore.storage.inflight import Inflight
+from reelstore.storage.op_log import FILE as OPS_FILE
+from reelstore.storage.op_log import OpLine, RefMove, encode, new_id
 from reelstore.storage.ref_format import (
     ANY,
     AnyValue,
@@ -43,27 +45,12 @@ from reelstore.storage.ref_format import (
     reflog_line,
     required_kind,
 )
-
-if TYPE_CHECKING:
-    from reelstore.storage.ref_locks import LOCK_TIMEOUT, LockInfo, Locks
-    from reelstore.storage.ref_transaction import RefTransaction, RefUpdate, Updates
-    from reelstore.storage.reflog import ReflogEntry
+from reelstore.storage.ref_locks import LOCK_TIMEOUT, LockInfo, Locks, break_dead, lock_conflict, read_lock
+from reelstore.storage.ref_transaction import RefTransaction, RefUpdate, Updates
+from reelstore.storage.reflog import ReflogEntry, parse_reflog
 
 __all__ = ["ANY", "LOCK_TIMEOUT", "DiskRefStore", "LockInfo", "MemoryRefStore", "RefStore", "RefTransaction",
            "RefUpdate", "ReflogEntry", "check_ref_name", "check_target", "checksum", "required_kind"]
-
-_LAZY = {"RefTransaction": "ref_transaction", "RefUpdate": "ref_transaction", "ReflogEntry": "reflog",
-         "LOCK_TIMEOUT": "ref_locks", "LockInfo": "ref_locks"}
-"""Names kept importable from here whose modules only a writer (or a reflog or lock reader) loads."""
-
-
-def __getattr__(name: str) -> Any:
-    home = _LAZY.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"reelstore.storage.{home}"), name)
 
 
 class RefStore:
@@ -73,6 +60,10 @@ class RefStore:
     """Called once every ref of a transaction is locked and checked, before anything is written: the
     store points it at its object store's `flush`, so a ref never names an object not yet durable and
     a lost race (caught while locking) makes nothing durable."""
+
+    after_apply: Callable[[str, str, list[RefMove], bool], None] | None = None
+    """Called with (message, principal, moves, durable) once a transaction's refs are written, its locks
+    still held: the store points it at its operation log, the one place every ref move is logged."""
 
     def _read(self, name: str) -> Hash | None:
         raise NotImplementedError
@@ -139,8 +130,6 @@ class RefStore:
                     durable: bool = True) -> RefTransaction:
         """A transaction; with `create_reflog` every ref it writes gets a reflog, whatever its namespace;
         `durable=False` writes without fsync (see `RefTransaction.durable`)."""
-        from reelstore.storage.ref_transaction import RefTransaction
-
         return RefTransaction(self, message, principal, create_reflog, durable=durable)
 
     def set(
@@ -183,8 +172,6 @@ class MemoryRefStore(RefStore):
             self._locked.difference_update(names)
 
     def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str]) -> None:
-        from reelstore.storage.reflog import ReflogEntry
-
         now = int(time.time() * 1000)
         for u in updates:
             old = self._refs.get(u.name)
@@ -272,7 +259,7 @@ class DiskRefStore(RefStore):
 
     def _lock_one(self, name: str) -> None:
         """Take `name`'s lock; a lock whose holder is provably dead is broken (see storage/ref_locks), once,
-        with a line in the verb log; any other lock taken is E002."""
+        with a line in the operation log; any other lock taken is E002."""
         lock = self._path(name + ".lock")
         for attempt in range(2):
             try:
@@ -281,21 +268,20 @@ class DiskRefStore(RefStore):
             except (NotADirectoryError, IsADirectoryError):
                 raise Conflict(f"cannot lock ref {name}: a ref is in the way of its path", ref=name) from None
             except FileExistsError:
-                from reelstore.storage.ref_locks import break_dead, lock_conflict, read_lock
-
                 info = read_lock(lock)
                 if attempt or not info.breakable or not break_dead(self.root, info):
                     raise lock_conflict(name, info) from None
                 self._note_broken(name, info.describe())
 
     def _note_broken(self, name: str, what: str) -> None:
-        """One line in the verb log (`logs/VERBS`) for a dead holder's lock broken by this writer."""
-        line = f"{int(time.time() * 1000)} break-lock lock:{name} {'0' * 64} broke {what}\n"
+        """One line in the operation log (`logs/OPS`, verb `break-lock`) for a dead holder's lock broken
+        by this writer; it moves no ref, so `reel op log` and `reel undo` pass over it."""
+        line = OpLine(new_id(), int(time.time() * 1000), "break-lock", "", f"break-lock lock:{name} broke {what}")
         with suppress(OSError):
             (self.root / "logs").mkdir(exist_ok=True)
-            fd = os.open(self.root / "logs" / "VERBS", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            fd = os.open(self.root / OPS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
-                os.write(fd, line.encode("utf-8"))
+                os.write(fd, encode(line))
             finally:
                 os.close(fd)
 
@@ -344,8 +330,6 @@ class DiskRefStore(RefStore):
 
     def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str],
                durable: bool = True) -> None:
-        from reelstore.crashpoints import crash_point  # a writer's: a reader never loads it
-
         now = int(time.time() * 1000)
         sync = self.fsync and durable
         deletes = [u for u in updates if u.new is None]
@@ -396,8 +380,6 @@ class DiskRefStore(RefStore):
 
     def stale_locks(self) -> Locks:
         """Every stale lock file of this store (refs and packed-refs), by path."""
-        from reelstore.storage.ref_locks import read_lock
-
         out = []
         paths = [self.root / "packed-refs.lock"]
         for dirpath, _, files in os.walk(self.root / "refs"):
@@ -412,8 +394,6 @@ class DiskRefStore(RefStore):
     def clear_stale_locks(self, force: bool = False) -> Locks:
         """Remove the locks whose holder is provably dead (with `force`, every stale one) and the
         temporary ref files dead writers left; returns the locks removed."""
-        from reelstore.storage.ref_locks import read_lock
-
         removed = []
         for info in self.stale_locks():
             if info.dead or force:
@@ -458,33 +438,7 @@ class DiskRefStore(RefStore):
             return []
         except OSError as exc:
             raise StorageError(f"cannot read the reflog of {name}: {exc}", ref=name) from None
-        from reelstore.storage.reflog import parse_reflog
-
         return parse_reflog(name, data)
-
-    def pack_refs(self) -> int:
-        """Move every loose ref into packed-refs (under every ref's lock); returns how many moved."""
-        from reelstore.crashpoints import crash_point
-
-        names = [n for n in self.names() if self._path(n).is_file()]
-        if not names:
-            return 0
-        self._lock(names)
-        try:
-            with self._packed_locked():
-                packed = self._packed()
-                for n in names:
-                    value = self._read(n)
-                    if value is not None:
-                        packed[n] = value
-                self._write_packed(packed)
-                crash_point("refs:packed-rewritten")
-                for n in names:
-                    self._path(n).unlink(missing_ok=True)
-                    self._prune_dirs(self._path(n).parent)
-        finally:
-            self._unlock(names)
-        return len(names)
 
     @contextmanager
     def _packed_locked(self, wait_s: float = 10.0) -> Iterator[None]:

@@ -24,6 +24,7 @@ from reelstore.storage.refs import DiskRefStore, MemoryRefStore, RefStore, check
 if TYPE_CHECKING:
     from reelstore.storage.object_cache import ObjectCache
     from reelstore.storage.object_store import ObjectStore
+    from reelstore.storage.op_log import OpLog, RefMove
     from reelstore.storage.state_files import StateFiles
     from reelstore.storage.verb_log import VerbLog
 
@@ -66,6 +67,8 @@ class Repo:
         self.refs = refs
         self.config = config
         refs.before_apply = self._flush_objects
+        refs.after_apply = self._log_moves
+        self._ops: OpLog | None = None
         self._verbs: VerbLog | None = None
         self._attached: dict[Callable[[Repo], Any], Any] = {}
         self._attach_guard = threading.RLock()
@@ -96,7 +99,21 @@ class Repo:
     def _open_verbs(self) -> VerbLog:
         from reelstore.storage.verb_log import VerbLog
 
-        return VerbLog(self.files)
+        return VerbLog(self.ops)
+
+    @property
+    def ops(self) -> OpLog:
+        """The operation log: every ref move and every view's fork, commit and abort."""
+        log = self._ops
+        return log if log is not None else self._opened("_ops", self._open_ops)
+
+    def _open_ops(self) -> OpLog:
+        from reelstore.storage.op_log import OpLog
+
+        return OpLog(self.files)
+
+    def _log_moves(self, message: str, principal: str, moves: list[RefMove], durable: bool) -> None:
+        self.ops.record(message, principal or self.principal(), moves, durable=durable)
 
     @property
     def objects(self) -> ObjectStore:

@@ -13,13 +13,16 @@ from typing import TYPE_CHECKING
 
 from reelstore.crashpoints import crash_point
 from reelstore.objects.hash import Hash
-from reelstore.storage.disk_store import GC_LOCK, ROLL_UP_BYTES, gc_lock_line
 from reelstore.storage.fileio import write_new
+from reelstore.storage.gc_lock import GC_LOCK, gc_lock_line
 from reelstore.storage.pack_set import pack_count
 
 if TYPE_CHECKING:
     from reelstore.storage.disk_store import DiskObjectStore
     from reelstore.storage.pack_item import PackItem
+
+ROLL_UP_BYTES = 32 << 20
+"""The most bytes of packs one roll-up merges (it holds them in memory)."""
 
 
 def roll_up(store: DiskObjectStore, limit: int, factor: int = 2) -> str | None:

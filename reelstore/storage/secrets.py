@@ -8,7 +8,8 @@ finds the real value at send time:
      "headers": {"Authorization": "<secret>"},
      "secrets": {"headers": {"Authorization": "store:h-3f…"}, "params": {"token": "env:PAY_TOKEN"}}}
 
-A reference is `store:NAME` (the file `.reel/secrets/NAME`, mode 0600, in a 0700 directory outside
+A reference is `store:NAME` (the secret NAME: from the configured secret backend, if any, see
+`SecretBackend`, else the file `.reel/secrets/NAME`, mode 0600, in a 0700 directory outside
 `.reel/objects`; sync never reads it, so it is never pushed or fetched) or `env:VAR` (the drain's
 environment). Scrubbing happens at effect admission, for every path in: `reel run`'s proxy, `reel
 effect`, the Python API. A raw sensitive value is moved into the store under a name derived by a keyed
@@ -38,7 +39,7 @@ import re
 import secrets as pysecrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 from reelstore.codec import thaw
@@ -67,12 +68,19 @@ class MissingSecret(BadInput):
 
 
 class SecretStore:
-    """`.reel/secrets/`: one 0600 file per secret, plus the local key that names scrubbed values."""
+    """`.reel/secrets/`: one 0600 file per secret, plus the local key that names scrubbed values; and,
+    when `config` names one (`secrets.backend`), the secret backend every worker shares, which is
+    read first and which keeps what is stored here, if it can."""
 
-    def __init__(self, store_dir: Path | None) -> None:
+    def __init__(self, store_dir: Path | None, config: Config | None = None) -> None:
         self.root = store_dir / SECRETS_DIR if store_dir is not None else None
         self._memory: dict[str, bytes] = {}
         """A store without a directory (an in-memory repo) keeps its secrets in memory, for its lifetime."""
+        self.config = config
+
+    def backend(self) -> SecretBackend | None:
+        """The configured backend, read from the config at each use (it may change while a store is open)."""
+        return None if self.config is None else configured_backend(self.config)
 
     def _dir(self) -> Path:
         assert self.root is not None
@@ -89,15 +97,25 @@ class SecretStore:
         return path.read_bytes()
 
     def put(self, name: str, value: str) -> None:
-        """Store (or replace) the secret NAME."""
+        """Store (or replace) the secret NAME: in the backend if it takes writes, else locally."""
         _check_name(name)
+        backend = self.backend()
+        if backend is not None and backend.writable:
+            backend.put(name, value)
+            return
         if self.root is None:
             self._memory[name] = value.encode("utf-8")
             return
         _write_private(self._dir() / name, value.encode("utf-8"))
 
     def get(self, name: str) -> str | None:
+        """The secret NAME: the backend's value, else the local one; None if neither has it."""
         _check_name(name)
+        backend = self.backend()
+        found = backend.get(name) if backend is not None else None
+        return found if found is not None else self._local(name)
+
+    def _local(self, name: str) -> str | None:
         if self.root is None:
             raw = self._memory.get(name)
             return None if raw is None else raw.decode("utf-8")
@@ -119,13 +137,19 @@ class SecretStore:
         kind, _, name = ref.partition(":")
         value = os.environ.get(name) if kind == "env" else self.get(name) if kind == "store" else None
         if value is None:
-            where = f"environment variable {name}" if kind == "env" else f"secret {name!r} in .reel/secrets"
+            where = f"environment variable {name}" if kind == "env" else self._where(name)
             raise MissingSecret(f"the credential this effect needs ({where}) is missing; nothing was sent")
         return value
 
 
+    def _where(self, name: str) -> str:
+        backend = self.backend()
+        local = f"secret {name!r} in .reel/secrets"
+        return local if backend is None else f"secret {name!r}, looked for in {backend.where(name)} and .reel/secrets"
+
+
 def _secrets_of(repo: Any) -> SecretStore:
-    return SecretStore(repo.path)
+    return SecretStore(repo.path, repo.config)
 
 
 def secret_store(repo: Any) -> SecretStore:
@@ -353,3 +377,89 @@ def redact(text: str, values: Iterable[str]) -> str:
         text = text.replace(v, SHOWN)
     pattern = "|".join(re.escape(h) for h in DEFAULT_HEADERS)
     return re.sub(rf"(?i)\b({pattern})(\s*[:=]\s*)[^'\"\n]+", rf"\1\2{SHOWN}", text)
+
+
+class SecretBackend(Protocol):
+    """Where the secrets named by `store:NAME` references live besides `.reel/secrets`: a place every
+    worker of a fleet can read, so the store that sends an effect need not be the one that captured
+    it. Chosen by the config key `secrets.backend` (`env`, `file:/DIR`; unset or `local`: none).
+
+    A backend answers `get(NAME)` with the value, or None if it has no such secret (the local store is
+    asked next, then the effect is not sent, naming `where(NAME)`). One that takes writes (`writable`)
+    also keeps what `put` and scrubbing store, so a value scrubbed on one machine is readable on all."""
+
+    writable: bool
+
+    def get(self, name: str) -> str | None:
+        """The secret NAME, or None."""
+
+    def put(self, name: str, value: str) -> None:
+        """Keep `value` as the secret NAME (called only when `writable`)."""
+
+    def where(self, name: str) -> str:
+        """Where NAME was looked for, for the message of an effect that could not be sent."""
+
+
+ENV_PREFIX = "REEL_SECRET_"
+
+
+class EnvBackend:
+    """`secrets.backend = env`: the secret NAME is the environment variable REEL_SECRET_NAME, NAME in
+    capitals with `.` and `-` as `_` (so `stripe` and `Stripe` are one secret). Read-only: a value
+    scrubbed here stays in `.reel/secrets`."""
+
+    writable = False
+
+    def get(self, name: str) -> str | None:
+        return os.environ.get(env_name(name))
+
+    def put(self, name: str, value: str) -> None:
+        raise BadInput(f"secrets.backend = env cannot store secret {name!r}: set {env_name(name)} instead",
+                       field="secrets.backend")
+
+    def where(self, name: str) -> str:
+        return f"environment variable {env_name(name)}"
+
+
+def env_name(name: str) -> str:
+    """The variable that holds secret `name` for the env backend."""
+    return ENV_PREFIX + name.upper().replace(".", "_").replace("-", "_")
+
+
+class FileBackend:
+    """`secrets.backend = file:/DIR`: the secret NAME is the file DIR/NAME (a directory every worker
+    mounts, or one a secret manager's agent fills). Writes are atomic, mode 0600."""
+
+    writable = True
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def get(self, name: str) -> str | None:
+        try:
+            return (self.root / name).read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise MissingSecret(f"secret {name!r} in {self.root} cannot be read ({exc}); nothing was sent") from None
+
+    def put(self, name: str, value: str) -> None:
+        if not self.root.is_dir():
+            raise BadInput(f"secrets.backend directory {self.root} does not exist", field="secrets.backend")
+        _write_private(self.root / name, value.encode("utf-8"))
+
+    def where(self, name: str) -> str:
+        return f"file {self.root / name}"
+
+
+def configured_backend(config: Config) -> SecretBackend | None:
+    """The backend `secrets.backend` names; E014 naming the key for a value that is none of them."""
+    spec = (config.get("secrets.backend") or "").strip()
+    if spec in ("", "local"):
+        return None
+    if spec == "env":
+        return EnvBackend()
+    kind, _, where = spec.partition(":")
+    if kind == "file" and where and Path(where).is_absolute():
+        return FileBackend(Path(where))
+    raise BadInput(f"secrets.backend = {spec!r} is not local, env or file:/ABSOLUTE/DIR", field="secrets.backend")

@@ -1,4 +1,4 @@
-"""A store's small state files (`epoch`, `HOLD`, `logs/VERBS`, `gc.lock`, hooks), on disk or in memory.
+"""A store's small state files (`epoch`, `HOLD`, `logs/OPS`, `gc.lock`, hooks), on disk or in memory.
 
 One interface so the layers above never ask whether a store lives on disk: the epoch, the hold, the
 verb log and the gc lock read and write through it, and an in-memory store keeps the same files in a

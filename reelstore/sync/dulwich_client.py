@@ -1,5 +1,5 @@
 """dulwich's git client, for what our own send-pack does not cover: fetches, HTTP, and a local
-repository when git is not installed (dulwich's in-process server). Imported only when used."""
+repository when git is not installed (dulwich's in-process server)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dulwich.client import GitClient, LocalGitClient, SubprocessGitClient, get_t
 from dulwich.protocol import Protocol
 
 from reelstore.errors import Unreachable
+from reelstore.sync.transport_base import on_path, text
 
 _WRITE_BUFFER = 1 << 16
 
@@ -66,13 +67,9 @@ def open_client(url: str, ssh: str | None) -> tuple[GitClient, str]:
     """dulwich's client for `url` and the path it wants. Thin packs are refused: everything received
     must be checkable on its own. A local repository is served by git's own upload-pack and
     receive-pack when git is installed, else by dulwich in process."""
-    from reelstore.sync.transport import on_path
-
     try:
         client, path = get_transport_and_path(url, thin_packs=False, quiet=True, ssh_command=ssh)
     except (ValueError, KeyError) as exc:
-        from reelstore.sync.transport import text
-
         raise Unreachable(f"cannot use remote URL {url!r}: {text(exc)}") from None
     if isinstance(client, LocalGitClient) and on_path("git"):
         client = _BufferedGitClient(thin_packs=False, quiet=True)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from dulwich.errors import HangupException
 
-from reelstore.errors import BadInput, ReelError, StorageError
+from reelstore.errors import BadInput, Conflict, ReelError, StorageError
 from reelstore.kernel import binding, claims
 from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX
 from reelstore.kernel.views import committed_in, find_record, live_views, retire
@@ -34,7 +34,7 @@ from reelstore.sync import messages
 from reelstore.sync.mapping import reel_ref, tracking_ref
 from reelstore.sync.remote import DEFAULT_REMOTE, add_remote, remote_url
 from reelstore.sync.send_pack import GitService, fetch_pack, list_refs
-from reelstore.sync.state import Seen, SyncState
+from reelstore.sync.state import Seen, SyncState, fetch_lock
 from reelstore.sync.transport import Counter, Progress, Remote, connect, remote_progress, size, talking_to
 
 if TYPE_CHECKING:
@@ -73,6 +73,8 @@ class FetchResult:
     """Remote refs this store had seen that the remote no longer holds."""
     pruned: list[str] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
+    materialized: list[str] = field(default_factory=list)
+    """Views fetched that this store did not have, now live here (bound to the remote), by name."""
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -80,7 +82,8 @@ class FetchResult:
                 "refs": {name: h.hex() for name, h in sorted(self.refs.items())},
                 "trunks": [t.to_json() for t in self.trunks],
                 "retired": {name: h.hex() for name, h in sorted(self.retired.items())},
-                "gone": self.gone, "pruned": self.pruned, "aborted": self.aborted, "notes": self.notes}
+                "gone": self.gone, "pruned": self.pruned, "aborted": self.aborted,
+                "materialized": self.materialized, "notes": self.notes}
 
 
 def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = None, *,
@@ -91,7 +94,15 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
     The sync commits we know are offered as haves, so the remote sends only newer ones. If what
     they reach turns out incomplete here (this store dropped objects since), the fetch is redone
     once from scratch, without haves.
+
+    Fetches of one store run one at a time (`fetch_lock`): two agents working in one clone each fetch
+    in turn, the second waiting for the first, instead of one failing on a ref lock the other holds.
     """
+    with fetch_lock(repo):
+        return _fetch(repo, remote, progress, prune=prune, catch_up=catch_up)
+
+
+def _fetch(repo: Repo, remote: str, progress: Progress | None, *, prune: bool, catch_up: bool) -> FetchResult:
     from reelstore.sync.unpack import Omitted  # a fetch's modules load dulwich's object model: on use
 
     conn = connect(remote, remote_url(repo, remote), repo.config)
@@ -139,6 +150,7 @@ def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = 
             result.retired = _retire_committed(repo, remote)
             if prune:
                 _prune(repo, remote, targets, result)
+            result.materialized = _materialize(repo, remote, targets)
         result.refs = dict(repo.refs.list(f"refs/remotes/{remote}/"))
         return result
     finally:
@@ -158,8 +170,10 @@ def _settle_claims(repo: Repo, remote: str, targets: dict[str, Hash], result: Fe
         claim = claims.read(repo, trunk)
         if claim is None or claim.remote != remote:
             continue
-        what = f"an interrupted `commit --remote` of view {claim.view!r} (record {claim.record.hex()[:12]})"
         local = repo.refs.get(ref)
+        if _in_flight(repo, ref, local):
+            continue  # not interrupted: that commit is running now, in another process, and settles it
+        what = f"an interrupted `commit --remote` of view {claim.view!r} (record {claim.record.hex()[:12]})"
         if local is not None and _descends(repo, local, claim.record):
             claims.clear(repo, trunk)  # the commit had landed here too; only its claim was left
         elif not _descends(repo, new, claim.record):
@@ -177,6 +191,18 @@ def _settle_claims(repo: Repo, remote: str, targets: dict[str, Hash], result: Fe
             result.notes.append(f"{what} won remote {remote}, but trunk {trunk} has moved here since; its effects "
                                 f"were not sent. The claim stays in {repo.files.where(claims.PREFIX + trunk)} until "
                                 "an operator settles it")
+
+
+def _in_flight(repo: Repo, ref: str, local: Hash | None) -> bool:
+    """Is a commit on trunk `ref` running now? It holds the trunk's ref lock from before its claim is
+    written until the trunk has moved, so a live (not stale) lock on the trunk says so."""
+    tx = repo.refs.transaction("fetch: is a commit running", "reel sync").verify(ref, local)
+    try:
+        tx.prepare()
+    except Conflict as exc:
+        return "lock" in exc.details and not exc.details.get("stale")
+    tx.abort()
+    return False
 
 
 def _fast_forward(repo: Repo, remote: str, targets: dict[str, Hash]) -> list[TrunkMove]:
@@ -255,6 +281,55 @@ def _prune(repo: Repo, remote: str, targets: dict[str, Hash], result: FetchResul
             result.aborted += abort_view(repo, live.name, cleared={remote})
         except ReelError as exc:
             result.notes.append(f"view {live.name} is gone from {remote} but was not aborted here: {exc.message}")
+
+
+def _materialize(repo: Repo, remote: str, targets: dict[str, Hash]) -> list[str]:
+    """Make each fetched view this store lacks a live view here, as a clone checks them out, so a view
+    handed over by a push can be committed (at `remote`, the view being bound to it) without moving a
+    ref by hand. Not one whose commit is on a trunk (the remote's as fetched, or this store's), nor one
+    this store committed or aborted itself, nor one on a trunk this store does not have, nor one bound
+    here to no remote or another one."""
+    heads = {ref[len(HEAD_PREFIX):]: h for ref, h in targets.items() if ref.startswith(HEAD_PREFIX)}
+    made = []
+    for ref, target in sorted(targets.items()):
+        if not ref.startswith(VIEW_PREFIX) or repo.refs.get(ref) is not None:
+            continue
+        name = ref[len(VIEW_PREFIX):]
+        view = repo.objects.get_as(target, View)
+        trunk = str(view.meta.get("trunk", ""))
+        if not _has_trunk(repo, trunk) or _ended_here(repo, name, view):
+            continue
+        if committed_in(repo, view) is not None or _landed(repo, ref, target, heads):
+            continue
+        if binding.bound_remote(repo, view) != remote:
+            continue  # unbound here by choice, or bound to another remote: not this fetch's to make live
+        try:
+            repo.refs.set(ref, target, None, message=f"fetch {remote}: view {name}", principal="reel sync")
+        except ReelError:
+            continue  # made meanwhile by another process: it is live here either way
+        made.append(name)
+    return made
+
+
+def _has_trunk(repo: Repo, trunk: str) -> bool:
+    try:
+        return bool(trunk) and repo.refs.get(HEAD_PREFIX + trunk) is not None
+    except BadInput:  # a view naming no valid trunk has nowhere to be committed here
+        return False
+
+
+def _ended_here(repo: Repo, name: str, view: View) -> bool:
+    """Did this store commit or abort this very view (the same fork) under `name`?"""
+    end = repo.verbs.last_end(name)
+    if end is None:
+        return False
+    try:
+        ended = repo.objects.get(Hash.from_hex(end.view))
+    except ReelError:
+        return False
+    from reelstore.kernel.views import fork_id
+
+    return isinstance(ended, View) and fork_id(ended) == fork_id(view)
 
 
 def _staging_parent(repo: Repo) -> str | None:

@@ -27,7 +27,7 @@ from reelstore.sync.mapping import REMOTE_PREFIX, git_ref, tracking_ref
 from reelstore.sync.outgoing import OutgoingPack
 from reelstore.sync.remote import remote_url
 from reelstore.sync.send_pack import ZERO_SHA, GitService, UpdateRefs, hung_up, send_pack
-from reelstore.sync.state import Seen, SyncState
+from reelstore.sync.state import Seen, SyncState, fetch_lock
 from reelstore.sync.transport import (
     Counter,
     Progress,
@@ -36,8 +36,8 @@ from reelstore.sync.transport import (
     dulwich_error,
     remote_progress,
     talking_to,
-    text,
 )
+from reelstore.sync.transport_base import text
 from reelstore.sync.walk import missing_on_remote
 
 if TYPE_CHECKING:
@@ -525,10 +525,11 @@ def _record(repo: Repo, state: SyncState, remote: str, commit: str | None, plan:
                 state.set_seen(remote, ref, Seen(commit, target))
         for ref in deletes:
             state.drop_seen(remote, ref)
-    tx = repo.refs.transaction(message=f"push {remote}", principal="reel sync")
-    for ref, target in plan.items():
-        tx.update(tracking_ref(remote, ref), target)
-    for ref in deletes:
-        if repo.refs.get(tracking_ref(remote, ref)) is not None:
-            tx.delete(tracking_ref(remote, ref))
-    tx.commit()
+    with fetch_lock(repo):
+        tx = repo.refs.transaction(message=f"push {remote}", principal="reel sync")
+        for ref, target in plan.items():
+            tx.update(tracking_ref(remote, ref), target)
+        for ref in deletes:
+            if repo.refs.get(tracking_ref(remote, ref)) is not None:
+                tx.delete(tracking_ref(remote, ref))
+        tx.commit()

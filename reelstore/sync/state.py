@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from reelstore.errors import BadInput, StorageError
 from reelstore.frozen import frozen
@@ -183,3 +184,18 @@ def parse_refs(data: bytes) -> dict[str, Hash]:
     if format_refs(refs) != data:
         raise StorageError("remote sent a refs file that is not in canonical form")
     return refs
+
+
+FETCH_LOCK = "sync/fetch.lock"
+FETCH_LOCK_WAIT = 300.0
+"""Seconds a fetch waits for another fetch of the same store before it gives up (E002)."""
+
+
+@contextmanager
+def fetch_lock(repo: Repo) -> Iterator[None]:
+    """The store's fetch lock (an `flock`: a killed holder releases it), held by a fetch for its whole
+    run and by a push while it moves remote-tracking refs, so two processes sharing one store take
+    turns there instead of one failing on a ref lock the other holds."""
+    repo.files.directory("sync", "sync")
+    with repo.files.lock(FETCH_LOCK, FETCH_LOCK_WAIT):
+        yield

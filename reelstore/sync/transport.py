@@ -10,10 +10,11 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
 
 from reelstore.errors import ReelError, Unreachable
 from reelstore.storage.config import Config
+from reelstore.sync.dulwich_client import open_client
+from reelstore.sync.transport_base import local_repository, on_path, text
 
 if TYPE_CHECKING:
     from dulwich.client import GitClient
@@ -37,8 +38,6 @@ class Remote:
     @property
     def client(self) -> GitClient:
         if self._client is None:
-            from reelstore.sync.dulwich_client import open_client
-
             self._client, self.path = open_client(self.url, self._ssh)
         return self._client
 
@@ -68,39 +67,8 @@ def connect(name: str, url: str, config: Config | None = None) -> Remote:
     local = local_repository(url)
     if local is not None and on_path("git"):
         return Remote(name, url, local, local=True, ssh=ssh)
-    from reelstore.sync.dulwich_client import open_client
-
     client, path = open_client(url, ssh)
     return Remote(name, url, path, ssh=ssh, client=client)
-
-
-def on_path(program: str) -> bool:
-    """Is `program` an executable in a directory of PATH? `shutil.which`'s answer on POSIX, without
-    importing shutil: its import (bz2, lzma, fnmatch) was ~1.7 ms CPU of every push and fetch."""
-    for directory in os.get_exec_path():
-        path = os.path.join(directory, program)
-        if os.access(path, os.X_OK) and not os.path.isdir(path):
-            return True
-    return False
-
-
-def local_repository(url: str) -> str | None:
-    """The directory `url` names if it is a plain path or a file:// URL of an existing directory (as
-    dulwich reads it: a `:` makes a path an ssh address), else None."""
-    path = urlparse(url).path if url.startswith("file://") else url
-    if ":" in path or not os.path.isdir(path):
-        return None
-    return path
-
-
-def text(value: object) -> str:
-    """A remote's words for a person: bytes decoded (never a Python `b'…'` repr), whitespace trimmed."""
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", "replace").strip()
-    if isinstance(value, BaseException):
-        parts = [text(a) for a in value.args] or [type(value).__name__]
-        return "; ".join(p for p in parts if p) or type(value).__name__
-    return str(value).strip()
 
 
 @contextmanager

@@ -16,12 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from reelstore.errors import BadInput
 from reelstore.kernel import binding
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.names import VIEW_PREFIX
 from reelstore.kernel.views import descendants, load_live
 from reelstore.objects import Hash
 from reelstore.storage.repo import Repo
+from reelstore.sync.retry import check_retries, retrying
 
 Fence = Callable[[str, Hash, Hash], None]
 
@@ -38,22 +40,36 @@ def commit_remote(repo: Repo, name: str, remote: str | None = None) -> str | Non
 
 
 def commit(repo: Repo, name: str, message: str = "", *, remote: str | None = None, fence: Fence | None = None,
-           author: str | None = None) -> kernel.CommitResult:
+           author: str | None = None, retry: int = 0) -> kernel.CommitResult:
     """Commit view `name` at its commit point: with `remote` (default: the one its trunk tracks) the
     record first wins that remote's trunk by compare-and-swap (E015 if it cannot, and nothing is
     committed or sent); only then does the local trunk move and the drain run. A caller's own `fence`
-    replaces the remote one (tests and embedders). The result names the remote and its notes."""
+    replaces the remote one (tests and embedders). The result names the remote and its notes.
+
+    `retry` (`commit --retry`): after a lost race at the remote, fetch and try again, at most that
+    many more times (`sync.retry`); each lost try is a note. E014 for a commit fenced on no remote."""
+    check_retries(retry)
+    lost: list[str] = []
     if fence is None:
         remote = commit_remote(repo, name, remote)
         if remote:
             from reelstore.sync.push import remote_fence  # on use: the transport loads dulwich
 
             made = remote_fence(repo, remote)
-            res = kernel.commit(repo, name, message, author, fence=made)
-            notes = tuple(made.result.notes) if made.result is not None else ()
+            res = _tries(repo, remote, retry, lambda: kernel.commit(repo, name, message, author, fence=made), lost)
+            notes = (*lost, *(made.result.notes if made.result is not None else ()))
             return replace(res, remote=remote, notes=notes)
-    res = kernel.commit(repo, name, message, author, fence=fence)
-    return replace(res, remote=getattr(fence, "remote", None))
+    fenced = getattr(fence, "remote", None)
+    if retry and not isinstance(fenced, str):
+        raise BadInput("retry applies only to a commit fenced on a remote (--remote REMOTE, or a trunk that "
+                       "tracks one)", field="retry")
+    res = _tries(repo, fenced, retry, lambda: kernel.commit(repo, name, message, author, fence=fence), lost)
+    return replace(res, remote=fenced, notes=tuple(lost))
+
+
+def _tries(repo: Repo, remote: str | None, retry: int, once: Callable[[], kernel.CommitResult],
+           lost: list[str]) -> kernel.CommitResult:
+    return retrying(repo, remote, retry, once, lost=lost) if retry and remote else once()
 
 
 def abort(repo: Repo, name: str) -> list[str]:

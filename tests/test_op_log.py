@@ -1,0 +1,214 @@
+"""The operation log and undo: every verb that moves refs leaves one operation naming its refs' old and
+new values; `reel undo` puts the newest one back by compare-and-swap, and refuses what it must not undo."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import REEL
+
+from reelstore.aio import AsyncStore
+from reelstore.api import Store
+from reelstore.errors import BadInput, Conflict, NotFound, ViewTerminal
+from reelstore.kernel import snapshot
+from reelstore.kernel import verbs as kernel
+from reelstore.kernel.undo import undo
+from reelstore.kernel.views import load_live
+from reelstore.maintenance.gc import gc
+from reelstore.objects import Record
+from reelstore.storage.op_log import OpLog, operation
+from reelstore.storage.repo import Repo
+
+FS_WRITE = json.dumps({"action": "write", "path": "out.txt", "content": "x\n"})
+
+
+def newest(repo: Repo) -> tuple[str, str, list[tuple[str, bool, bool]]]:
+    """The newest operation's verb, principal and (ref, had a value before, has one after)."""
+    op = repo.ops.operations()[-1]
+    return op.verb, op.principal, [(m.ref, m.old is not None, m.new is not None) for m in op.net()]
+
+
+def test_each_verb_that_moves_refs_is_one_operation(mem: Repo) -> None:
+    kernel.fork(mem, "v")
+    assert newest(mem) == ("fork", mem.principal(), [("refs/views/v", False, True)])
+    kernel.put(mem, "v", "a", b"1")
+    assert newest(mem)[0] == "put"
+    kernel.rm(mem, "v", "a")
+    assert newest(mem)[0] == "rm"
+    snapshot.take(mem, "v", "s")
+    assert newest(mem)[::2] == ("snapshot", [("refs/snapshots/s", False, True)])
+    kernel.put(mem, "v", "b", b"2")
+    kernel.commit(mem, "v")  # two ref transactions (the trunk's CAS, then the view's retirement): one operation
+    assert newest(mem)[::2] == ("commit", [("refs/heads/main", True, True), ("refs/views/v", True, False)])
+    snapshot.restore(mem, "s", "r")
+    assert newest(mem)[::2] == ("restore", [("refs/views/r", False, True)])
+    kernel.abort(mem, "r")
+    assert newest(mem)[::2] == ("abort", [("refs/views/r", True, False)])
+    assert [o.verb for o in mem.ops.operations()] == ["init", "fork", "put", "rm", "snapshot", "put", "commit",
+                                                      "restore", "abort"]
+
+
+def test_undo_puts_a_write_back_and_a_second_undo_redoes_it(mem: Repo) -> None:
+    kernel.fork(mem, "v")
+    kernel.put(mem, "v", "a", b"1")
+    kernel.put(mem, "v", "a", b"2")
+    done = undo(mem)
+    assert done.op.verb == "put" and kernel.get(mem, "v", "a") == b"1"
+    assert newest(mem)[0] == "undo"
+    undo(mem)
+    assert kernel.get(mem, "v", "a") == b"2"
+
+
+def test_undo_of_a_commit_without_effects_brings_the_view_back(mem: Repo) -> None:
+    kernel.fork(mem, "v")
+    kernel.put(mem, "v", "a", b"1")
+    before = mem.refs["refs/heads/main"]
+    kernel.commit(mem, "v")
+    undo(mem)
+    assert mem.refs["refs/heads/main"] == before
+    assert kernel.get(mem, "v", "a") == b"1"  # live again: its ref answers, not the log's commit mark
+    kernel.commit(mem, "v")
+    with pytest.raises(ViewTerminal, match="committed"):
+        load_live(mem, "v")
+
+
+def test_undo_of_an_abort_brings_the_view_back(mem: Repo) -> None:
+    kernel.fork(mem, "v")
+    kernel.put(mem, "v", "a", b"1")
+    kernel.abort(mem, "v")
+    undo(mem)
+    assert kernel.get(mem, "v", "a") == b"1"
+
+
+def test_a_ref_moved_since_refuses_with_nothing_changed(repo: Repo) -> None:
+    """The log's newest line lost (a power cut may drop an unsynced one): the ref no longer holds what
+    the newest operation left, so the compare-and-swap refuses and nothing moves."""
+    kernel.fork(repo, "v")
+    kernel.put(repo, "v", "a", b"1")
+    log = repo.path / "logs" / "OPS"
+    lines = log.read_bytes().splitlines(keepends=True)
+    assert json.loads(lines[-1])["verb"] == "put"
+    log.write_bytes(b"".join(lines[:-1]))
+    fresh = Repo.open(repo.path)
+    held = fresh.refs["refs/views/v"]
+    moved = r"undo operation \w+ \(fork v from refs/heads/main\): cannot update ref refs/views/v"
+    with pytest.raises(Conflict, match=moved):
+        undo(fresh)
+    assert fresh.refs["refs/views/v"] == held and fresh.ops.operations()[-1].verb == "fork"
+
+
+def test_a_commit_whose_effects_drained_is_refused_and_says_so(repo: Repo, reel) -> None:
+    reel("fork", "v", check=True)
+    reel("effect", "v", "--adapter", "fs", "--op", FS_WRITE, check=True)
+    reel("commit", "v", check=True)
+    head = repo.refs["refs/heads/main"]
+    refused = reel("undo")
+    assert refused.returncode == 6, refused.stderr.decode()
+    assert "E014" in refused.stderr.decode() and "already drained" in refused.stderr.decode()
+    assert "Traceback" not in refused.stderr.decode()
+    fresh = Repo.open(repo.path)
+    assert fresh.refs["refs/heads/main"] == head and fresh.refs.get("refs/views/v") is None
+
+
+def test_a_commit_whose_effects_are_not_yet_sent_is_refused_too(mem: Repo) -> None:
+    """Committed effects belong to the drain: moving the trunk back would not unsend a later recover."""
+    kernel.fork(mem, "v")
+    kernel.effect(mem, "v", "fs", json.loads(FS_WRITE))
+    with operation("commit"):  # a commit whose drain never ran (a crash just after its trunk moved)
+        live = load_live(mem, "v")
+        ref = mem.refs.transaction("commit v", "t")
+        head = mem.refs["refs/heads/main"]
+        record = Record(parent=head, namespace=live.view.namespace, effects=live.view.effects,
+                               view=live.id, author="t", message="m", time=1)
+        mem.objects.put_many([record])
+        ref.update("refs/heads/main", record.id, head).delete("refs/views/v", live.id).commit()
+    with pytest.raises(BadInput, match="belong to the drain"):
+        undo(mem)
+
+
+def test_sync_and_drain_operations_are_not_undone(mem: Repo) -> None:
+    mem.refs.set("refs/remotes/origin/main", mem.refs["refs/heads/main"], None, message="fetch origin")
+    with pytest.raises(BadInput, match="a fetch is not"):
+        undo(mem)
+    empty = Repo.memory()
+    empty.ops.files.write("logs/OPS", b"")
+    with pytest.raises(NotFound, match="empty"):
+        undo(empty)
+
+
+def test_the_log_is_one_file_and_the_verb_marks_live_in_it(tmp_path: Path) -> None:
+    repo = Repo.init(tmp_path)
+    kernel.fork(repo, "v")
+    kernel.abort(repo, "v")
+    lines = [json.loads(line) for line in (repo.path / "logs" / "OPS").read_text().splitlines()]
+    assert [(d["verb"], "view" in d) for d in lines] == [("init", False), ("fork", False), ("fork", True),
+                                                          ("abort", False), ("abort", True)]
+    assert lines[3]["op"] == lines[4]["op"]  # the abort's ref line and its mark: one operation
+    assert not (repo.path / "logs" / "VERBS").exists()
+    assert [e.verb for e in OpLog(repo.files).lines() if e.view] == ["fork", "abort"]
+
+
+def test_op_log_and_undo_on_the_command_line(tmp_path: Path, reel) -> None:
+    Repo.init(tmp_path)
+    reel("fork", "v", check=True)
+    reel("put", "v", "a", "-", input=b"1", check=True)
+    text = reel("op", "log", "-n", "1", check=True).stdout.decode()
+    assert ": put a\n    refs/views/v " in text
+    doc = json.loads(reel("op", "log", "--json", check=True).stdout)
+    assert [o["verb"] for o in doc["operations"]] == ["put", "fork", "init"]
+    assert doc["operations"][1]["refs"][0]["old"] is None
+    out = reel("undo", "--json", check=True)
+    assert json.loads(out.stdout)["undone"]["verb"] == "put"
+    assert reel("get", "v", "a").returncode == 4  # the put is gone: E001
+
+
+def test_a_write_killed_after_its_ref_moved_but_before_its_line_leaves_undo_refusing(tmp_path: Path, reel) -> None:
+    """SIGKILL once the put's ref is renamed into place, before the operation log's line: the log's
+    newest operation (the first put) no longer matches the ref, so undo refuses and moves nothing."""
+    Repo.init(tmp_path)
+    reel("fork", "v", check=True)
+    reel("put", "v", "a", "-", input=b"1", check=True)
+    env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+    killed = subprocess.run([REEL, "put", "v", "b", "-"], input=b"2", cwd=tmp_path, capture_output=True,
+                            timeout=120, env={**env, "REEL_TEST_CRASH_AT": "refs:renamed"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
+    reel("gc", "--clear-stale-locks", check=True)  # the killed writer's lock, provably stale
+    repo = Repo.open(tmp_path)
+    held = repo.refs["refs/views/v"]
+    assert repo.ops.operations()[-1].message == "put a"
+    refused = reel("undo")
+    assert refused.returncode == 5 and "E002" in refused.stderr.decode(), refused.stderr.decode()
+    assert Repo.open(tmp_path).refs["refs/views/v"] == held
+    assert reel("get", "v", "b", check=True).stdout == b"2"
+
+
+def test_an_abort_whose_view_gc_collected_is_not_undone(repo: Repo) -> None:
+    kernel.fork(repo, "v")
+    kernel.put(repo, "v", "a", b"collected with its view")
+    kernel.abort(repo, "v")
+    gc(repo, "now")
+    with pytest.raises(NotFound, match="collected by gc"):
+        undo(repo)
+    assert repo.refs.get("refs/views/v") is None
+
+
+def test_the_python_api_and_asyncio_api_list_and_undo_alike(tmp_path: Path) -> None:
+    store = Store.init(tmp_path)
+    store.fork("v").put("a", b"1")
+    assert [o.verb for o in store.op_log(limit=2)] == ["put", "fork"]
+    assert store.undo().op.verb == "put"
+
+    async def main() -> tuple[list[str], str]:
+        aio = AsyncStore.open(tmp_path)
+        listed = [o.verb for o in await aio.op_log()]
+        return listed, (await aio.undo()).op.verb
+
+    listed, undone = asyncio.run(main())
+    assert listed == ["undo", "put", "fork", "init"] and undone == "undo"  # the second undo redoes the put
+    assert Store.open(tmp_path).open_view("v").get("a") == b"1"
