@@ -22,6 +22,7 @@ from reelstore.errors import (
     EffectsIncomplete,
     ForkDepthExceeded,
     Held,
+    LocalWriteError,
     NotFound,
     OutcomeUnknown,
     ReelError,
@@ -84,10 +85,10 @@ __all__ = [
     "Approval", "ApprovalRequired", "Standing",
     "AsyncStore", "BadInput", "BudgetExhausted", "CapabilityViolation", "CommitResult", "Conflict", "DeltaOp",
     "DrainReport", "DrainTimeout", "EffectAfterAbort", "EffectFailed", "EffectOutcome", "EffectsIncomplete",
-    "FetchResult", "Finding", "ForkDepthExceeded", "GcReport", "Held", "Hold", "HttpRequest", "LogEntry",
-    "NameChange", "NotFound", "Operation", "Outcome", "OutcomeUnknown", "PushResult", "Put", "RecoveryReport",
-    "ReelError", "Remove", "RemoteConflict", "StaleEpoch", "StorageError", "Store", "Unreachable", "ViewHandle",
-    "ViewStatus", "ViewSummary", "ViewTerminal",
+    "FetchResult", "Finding", "ForkDepthExceeded", "GcReport", "Held", "Hold", "HttpRequest", "LocalWriteError",
+    "LogEntry", "NameChange", "NotFound", "Operation", "Outcome", "OutcomeUnknown", "PushResult", "Put",
+    "RecoveryReport", "ReelError", "Remove", "RemoteConflict", "StaleEpoch", "StorageError", "Store", "Unreachable",
+    "ViewHandle", "ViewStatus", "ViewSummary", "ViewTerminal",
 ]
 
 

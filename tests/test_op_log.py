@@ -128,7 +128,7 @@ def test_a_commit_whose_effects_are_not_yet_sent_is_refused_too(mem: Repo) -> No
                                view=live.id, author="t", message="m", time=1)
         mem.objects.put_many([record])
         ref.update("refs/heads/main", record.id, head).delete("refs/views/v", live.id).commit()
-    with pytest.raises(BadInput, match="belong to the drain"):
+    with pytest.raises(BadInput, match="committed and owed by the drain"):
         undo(mem)
 
 

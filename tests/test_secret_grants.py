@@ -71,6 +71,16 @@ def test_grants_narrow_like_every_capability() -> None:
     assert Capability.parse("secret=stripe").widening(Capability.parse("secret=*@http:")) == "prefix"
 
 
+def test_a_mixed_capability_narrows_both_ways_it_is_read() -> None:
+    """`write,secret=a` grants the names under `a` and the secret `a`; a child `write,secret=a/` covers
+    fewer names but would grant the secret `a/`, which the parent never granted (found by the
+    conformance property test)."""
+    parent = Capability.parse("write,secret=a")
+    assert parent.widening(Capability.parse("write,secret=a/")) == "prefix"
+    assert parent.widening(Capability.parse("write=a/")) is None
+    assert parent.widening(Capability.parse("secret=a")) is None
+
+
 def _session(store: Path, url: str, caps: list[str]) -> list[dict[str, Any]]:
     """The attack: an agent queues an effect carrying the server's credentials to a URL it reads back,
     then commits. Each step's outcome (error text or result)."""

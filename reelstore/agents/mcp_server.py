@@ -43,6 +43,7 @@ from reelstore.kernel.names import HEAD_PREFIX
 from reelstore.kernel.views import load_live
 from reelstore.objects import Capability
 from reelstore.storage.repo import Repo
+from reelstore.wording import plural
 
 if TYPE_CHECKING:
     from reelstore.drain.ops import Operation
@@ -180,13 +181,14 @@ def commit_report(store: Store, result: CommitResult) -> CommitReport:
     if owed:
         held = result.drain.held if result.drain is not None else None
         why = f" Draining is on hold ({held})." if held else ""
-        summary = (f"Committed: record {record} stands.{why} {len(owed)} effect(s) are owed "
+        are = "is" if len(owed) == 1 else "are"
+        summary = (f"Committed: record {record} stands.{why} {plural(len(owed), 'effect')} {are} owed "
                    f"({', '.join(s.op for s in owed)}): the store settles them, see settled_by. Do NOT queue them "
                    "again in this or another view: that would send them twice. Ask the operation tool for their "
                    "state later.")
         state: Literal["done", "owed", "failed"] = "owed"
     elif failed:
-        summary = (f"Committed: record {record} stands. The target refused {len(failed)} effect(s) "
+        summary = (f"Committed: record {record} stands. The target refused {plural(len(failed), 'effect')} "
                    f"({', '.join(s.op for s in failed)}): final, they did not happen. Another attempt, if the task "
                    "still needs one, is a new effect in a new view.")
         state = "failed"
@@ -214,7 +216,8 @@ class SessionBudget:
     def _check(self, more: int, what: str) -> None:
         if self.limit is not None and self.used + more > self.limit:
             raise BudgetExhausted(f"{what} would exceed this server's session budget: {self.used} of "
-                                  f"{self.limit} effects already committed, {more} more asked; nothing was sent",
+                                  f"{plural(self.limit, 'effect')} already committed, {more} more asked; "
+                                  "nothing was sent",
                                   budget=self.limit, used=self.used)
 
     def reserve(self, n: int, what: str) -> None:
@@ -355,7 +358,7 @@ def _instructions(trunk: str, caps: Sequence[Capability], budget: SessionBudget,
     return (f"A reel store's trunk {trunk!r}. Fork a view, read and write files in it and queue effects (HTTP "
             "requests, file writes): nothing is sent until the view is committed; abort discards the view and "
             f"its effects never fire. {end}Your capabilities (every view is bounded by them): {limits}. "
-            + (f"Session budget: at most {budget.limit} effects committed through this server in total. "
+            + (f"Session budget: at most {plural(budget.limit, 'effect')} committed through this server in total. "
                if budget.limit is not None else "")
             + "The capabilities tool says the same, with what is used.")
 

@@ -40,6 +40,7 @@ from reelstore.intercept.acceptor import Acceptor
 from reelstore.intercept.base import Backend, Launch
 from reelstore.intercept.netns import pump
 from reelstore.storage.repo import Repo
+from reelstore.wording import plural
 
 HELPER = Path(__file__).with_name("netns.py")
 
@@ -138,7 +139,8 @@ class Sandbox(Backend):
                                  "message": "a direct connection around the proxy; closed, nothing was sent"})
         if self.transparent:
             shown = ", ".join(sorted(set(self.transparent)))
-            self.notes.append(f"{len(self.transparent)} connection(s) ignored the proxy variables and were captured "
+            self.notes.append(f"{plural(len(self.transparent), 'connection')} ignored the proxy variables and "
+                              f"{'was' if len(self.transparent) == 1 else 'were'} captured "
                               f"through the proxy all the same: {shown}")
         self.close()
 

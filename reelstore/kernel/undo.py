@@ -21,6 +21,7 @@ from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX
 from reelstore.objects import Hash, Object, Record, View
 from reelstore.storage.op_log import Operation, RefMove, operation
 from reelstore.storage.repo import Repo
+from reelstore.wording import plural
 
 UNDOABLE = frozenset({"fork", "put", "rm", "effect", "transaction", "commit", "abort", "snapshot", "restore",
                       "update-ref", "undo"})
@@ -109,9 +110,10 @@ def _check_local_commit(repo: Repo, what: str, trunk: str, old: Hash | None, new
         effects = record_effects(repo, record)
         if effects:
             sent = drainlog.index(repo, trunk).latest.keys() & set(record_ops(repo, trunk, record, effects))
-            state = (f"{len(sent)} of its {len(effects)} effects were already drained; an effect that was sent "
-                     "cannot be unsent" if sent else
-                     f"its {len(effects)} effects are committed and belong to the drain (`reel recover` sends them)")
+            was = "was" if len(sent) == 1 else "were"
+            state = (f"{len(sent)} of its {plural(len(effects), 'effect')} {was} already drained; an effect that was "
+                     "sent cannot be unsent" if sent else
+                     f"its {plural(len(effects), 'effect')} committed and owed by the drain (`reel recover` sends)")
             raise BadInput(f"cannot undo {what}: record {record.hex()} on trunk {trunk!r} carries effects: {state}",
                            record=record.hex())
     remote = binding.tracked_remote(repo, trunk)

@@ -84,7 +84,11 @@ class Capability(Object):
         """The first axis on which `child` is wider than this capability, or None if covered."""
         if not set(child.ops) <= set(self.ops):
             return "ops"
-        if not self._covers(child.prefix, child.ops == ("secret",)):
+        # A capability holding `secret` and other ops is read both ways; the child must be covered each way
+        # it is read, or a mixed child could name a secret its parent never granted.
+        if "secret" in child.ops and not self._covers(child.prefix, True):
+            return "prefix"
+        if set(child.ops) - {"secret"} and not self._covers(child.prefix, False):
             return "prefix"
         if self.expires_at is not None and (child.expires_at is None or child.expires_at > self.expires_at):
             return "expiry"

@@ -37,6 +37,7 @@ from pathlib import Path
 from reelstore.errors import StorageError
 from reelstore.objects import Hash
 from reelstore.storage.fileio import fsync_dir, write_all
+from reelstore.wording import plural
 
 MAGIC = b"RJS1"
 FRAME = struct.Struct(">4sIII")
@@ -77,8 +78,8 @@ class Segment:
         if mark is not None and self.problem is None:
             count, newest = mark
             if len(self.order) < count or newest not in self.where:
-                self.problem = (f"{self.path.name} lost fsynced frames: its high-water mark says {count} entries up "
-                                f"to {newest.hex()}, but it holds {len(self.order)}"
+                self.problem = (f"{self.path.name} lost fsynced frames: its high-water mark says "
+                                f"{plural(count, 'entry')} up to {newest.hex()}, but it holds {len(self.order)}"
                                 + (f" up to {self.order[-1].hex()}" if self.order else ""))
 
     @property
