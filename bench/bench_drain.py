@@ -71,10 +71,10 @@ class TimedHttp(HttpAdapter):
 
     name = "timed-http"
 
-    def _request(self, method, url, headers, body):  # noqa: ANN001, ANN202
+    def _request(self, method, url, headers, body, **kw):  # noqa: ANN001, ANN003, ANN202
         start = time.perf_counter()
         try:
-            return super()._request(method, url, headers, body)
+            return super()._request(method, url, headers, body, **kw)
         finally:
             NETWORK.append(time.perf_counter() - start)
 

@@ -167,3 +167,20 @@ def test_an_adapter_registered_in_python_only_is_refused_by_the_command_line(tmp
     assert Store.open(tmp_path).repo.refs["refs/heads/main"] == head and len(sent) == 1
     with pytest.raises(BadInput, match="not an Adapter subclass"):
         register(dict)  # type: ignore[arg-type]
+
+
+def test_a_commit_of_fs_effects_imports_only_the_fs_adapter(tmp_path: Path) -> None:
+    """A verb loads the adapters of the effects it handles: a commit with one fs effect never imports
+    the http adapter nor what it needs (urllib3, http.client, email)."""
+    script = (
+        "import sys\n"
+        "from reelstore.api import Store\n"
+        f"store = Store.init({str(tmp_path / 's')!r})\n"
+        "with store.view('v') as v:\n"
+        "    v.effect('fs', {'action': 'write', 'path': 'out/a.txt', 'content': 'hi'})\n"
+        "print(v.result.drain.complete if v.result and v.result.drain else None)\n"
+        "print(sorted(m for m in ('reelstore.adapters.http', 'urllib3', 'http.client', 'email') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["True", "[]"]
+    assert (tmp_path / "s" / "out" / "a.txt").read_text() == "hi"

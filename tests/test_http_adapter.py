@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -118,3 +120,69 @@ def test_class_b_from_the_command_line(setup, reel) -> None:
     assert reel("effect", "b", "--adapter", "http", "--op", op, "--class", "B", "--version-ref", 'etag="v1"',
                 cwd=cwd).returncode == 0
     assert reel("commit", "b", cwd=cwd).returncode == 0 and target.count("/doc") == 1
+
+
+class _Counting(BaseHTTPRequestHandler):
+    """Answers every POST 200; counts the TCP connections it accepts; `/close` answers with
+    `Connection: close` and closes."""
+
+    protocol_version = "HTTP/1.1"
+    accepted: list[int] = []
+
+    def setup(self) -> None:
+        super().setup()
+        self.accepted.append(1)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        if self.path.startswith("/close"):
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+
+def test_a_drain_keeps_one_connection_per_host_and_drops_one_in_doubt(tmp_path: Path) -> None:
+    """Keyed requests to one host share one kept-alive connection within a drain and across drains of
+    one store handle; after an answer with `Connection: close` the connection is not reused, and every
+    blind request gets a connection of its own."""
+    _Counting.accepted = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Counting)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        store = Store.init(tmp_path / "s")
+        store.repo.config.set("service.k.match", f"http:POST:{url}/k")
+        store.repo.config.set("service.k.delivery", "keyed")
+        store.repo.config.set("service.c.match", f"http:POST:{url}/close")
+        store.repo.config.set("service.c.delivery", "keyed")
+        with store.view("a") as v:
+            for i in range(5):
+                v.effect("http", {"method": "POST", "url": f"{url}/k", "json": {"i": i}})
+        assert v.result is not None and v.result.drain is not None and v.result.drain.sent == 5
+        assert len(_Counting.accepted) == 1
+        with store.view("b") as v:
+            v.effect("http", {"method": "POST", "url": f"{url}/k", "json": {"i": 5}})
+        assert len(_Counting.accepted) == 1, "the next drain of the same store handle reused the connection"
+        with store.view("c") as v:
+            v.effect("http", {"method": "POST", "url": f"{url}/close", "json": {}})
+            v.effect("http", {"method": "POST", "url": f"{url}/close", "json": {}})
+            v.effect("http", {"method": "POST", "url": f"{url}/blind", "json": {}})
+            v.effect("http", {"method": "POST", "url": f"{url}/blind", "json": {}})
+        assert v.result is not None and v.result.drain is not None and v.result.drain.complete
+        # the kept connection served the first /close and was then closed; the second /close and each
+        # blind request opened one
+        assert len(_Counting.accepted) == 4
+        with store.view("d") as v:
+            v.effect("http", {"method": "POST", "url": f"{url}/k", "json": {"i": 6}})
+        assert v.result is not None and v.result.drain is not None and v.result.drain.complete
+        assert len(_Counting.accepted) == 5
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import kernel_helpers as kh
 import pytest
@@ -51,6 +52,29 @@ def test_budget_counts_effects_including_merged_children(mem: Repo) -> None:
         kernel.commit(mem, "d")
     with pytest.raises(BudgetExhausted):
         kernel.effect(mem, "p", "recorder", {"n": 6})
+
+
+def test_budget_totals_follow_the_buffer_whoever_wrote_it(tmp_path: Path) -> None:
+    """Admission checks running totals, kept per store handle for the buffer a transaction landed: a
+    buffer another handle wrote since, or a fresh handle, counts what the buffer really holds, and an
+    effect another capability pays for does not spend the budgeted one."""
+    Repo.init(tmp_path)
+    one, two = Repo.open(tmp_path), Repo.open(tmp_path)
+    kernel.fork(one, "a", caps=[cap("read,write,fire_c=rec:x/;budget=3"), cap("fire_c=rec:y/")])
+    with kernel.transaction(one, "a") as tx:
+        tx.effect("recorder", {"n": 1, "topic": "x"})
+        tx.effect("recorder", {"n": 2, "topic": "y"})
+    kernel.effect(two, "a", "recorder", {"n": 3, "topic": "x"})
+    with kernel.transaction(one, "a") as tx:
+        tx.effect("recorder", {"n": 4, "topic": "x"})
+        with pytest.raises(BudgetExhausted):
+            tx.effect("recorder", {"n": 5, "topic": "x"})
+        tx.effect("recorder", {"n": 6, "topic": "y"})
+    for repo in (one, two, Repo.open(tmp_path)):
+        with pytest.raises(BudgetExhausted):
+            kernel.effect(repo, "a", "recorder", {"n": 7, "topic": "x"})
+    assert [(e.op["n"], e.meta["seq"]) for e in inspection.status(one, "a").effects] == [(1, 0), (2, 1), (3, 2),
+                                                                                         (4, 3), (6, 4)]
 
 
 def test_expired_capability_refuses_with_e013(mem: Repo) -> None:

@@ -140,6 +140,23 @@ def _installed() -> dict[str, importlib.metadata.EntryPoint]:
     return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINTS)}
 
 
+SHIPPED = ("fs", "http")
+"""The adapters that come with reelstore (also declared as entry points), module
+`reelstore.adapters.NAME` each."""
+
+
+def _shipped(name: str) -> type[Adapter] | None:
+    """A shipped adapter, by importing its own module alone: reading the installed entry points loads
+    importlib.metadata and email, which a commit of fs effects needs no more than the http adapter's
+    urllib3 and http.client."""
+    if name not in SHIPPED:
+        return None
+    import importlib
+
+    importlib.import_module(f"reelstore.adapters.{name}")  # registers it
+    return REGISTRY.get(name)
+
+
 def known() -> list[str]:
     """Every adapter name this process can load: registered, or installed (the shipped ones too)."""
     return sorted(set(REGISTRY) | set(_installed()))
@@ -148,7 +165,7 @@ def known() -> list[str]:
 def adapter_class(name: str) -> type[Adapter]:
     """The adapter class named `name`: registered in this process, shipped, or installed as an entry
     point. E014 if there is none or it cannot be loaded, so a caller refuses before anything changes."""
-    cls = REGISTRY.get(name)
+    cls = REGISTRY.get(name) or _shipped(name)
     if cls is not None:
         return cls
     point = _installed().get(name)

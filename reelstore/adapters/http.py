@@ -30,7 +30,8 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import ConnectTimeoutError, HTTPError, NameResolutionError, NewConnectionError
 
 from reelstore.adapters.base import Adapter, Admission, NotSent, Result, known_keys, register
-from reelstore.adapters.trust import client_context
+from reelstore.adapters.http_pool import pool
+from reelstore.adapters.trust import client_context, extra_trust
 from reelstore.codec import freeze, thaw
 from reelstore.errors import BadInput, Conflict, Unreachable
 from reelstore.objects.hash import Hash
@@ -143,7 +144,9 @@ class HttpAdapter(Adapter):
         except (MissingSecret, BadInput) as exc:
             raise NotSent(exc.message) from None
         token.consume(effect.id)
-        result = self._send(method, url, headers, body)
+        # A blind request is never resent, so it takes no chance on a kept-alive connection the target
+        # may be closing at that moment: that would make its outcome unknown.
+        result = self._send(method, url, headers, body, fresh=effect.delivery == "blind")
         if effect.delivery != "two-phase" or result.state != "succeeded":
             return result
         return self._confirm(svc, op_id, dict(result.receipt))
@@ -173,9 +176,10 @@ class HttpAdapter(Adapter):
         receipt = {"prepare": prepared, "commit": dict(done.receipt)} if prepared else dict(done.receipt)
         return Result(done.state, receipt, done.note or "prepared and committed")
 
-    def _send(self, method: str, url: str, headers: dict[str, str], body: bytes | None) -> Result:
+    def _send(self, method: str, url: str, headers: dict[str, str], body: bytes | None, *,
+              fresh: bool = False) -> Result:
         try:
-            status, got, data = self._request(method, url, headers, body)
+            status, got, data = self._request(method, url, headers, body, fresh=fresh)
         except Unsent as exc:
             return Result("not_sent", note=f"not sent: {exc.why}; no byte of the request left this process")
         except Lost as exc:
@@ -188,21 +192,29 @@ class HttpAdapter(Adapter):
             return Result("failed", receipt, f"HTTP {status}: the target refused the request")
         return Result("unknown", receipt, f"HTTP {status}: the answer does not say whether the target acted")
 
-    def _request(self, method: str, url: str, headers: dict[str, str],
-                 body: bytes | None) -> tuple[int, dict[str, str], bytes]:
-        """One request on a fresh connection. Raises Unsent if the connection (and, for https, the
-        verified TLS session) could not be made, Lost if anything failed after that."""
+    def _request(self, method: str, url: str, headers: dict[str, str], body: bytes | None, *,
+                 fresh: bool = False) -> tuple[int, dict[str, str], bytes]:
+        """One request, on a kept-alive connection to the host if one is open (`http_pool`), else (or
+        if `fresh`) on a new one. Raises Unsent if a new connection (and, for https, the verified TLS
+        session) could not be made, Lost if anything failed after that."""
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        conn: HTTPConnection = (HTTPSConnection(host, port, timeout=self.timeout,
-                                                ssl_context=client_context(self.repo.config))
-                                if parts.scheme == "https" else HTTPConnection(host, port, timeout=self.timeout))
-        try:
+        https = parts.scheme == "https"
+        trust = extra_trust(self.repo.config) if https else None
+        key = (parts.scheme, host, port, str(trust or ""))
+        kept = pool(self.repo)
+        conn = None if fresh else kept.take(key)
+        if conn is None:
+            conn = (HTTPSConnection(host, port, timeout=self.timeout, ssl_context=client_context(self.repo.config))
+                    if https else HTTPConnection(host, port, timeout=self.timeout))
             try:
                 conn.connect()
             except Exception as exc:  # noqa: BLE001  (the whole connect phase precedes the request)
+                conn.close()
                 raise Unsent(_connect_failure(exc, host, port)) from exc
+        keep = False
+        try:
             path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
             try:
                 conn.request(method, path, body=body, headers=headers, preload_content=False)
@@ -210,9 +222,16 @@ class HttpAdapter(Adapter):
                 data = resp.read(MAX_ANSWER)
             except (OSError, http.client.HTTPException, HTTPError) as exc:
                 raise Lost(repr(exc)) from exc
-            return resp.status, {k.lower(): v for k, v in resp.headers.items()}, data
+            answer = {k.lower(): v for k, v in resp.headers.items()}
+            # Kept only when nothing is in doubt: the whole answer read, and the target keeps the connection.
+            keep = (not fresh and len(data) < MAX_ANSWER and resp.version == 11
+                    and answer.get("connection", "").lower() != "close")
+            return resp.status, answer, data
         finally:
-            conn.close()
+            if keep:
+                kept.give(key, conn)
+            else:
+                conn.close()
 
 
 def _connect_failure(exc: BaseException, host: str, port: int) -> str:

@@ -43,6 +43,11 @@ if TYPE_CHECKING:
 
 FINAL = drainlog.FINAL
 
+FOLLOW_EVERY = 64
+"""A drain moves the drain ref at its first journal append, every this many after, and at its end, not
+at every append: the segment is the durable record and readers start from it, so the ref only needs
+to stay near it for gc, fsck and bundles (and a crash leaves it behind in any case, to be caught up)."""
+
 
 def record_ops(repo: Repo, trunk: str, record: Hash, items: tuple[Hash, ...] | None = None) -> list[str]:
     """The operation id of each effect of `record` (on `trunk`), in order."""
@@ -162,7 +167,11 @@ class DrainReport:
     """Another drainer owns this record's next operation; this one stepped aside."""
     adapters: dict[str, Adapter] = field(default_factory=dict, repr=False)
     deferred: drainlog.Step | None = field(default=None, repr=False)
-    """The last outcome, written together with the next intent (one ref update) or when the drain ends."""
+    """The last outcome, written together with the next intent (one frame) or when the drain ends."""
+    journaled: int = field(default=0, repr=False)
+    """Journal appends this drain made."""
+    lagging: bool = field(default=False, repr=False)
+    """The drain ref is behind the segment (it follows every FOLLOW_EVERY appends and at the end)."""
 
     @property
     def complete(self) -> bool:
@@ -284,15 +293,21 @@ def drain(repo: Repo, trunk: str, record: Hash, *, epoch: int | None = None, rec
         if outcome.state in ("unknown", "not_sent") and not report.yielded:
             report.halted = outcome
     _journal(repo, report, None)
+    if report.lagging:
+        drainlog.catch_up(repo, trunk)
     return report
 
 
 def _journal(repo: Repo, report: DrainReport, step: drainlog.Step | None) -> Journal | None:
-    """Write the deferred outcome, if any, and `step` after it, durably and with one ref update."""
+    """Write the deferred outcome, if any, and `step` after it, durably as one append (the last one of
+    the drain, `step` None, also brings the drain ref up to date)."""
     steps = [s for s in (report.deferred, step) if s is not None]
     if not steps:
         return None
-    entries = drainlog.append(repo, report.trunk, report.epoch, *steps)
+    follow = step is None or report.journaled % FOLLOW_EVERY == 0
+    entries = drainlog.append(repo, report.trunk, report.epoch, *steps, follow=follow)
+    report.journaled += 1
+    report.lagging = not follow
     report.deferred = None
     return entries[-1] if step is not None else None
 
@@ -306,7 +321,7 @@ def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: 
     latest = drainlog.index(repo, report.trunk).latest.get(op)
     if latest is not None and latest.state in FINAL:
         return Outcome(index, op, effect_id, latest.state, "already", latest.note)
-    effect = repo.objects.get_as(effect_id, Effect)
+    effect = repo.cache.load(effect_id, Effect)  # just admitted, in a long-lived process: decoded already
     impl = report.adapters.get(effect.adapter)
     if impl is None:
         try:

@@ -9,9 +9,10 @@ On disk, an append is one frame of the trunk's journal segment (`objects/journal
 `storage.segment`) and one fsync: the outcome of effect i and the intent of effect i+1 go in the same
 frame, so a drain of N effects costs N + 1 fsyncs. The segment is the durable record and its newest
 entry is the journal's head; `refs/drains/<trunk>` follows it without an fsync of its own (a cache for
-gc, fsck and the reflog-less readers that start from refs), and is moved forward by the next append
-if a crash left it behind. The chain stays hash-verified: each entry names its `prev` by id, and
-every read re-hashes. A store in memory keeps the journal as objects and a ref, as before.
+gc, fsck and the reflog-less readers that start from refs): a drain moves it every few appends and at
+its end (`append(follow=...)`), and forward at the next drain if a crash left it behind. The chain
+stays hash-verified: each entry names its `prev` by id, and every read re-hashes. A store in memory
+keeps the journal as objects and a ref, as before.
 
 Once a trunk's journal holds an entry, the state file `journals/<trunk>` says so. A journal that is
 gone altogether (segment and ref deleted) then reads as E007, not as "nothing was ever sent": without
@@ -185,9 +186,12 @@ class Step:
     finding: Hash | None = None
 
 
-def append(repo: Repo, trunk: str, epoch: int, *steps: Step, principal: str = "reel drain") -> list[Journal]:
+def append(repo: Repo, trunk: str, epoch: int, *steps: Step, principal: str = "reel drain",
+           follow: bool = True) -> list[Journal]:
     """Durably journal `steps` in order, with one ref update: E016 if `epoch` is fenced, E002 if an
-    operation moved past what its step expects (nothing is written then)."""
+    operation moved past what its step expects (nothing is written then). Without `follow`, a store
+    on disk leaves the drain ref where it is (the segment is the record; the caller moves the ref
+    later, as a drain does every few entries and at its end)."""
     with epochs.locked(repo):
         epochs.check(repo, epoch)
         idx = index(repo, trunk)
@@ -218,11 +222,12 @@ def append(repo: Repo, trunk: str, epoch: int, *steps: Step, principal: str = "r
         else:
             seg.append([e.encode() for e in entries])
             crash_point("journal:object-written")
-            # Under the drain lock no one else moves the drain ref, so whatever it holds (it may lag
-            # the segment after a crash) is replaced; the segment is already durable.
-            tx = repo.refs.transaction(f"journal {what}", principal, durable=False)
-            tx.update(ref_name(trunk), entries[-1].id).commit()
-            crash_point("journal:ref-moved")
+            if follow:
+                # Under the drain lock no one else moves the drain ref, so whatever it holds (it may lag
+                # the segment after a crash) is replaced; the segment is already durable.
+                tx = repo.refs.transaction(f"journal {what}", principal, durable=False)
+                tx.update(ref_name(trunk), entries[-1].id).commit()
+                crash_point("journal:ref-moved")
         _mark(repo, trunk)
         for entry in entries:
             idx.apply(entry)

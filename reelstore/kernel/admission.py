@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from reelstore.errors import BudgetExhausted, CapabilityViolation
-from reelstore.objects import OPS, Capability
+from reelstore.objects import OPS, Capability, Hash
 from reelstore.storage.repo import Repo
 
 if TYPE_CHECKING:
@@ -69,18 +69,58 @@ def require(caps: Sequence[Capability], op: str, name: str) -> Capability:
     raise CapabilityViolation(f"the view has no {op} capability on {name!r}", op=op, name=name)
 
 
-def admit_effect(caps: Sequence[Capability], pending: Sequence[Effect], effect: Effect) -> Capability:
-    """The capability an effect is admitted under: fire_b / fire_c on its resource, not expired, with
-    budget left (E009 / E013)."""
-    op = "fire_b" if effect.effect_class == "B" else "fire_c"
-    require(caps, op, effect.resource)
-    now = now_s()
-    for cap in caps:
-        if not cap.allows(op, effect.resource, now):
-            continue
-        if cap.budget is None or spent(cap, pending) < cap.budget:
-            return cap
-    raise BudgetExhausted(f"every capability for {op} on {effect.resource!r} has spent its budget", op=op)
+def fire_op(effect: Effect) -> str:
+    """The capability operation an effect needs: fire_b for Class B, fire_c for Class C."""
+    return "fire_b" if effect.effect_class == "B" else "fire_c"
+
+
+class Tally:
+    """Running totals of a view's effect buffer against its capabilities: how many effects it holds
+    and how many each budgeted capability has paid for. Admitting one more effect checks it against
+    these totals alone, so its cost does not grow with the buffer."""
+
+    def __init__(self, caps: Sequence[Capability], count: int = 0, spent: dict[Hash, int] | None = None) -> None:
+        self.caps = tuple(caps)
+        self.count = count
+        self.spent: dict[Hash, int] = {c.id: 0 for c in self.caps if c.budget is not None}
+        """Budgeted capability id -> effects of the buffer it covers (expired or not)."""
+        if spent is not None:
+            self.spent.update((k, v) for k, v in spent.items() if k in self.spent)
+
+    @classmethod
+    def of(cls, caps: Sequence[Capability], effects: Iterable[Effect]) -> Tally:
+        """The totals of a buffer holding `effects`."""
+        tally = cls(caps)
+        for e in effects:
+            tally.add(e)
+        return tally
+
+    def check(self, effect: Effect) -> Capability:
+        """The capability `effect` would be admitted under: fire_b / fire_c on its resource, not
+        expired, with budget left (E009 / E013). Changes nothing."""
+        op = fire_op(effect)
+        require(self.caps, op, effect.resource)
+        now = now_s()
+        for cap in self.caps:
+            if not cap.allows(op, effect.resource, now):
+                continue
+            if cap.budget is None or self.spent[cap.id] < cap.budget:
+                return cap
+        raise BudgetExhausted(f"every capability for {op} on {effect.resource!r} has spent its budget", op=op)
+
+    def add(self, effect: Effect) -> None:
+        """Count `effect` into the buffer (each budgeted capability covering it pays for it)."""
+        self.count += 1
+        op = fire_op(effect)
+        for cap in self.caps:
+            if cap.budget is not None and cap.allows(op, effect.resource):
+                self.spent[cap.id] += 1
+
+    def admit(self, effect: Effect) -> Capability:
+        """`check`, then `add`."""
+        cap = self.check(effect)
+        self.add(effect)
+        return cap
 
 
 def admit_secrets(caps: Sequence[Capability], named: Sequence[str], resource: str) -> None:
@@ -100,13 +140,9 @@ def without_secrets(caps: Sequence[Capability]) -> tuple[Capability, ...]:
     return tuple(kept)
 
 
-def spent(cap: Capability, pending: Sequence[Effect]) -> int:
-    """How many of the view's effects this capability's budget has paid for."""
-    return sum(1 for e in pending if cap.allows("fire_b" if e.effect_class == "B" else "fire_c", e.resource))
-
-
 def check_budgets(caps: Sequence[Capability], effects: Sequence[Effect]) -> None:
     """Every effect of a buffer is still authorised, unexpired and within budget (E009 / E013): checked
     when a child merges and again at commit, so an effect never fires on authority that has lapsed."""
-    for i in range(len(effects)):
-        admit_effect(caps, effects[:i], effects[i])
+    tally = Tally(caps)
+    for e in effects:
+        tally.admit(e)

@@ -76,12 +76,12 @@ def check_key(key: str) -> str:
     return key
 
 
-def _unique_key(key: str, pending: list[Effect], view: str) -> None:
-    """E014 if the view already holds an effect queued with task `key`: one task, one effect."""
-    for i, e in enumerate(pending):
-        if owners.task_key(e) == key:
-            raise BadInput(f"task key {key!r} is already queued in view {view!r} (effect {i}); a task has one "
-                           "effect", field="key", key=key)
+def _unique_key(key: str, queued: Mapping[str, int], view: str) -> None:
+    """E014 if the view already holds an effect queued with task `key` (`queued`: task key -> its
+    place in the buffer): one task, one effect."""
+    if key in queued:
+        raise BadInput(f"task key {key!r} is already queued in view {view!r} (effect {queued[key]}); a task has "
+                       "one effect", field="key", key=key)
 
 
 def check_name(path: str) -> str:
@@ -104,6 +104,10 @@ class Transaction:
         self._admissions: list[_Admission] = []
         self.effects: list[Effect] = []
         """The effects as admitted (and, after `commit`, as landed), in submission order."""
+        self._tally: admission.Tally | None = None
+        """The running totals of `live`'s buffer plus `effects`, built at the first effect."""
+        self._keys: dict[str, int] | None = None
+        """Task key -> place in the buffer, of `live`'s buffer plus `effects`: read at the first keyed effect."""
         self.state = "open"
         repo.objects.begin_batch()
 
@@ -232,34 +236,53 @@ class Transaction:
             raise BadInput("a Class B effect needs a version ref (--version-ref KIND=VALUE)")
         wanted = _Admission(adapter_name, klass, decided.resource, decided.delivery, freeze(dict(op)),
                             freeze(dict(ref)) if ref else None, dict(link) if link else None, key or "")
-        made = self._admit(self.live, [*self._admissions, wanted])
+        if self._tally is None:
+            self._tally = buffer_tally(self.repo, self.live.view)
+        if wanted.key:
+            if self._keys is None:
+                self._keys = _task_keys(self.repo, self.live.view)
+            _unique_key(wanted.key, self._keys, self.live.name)
+        made = self._make(self.live, self._tally, wanted, initiator(self.repo, self.live.view))
+        if wanted.key:
+            assert self._keys is not None
+            self._keys[wanted.key] = self._tally.count - 1
         self._admissions.append(wanted)
-        self.effects = made
-        return made[-1]
-
-    def _admit(self, live: Live, wanted: list[_Admission]) -> list[Effect]:
-        """The effects `wanted` as they land on `live`: numbered after its pending ones and admitted."""
-        caps = admission.view_caps(self.repo, live.view)
-        pending = _pending(self.repo, live.view)
-        made: list[Effect] = []
-        for w in wanted:
-            if w.key:
-                _unique_key(w.key, pending, live.name)
-            item = Effect(
-                adapter=w.adapter,
-                effect_class=w.effect_class,
-                resource=w.resource,
-                op=w.op,
-                delivery=w.delivery,
-                version_ref=w.version_ref,
-                principal=initiator(self.repo, live.view),
-                meta=freeze({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": len(pending),
-                             **(w.link or {}), **({"key": w.key} if w.key else {})}),
-            )
-            admission.admit_effect(caps, pending, item)
-            pending.append(item)
-            made.append(item)
+        self.effects.append(made)
         return made
+
+    def _make(self, live: Live, tally: admission.Tally, w: _Admission, principal: str) -> Effect:
+        """The effect `w` as it lands on `live` after the effects `tally` counts: numbered and
+        admitted against the running totals alone (nothing earlier is decoded or checked again)."""
+        item = Effect(
+            adapter=w.adapter,
+            effect_class=w.effect_class,
+            resource=w.resource,
+            op=w.op,
+            delivery=w.delivery,
+            version_ref=w.version_ref,
+            principal=principal,
+            meta=freeze({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": tally.count,
+                         **(w.link or {}), **({"key": w.key} if w.key else {})}),
+        )
+        tally.admit(item)
+        return item
+
+    def _admit(self, live: Live) -> tuple[list[Effect], admission.Tally]:
+        """Every admission as it lands on `live`: numbered after its pending ones and admitted. Free
+        when `live` is the view the effects were admitted on; else (another writer moved the view)
+        each is made again on the newer view."""
+        if self._tally is not None and live.id == self.live.id:
+            return self.effects, self._tally
+        tally = buffer_tally(self.repo, live.view)
+        who = initiator(self.repo, live.view)
+        keys = _task_keys(self.repo, live.view) if any(w.key for w in self._admissions) else {}
+        made = []
+        for w in self._admissions:
+            if w.key:
+                _unique_key(w.key, keys, live.name)
+                keys[w.key] = tally.count
+            made.append(self._make(live, tally, w, who))
+        return made, tally
 
     # Landing
 
@@ -284,10 +307,11 @@ class Transaction:
         objects: list[Any] = []
         effects_id = live.view.effects
         if self._admissions:
-            made = self._admit(live, self._admissions)
-            block = Effects(tuple(e.id for e in _pending(self.repo, live.view)) + tuple(e.id for e in made))
+            made, tally = self._admit(live)
+            block = Effects(_pending_ids(self.repo, live.view) + tuple(e.id for e in made))
             objects += [*made, block]
             effects_id = block.id
+            remember_tally(self.repo, block.id, tally)
             self.effects = made
         return replace(live.view, namespace=root, delta=None, effects=effects_id), objects
 
@@ -350,7 +374,52 @@ class Transaction:
             self.abort()
 
 
-def _pending(repo: Repo, view: View) -> list[Effect]:
+def _pending_ids(repo: Repo, view: View) -> tuple[Hash, ...]:
     if view.effects is None:
-        return []
-    return [repo.cache.load(h, Effect) for h in repo.cache.load(view.effects, Effects).items]
+        return ()
+    return repo.cache.load(view.effects, Effects).items
+
+
+def _task_keys(repo: Repo, view: View) -> dict[str, int]:
+    """Task key -> place in `view`'s buffer, of its pending effects queued with one (decoded once per
+    transaction, and only when it admits a keyed effect)."""
+    out: dict[str, int] = {}
+    for i, h in enumerate(_pending_ids(repo, view)):
+        key = owners.task_key(repo.cache.load(h, Effect))
+        if key:
+            out.setdefault(key, i)
+    return out
+
+
+TALLIES_KEPT = 64
+"""Buffers whose budget use this store handle remembers (a view's newest buffer is the one used)."""
+
+
+def _tallies(_repo: Repo) -> dict[Hash, dict[Hash, int]]:
+    return {}
+
+
+def remember_tally(repo: Repo, block: Hash, tally: admission.Tally) -> None:
+    """Keep the budget use of the buffer `block`, so the next transaction on the view reads its totals
+    instead of decoding every pending effect again."""
+    kept = repo.attached(_tallies)
+    if len(kept) >= TALLIES_KEPT:
+        kept.clear()
+    kept[block] = dict(tally.spent)
+
+
+def buffer_tally(repo: Repo, view: View) -> admission.Tally:
+    """The running totals of `view`'s pending buffer. Counting needs only the buffer's list of ids; a
+    budgeted capability also needs what each pending effect's resource is, decoded once per buffer
+    and store handle (then remembered), never per admission."""
+    caps = admission.view_caps(repo, view)
+    ids = _pending_ids(repo, view)
+    budgeted = {c.id for c in caps if c.budget is not None}
+    if view.effects is None or not budgeted:
+        return admission.Tally(caps, len(ids))
+    known = repo.attached(_tallies).get(view.effects)
+    if known is not None and budgeted <= known.keys():
+        return admission.Tally(caps, len(ids), known)
+    tally = admission.Tally.of(caps, (repo.cache.load(h, Effect) for h in ids))
+    remember_tally(repo, view.effects, tally)
+    return tally

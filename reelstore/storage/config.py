@@ -6,6 +6,7 @@ Keys are `section.key` or `section.subsection.key`; section and key names are ca
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,8 +21,10 @@ _NAME_CHARS = _LETTERS | frozenset("0123456789-")
 _SECTION_CHARS = _NAME_CHARS | {"."}
 
 
+@functools.lru_cache(maxsize=1024)
 def split_key(key: str) -> tuple[str, str | None, str]:
-    """`a.b.c` → ('a', 'b', 'c'); `a.c` → ('a', None, 'c'). E014 if malformed."""
+    """`a.b.c` → ('a', 'b', 'c'); `a.c` → ('a', None, 'c'). E014 if malformed. Remembered: a verb
+    looks the same few keys up for every object it admits (a malformed key is not remembered)."""
     first, dot, rest = key.partition(".")
     if not dot or not rest:
         raise BadInput(f"config key {key!r} must look like section.key or section.subsection.key")
@@ -121,6 +124,15 @@ def _value(raw: str | None) -> str:
     return "".join(out[:kept])
 
 
+def _by_key(config: Config) -> dict[tuple[str, str | None, str], list[str]]:
+    """Every key's values in file order: parsed once per change of the lines, not once per lookup
+    (a verb looks keys up per object it admits)."""
+    out: dict[tuple[str, str | None, str], list[str]] = {}
+    for _, s, ss, k, v in config._scan():
+        out.setdefault((s, ss, k), []).append(v)
+    return out
+
+
 def _quote(value: str) -> str:
     text = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     needs = text != text.strip() or any(c in text for c in ";#") or not text
@@ -192,8 +204,7 @@ class Config:
         return out
 
     def get_all(self, key: str) -> list[str]:
-        sec, sub, name = split_key(key)
-        return [v for _, s, ss, k, v in self._scan() if (s, ss, k) == (sec, sub, name)]
+        return list(self.derived(_by_key).get(split_key(key), ()))
 
     @overload
     def get(self, key: str, default: str) -> str: ...

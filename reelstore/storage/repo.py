@@ -133,8 +133,11 @@ class Repo:
 
     def principal(self) -> str:
         """Who acts in this store, as its reflogs, records, views and operator actions name them:
-        REEL_PRINCIPAL, else config `user.name`, else the login name (`stamp.principal`)."""
-        return principal(self.config.get("user.name"))
+        REEL_PRINCIPAL, else config `user.name`, else the login name (`stamp.principal`). Looked up
+        once per handle and change of the config, not per object that names it."""
+        if os.environ.get("REEL_PRINCIPAL"):
+            return principal()
+        return self.config.derived(_configured_principal)
 
     def _flush_objects(self) -> None:
         """Before a ref moves: make the objects written so far durable (nothing to do if none were)."""
@@ -270,6 +273,10 @@ class Repo:
         if is_prefix(name):
             return self.objects.resolve(name)
         raise NotFound(f"{name!r} names no ref and no object")
+
+
+def _configured_principal(config: Config) -> str:
+    return principal(config.get("user.name"))
 
 
 def _initial_config(trunk: str) -> str:
