@@ -14,6 +14,7 @@ from reelstore import revisions
 from reelstore.cli import formats
 from reelstore.cli.complete import REFS, REVISIONS
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.kernel.history import MAX_LIMIT
 from reelstore.objects import Hash, Object
 from reelstore.storage.repo import Repo
 
@@ -82,7 +83,7 @@ def sort_key(spec: str) -> tuple[Callable[[RefItem], Any], bool]:
                    "%(objecttype), %(objectsize).")
 @click.option("--sort", "sorts", multiple=True, metavar="KEY",
               help="Sort by an atom (e.g. refname, -objectsize); repeatable, the last is the primary key.")
-@click.option("--count", type=click.IntRange(min=0), help="Stop after this many refs.")
+@click.option("--count", type=click.IntRange(0, MAX_LIMIT), help="Stop after this many refs.")
 @click.option("--points-at", "points_at", metavar="OBJECT", shell_complete=REVISIONS,
               help="Only refs whose value is OBJECT.")
 @click.argument("patterns", nargs=-1, shell_complete=REFS)

@@ -8,10 +8,11 @@ from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.refargs import full_ref
 from reelstore.errors import NotFound
+from reelstore.kernel.history import MAX_LIMIT
 
 
 @click.command("reflog")
-@click.option("-n", "--max-count", "limit", type=click.IntRange(min=0), help="Show at most this many entries.")
+@click.option("-n", "--max-count", "limit", type=click.IntRange(0, MAX_LIMIT), help="Show at most this many entries.")
 @click.argument("args", nargs=-1, shell_complete=REVISIONS)
 @pass_ctx
 def reflog(ctx: Context, limit: int | None, args: tuple[str, ...]) -> None:

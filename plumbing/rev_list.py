@@ -10,6 +10,7 @@ from reelstore import revisions
 from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import NotFound, StorageError
+from reelstore.kernel.history import MAX_LIMIT
 from reelstore.maintenance.reach import ref_roots, walk
 from reelstore.objects import Object
 
@@ -18,7 +19,8 @@ from reelstore.objects import Object
 @click.option("--objects", "objects", is_flag=True,
               help="Every object reachable (through every kind's references), as `ID [NAME]`.")
 @click.option("--all", "all_refs", is_flag=True, help="Start from every ref.")
-@click.option("-n", "--max-count", "limit", type=click.IntRange(1), help="Without --objects: at most N entries.")
+@click.option("-n", "--max-count", "limit", type=click.IntRange(1, MAX_LIMIT),
+              help="Without --objects: at most N entries.")
 @click.argument("refs", nargs=-1, shell_complete=REVISIONS)
 @pass_ctx
 def rev_list(ctx: Context, objects: bool, all_refs: bool, limit: int | None, refs: tuple[str, ...]) -> None:

@@ -13,6 +13,7 @@ from reelstore.cli.complete import TRUNKS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput
 from reelstore.extras import needs
+from reelstore.kernel.history import MAX_LIMIT
 
 TOKEN_ENV = "REEL_MCP_TOKEN"
 
@@ -43,7 +44,7 @@ def _token(token_file: Path | None) -> str:
               help="Capability OPS=PREFIX[;expires=ISO-8601][;budget=N] bounding every view; repeatable. "
                    "Its budget=N bounds EACH view the agent forks; to bound the whole server use "
                    "--session-budget. Default: the trunk's.")
-@click.option("--session-budget", type=click.IntRange(0), metavar="N",
+@click.option("--session-budget", type=click.IntRange(0, MAX_LIMIT), metavar="N",
               help="At most N effects committed through this server in total, across all its views and "
                    "sessions, until it stops.")
 @click.option("--propose-only", is_flag=True,

@@ -8,6 +8,7 @@ import time
 import click
 
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.kernel.history import MAX_LIMIT
 from reelstore.objects import Hash
 from reelstore.storage.op_log import Operation, RefMove
 
@@ -22,7 +23,8 @@ def op(click_ctx: click.Context) -> None:
 
 
 @op.command("log")
-@click.option("-n", "--max-count", "limit", type=click.IntRange(min=0), help="Show at most this many operations.")
+@click.option("-n", "--max-count", "limit", type=click.IntRange(0, MAX_LIMIT),
+              help="Show at most this many operations.")
 @pass_ctx
 def log(ctx: Context, limit: int | None) -> None:
     """List operations, newest first: id, time, principal, verb and message, then each ref's old and new value."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.kernel.history import MAX_LIMIT
 from reelstore.porcelain.ops import json_flag
 from reelstore.sim.batch import Summary, run_many
 from reelstore.sim.run import run_seed
@@ -30,8 +31,8 @@ def _text(s: Summary) -> str:
 @json_flag
 @click.option("--seeds", type=click.IntRange(1, 10_000_000), default=1000, show_default=True,
               help="How many seeds to run.")
-@click.option("--start", type=click.IntRange(0), default=0, show_default=True, help="First seed.")
-@click.option("--seed", type=click.IntRange(0), default=None, help="Replay one seed, printing its trace.")
+@click.option("--start", type=click.IntRange(0, MAX_LIMIT), default=0, show_default=True, help="First seed.")
+@click.option("--seed", type=click.IntRange(0, MAX_LIMIT), default=None, help="Replay one seed, printing its trace.")
 @pass_ctx
 def sim(ctx: Context, seeds: int, start: int, seed: int | None) -> None:
     """Run seeded simulations (crashes at every step, lost requests and answers, zombie drainers,
