@@ -14,16 +14,16 @@ oracle for "the model saw each call once" and "the refund reached nobody".
 from __future__ import annotations
 
 import json
-import ssl
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+from loopback_server import LoopbackServer
 from tls_target import make_ca
 
 
-class ModelServer:
+class ModelServer(LoopbackServer):
     def __init__(self, directory: Path, amount: int = 5, gate: Path | None = None, port: int = 0,
                  tls: bool = True, hold: float = 0.0) -> None:
         self.ca, cert, key = make_ca(directory)
@@ -36,33 +36,7 @@ class ModelServer:
         self.ledger_path = directory / "model-ledger.jsonl"
         self.ledger_path.touch()
         self.lock = threading.Lock()
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(cert, key)
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
-        self.server.daemon_threads = True
-        if tls:
-            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
-        self.scheme = "https" if tls else "http"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def port(self) -> int:
-        return int(self.server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"{self.scheme}://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> ModelServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def ledger(self) -> list[dict]:
-        return [json.loads(line) for line in self.ledger_path.read_text().splitlines() if line.strip()]
+        self._listen(_handler(self), port, (cert, key) if tls else None)
 
     def append(self, entry: dict) -> None:
         with self.lock, self.ledger_path.open("a") as f:

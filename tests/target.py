@@ -28,11 +28,13 @@ import os
 import signal
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+from loopback_server import LoopbackServer
 
-class Target:
+
+class Target(LoopbackServer):
     def __init__(self, ledger: Path, port: int = 0) -> None:
         self.ledger_path = Path(ledger)
         self.ledger_path.touch()
@@ -50,24 +52,7 @@ class Target:
         self.lock = threading.Lock()
         self.stalled = threading.Event()
         self.unstall = threading.Event()
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> Target:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def ledger(self) -> list[dict]:
-        return [json.loads(line) for line in self.ledger_path.read_text().splitlines() if line.strip()]
+        self._listen(_handler(self), port)
 
     def count(self, route: str) -> int:
         return sum(1 for e in self.ledger() if e["path"].startswith(route))

@@ -73,20 +73,25 @@ def _listening(port: int) -> set[str]:
     return found
 
 
+async def until_listening(server: subprocess.Popen[bytes], port: int) -> None:
+    """Wait (at most 60 s) until `reel mcp --http` accepts connections on `port`; fail if it exits first."""
+    deadline = time.monotonic() + 60
+    while True:
+        assert server.poll() is None, server.communicate()[1].decode()
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, "reel mcp --http never listened"
+            await asyncio.sleep(0.05)
+
+
 @asynccontextmanager
 async def _over_http(store: Path, url: str, port: int) -> AsyncIterator[ClientSession]:
     server = subprocess.Popen([REEL, *_server_args(store, url), "--http", str(port)], env=_env(),
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, server.communicate()[1].decode()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "reel mcp --http never listened"
-                await asyncio.sleep(0.05)
+        await until_listening(server, port)
         # only loopback: 127.0.0.1 in /proc's little-endian hex, and nothing on any other address
         assert _listening(port) == {"0100007F"}, _listening(port)
         # a request without the bearer token is refused before it reaches a tool

@@ -8,9 +8,7 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +19,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from target import Target
+from test_mcp import until_listening
 
 from reelstore.storage.repo import Repo
 
@@ -66,15 +65,7 @@ async def _http_server(store: Path, port: int, *args: str) -> AsyncIterator[str]
     server = subprocess.Popen([REEL, "-C", str(store), "mcp", *args, "--http", str(port)], env=_env(),
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, server.communicate()[1].decode()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "reel mcp --http never listened"
-                await asyncio.sleep(0.05)
+        await until_listening(server, port)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         server.send_signal(signal.SIGINT)

@@ -12,15 +12,15 @@ import datetime
 import ipaddress
 import json
 import os
-import ssl
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from loopback_server import LoopbackServer
 
 
 def _name(cn: str) -> x509.Name:
@@ -57,37 +57,13 @@ def make_ca(directory: Path) -> tuple[Path, Path, Path]:
     return ca_path, cert_path, key_path
 
 
-class TlsTarget:
+class TlsTarget(LoopbackServer):
     def __init__(self, directory: Path) -> None:
         self.ca, cert, key = make_ca(directory)
         self.ledger_path = directory / "tls-ledger.jsonl"
         self.ledger_path.touch()
         self.lock = threading.Lock()
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(cert, key)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self.server.daemon_threads = True
-        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def port(self) -> int:
-        return int(self.server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> TlsTarget:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def ledger(self) -> list[dict]:
-        return [json.loads(line) for line in self.ledger_path.read_text().splitlines() if line.strip()]
+        self._listen(_handler(self), tls=(cert, key))
 
     def append(self, entry: dict) -> None:
         with self.lock, self.ledger_path.open("a") as f:
