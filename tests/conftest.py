@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from hypothesis import settings
+from pg_server import PgServer
 from ports import Reserved
 
 from reelstore.cli.main import cli
@@ -70,6 +71,21 @@ def accelerated(monkeypatch: pytest.MonkeyPatch) -> None:
     """The C accelerator on, for a test of its own rules."""
     monkeypatch.delenv("REEL_PURE", raising=False)
     _need_accelerator()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One private PostgreSQL cluster for the whole session (see pg_server.py); it fails, never skips,
+    when PostgreSQL cannot start."""
+    server = PgServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> str:
+    """The URL of a fresh, empty database on the session's PostgreSQL server."""
+    return pg_server.fresh_url()
 
 
 @pytest.fixture
