@@ -18,7 +18,7 @@ LAYERS = [
     {"storage"},
     {"namespace"},
     {"adapters"},  # fired by the drain; the service rules they read live in storage
-    {"drain", "maintenance"},
+    {"drain", "maintenance", "fleet"},  # fleet: drain workers on a shared Postgres outbox (imports drain)
     {"kernel", "revisions"},
     {"sync", "sim", "capture"},  # capture: in-process http capture, shared with the proxy
     {"api", "aio"},

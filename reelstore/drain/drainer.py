@@ -344,31 +344,42 @@ def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: 
     if latest.epoch >= report.epoch:
         raise Conflict(f"operation {op} was journaled under the current epoch {latest.epoch} by a drainer that may "
                        "still be running; it is left to that drainer (a later `reel recover` takes it over)", op=op)
-    if effect.delivery == "keyed":
+    verdict, note = resume_by_tier(impl, effect, op, latest.time, latest.note)
+    if verdict == "send":
         return _send(repo, report, impl, effect, index, op, latest, "resent")
-    if effect.delivery == "blind":
-        return Outcome(index, op, effect_id, "unknown", "halted", blind_reason(latest))
-    found = _safe_reconcile(impl, effect, op)
-    if found == "succeeded":
-        note = f"reconciled with the target ({effect.delivery}): it reports the operation done"
+    if verdict == "succeeded":
         _journal(repo, report, drainlog.Step(report.record, index, effect_id, op, "succeeded", latest.id,
                                              {"reconciled": True}, note))
         return Outcome(index, op, effect_id, "succeeded", "reconciled", note)
+    return Outcome(index, op, effect_id, "unknown", "halted", note)
+
+
+def resume_by_tier(impl: Adapter, effect: Effect, op: str, began_ms: int, last_note: str) -> tuple[str, str]:
+    """How to resume an operation whose last attempt (begun at `began_ms`) has no outcome, by its tier:
+    ("send", "") to send it again (keyed: the same key dedups; queryable: the target says absent and the
+    attempt can no longer land), ("succeeded", note) when the target reports it done, ("wait", why) when
+    its "absent" proves nothing yet (ask again later), or ("unknown", why) to leave it to an operator
+    (blind: never resent; a target that cannot confirm). Shared by every
+    drainer, so a store's recovery and a fleet's takeover keep one set of rules."""
+    if effect.delivery == "keyed":
+        return "send", ""
+    if effect.delivery == "blind":
+        return "unknown", blind_reason_note(last_note)
+    found = _safe_reconcile(impl, effect, op)
+    if found == "succeeded":
+        return "succeeded", f"reconciled with the target ({effect.delivery}): it reports the operation done"
     if found == "absent":
-        early = _too_early(impl, effect, latest)
-        if early:
-            return Outcome(index, op, effect_id, "unknown", "halted", early)
-        return _send(repo, report, impl, effect, index, op, latest, "resent")
-    return Outcome(index, op, effect_id, "unknown", "halted",
-                   f"the target could not confirm whether operation {op} happened ({effect.delivery} reconcile "
-                   "answered unknown); nothing was resent")
+        early = _too_early(impl, effect, began_ms)
+        return ("wait", early) if early else ("send", "")
+    return "unknown", (f"the target could not confirm whether operation {op} happened ({effect.delivery} reconcile "
+                       "answered unknown); nothing was resent")
 
 
-def _too_early(impl: Adapter, effect: Effect, latest: Journal) -> str:
+def _too_early(impl: Adapter, effect: Effect, began_ms: int) -> str:
     """Why the target's "absent" proves nothing yet ('' once it does): the last attempt began less than the
     adapter's absence window ago, so it may still be on its way or in processing at the target."""
     window_ms = int(impl.absence_window(effect) * 1000)
-    left_ms = latest.time + window_ms - now_ms()
+    left_ms = began_ms + window_ms - now_ms()
     if left_ms <= 0:
         return ""
     return (f"the target has no record of the operation yet, but the last attempt began "
@@ -377,8 +388,12 @@ def _too_early(impl: Adapter, effect: Effect, latest: Journal) -> str:
 
 
 def blind_reason(latest: Journal) -> str:
+    return blind_reason_note(latest.note)
+
+
+def blind_reason_note(note: str) -> str:
     return ("blind delivery: the target takes no idempotency key and cannot be asked, and the last journal entry "
-            f"({latest.note or 'intent'}) shows the request may have left; it is never resent automatically")
+            f"({note or 'intent'}) shows the request may have left; it is never resent automatically")
 
 
 def _safe_reconcile(impl: Adapter, effect: Effect, op: str) -> str:
@@ -419,7 +434,23 @@ def _send(repo: Repo, report: DrainReport, impl: Adapter, effect: Effect, index:
                                                   latest.id if latest is not None else None, None, note))
     assert intent is not None
     crash_point("drain:before-send")
-    token = _mint(repo, effect.id, report.epoch)
+    result = fire(repo, impl, effect, op, report.epoch)
+    crash_point("drain:after-send")
+    state = result.state
+    note = result.note or f"{state} on attempt {attempt}"
+    if state == "not_sent":
+        action = "tried" if action == "sent" else "retried"
+    report.deferred = drainlog.Step(report.record, index, effect.id, op, state, intent.id,
+                                    dict(result.receipt) or None, note)
+    return Outcome(index, op, effect.id, state, action, note)
+
+
+def fire(repo: Repo, impl: Adapter, effect: Effect, op: str, epoch: int) -> Result:
+    """Send `effect` once through `impl` with a fire token minted for it under `epoch`, and say what
+    became of it as one of FATES: an adapter that raised or never presented its token is `not_sent`
+    if the token is unused (nothing left), `unknown` if it was used (the request may have left).
+    Raises StaleEpoch if a recovery fenced `epoch`."""
+    token = _mint(repo, effect.id, epoch)
     try:
         result = impl.fire(effect, token, op)
     except StaleEpoch:
@@ -434,14 +465,7 @@ def _send(repo: Repo, report: DrainReport, impl: Adapter, effect: Effect, index:
     if not token.used and result.state != "not_sent":
         result = Result("not_sent", note="not sent: the adapter did not present its fire token"
                                          + (f" ({result.note})" if result.note else ""))
-    crash_point("drain:after-send")
-    state = result.state if result.state in FATES else "unknown"
-    note = result.note or f"{state} on attempt {attempt}"
-    if state == "not_sent":
-        action = "tried" if action == "sent" else "retried"
-    report.deferred = drainlog.Step(report.record, index, effect.id, op, state, intent.id,
-                                    dict(result.receipt) or None, note)
-    return Outcome(index, op, effect.id, state, action, note)
+    return result if result.state in FATES else Result("unknown", result.receipt, result.note)
 
 
 def _attempts(repo: Repo, trunk: str, op: str) -> int:

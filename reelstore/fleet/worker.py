@@ -1,0 +1,252 @@
+"""A drain worker: claims outbox rows with a lease, journals the intent in the row, sends, settles.
+
+Any number of workers, on any machines, drain one Postgres store. Each row is sent under the claim
+that leased it: the intent is written (under the claim's epoch) before the adapter sends, and the
+outcome after. A worker that dies leaves its row leased until the lease runs out; the next claim takes
+it over by the drain's own tier rules (`resume_by_tier`): a row still `owed` was never sent and is
+sent; one left in `intent` is resent with the same key if keyed, asked about if queryable, and parked
+`unknown` for an operator if blind (never resent). A worker whose lease ran out and was taken over
+cannot write anything more (E016): it stops and says so.
+
+An idle worker sleeps on LISTEN until a commit notifies, or at most one lease time (to take over
+expired leases); every loop is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from reelstore.adapters.base import Adapter, adapter
+from reelstore.crashpoints import crash_point
+from reelstore.drain import epoch as epochs
+from reelstore.drain import hold as holds
+from reelstore.drain.drainer import Outcome, fire, resume_by_tier
+from reelstore.errors import Held, ReelError, StaleEpoch, StorageError
+from reelstore.fleet import outbox
+from reelstore.fleet.outbox import Conn, Row
+from reelstore.objects import Effect, Hash
+from reelstore.stamp import now_ms
+from reelstore.wording import plural
+
+if TYPE_CHECKING:
+    from reelstore.storage.repo import Repo
+
+DEFAULT_LEASE_S = 30.0
+MAX_STEPS = 1 << 40
+"""Bound on the rows one run drains (a worker's loops always end; this says where)."""
+MAX_ROUNDS = 1 << 40
+RECONNECTS = 8
+"""Attempts to reach the database again (with growing pauses) before a worker gives up."""
+
+
+def default_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class Drained:
+    """One row this worker handled: where it belongs and what became of it."""
+
+    trunk: str
+    record: Hash
+    outcome: Outcome
+
+    def to_json(self) -> dict[str, Any]:
+        return {"trunk": self.trunk, "record": self.record.hex(), **self.outcome.to_json()}
+
+
+@dataclass
+class WorkerReport:
+    worker: str
+    drained: list[Drained] = field(default_factory=list)
+    fenced: str | None = None
+    """Why the worker stopped because another claim took its row over (E016), if it did."""
+    held: str | None = None
+    wakeups: int = 0
+    """Times a commit's notice woke the idle worker (the rest of its rounds were lease-time polls)."""
+
+    @property
+    def sent(self) -> int:
+        return sum(d.outcome.action in ("sent", "resent") for d in self.drained)
+
+    @property
+    def unknown(self) -> list[str]:
+        return [d.outcome.op for d in self.drained if d.outcome.state == "unknown"]
+
+    def summary(self) -> str:
+        acts: dict[str, int] = {}
+        for d in self.drained:
+            acts[d.outcome.action] = acts.get(d.outcome.action, 0) + 1
+        detail = ", ".join(f"{n} {a}" for a, n in sorted(acts.items()))
+        head = f"worker {self.worker}: {plural(len(self.drained), 'effect')} handled"
+        return head + (f" ({detail})" if detail else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"worker": self.worker, "drained": [d.to_json() for d in self.drained], "sent": self.sent,
+                "unknown": self.unknown, "fenced": self.fenced, "held": self.held, "wakeups": self.wakeups}
+
+
+class Worker:
+    """One drainer's connection, name, lease and loaded adapters."""
+
+    def __init__(self, repo: Repo, url: str, name: str | None = None, lease_s: float = DEFAULT_LEASE_S) -> None:
+        self.repo, self.url, self.lease_s = repo, url, lease_s
+        self.name = name or default_name()
+        self.conn: Conn = outbox.connect(url)
+        self.adapters: dict[str, Adapter] = {}
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _retry(self, what: Callable[[], Any]) -> Any:
+        """Run `what` on the connection, reconnecting (bounded) if the database went away meanwhile."""
+        for attempt in range(RECONNECTS):
+            try:
+                return what()
+            except psycopg.OperationalError as exc:
+                last = exc
+                time.sleep(min(0.1 * 2 ** attempt, self.lease_s))
+                try:
+                    self.conn.close()
+                    self.conn = outbox.connect(self.url)
+                except StorageError:
+                    continue
+        raise StorageError(f"worker {self.name} lost the store's database: {outbox._reason(last)}")
+
+    def step(self, *, trunk: str | None = None, record: Hash | None = None) -> Drained | None:
+        """Claim one row and see it through; None when nothing is claimable now. Raises StaleEpoch (E016)
+        if another claim took the row over, Held (E012) if the store is on hold (the row is given back)."""
+        row: Row | None = self._retry(lambda: outbox.claim(self.conn, self.name, self.lease_s, trunk=trunk,
+                                                           record=record))
+        if row is None:
+            return None
+        try:
+            holds.check(self.repo)
+        except ReelError:
+            outbox.release(self.conn, row, 0)
+            raise
+        return Drained(row.trunk, row.record, self._handle(row))
+
+    def _adapter(self, effect: Effect) -> Adapter:
+        impl = self.adapters.get(effect.adapter)
+        if impl is None:
+            impl = self.adapters[effect.adapter] = adapter(effect.adapter, self.repo)
+        return impl
+
+    def _handle(self, row: Row) -> Outcome:
+        effect = self.repo.objects.get_as(row.effect, Effect)
+        try:
+            impl = self._adapter(effect)
+        except ReelError as exc:
+            return self._unsendable(row, exc)
+        if row.state == "owed":
+            return self._send(row, effect, impl, "sent" if row.attempts == 0 else "resent")
+        verdict, note = resume_by_tier(impl, effect, row.op, now_ms() - row.age_ms, row.note)
+        if verdict == "send":
+            return self._send(row, effect, impl, "resent")
+        if verdict == "succeeded":
+            self._settle(row, "succeeded", {"note": note, "reconciled": True, "attempt": row.attempts})
+            return Outcome(row.position, row.op, row.effect, "succeeded", "reconciled", note)
+        if verdict == "wait":
+            left = max(0.0, impl.absence_window(effect) - row.age_ms / 1000)
+            self._retry(lambda: outbox.release(self.conn, row, left))
+            return Outcome(row.position, row.op, row.effect, "unknown", "halted", note)
+        self._settle(row, "unknown", {"note": note, "attempt": row.attempts, "parked": True})
+        return Outcome(row.position, row.op, row.effect, "unknown", "halted", note)
+
+    def _unsendable(self, row: Row, exc: ReelError) -> Outcome:
+        if row.state == "intent":
+            note = (f"an earlier attempt's outcome is unknown ({row.note}), and its adapter cannot be loaded "
+                    f"here to resume it: {exc.message}")
+            self._settle(row, "unknown", {"note": note, "attempt": row.attempts})
+            return Outcome(row.position, row.op, row.effect, "unknown", "halted", note)
+        note = (f"not sent: its adapter cannot be loaded here ({exc.message}); install or register it, then "
+                "`reel recover`")
+        self._settle(row, "not_sent", {"note": note, "attempt": row.attempts})
+        return Outcome(row.position, row.op, row.effect, "not_sent", "tried", note)
+
+    def _send(self, row: Row, effect: Effect, impl: Adapter, action: str) -> Outcome:
+        attempt = row.attempts + 1
+        note = f"intent: attempt {attempt} under epoch {row.epoch} by worker {self.name}; the request may have left"
+        self._retry(lambda: outbox.intent(self.conn, row, self.lease_s, attempt, note))
+        crash_point("fleet:before-send")
+        result = fire(self.repo, impl, effect, row.op, epochs.current(self.repo))
+        crash_point("fleet:after-send")
+        state = result.state
+        if state == "not_sent":
+            action = "tried" if action == "sent" else "retried"
+        said = result.note or f"{state} on attempt {attempt}"
+        self._settle(row, state, {"note": said, "attempt": attempt, "worker": self.name, "action": action,
+                                  "receipt": dict(result.receipt) or None})
+        return Outcome(row.position, row.op, row.effect, state, action, said)
+
+    def _settle(self, row: Row, fate: str, doc: dict[str, Any]) -> None:
+        self._retry(lambda: outbox.settle(self.conn, row, fate, doc))
+
+
+def run(repo: Repo, url: str, *, name: str | None = None, lease_s: float = DEFAULT_LEASE_S, once: bool = False,
+        trunk: str | None = None, rounds: int = MAX_ROUNDS) -> WorkerReport:
+    """Drain the store as one worker. `once`: what is claimable now, then return. Otherwise listen for
+    commits and keep draining for `rounds` rounds (each: drain what is claimable, then sleep until a
+    notice or one lease time). Stops early, saying why, if fenced (E016); a hold (E012) pauses it."""
+    with Worker(repo, url, name, lease_s) as worker:
+        report = WorkerReport(worker.name)
+        worker._retry(lambda: outbox.prepare(worker.conn))
+        if once:
+            _drain(worker, report, trunk)
+            return report
+        ear: Conn | None = None
+        try:
+            for _ in range(rounds):
+                ear = ear or _listen(worker)
+                if not _drain(worker, report, trunk) and report.fenced is not None:
+                    break
+                try:
+                    report.wakeups += outbox.wait(ear, lease_s)
+                except psycopg.OperationalError:
+                    ear.close()
+                    ear = None  # the database restarted: listen again next round
+        finally:
+            if ear is not None:
+                ear.close()
+        return report
+
+
+def _listen(worker: Worker) -> Conn:
+    """A connection listening for commits, reached again (bounded) after the database went away."""
+    for attempt in range(RECONNECTS):
+        try:
+            return outbox.listen(worker.url)
+        except (StorageError, psycopg.OperationalError):
+            time.sleep(min(0.1 * 2 ** attempt, worker.lease_s))
+    raise StorageError(f"worker {worker.name} could not listen on the store's database")
+
+
+def _drain(worker: Worker, report: WorkerReport, trunk: str | None) -> bool:
+    """Handle claimable rows until none is left; False if the worker must stop (fenced) or pause (held)."""
+    for _ in range(MAX_STEPS):
+        try:
+            done = worker.step(trunk=trunk)
+        except StaleEpoch as exc:
+            report.fenced = exc.message
+            return False
+        except Held as exc:
+            report.held = str(exc.details.get("why", exc.message))
+            return False
+        if done is None:
+            return True
+        report.drained.append(done)
+    return True
