@@ -57,6 +57,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "vanished."),
     "diff": ("reelstore.porcelain.diff",
         "List VIEW's changes against its base: A added, M modified, D removed, with old and new ids."),
+    "drain": ("reelstore.porcelain.drain",
+        "Claim owed effects of a shared (Postgres) store with a lease, journal each intent, send, settle; take "
+        "over effects whose worker's lease ran out (keyed resent, queryable asked, blind parked unknown)."),
     "effect": ("reelstore.porcelain.effect",
         "Admit an effect into VIEW's buffer; it fires only when the view's changes reach a trunk."),
     "fetch": ("reelstore.porcelain.fetch",

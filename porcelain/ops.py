@@ -13,7 +13,8 @@ from reelstore.cli.complete import OPS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.drain import operator
 from reelstore.drain.operator import OperatorState
-from reelstore.drain.ops import UNRESOLVED, Operation, find, list_ops
+from reelstore.drain.ops import UNRESOLVED, Operation
+from reelstore.fleet.shared import find, list_ops, source
 from reelstore.objects import OpEvent, Record, View
 
 
@@ -205,7 +206,7 @@ def _event(ctx: Context, ev: OpEvent, text: str) -> None:
 @pass_ctx
 def assign(ctx: Context, op: str, to: str, by: str | None) -> None:
     """Make TO the owner of unresolved operation OP's reconciliation (recorded, attributed)."""
-    ev = operator.assign(ctx.repo, op, to, by)
+    ev = operator.assign(ctx.repo, op, to, by, source(ctx.repo))
     _event(ctx, ev, f"{ev.op}: assigned to {to}")
 
 
@@ -218,7 +219,7 @@ def assign(ctx: Context, op: str, to: str, by: str | None) -> None:
 @pass_ctx
 def escalate(ctx: Context, op: str, to: str, deadline: str | None, by: str | None) -> None:
     """Name OP's escalation owner and deadline; past it, `reel ops` flags OP overdue and notices go to TO."""
-    ev = operator.escalate(ctx.repo, op, to, _deadline(deadline), by)
+    ev = operator.escalate(ctx.repo, op, to, _deadline(deadline), by, source(ctx.repo))
     _event(ctx, ev, f"{ev.op}: escalated to {to}" + (f", overdue after {_when(ev.deadline)}" if ev.deadline else ""))
 
 
@@ -228,7 +229,7 @@ def escalate(ctx: Context, op: str, to: str, deadline: str | None, by: str | Non
 def notify(ctx: Context) -> None:
     """Run .reel/hooks/notify once per unresolved operation (bounded by ops.maxNotices per recipient)
     and record each delivery with its result. A notice settles nothing."""
-    report = operator.notify(ctx.repo)
+    report = operator.notify(ctx.repo, source=source(ctx.repo))
     lines = [f"{e.op}: notice to {e.to}: {e.result}" for e in report.sent]
     lines += [f"{op}: no notice ({why})" for op, why in report.skipped.items()]
     ctx.emit(report.to_json(), "\n".join(lines) or "no unresolved operations")
@@ -243,7 +244,7 @@ def notify(ctx: Context) -> None:
 def ack(ctx: Context, op: str, by: str, note: str) -> None:
     """Record that BY knows of OP, with or without a delivered notice. It does not settle OP nor lift
     the drain's halt."""
-    ev = operator.ack(ctx.repo, op, by, note)
+    ev = operator.ack(ctx.repo, op, by, note, source(ctx.repo))
     _event(ctx, ev, f"{ev.op}: acknowledged by {by}; still unresolved")
 
 
@@ -257,7 +258,7 @@ def ack(ctx: Context, op: str, by: str, note: str) -> None:
 def close(ctx: Context, op: str, accept_uncertainty: bool, by: str, note: str) -> None:
     """Close unknown operation OP's incident with its uncertainty accepted. Its effect, journal and
     history stay as they are; nothing is sent, and its record's drain stays halted at it."""
-    ev = operator.close(ctx.repo, op, by, note, accept_uncertainty)
+    ev = operator.close(ctx.repo, op, by, note, accept_uncertainty, source(ctx.repo))
     _event(ctx, ev, f"{ev.op}: closed by {by}; its outcome stays unknown")
 
 

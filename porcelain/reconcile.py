@@ -6,7 +6,7 @@ import click
 
 from reelstore.cli.complete import OPS
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.drain.ops import reconcile as settle
+from reelstore.fleet.shared import reconcile as settle
 from reelstore.porcelain.ops import json_flag
 
 

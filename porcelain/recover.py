@@ -6,7 +6,7 @@ import click
 
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.drain.recovery import RecoveryReport
-from reelstore.drain.recovery import recover as resume
+from reelstore.fleet.shared import recover as resume
 from reelstore.porcelain.ops import json_flag
 from reelstore.wording import plural
 

@@ -45,6 +45,7 @@ from reelstore.storage.repo import DEFAULT_TRUNK
 if TYPE_CHECKING:  # as in api.py: loaded by the calls that need them
     from reelstore.drain.ops import Operation
     from reelstore.drain.recovery import RecoveryReport
+    from reelstore.fleet.worker import WorkerReport
     from reelstore.kernel.approval import Standing
     from reelstore.maintenance.gc import GcReport
     from reelstore.objects import Approval
@@ -165,6 +166,10 @@ class AsyncStore:
 
     async def undo(self) -> UndoResult:
         return await self.run(lambda s: s.undo())
+
+    async def drain_worker(self, *, once: bool = False, lease: float = 30.0, name: str | None = None,
+                           trunk: str | None = None) -> WorkerReport:
+        return await self.run(lambda s: s.drain_worker(once=once, lease=lease, name=name, trunk=trunk))
 
     async def recover(self) -> RecoveryReport:
         return await self.run(lambda s: s.recover())

@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # imported where used: most callers never need gc, recovery o
     from reelstore.drain.hold import Hold
     from reelstore.drain.ops import Operation
     from reelstore.drain.recovery import RecoveryReport
+    from reelstore.fleet.worker import WorkerReport
     from reelstore.kernel.approval import Standing
     from reelstore.maintenance.gc import GcReport
     from reelstore.objects import Approval, Finding
@@ -187,9 +188,11 @@ class ViewHandle:
             link = None
             if supersedes is not None:
                 from reelstore.drain.operator import supersede_link
+                from reelstore.fleet.shared import source
 
                 view = load_live(self.repo, self.name, settle=False).view
-                link = supersede_link(self.repo, supersedes, approved_by, initiator(self.repo, view))
+                link = supersede_link(self.repo, supersedes, approved_by, initiator(self.repo, view),
+                                      source(self.repo))
             tx = self._open_tx()
             if tx is not None:
                 return tx.effect(adapter, op, effect_class, version_ref, link, key)
@@ -451,7 +454,7 @@ class Store:
 
     def ops(self, unresolved: bool = False) -> list[Operation]:
         """The operations committed records owe: state, evidence and the next action for each."""
-        from reelstore.drain.ops import list_ops
+        from reelstore.fleet.shared import list_ops
 
         return list_ops(self.repo, unresolved)
 
@@ -459,13 +462,23 @@ class Store:
                   scope: str = "") -> tuple[Operation, Finding]:
         """Settle an unknown operation with an operator's attributed evidence (`succeeded` or
         `absent`, where the adapter's evidence rule allows absence); nothing is sent."""
-        from reelstore.drain.ops import reconcile
+        from reelstore.fleet.shared import reconcile
 
         return reconcile(self.repo, op, outcome, evidence, observer, source=source, scope=scope)
 
+    def drain_worker(self, *, once: bool = False, lease: float = 30.0, name: str | None = None,
+                     trunk: str | None = None) -> WorkerReport:
+        """Drain a shared Postgres store's outbox as one worker (as `reel drain --worker`): claim each
+        owed effect with a lease of `lease` seconds, journal the intent in its row, send, settle; take
+        over rows whose worker's lease ran out, by tier. `once`: what is owed now, then return; else
+        wait for commits (LISTEN) until interrupted."""
+        from reelstore.fleet.worker import work
+
+        return work(self.repo, once=once, lease_s=lease, name=name, trunk=trunk)
+
     def recover(self) -> RecoveryReport:
         """Fence older drainers with a new epoch and resume every unfinished drain, per delivery tier."""
-        from reelstore.drain.recovery import recover
+        from reelstore.fleet.shared import recover
 
         return recover(self.repo)
 

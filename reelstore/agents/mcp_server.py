@@ -166,15 +166,14 @@ def operation_state(o: Operation) -> OperationState:
 
 def commit_report(store: Store, result: CommitResult) -> CommitReport:
     """The commit as a result, never an error: the record stands whatever its effects' fates."""
-    from reelstore.drain.ops import operations
+    from reelstore.fleet.shared import record_operations
 
     if result.record is None:
         return CommitReport(committed=True, view=result.view, target=result.target, record=None, state="merged",
                             do_not_queue_again=False, operations=[],
                             summary="Committed into the parent view; its effects fire when the parent commits.")
     trunk = result.drain.trunk if result.drain is not None else result.target[len(HEAD_PREFIX):]
-    ops = sorted((operation_state(o) for o in operations(store.repo, trunk) if o.record == result.record),
-                 key=lambda s: s.index)
+    ops = [operation_state(o) for o in record_operations(store.repo, trunk, result.record)]
     owed = [s for s in ops if s.owed]
     failed = [s for s in ops if s.state in ("failed", "absent")]
     record = result.record.hex()
@@ -315,7 +314,7 @@ class ReelTools:
         return commit_report(store, result)
 
     def operation(self, op: str) -> OperationState:
-        from reelstore.drain.ops import find
+        from reelstore.fleet.shared import find
 
         found = find(self.store.repo, op)
         if found.trunk != self.trunk:

@@ -22,7 +22,7 @@ from typing import Any
 
 from reelstore.codec import thaw
 from reelstore.drain import log as drainlog
-from reelstore.drain.ops import UNRESOLVED, Operation, find, list_ops
+from reelstore.drain.ops import LOCAL, UNRESOLVED, Operation, OpSource
 from reelstore.errors import BadInput, CapabilityViolation, Conflict
 from reelstore.hooks.runner import hook_path
 from reelstore.objects import Hash, OpEvent
@@ -109,40 +109,42 @@ def _record(repo: Repo, op: str, action: str, actor: str, **fields: Any) -> OpEv
     raise Conflict(f"operation {op}'s operator history kept moving; try again", op=op)
 
 
-def _unresolved(repo: Repo, name: str) -> Operation:
-    found = find(repo, name)
+def _unresolved(repo: Repo, name: str, source: OpSource) -> Operation:
+    found = source.find(repo, name)
     if found.state not in UNRESOLVED:
         raise Conflict(f"operation {found.op} is {found.state}: there is nothing left to resolve", op=found.op)
     return found
 
 
-def assign(repo: Repo, name: str, to: str, by: str | None = None) -> OpEvent:
+def assign(repo: Repo, name: str, to: str, by: str | None = None, source: OpSource = LOCAL) -> OpEvent:
     """Make `to` the operation's reconciliation owner."""
-    found = _unresolved(repo, name)
+    found = _unresolved(repo, name, source)
     if not to.strip():
         raise BadInput("--to needs a name")
     return _record(repo, found.op, "assign", by or repo.principal(), to=to)
 
 
-def escalate(repo: Repo, name: str, to: str, deadline_ms: int = 0, by: str | None = None) -> OpEvent:
+def escalate(repo: Repo, name: str, to: str, deadline_ms: int = 0, by: str | None = None,
+             source: OpSource = LOCAL) -> OpEvent:
     """Name an escalation owner and, optionally, when the operation becomes overdue."""
-    found = _unresolved(repo, name)
+    found = _unresolved(repo, name, source)
     if not to.strip():
         raise BadInput("--to needs a name")
     return _record(repo, found.op, "escalate", by or repo.principal(), to=to, deadline=deadline_ms)
 
 
-def ack(repo: Repo, name: str, by: str, note: str = "") -> OpEvent:
+def ack(repo: Repo, name: str, by: str, note: str = "", source: OpSource = LOCAL) -> OpEvent:
     """Record that `by` knows of the operation. Recorded apart from notices: an operator reached another
     way (a phone call) acknowledges without a delivered notice. It settles nothing and lifts no halt."""
-    found = find(repo, name)
+    found = source.find(repo, name)
     return _record(repo, found.op, "ack", by, note=note)
 
 
-def close(repo: Repo, name: str, by: str, note: str = "", accept_uncertainty: bool = False) -> OpEvent:
+def close(repo: Repo, name: str, by: str, note: str = "", accept_uncertainty: bool = False,
+          source: OpSource = LOCAL) -> OpEvent:
     """End the incident for an operation whose outcome cannot be established, accepting that. The
     effect, its journal (still `unknown`) and the operator history all stay; nothing is sent."""
-    found = _unresolved(repo, name)
+    found = _unresolved(repo, name, source)
     if not accept_uncertainty:
         raise BadInput("closing an unresolved operation needs --accept-uncertainty: its outcome stays unknown")
     if found.state != "unknown":
@@ -207,14 +209,14 @@ class NotifyReport:
         return {"sent": [{"op": e.op, "to": e.to, "result": e.result} for e in self.sent], "skipped": self.skipped}
 
 
-def notify(repo: Repo, now_ms: int | None = None) -> NotifyReport:
+def notify(repo: Repo, now_ms: int | None = None, source: OpSource = LOCAL) -> NotifyReport:
     """Run the `notify` hook once per unresolved, unclosed operation and record each delivery with its
     result. The recipient is the assignee (or `unassigned`); past the deadline, the escalation owner."""
     now = drainlog.clock() if now_ms is None else now_ms
     report = NotifyReport()
     hook = hook_path(repo, "notify")
     limit = max_notices(repo)
-    for o in list_ops(repo, unresolved=True):
+    for o in source.list_ops(repo, True):
         st = state(repo, o.op)
         if st.closed is not None:
             report.skipped[o.op] = "closed"
@@ -257,12 +259,13 @@ def _deliver(repo: Repo, hook: os.PathLike[str], o: Operation, to: str, st: Oper
     return "delivered"
 
 
-def supersede_link(repo: Repo, name: str, approved_by: str, initiator: str) -> dict[str, str]:
+def supersede_link(repo: Repo, name: str, approved_by: str, initiator: str,
+                   source: OpSource = LOCAL) -> dict[str, str]:
     """The link a fresh attempt at operation `name` carries: a new, separately authorised effect (its
     own operation id) that names its predecessor. It never erases the predecessor's duplicate risk:
     the predecessor keeps its state and history. Refused (E009) when the approver is its initiator
     (`initiator`: the principal of the view that queues it, whom the effect names) or whoever asks."""
-    found = find(repo, name)
+    found = source.find(repo, name)
     if found.state == "succeeded":
         raise Conflict(f"operation {found.op} succeeded: there is nothing to attempt again", op=found.op)
     if not approved_by.strip():

@@ -8,7 +8,7 @@ unknown and what the operator can do; `reconcile` records the operator's attribu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -242,3 +242,15 @@ def reconcile(repo: Repo, name: str, outcome: str, evidence: str, observer: str,
                          {"finding": finding.id.hex()}, f"reconciled by {observer}: {evidence}", finding.id)
     (entry,) = drainlog.append(repo, found.trunk, epochs.current(repo), step, principal=observer)
     return replace(found, latest=entry, state=outcome, finding=finding, history=(*found.history, entry)), finding
+
+
+@dataclass(frozen=True)
+class OpSource:
+    """Where the operator contract finds operations: this store's drain journal, or (a shared store)
+    the outbox every worker writes."""
+
+    find: Callable[[Repo, str], Operation]
+    list_ops: Callable[[Repo, bool], list[Operation]]
+
+
+LOCAL = OpSource(find, list_ops)

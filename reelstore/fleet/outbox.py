@@ -65,6 +65,13 @@ class Row:
         return n if isinstance(n, int) else 0
 
 
+def state_of(row: Row) -> str:
+    """The row's state as the operator surface names it (a row given up by an operator: `absent`)."""
+    if row.state == "failed" and row.outcome.get("state") == "absent":
+        return "absent"
+    return STATE_OF[row.state]
+
+
 def _row(d: DictRow) -> Row:
     return Row(str(d["op_id"]), str(d["trunk"]), Hash(bytes(d["record"])), int(d["position"]),
                Hash(bytes(d["effect"])), str(d["tier"]), str(d["state"]), int(d["epoch"]), str(d["worker"] or ""),
@@ -138,20 +145,26 @@ def _fenced(conn: Conn, row: Row, what: str) -> StaleEpoch:
 def intent(conn: Conn, row: Row, lease_s: float, attempt: int, note: str) -> None:
     """Make the intent durable under the claim's epoch (and renew its lease) before anything is sent;
     E016 if the claim was fenced."""
-    doc = json.dumps({"attempt": attempt, "note": note, "worker": row.worker})
-    done = conn.execute("UPDATE outbox SET state = 'intent', updated = now(), outcome = %s::jsonb, "
+    doc = json.dumps({"attempt": attempt, "note": note, "worker": row.worker, "intent_note": note})
+    done = conn.execute("UPDATE outbox SET state = 'intent', updated = now(), outcome = %s::jsonb || "
+                        "jsonb_build_object('intent_ms', (extract(epoch from now()) * 1000)::bigint), "
                         "lease_until = now() + make_interval(secs => %s) WHERE op_id = %s AND epoch = %s",
                         (doc, lease_s, row.op, row.epoch))
     if done.rowcount != 1:
         raise _fenced(conn, row, "intent")
 
 
+_KEEP_INTENT = ("jsonb_strip_nulls(jsonb_build_object('intent_note', outcome->'intent_note', "
+                "'intent_ms', outcome->'intent_ms'))")
+"""The last intent's note and time, kept beside the outcome that replaces it (`reel ops show`)."""
+
+
 def settle(conn: Conn, row: Row, fate: str, outcome: dict[str, Any]) -> None:
     """Write the outcome (`fate`: one of the adapter fates) under the claim's epoch and free the row;
     E016 if the claim was fenced."""
     doc = json.dumps({**outcome, "state": fate}, default=str, sort_keys=True)
-    done = conn.execute("UPDATE outbox SET state = %s, outcome = %s::jsonb, updated = now(), lease_until = NULL "
-                        "WHERE op_id = %s AND epoch = %s", (ROW_STATE[fate], doc, row.op, row.epoch))
+    done = conn.execute(f"UPDATE outbox SET state = %s, outcome = {_KEEP_INTENT} || %s::jsonb, updated = now(), "
+                        "lease_until = NULL WHERE op_id = %s AND epoch = %s", (ROW_STATE[fate], doc, row.op, row.epoch))
     if done.rowcount != 1:
         raise _fenced(conn, row, f"outcome ({fate})")
 
@@ -166,6 +179,12 @@ def rows(conn: Conn, *, unresolved: bool = False) -> list[Row]:
     """Every row, oldest commit first (only those not settled, with `unresolved`)."""
     where = " WHERE state NOT IN ('done', 'failed')" if unresolved else ""
     return [_row(d) for d in conn.execute(f"SELECT {_COLUMNS} FROM outbox{where} ORDER BY seq").fetchall()]
+
+
+def record_rows(conn: Conn, trunk: str, record: Hash) -> list[Row]:
+    """The rows of one record, by position."""
+    return [_row(d) for d in conn.execute(f"SELECT {_COLUMNS} FROM outbox WHERE trunk = %s AND record = %s "
+                                          "ORDER BY position", (trunk, bytes(record))).fetchall()]
 
 
 def find(conn: Conn, name: str) -> Row:
@@ -186,8 +205,8 @@ def decide(conn: Conn, row: Row, fate: str, outcome: dict[str, Any]) -> None:
     """An operator's settlement of `row` as read: raises its epoch (fencing any worker still holding it)
     and writes `fate`, unless the row moved since it was read (E002: read it again)."""
     doc = json.dumps({**outcome, "state": fate}, default=str, sort_keys=True)
-    done = conn.execute("UPDATE outbox SET state = %s, outcome = %s::jsonb, updated = now(), lease_until = NULL, "
-                        "epoch = epoch + 1 WHERE op_id = %s AND epoch = %s AND state = %s",
+    done = conn.execute(f"UPDATE outbox SET state = %s, outcome = {_KEEP_INTENT} || %s::jsonb, updated = now(), "
+                        "lease_until = NULL, epoch = epoch + 1 WHERE op_id = %s AND epoch = %s AND state = %s",
                         (ROW_STATE[fate], doc, row.op, row.epoch, row.state))
     if done.rowcount != 1:
         raise Conflict(f"operation {row.op} changed while it was being settled (a worker claimed or settled it); "

@@ -27,8 +27,8 @@ from reelstore.adapters.base import Adapter, adapter
 from reelstore.crashpoints import crash_point
 from reelstore.drain import epoch as epochs
 from reelstore.drain import hold as holds
-from reelstore.drain.drainer import Outcome, fire, resume_by_tier
-from reelstore.errors import Held, ReelError, StaleEpoch, StorageError
+from reelstore.drain.drainer import DrainReport, Outcome, fire, resume_by_tier
+from reelstore.errors import BadInput, Held, ReelError, StaleEpoch, StorageError
 from reelstore.fleet import outbox
 from reelstore.fleet.outbox import Conn, Row
 from reelstore.objects import Effect, Hash
@@ -69,6 +69,9 @@ class WorkerReport:
     fenced: str | None = None
     """Why the worker stopped because another claim took its row over (E016), if it did."""
     held: str | None = None
+    interrupted: bool = False
+    """The worker was stopped (SIGINT, SIGTERM) while waiting or working; a row it held is taken over."""
+    progress: Callable[[WorkerReport, Drained], None] | None = field(default=None, repr=False)
     wakeups: int = 0
     """Times a commit's notice woke the idle worker (the rest of its rounds were lease-time polls)."""
 
@@ -80,6 +83,11 @@ class WorkerReport:
     def unknown(self) -> list[str]:
         return [d.outcome.op for d in self.drained if d.outcome.state == "unknown"]
 
+    def line(self, d: Drained) -> str:
+        o = d.outcome
+        return (f"{d.trunk} {d.record.hex()[:12]} effect {o.index} {o.op}: {o.state} ({o.action})"
+                + (f" - {o.note}" if o.note else ""))
+
     def summary(self) -> str:
         acts: dict[str, int] = {}
         for d in self.drained:
@@ -90,7 +98,8 @@ class WorkerReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"worker": self.worker, "drained": [d.to_json() for d in self.drained], "sent": self.sent,
-                "unknown": self.unknown, "fenced": self.fenced, "held": self.held, "wakeups": self.wakeups}
+                "unknown": self.unknown, "fenced": self.fenced, "held": self.held, "interrupted": self.interrupted,
+                "wakeups": self.wakeups}
 
 
 class Worker:
@@ -197,13 +206,79 @@ class Worker:
         self._retry(lambda: outbox.settle(self.conn, row, fate, doc))
 
 
+def database(repo: Repo) -> str | None:
+    """The URL of the shared database this store lives in, or None for a store of its own."""
+    return repo.config.get("core.backend") or None
+
+
+def work(repo: Repo, *, once: bool = False, lease_s: float | str = DEFAULT_LEASE_S, name: str | None = None,
+         trunk: str | None = None, rounds: int = MAX_ROUNDS,
+         progress: Callable[[WorkerReport, Drained], None] | None = None) -> WorkerReport:
+    """`reel drain --worker` and `Store.drain_worker`: drain this store's shared outbox as one worker
+    (E014 on a store of its own, whose commits drain themselves; E014 naming --lease if it is out of range)."""
+    url = database(repo)
+    if url is None:
+        raise BadInput("drain workers share a Postgres store's outbox, and this store is its own (its commits drain "
+                       "themselves; `reel recover` resumes what they left): create the shared store with "
+                       "`reel init DIR --backend postgresql://...` on every machine", field="worker")
+    if name is not None and not name.strip():
+        raise BadInput("--name needs a worker name", field="name")
+    return run(repo, url, name=name, lease_s=outbox.parse_lease(lease_s), once=once, trunk=trunk, rounds=rounds,
+               progress=progress)
+
+
+def drain_record(repo: Repo, trunk: str, record: Hash, *, lease_s: float = DEFAULT_LEASE_S) -> DrainReport:
+    """`reel commit` on a shared store: drain the record just committed by the same leased claims as
+    any worker, so one machine alone behaves as a store of its own. An effect another worker holds is
+    left to it (`yielded`, still pending here); the report says what each effect's row shows."""
+    url = database(repo)
+    if url is None:
+        raise BadInput("this store has no shared outbox")
+    report = DrainReport(trunk, record, epochs.current(repo))
+    handled: dict[str, Outcome] = {}
+    with Worker(repo, url, f"commit:{default_name()}", lease_s) as worker:
+        for _ in range(MAX_STEPS):
+            try:
+                done = worker.step(trunk=trunk, record=record)
+            except Held as exc:
+                report.held = str(exc.details.get("why", exc.message))
+                break
+            if done is None:
+                break
+            handled[done.outcome.op] = done.outcome
+        rows = worker._retry(lambda: outbox.record_rows(worker.conn, trunk, record))
+    for row in rows:
+        outcome = handled.get(row.op) or as_found(row)
+        report.yielded = report.yielded or outcome.action == "yielded"
+        if report.halted is None and outcome.state in ("unknown", "not_sent"):
+            report.halted = outcome
+        report.outcomes.append(outcome)
+    return report
+
+
+def as_found(row: Row) -> Outcome:
+    """An effect this drain did not handle, as its row shows it: settled, held by another worker's live
+    lease (yielded: pending here), or waiting behind an earlier one."""
+    if row.state in outbox.SETTLED:
+        return Outcome(row.position, row.op, row.effect, outbox.state_of(row), "already", row.note)
+    if not row.expired:
+        return Outcome(row.position, row.op, row.effect, "pending", "yielded",
+                       f"held by worker {row.worker} under a live lease")
+    state = outbox.STATE_OF[row.state]
+    return Outcome(row.position, row.op, row.effect, state, "halted" if state != "pending" else "not-reached",
+                   row.note)
+
+
 def run(repo: Repo, url: str, *, name: str | None = None, lease_s: float = DEFAULT_LEASE_S, once: bool = False,
-        trunk: str | None = None, rounds: int = MAX_ROUNDS) -> WorkerReport:
+        trunk: str | None = None, rounds: int = MAX_ROUNDS,
+        progress: Callable[[WorkerReport, Drained], None] | None = None) -> WorkerReport:
     """Drain the store as one worker. `once`: what is claimable now, then return. Otherwise listen for
     commits and keep draining for `rounds` rounds (each: drain what is claimable, then sleep until a
-    notice or one lease time). Stops early, saying why, if fenced (E016); a hold (E012) pauses it."""
+    notice or one lease time). Stops early, saying why, if fenced (E016); a hold (E012) pauses it; an
+    interrupt (SIGINT) ends it like a crash would, which the protocol makes safe. `progress` is told of
+    each row as it is handled."""
     with Worker(repo, url, name, lease_s) as worker:
-        report = WorkerReport(worker.name)
+        report = WorkerReport(worker.name, progress=progress)
         worker._retry(lambda: outbox.prepare(worker.conn))
         if once:
             _drain(worker, report, trunk)
@@ -219,6 +294,8 @@ def run(repo: Repo, url: str, *, name: str | None = None, lease_s: float = DEFAU
                 except psycopg.OperationalError:
                     ear.close()
                     ear = None  # the database restarted: listen again next round
+        except KeyboardInterrupt:
+            report.interrupted = True
         finally:
             if ear is not None:
                 ear.close()
@@ -249,4 +326,6 @@ def _drain(worker: Worker, report: WorkerReport, trunk: str | None) -> bool:
         if done is None:
             return True
         report.drained.append(done)
+        if report.progress is not None:
+            report.progress(report, done)
     return True

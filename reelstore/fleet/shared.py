@@ -1,0 +1,180 @@
+"""The operator surface on a shared store: `reel ops`, `ops show`, `reconcile` and `recover` read and
+write the outbox, so every machine sees and settles every operation, whoever committed or sent it.
+
+On a store of its own each call is the drain's (its journal); on a Postgres store the outbox row is
+the journal: its state, its last intent, its outcome. An operation shows as the disk store shows it:
+`pending` (owed, nothing sent), `unknown` (an intent with no outcome, or parked), `not_sent`,
+`succeeded`, `failed`, `absent` (an operator gave it up). A settlement by an operator raises the row's
+epoch, fencing any worker that still holds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from reelstore.codec import freeze
+from reelstore.drain import epoch as epochs
+from reelstore.drain import hold as holds
+from reelstore.drain import ops as local
+from reelstore.drain.drainer import DrainReport, Outcome
+from reelstore.drain.ops import Operation, OpSource
+from reelstore.drain.recovery import RecoveryReport
+from reelstore.errors import BadInput, Conflict
+from reelstore.fleet import outbox
+from reelstore.fleet.outbox import Conn, Row, state_of
+from reelstore.fleet.worker import DEFAULT_LEASE_S, Worker, as_found, database, default_name
+from reelstore.objects import Effect, Finding, Hash, Journal
+from reelstore.stamp import now_ms
+
+if TYPE_CHECKING:
+    from reelstore.storage.repo import Repo
+
+
+def _entry(row: Row, state: str, time: int, note: str, receipt: Any = None, finding: Hash | None = None) -> Journal:
+    return Journal(prev=None, trunk=row.trunk, record=row.record, index=row.position, effect=row.effect, op=row.op,
+                   state=state, epoch=row.epoch, time=time, receipt=receipt, note=note, finding=finding)
+
+
+def _entries(row: Row) -> tuple[Journal, ...]:
+    """The row's last intent and its outcome as journal entries (not stored: the row is the journal)."""
+    out = []
+    said = row.outcome.get("intent_note")
+    if isinstance(said, str):
+        at = row.outcome.get("intent_ms")
+        out.append(_entry(row, "unknown", at if isinstance(at, int) else 0, said))
+    state = state_of(row)
+    if state not in ("pending", "unknown") or row.state == "unknown":
+        receipt = row.outcome.get("receipt")
+        found = row.outcome.get("finding")
+        out.append(_entry(row, state, now_ms() - row.age_ms, row.note,
+                          freeze(receipt) if isinstance(receipt, dict) and receipt else None,
+                          Hash.from_hex(found) if isinstance(found, str) else None))
+    return tuple(out)
+
+
+def _operation(repo: Repo, row: Row, history: bool = False) -> Operation:
+    entries = _entries(row)
+    latest = entries[-1] if entries else None
+    finding = None
+    if latest is not None and latest.finding is not None:
+        got = repo.objects.get(latest.finding)
+        finding = got if isinstance(got, Finding) else None
+    return Operation(row.op, row.trunk, row.record, row.position, repo.objects.get_as(row.effect, Effect),
+                     state_of(row), latest, finding, entries if history else ())
+
+
+def _conn(repo: Repo) -> tuple[Conn, str] | None:
+    url = database(repo)
+    return None if url is None else (outbox.connect(url), url)
+
+
+def list_ops(repo: Repo, unresolved: bool = False) -> list[Operation]:
+    """Every operation committed records owe or owed (only the unresolved ones, with `unresolved`)."""
+    found = _conn(repo)
+    if found is None:
+        return local.list_ops(repo, unresolved)
+    with found[0] as conn:
+        out = [_operation(repo, r) for r in outbox.rows(conn, unresolved=unresolved)]
+    return [o for o in out if not unresolved or o.state in local.UNRESOLVED]
+
+
+def record_operations(repo: Repo, trunk: str, record: Hash) -> list[Operation]:
+    """The operations of one committed record, in order."""
+    found = _conn(repo)
+    if found is None:
+        return sorted((o for o in local.operations(repo, trunk) if o.record == record), key=lambda o: o.index)
+    with found[0] as conn:
+        return [_operation(repo, r) for r in outbox.record_rows(conn, trunk, record)]
+
+
+def find(repo: Repo, name: str) -> Operation:
+    """An operation by id or unique prefix, with its history."""
+    found = _conn(repo)
+    if found is None:
+        return local.find(repo, name)
+    with found[0] as conn:
+        return _operation(repo, outbox.find(conn, name), history=True)
+
+
+def source(repo: Repo) -> OpSource:
+    """Where the operator contract (assign, escalate, ack, close, notify) finds operations."""
+    return local.LOCAL if database(repo) is None else OpSource(find, list_ops)
+
+
+def reconcile(repo: Repo, name: str, outcome: str, evidence: str, observer: str, *, source: str = "",
+              scope: str = "") -> tuple[Operation, Finding]:
+    """Store the operator's finding about an unknown (or not-sent) operation and settle it; nothing is sent.
+    The same rules as a store of its own; on a shared store the row is settled under a raised epoch."""
+    found = _conn(repo)
+    if found is None:
+        return local.reconcile(repo, name, outcome, evidence, observer, source=source, scope=scope)
+    if outcome not in ("succeeded", "absent"):
+        raise BadInput(f"--outcome must be succeeded or absent, not {outcome!r}")
+    if not evidence.strip() or not observer.strip():
+        raise BadInput("a finding needs --evidence and --observer")
+    with found[0] as conn:
+        row = outbox.find(conn, name)
+        op = _operation(repo, row, history=True)
+        if op.state == "not_sent" and outcome == "succeeded":
+            raise BadInput(f"operation {op.op} was not sent: nothing of it left this store, so it cannot have "
+                           "succeeded; `reel recover` sends it again, or `--outcome absent` gives it up")
+        if op.state == "pending":
+            raise BadInput(f"operation {op.op} is pending, not unknown: nothing was sent; `reel recover` drains it")
+        if op.state not in ("unknown", "not_sent") or op.latest is None:
+            raise Conflict(f"operation {op.op} is already {op.state}; only an unknown outcome is reconciled")
+        if row.state == "intent" and not row.expired:
+            raise Conflict(f"operation {op.op} is being sent by worker {row.worker} under a live lease; reconcile "
+                           "it once that worker has settled it or its lease has run out", op=op.op)
+        if outcome == "absent" and op.state == "unknown":
+            from reelstore.adapters.base import adapter
+
+            why = adapter(op.effect.adapter, repo).absence_unprovable(op.effect)
+            if why:
+                raise BadInput(f"operation {op.op} cannot be recorded absent: {why}. Record `succeeded` with "
+                               f"evidence, or close it: `reel ops close {op.op} --accept-uncertainty --by NAME`")
+        repo.objects.put(op.latest)
+        finding = Finding(op.op, op.latest.id, outcome, evidence, observer, now_ms(), source=source, scope=scope)
+        repo.objects.put(finding)
+        outbox.decide(conn, row, outcome, {"note": f"reconciled by {observer}: {evidence}",
+                                           "finding": finding.id.hex(), "attempt": row.attempts})
+        settled = _operation(repo, outbox.find(conn, row.op), history=True)
+    return replace(settled, finding=finding), finding
+
+
+def recover(repo: Repo) -> RecoveryReport:
+    """`reel recover` on a shared store: rearm every not-sent row (sent again, any tier) and every unknown
+    row of a resumable tier (taken over by tier), then drain what is owed, as one worker; every record
+    with an unsettled operation is reported as the disk store reports it (blind unknowns: exit 7)."""
+    found = _conn(repo)
+    if found is None:
+        from reelstore.drain.recovery import recover as resume
+
+        return resume(repo)
+    holds.check(repo)
+    conn, url = found
+    report = RecoveryReport(epochs.bump(repo))
+    handled: dict[str, Outcome] = {}
+    with conn:
+        outbox.rearm(conn)
+    with Worker(repo, url, f"recover:{default_name()}", DEFAULT_LEASE_S) as worker:
+        for _ in range(1 << 40):
+            done = worker.step()
+            if done is None:
+                break
+            handled[done.outcome.op] = done.outcome
+        rows = worker._retry(lambda: outbox.rows(worker.conn))
+    records: dict[tuple[str, Hash], list[Row]] = {}
+    for row in rows:
+        records.setdefault((row.trunk, row.record), []).append(row)
+    for (trunk, record), mine in records.items():
+        if not any(r.op in handled or r.state not in outbox.SETTLED for r in mine):
+            continue
+        drained = DrainReport(trunk, record, report.epoch)
+        for row in sorted(mine, key=lambda r: r.position):
+            outcome = handled.get(row.op) or as_found(row)
+            if drained.halted is None and outcome.state in ("unknown", "not_sent"):
+                drained.halted = outcome
+            drained.outcomes.append(outcome)
+        report.drains.append(drained)
+    return report
