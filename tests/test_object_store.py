@@ -1,4 +1,4 @@
-"""Object stores: the memory and loose backends behave alike, and a damaged file is E007, never content."""
+"""Object stores: the memory, loose and Postgres backends behave alike, and a damaged file is E007, never content."""
 
 from __future__ import annotations
 
@@ -14,10 +14,14 @@ from reelstore.objects import Blob, Hash, Record, Tree
 from reelstore.storage.object_store import LooseObjectStore, MemoryObjectStore, ObjectStore
 
 
-@pytest.fixture(params=["memory", "loose"])
+@pytest.fixture(params=["memory", "loose", "postgres"])
 def store(request, tmp_path: Path) -> ObjectStore:
     if request.param == "memory":
         return MemoryObjectStore()
+    if request.param == "postgres":
+        from reelstore.storage.postgres import PgDb, PgObjectStore
+
+        return PgObjectStore(PgDb(request.getfixturevalue("pg_url")))
     return LooseObjectStore(tmp_path / "objects", fsync=False)
 
 

@@ -1,4 +1,5 @@
-"""Refs: compare-and-swap, transactions, packed-refs, reflogs and lock files, on disk and in memory."""
+"""Refs: compare-and-swap, transactions, packed-refs, reflogs and lock files, on disk, in memory and in
+Postgres."""
 
 from __future__ import annotations
 
@@ -18,10 +19,15 @@ from reelstore.storage.refs import ANY, DiskRefStore, MemoryRefStore, ReflogEntr
 A, B, C = (Hash(bytes([i]) * 32) for i in (1, 2, 3))
 
 
-@pytest.fixture(params=["disk", "memory"])
+@pytest.fixture(params=["disk", "memory", "postgres"])
 def refs(request, tmp_path: Path) -> RefStore:
     if request.param == "memory":
         return MemoryRefStore()
+    if request.param == "postgres":
+        from reelstore.storage.postgres import PgDb
+        from reelstore.storage.postgres_refs import PgRefStore
+
+        return PgRefStore(PgDb(request.getfixturevalue("pg_url")))
     return DiskRefStore(tmp_path, fsync=False)
 
 

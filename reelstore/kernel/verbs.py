@@ -46,6 +46,7 @@ from reelstore.objects import Delta, Effect, Effects, Hash, Object, Record, Reco
 from reelstore.stamp import now_ms
 from reelstore.storage import content
 from reelstore.storage.op_log import operation
+from reelstore.storage.ref_transaction import Owed
 from reelstore.storage.refs import RefTransaction
 from reelstore.storage.repo import Repo
 from reelstore.wording import plural
@@ -241,11 +242,20 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
     _retire_after_commit(repo, live)
     crash_point("commit:retired")
     if result.record is not None:
-        result = replace(result, drain=drain(repo, live.trunk, result.record))
+        result = replace(result, drain=_drain_committed(repo, live.trunk, result.record))
         crash_point("commit:drained")
     run_hook(repo, "post-commit", {"REEL_VIEW": name, "REEL_TARGET": target,
                                    "REEL_RECORD": (result.record or result.parent_view or live.id).hex()})
     return result
+
+
+def _drain_committed(repo: Repo, trunk: str, record: Hash) -> DrainReport | None:
+    """Send a just-committed record's effects. A store with an outbox (`RefStore.atomic_outbox`) left
+    them owed there, in the commit's own transaction, for the leased workers to send: None, nothing
+    sent by this process."""
+    if repo.refs.atomic_outbox:
+        return None
+    return drain(repo, trunk, record)
 
 
 def _adapters_load(effects: list[Effect], view: str) -> None:
@@ -306,7 +316,11 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
         crash_point("commit:record-written")
         if fence is not None:
             repo.objects.flush()
-        tx = repo.refs.transaction(commit_message(live.name), author).update(ref, record.id, head).verify(live.ref, at)
+        tx = repo.refs.transaction(commit_message(live.name), author).update(ref, record.id, head)
+        if repo.refs.atomic_outbox:  # one atomic step: trunk moved, view retired, its effects owed
+            tx.delete(live.ref, at).owe(_owed(repo, live.trunk, record))
+        else:
+            tx.verify(live.ref, at)
         try:
             tx.prepare()
         except Conflict as exc:
@@ -321,6 +335,14 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
             _fence_locked(repo, tx, fence, live, head, record.id)
         return record.id
     raise Conflict(f"trunk {live.trunk} kept moving; gave up after {CAS_ATTEMPTS} attempts", trunk=live.trunk)
+
+
+def _owed(repo: Repo, trunk: str, record: Record) -> list[Owed]:
+    """The outbox rows of `record`'s effects: the drain's operation ids, in the record's order."""
+    items = () if record.effects is None else repo.cache.load(record.effects, Effects).items
+    ops = owners.item_ops(repo, trunk, items)
+    return [Owed(op, trunk, record.id, i, e, repo.cache.load(e, Effect).delivery) for i, (op, e) in
+            enumerate(zip(ops, items, strict=True))]
 
 
 def _fence_locked(repo: Repo, tx: RefTransaction, fence: Callable[[str, Hash, Hash], None], live: Live,

@@ -3,6 +3,7 @@ is written, so a failed check changes nothing (the store's `_lock`/`_read`/`_app
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reelstore.crashpoints import crash_point
@@ -31,6 +32,21 @@ class RefUpdate:
     """Log this update even where `keeps_reflog` would not (git's --create-reflog)."""
 
 
+@dataclass(frozen=True)
+class Owed:
+    """An effect a commit leaves owed: a row of a shared store's outbox, written in the same atomic step
+    as the trunk move that commits it."""
+
+    op_id: str
+    trunk: str
+    record: Hash
+    position: int
+    """The effect's place in the record's buffer (effects of one record are sent in this order)."""
+    effect: Hash
+    tier: str
+    """The effect's delivery tier: keyed, two-phase, queryable or blind."""
+
+
 class RefTransaction:
     """All-or-nothing: `update`/`create`/`delete`/`verify`, then `commit()` (or `abort()`).
 
@@ -52,6 +68,7 @@ class RefTransaction:
         self._held: set[str] = set()
         self._before: dict[str, Hash | None] = {}
         """Each ref's value as `prepare` read it under its lock: the old side of the operation log's line."""
+        self.owed: list[Owed] = []
 
     def _add(self, upd: RefUpdate) -> RefTransaction:
         if self.state != "open":
@@ -75,6 +92,14 @@ class RefTransaction:
 
     def verify(self, name: str, old: Hash | None) -> RefTransaction:
         return self._add(RefUpdate(name, old, old, verify_only=True))
+
+    def owe(self, rows: list[Owed]) -> RefTransaction:
+        """Effects this transaction's commit leaves owed: a store that keeps an outbox writes them in the
+        same atomic step as the refs (`RefStore.atomic_outbox`); the others derive them from the record."""
+        if self.state != "open":
+            raise BadInput(f"transaction is {self.state}; no more updates")
+        self.owed.extend(rows)
+        return self
 
     def prepare(self) -> None:
         if self.state == "prepared":
@@ -112,6 +137,8 @@ class RefTransaction:
                 self.store.before_apply()
             crash_point("refs:prepared")
             writes = [u for n in sorted(self.updates) if not (u := self.updates[n]).verify_only]
+            if self.owed:
+                self.store._owe(self.owed)
             self.store._apply_as(writes, self.message, self.principal, self._held, self.durable)
             if self.store.after_apply is not None and writes:
                 # Still under every lock: the log's lines of one ref follow the order it moved in.

@@ -46,7 +46,7 @@ from reelstore.storage.ref_format import (
     required_kind,
 )
 from reelstore.storage.ref_locks import LOCK_TIMEOUT, LockInfo, Locks, break_dead, lock_conflict, read_lock
-from reelstore.storage.ref_transaction import RefTransaction, RefUpdate, Updates
+from reelstore.storage.ref_transaction import Owed, RefTransaction, RefUpdate, Updates
 from reelstore.storage.reflog import ReflogEntry, parse_reflog
 
 __all__ = ["ANY", "LOCK_TIMEOUT", "DiskRefStore", "LockInfo", "MemoryRefStore", "RefStore", "RefTransaction",
@@ -64,6 +64,13 @@ class RefStore:
     after_apply: Callable[[str, str, list[RefMove], bool], None] | None = None
     """Called with (message, principal, moves, durable) once a transaction's refs are written, its locks
     still held: the store points it at its operation log, the one place every ref move is logged."""
+
+    atomic_outbox = False
+    """True for a store that writes a transaction's owed effects (`RefTransaction.owe`) with its refs, in
+    one atomic step (a shared database's outbox); the others ignore them."""
+
+    def _owe(self, owed: list[Owed]) -> None:
+        """Take the rows `_apply` writes with the refs, if this store keeps an outbox."""
 
     def _read(self, name: str) -> Hash | None:
         raise NotImplementedError

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from reelstore.errors import BadInput, NotFound
+from reelstore.errors import BadInput, Conflict, NotFound
 from reelstore.objects import Hash
 from reelstore.objects.hash import is_full_hex, is_prefix
 from reelstore.stamp import principal
@@ -172,12 +172,18 @@ class Repo:
         return repo
 
     @classmethod
-    def init(cls, directory: Path | str = ".", trunk: str = DEFAULT_TRUNK) -> Repo:
-        """Create `DIRECTORY/.reel` with config and sample hooks; E014 if a store is already there."""
+    def init(cls, directory: Path | str = ".", trunk: str = DEFAULT_TRUNK, backend: str | None = None) -> Repo:
+        """Create `DIRECTORY/.reel` with config and sample hooks; E014 if a store is already there.
+
+        With `backend` (a postgresql:// URL), objects, refs and the operation log live in that database
+        (checked before anything is created here): a database that already holds the trunk is joined,
+        so every machine's directory shares it."""
         check_ref_name(f"refs/heads/{trunk}")
         path = Path(directory).resolve() / REEL_DIR
         if (path / "config").exists():
             raise BadInput(f"a reel store already exists at {path}")
+        if backend is not None:
+            return cls._init_shared(path, trunk, backend)
         for sub in ("objects", "objects/pack", "refs/heads", "refs/views", "refs/drains", "logs", "hooks"):
             (path / sub).mkdir(parents=True, exist_ok=True)
         _make_shards(path / "objects")
@@ -188,6 +194,32 @@ class Repo:
         config.save()
         repo = cls.open(path)
         repo.start_trunk(trunk)
+        return repo
+
+    @classmethod
+    def _init_shared(cls, path: Path, trunk: str, backend: str) -> Repo:
+        from reelstore.storage.postgres import PgDb
+
+        probe = PgDb(backend, field="--backend")
+        try:
+            with probe.txn():
+                pass
+        finally:
+            probe.close()
+        for sub in ("logs", "hooks"):
+            (path / sub).mkdir(parents=True, exist_ok=True)
+        from reelstore.hooks import install_samples
+
+        install_samples(path / "hooks")
+        config = Config(path / "config", _initial_config(trunk))
+        config.set("core.backend", backend)
+        config.save()
+        repo = cls.open(path)
+        if repo.refs.get(f"refs/heads/{trunk}") is None:
+            try:
+                repo.start_trunk(trunk)
+            except Conflict:  # another machine started it first: join it
+                pass
         return repo
 
     def start_trunk(self, trunk: str, author: str = "reel init") -> Hash:
@@ -206,11 +238,16 @@ class Repo:
         path = Path(path)
         if (path / REEL_DIR / "config").is_file():
             path = path / REEL_DIR
-        if not (path / "config").is_file() or not (path / "objects").is_dir():
+        if not (path / "config").is_file():
             raise NotFound(f"not a reel store: {path}")
         config = Config(path / "config")
         if config.get("core.format", FORMAT_VERSION) != FORMAT_VERSION:
             raise BadInput(f"store format {config.get('core.format')} is not supported (want {FORMAT_VERSION})")
+        backend = config.get("core.backend")
+        if backend:
+            return cls._open_shared(path, config, backend)
+        if not (path / "objects").is_dir():
+            raise NotFound(f"not a reel store: {path}")
         fsync = config.get_bool("core.fsync", True)
         refs = DiskRefStore(path, fsync=fsync)
         inflight = refs.inflight = Inflight(path)
@@ -230,6 +267,15 @@ class Repo:
             return DiskFiles(root, fsync=fsync)
 
         return cls(open_files, open_objects, refs, config, root)
+
+    @classmethod
+    def _open_shared(cls, path: Path, config: Config, backend: str) -> Repo:
+        """A store whose objects, refs and operation log are in the database `backend` names."""
+        from reelstore.storage.postgres import PgDb, PgFiles, PgObjectStore
+        from reelstore.storage.postgres_refs import PgRefStore
+
+        db = PgDb(backend)
+        return cls(PgFiles(path.resolve(), db), PgObjectStore(db), PgRefStore(db), config)
 
     @classmethod
     def discover(cls, start: Path | str | None = None) -> Repo:

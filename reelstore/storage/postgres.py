@@ -1,0 +1,297 @@
+"""A store whose objects, refs, reflogs and operation log live in one PostgreSQL database, so every
+machine that opens it (`core.backend = postgresql://…`) shares one trunk, while its `.reel` directory
+keeps what stays local (config, hooks, secrets, scratch files).
+
+One connection per open store (`PgDb`), used by one thread at a time under a lock. A ref transaction is
+one SQL transaction from its first lock to its last write (see storage/postgres_refs); every other
+statement runs in a short transaction of its own, or inside the ref transaction this thread holds open,
+so an operation-log line written while refs are locked commits or rolls back with them.
+
+psycopg is an optional dependency (`reelstore[postgres]`), loaded through `extras.needs`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from reelstore.errors import BadInput, Conflict, NotFound, StorageError, Unreachable
+from reelstore.extras import needs
+from reelstore.objects.hash import Hash
+from reelstore.storage.object_store import ObjectStore
+from reelstore.storage.op_log import FILE as OPS_FILE
+from reelstore.storage.state_files import DiskFiles
+
+SCHEMA_VERSION = 1
+SCHEMES = ("postgresql", "postgres")
+LOCK_TIMEOUT = "10s"
+"""How long a ref lock (a row locked FOR UPDATE) is waited for before E002, as a busy lock file is."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS reel_schema (version int NOT NULL);
+CREATE TABLE IF NOT EXISTS objects (
+    id bytea PRIMARY KEY, data bytea NOT NULL, written timestamptz NOT NULL DEFAULT now());
+CREATE TABLE IF NOT EXISTS refs (name text PRIMARY KEY, target bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS reflog (
+    seq bigserial PRIMARY KEY, name text NOT NULL, old bytea, new bytea, time_ms bigint NOT NULL,
+    principal text NOT NULL, message text NOT NULL);
+CREATE INDEX IF NOT EXISTS reflog_name ON reflog (name, seq);
+CREATE TABLE IF NOT EXISTS oplog (seq bigserial PRIMARY KEY, line bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS outbox (
+    op_id text PRIMARY KEY, trunk text NOT NULL, record bytea NOT NULL, position int NOT NULL,
+    effect bytea NOT NULL, tier text NOT NULL, state text NOT NULL DEFAULT 'owed',
+    epoch bigint NOT NULL DEFAULT 0, worker text, lease_until timestamptz, outcome jsonb,
+    seq bigserial, updated timestamptz);
+CREATE INDEX IF NOT EXISTS outbox_owed ON outbox (trunk, seq) WHERE state NOT IN ('done', 'failed');
+"""
+_SCHEMA_LOCK = 0x7265656C
+"""The advisory lock two processes creating the schema at once take, so one creates and one finds."""
+
+
+def check_url(url: str, field: str) -> str:
+    """`url` if it names a Postgres database without a password; E014 naming `field` otherwise (the URL
+    is written to the store's config, so a password must come from PGPASSWORD or ~/.pgpass)."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError as exc:
+        raise BadInput(f"{field}: {url!r} is not a URL: {exc}", field=field) from None
+    if parts.scheme not in SCHEMES:
+        raise BadInput(
+            f"{field}: {url!r} is not a postgresql:// URL (the one backend besides the default local store)",
+            field=field,
+        )
+    if password is not None:
+        raise BadInput(
+            f"{field}: the URL holds a password, and it would be written to .reel/config; give it in "
+            "PGPASSWORD or ~/.pgpass instead",
+            field=field,
+        )
+    return url
+
+
+class PgDb:
+    """The store's connection: opened on first use, again after the server dropped it, one thread at a
+    time. `txn()` runs statements in a transaction, joining the one this thread holds open (`begin`)."""
+
+    def __init__(self, url: str, field: str = "core.backend") -> None:
+        self.url = check_url(url, field)
+        self.field = field
+        self.psycopg: Any = needs("psycopg", "postgres", "a Postgres-backed store")
+        self._lock = threading.RLock()
+        self._conn: Any = None
+        self._open = False
+
+    def _connection(self) -> Any:
+        if self._conn is None or self._conn.closed:
+            try:
+                conn = self.psycopg.connect(self.url, autocommit=False)
+            except self.psycopg.ProgrammingError as exc:
+                raise BadInput(
+                    f"{self.field}: {self.url!r} is not a usable Postgres URL: {exc}", field=self.field
+                ) from None
+            except self.psycopg.Error as exc:
+                raise Unreachable(
+                    f"{self.field}: cannot connect to {self.url}: {_first_line(exc)}", field=self.field
+                ) from None
+            try:
+                conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
+                _ensure_schema(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def begin(self) -> Any:
+        """Open a transaction this thread holds until `end` (the lock stays taken meanwhile)."""
+        self._lock.acquire()
+        if self._open:  # this thread already holds a transaction open (a ref transaction it prepared)
+            self._lock.release()
+            raise Conflict("cannot lock refs: this store's open ref transaction holds its connection")
+        try:
+            conn = self._connection()
+        except BaseException:
+            self._lock.release()
+            raise
+        self._open = True
+        return conn
+
+    def end(self, commit: bool) -> None:
+        """Commit (or roll back) the transaction `begin` opened, and let other threads in."""
+        try:
+            if self._conn is not None and not self._conn.closed:
+                if commit:
+                    try:
+                        self._conn.commit()
+                    except self.psycopg.Error as exc:
+                        raise self.failure(exc, "commit") from None
+                else:
+                    self._conn.rollback()
+        except self.psycopg.Error:
+            self._drop()
+        finally:
+            self._open = False
+            self._lock.release()
+
+    @contextmanager
+    def txn(self) -> Iterator[Any]:
+        """The connection inside a transaction: this thread's open one, or a new one committed at the end
+        of the block (rolled back if it raises). A database error surfaces as E007."""
+        with self._lock:
+            if self._open:
+                yield self._conn
+                return
+            conn = self.begin()
+            ok = False
+            try:
+                yield conn
+                ok = True
+            except self.psycopg.Error as exc:
+                raise self.failure(exc) from None
+            finally:
+                self.end(ok)
+
+    def failure(self, exc: Exception, doing: str = "") -> StorageError:
+        """E007 for a database error; a lost connection is dropped, so the next use connects again."""
+        if isinstance(exc, self.psycopg.OperationalError):
+            self._drop()
+        what = f" during {doing} (whether it took effect is unknown)" if doing == "commit" else ""
+        return StorageError(f"the Postgres store {self.url} failed{what}: {_first_line(exc)}")
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            finally:
+                self._conn = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _ensure_schema(conn: Any) -> None:
+    """Create the tables if this database has none yet; E014 for another schema version."""
+    try:
+        row = conn.execute("SELECT version FROM reel_schema").fetchone()
+    except Exception:
+        conn.rollback()
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        conn.execute(_SCHEMA)
+        row = conn.execute("SELECT version FROM reel_schema").fetchone()
+        if row is None:
+            conn.execute("INSERT INTO reel_schema VALUES (%s)", (SCHEMA_VERSION,))
+            row = (SCHEMA_VERSION,)
+    conn.commit()
+    if row is None or row[0] != SCHEMA_VERSION:
+        raise BadInput(f"the Postgres store's schema version is {row and row[0]}, this reel wants {SCHEMA_VERSION}")
+
+
+class PgObjectStore(ObjectStore):
+    """Table `objects`: one row per object, keyed by its id, inserted if absent and never changed. Every
+    read re-hashes the bytes, as every store does."""
+
+    def __init__(self, db: PgDb) -> None:
+        self.db = db
+
+    def has(self, h: Hash) -> bool:
+        with self.db.txn() as conn:
+            return conn.execute("SELECT 1 FROM objects WHERE id = %s", (bytes(h),)).fetchone() is not None
+
+    def get_raw(self, h: Hash) -> bytes:
+        with self.db.txn() as conn:
+            row = conn.execute("SELECT data FROM objects WHERE id = %s", (bytes(h),)).fetchone()
+        if row is None:
+            raise NotFound(f"no object {h.hex()}", id=h)
+        raw = bytes(row[0])
+        if Hash.of(raw) != h:
+            raise StorageError(f"object {h.hex()} is damaged: content does not hash to its id", id=h)
+        return raw
+
+    def _store(self, items: list[tuple[Hash, bytes]]) -> None:
+        if not items:
+            return
+        with self.db.txn() as conn, conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO objects (id, data) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
+                [(bytes(h), raw) for h, raw in items],
+            )
+
+    def __iter__(self) -> Iterator[Hash]:
+        with self.db.txn() as conn:
+            rows = conn.execute("SELECT id FROM objects ORDER BY id").fetchall()
+        return iter([Hash(bytes(r[0])) for r in rows])
+
+    def _candidates(self, prefix: str) -> list[Hash]:
+        pad = 64 - len(prefix)
+        low, high = bytes.fromhex(prefix + "0" * pad), bytes.fromhex(prefix + "f" * pad)
+        with self.db.txn() as conn:
+            rows = conn.execute(
+                "SELECT id FROM objects WHERE id BETWEEN %s AND %s ORDER BY id LIMIT 2", (low, high)
+            ).fetchall()
+        return [Hash(bytes(r[0])) for r in rows]
+
+    def mtime(self, h: Hash) -> float:
+        with self.db.txn() as conn:
+            row = conn.execute("SELECT extract(epoch FROM written) FROM objects WHERE id = %s", (bytes(h),)).fetchone()
+        if row is None:
+            raise NotFound(f"no object {h.hex()}", id=h)
+        return float(row[0])
+
+    def delete(self, h: Hash) -> None:
+        with self.db.txn() as conn:
+            conn.execute("DELETE FROM objects WHERE id = %s", (bytes(h),))
+
+
+class PgFiles(DiskFiles):
+    """The store's state files: local ones in `.reel`, except the operation log, which is the shared
+    table `oplog` (append-only) so every machine's `reel op log` and `reel undo` see every operation."""
+
+    def __init__(self, root: Path, db: PgDb) -> None:
+        super().__init__(root)
+        self.db = db
+
+    def _log(self) -> bytes:
+        with self.db.txn() as conn:
+            return b"".join(bytes(r[0]) for r in conn.execute("SELECT line FROM oplog ORDER BY seq").fetchall())
+
+    def read(self, name: str) -> bytes | None:
+        return self._log() if name == OPS_FILE else super().read(name)
+
+    def tail(self, name: str, offset: int) -> bytes | None:
+        if name != OPS_FILE:
+            return super().tail(name, offset)
+        data = self._log()
+        return None if len(data) < offset else data[offset:]
+
+    def append(self, name: str, data: bytes, *, durable: bool = True) -> None:
+        if name != OPS_FILE:
+            super().append(name, data, durable=durable)
+            return
+        with self.db.txn() as conn:
+            conn.execute("INSERT INTO oplog (line) VALUES (%s)", (data,))
+
+    def _append_only(self, name: str) -> None:
+        if name == OPS_FILE:
+            raise BadInput("the operation log of a Postgres store is append-only")
+
+    def write(self, name: str, data: bytes) -> None:
+        self._append_only(name)
+        super().write(name, data)
+
+    def create(self, name: str, data: bytes) -> bool:
+        self._append_only(name)
+        return super().create(name, data)
+
+    def remove(self, name: str) -> None:
+        self._append_only(name)
+        super().remove(name)
