@@ -9,7 +9,7 @@ import click
 
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, StaleEpoch
-from reelstore.fleet.worker import DEFAULT_LEASE_S, Drained, WorkerReport, work
+from reelstore.fleet.worker import Drained, WorkerReport, work
 from reelstore.porcelain.ops import json_flag
 
 
@@ -21,12 +21,13 @@ def _stop(_signum: int, _frame: FrameType | None) -> None:
 @json_flag
 @click.option("--worker", is_flag=True, help="Run as a drain worker (the one mode there is).")
 @click.option("--once", is_flag=True, help="Drain what is claimable now, then exit.")
-@click.option("--lease", default=str(DEFAULT_LEASE_S), metavar="SECONDS", show_default=True,
-              help="How long a claim holds an effect; a dead worker's effects are taken over after it.")
+@click.option("--lease", default=None, metavar="SECONDS",
+              help="How long a claim holds an effect (default: config drain.lease, else 30); a dead worker's "
+                   "effects are taken over after it.")
 @click.option("--name", default=None, help="This worker's name in the outbox (default HOST:PID).")
 @click.option("--trunk", default=None, help="Drain only this trunk's effects.")
 @pass_ctx
-def drain(ctx: Context, worker: bool, once: bool, lease: str, name: str | None, trunk: str | None) -> None:
+def drain(ctx: Context, worker: bool, once: bool, lease: str | None, name: str | None, trunk: str | None) -> None:
     """Claim owed effects of a shared (Postgres) store with a lease, journal each intent, send, settle;
     take over effects whose worker's lease ran out (keyed resent, queryable asked, blind parked
     unknown). Without --once it waits for commits until SIGINT/SIGTERM. Exit 6 (E016) if another

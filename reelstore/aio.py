@@ -167,7 +167,7 @@ class AsyncStore:
     async def undo(self) -> UndoResult:
         return await self.run(lambda s: s.undo())
 
-    async def drain_worker(self, *, once: bool = False, lease: float = 30.0, name: str | None = None,
+    async def drain_worker(self, *, once: bool = False, lease: float | None = None, name: str | None = None,
                            trunk: str | None = None) -> WorkerReport:
         return await self.run(lambda s: s.drain_worker(once=once, lease=lease, name=name, trunk=trunk))
 

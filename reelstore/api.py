@@ -466,12 +466,12 @@ class Store:
 
         return reconcile(self.repo, op, outcome, evidence, observer, source=source, scope=scope)
 
-    def drain_worker(self, *, once: bool = False, lease: float = 30.0, name: str | None = None,
+    def drain_worker(self, *, once: bool = False, lease: float | None = None, name: str | None = None,
                      trunk: str | None = None) -> WorkerReport:
         """Drain a shared Postgres store's outbox as one worker (as `reel drain --worker`): claim each
-        owed effect with a lease of `lease` seconds, journal the intent in its row, send, settle; take
-        over rows whose worker's lease ran out, by tier. `once`: what is owed now, then return; else
-        wait for commits (LISTEN) until interrupted."""
+        owed effect with a lease of `lease` seconds (default config drain.lease, else 30), journal the
+        intent in its row, send, settle; take over rows whose worker's lease ran out, by tier. `once`:
+        what is owed now, then return; else wait for commits (LISTEN) until interrupted."""
         from reelstore.fleet.worker import work
 
         return work(self.repo, once=once, lease_s=lease, name=name, trunk=trunk)

@@ -243,7 +243,7 @@ def wait(conn: Conn, timeout_s: float) -> bool:
 
 
 def parse_lease(text: str | float) -> float:
-    """A lease in seconds, from 1 to a day (E001 naming --lease otherwise)."""
+    """A lease in seconds, from 0.05 to a day (E014 naming the lease otherwise)."""
     try:
         value = float(text)
     except (TypeError, ValueError):

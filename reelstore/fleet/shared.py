@@ -23,7 +23,7 @@ from reelstore.drain.recovery import RecoveryReport
 from reelstore.errors import BadInput, Conflict
 from reelstore.fleet import outbox
 from reelstore.fleet.outbox import Conn, Row, state_of
-from reelstore.fleet.worker import DEFAULT_LEASE_S, Worker, as_found, database, default_name
+from reelstore.fleet.worker import Worker, as_found, database, default_name, lease_of
 from reelstore.objects import Effect, Finding, Hash, Journal
 from reelstore.stamp import now_ms
 
@@ -157,7 +157,7 @@ def recover(repo: Repo) -> RecoveryReport:
     handled: dict[str, Outcome] = {}
     with conn:
         outbox.rearm(conn)
-    with Worker(repo, url, f"recover:{default_name()}", DEFAULT_LEASE_S) as worker:
+    with Worker(repo, url, f"recover:{default_name()}", lease_of(repo)) as worker:
         for _ in range(1 << 40):
             done = worker.step()
             if done is None:

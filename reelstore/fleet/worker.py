@@ -211,7 +211,14 @@ def database(repo: Repo) -> str | None:
     return repo.config.get("core.backend") or None
 
 
-def work(repo: Repo, *, once: bool = False, lease_s: float | str = DEFAULT_LEASE_S, name: str | None = None,
+def lease_of(repo: Repo, given: float | str | None = None) -> float:
+    """The lease a drainer here holds its claims for: `given`, else config `drain.lease`, else 30 s."""
+    if given is not None:
+        return outbox.parse_lease(given)
+    return outbox.parse_lease(repo.config.get("drain.lease", str(DEFAULT_LEASE_S)))
+
+
+def work(repo: Repo, *, once: bool = False, lease_s: float | str | None = None, name: str | None = None,
          trunk: str | None = None, rounds: int = MAX_ROUNDS,
          progress: Callable[[WorkerReport, Drained], None] | None = None) -> WorkerReport:
     """`reel drain --worker` and `Store.drain_worker`: drain this store's shared outbox as one worker
@@ -223,11 +230,11 @@ def work(repo: Repo, *, once: bool = False, lease_s: float | str = DEFAULT_LEASE
                        "`reel init DIR --backend postgresql://...` on every machine", field="worker")
     if name is not None and not name.strip():
         raise BadInput("--name needs a worker name", field="name")
-    return run(repo, url, name=name, lease_s=outbox.parse_lease(lease_s), once=once, trunk=trunk, rounds=rounds,
+    return run(repo, url, name=name, lease_s=lease_of(repo, lease_s), once=once, trunk=trunk, rounds=rounds,
                progress=progress)
 
 
-def drain_record(repo: Repo, trunk: str, record: Hash, *, lease_s: float = DEFAULT_LEASE_S) -> DrainReport:
+def drain_record(repo: Repo, trunk: str, record: Hash) -> DrainReport:
     """`reel commit` on a shared store: drain the record just committed by the same leased claims as
     any worker, so one machine alone behaves as a store of its own. An effect another worker holds is
     left to it (`yielded`, still pending here); the report says what each effect's row shows."""
@@ -236,7 +243,7 @@ def drain_record(repo: Repo, trunk: str, record: Hash, *, lease_s: float = DEFAU
         raise BadInput("this store has no shared outbox")
     report = DrainReport(trunk, record, epochs.current(repo))
     handled: dict[str, Outcome] = {}
-    with Worker(repo, url, f"commit:{default_name()}", lease_s) as worker:
+    with Worker(repo, url, f"commit:{default_name()}", lease_of(repo)) as worker:
         for _ in range(MAX_STEPS):
             try:
                 done = worker.step(trunk=trunk, record=record)

@@ -249,12 +249,15 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
     return result
 
 
-def _drain_committed(repo: Repo, trunk: str, record: Hash) -> DrainReport | None:
+def _drain_committed(repo: Repo, trunk: str, record: Hash) -> DrainReport:
     """Send a just-committed record's effects. A store with an outbox (`RefStore.atomic_outbox`) left
-    them owed there, in the commit's own transaction, for the leased workers to send: None, nothing
-    sent by this process."""
+    them owed there, in the commit's own transaction: this process drains them by the same leased
+    claims as every worker (one it finds held by a worker is left to it), so one machine alone
+    behaves as a store of its own."""
     if repo.refs.atomic_outbox:
-        return None
+        from reelstore.fleet.worker import drain_record  # only a shared store loads the fleet and its driver
+
+        return drain_record(repo, trunk, record)
     return drain(repo, trunk, record)
 
 
