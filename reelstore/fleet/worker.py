@@ -223,6 +223,7 @@ def work(repo: Repo, *, once: bool = False, lease_s: float | str | None = None, 
          progress: Callable[[WorkerReport, Drained], None] | None = None) -> WorkerReport:
     """`reel drain --worker` and `Store.drain_worker`: drain this store's shared outbox as one worker
     (E014 on a store of its own, whose commits drain themselves; E014 naming --lease if it is out of range)."""
+    lease = lease_of(repo, lease_s)
     url = database(repo)
     if url is None:
         raise BadInput("drain workers share a Postgres store's outbox, and this store is its own (its commits drain "
@@ -230,7 +231,7 @@ def work(repo: Repo, *, once: bool = False, lease_s: float | str | None = None, 
                        "`reel init DIR --backend postgresql://...` on every machine", field="worker")
     if name is not None and not name.strip():
         raise BadInput("--name needs a worker name", field="name")
-    return run(repo, url, name=name, lease_s=lease_of(repo, lease_s), once=once, trunk=trunk, rounds=rounds,
+    return run(repo, url, name=name, lease_s=lease, once=once, trunk=trunk, rounds=rounds,
                progress=progress)
 
 
