@@ -235,17 +235,28 @@ def work(repo: Repo, *, once: bool = False, lease_s: float | str | None = None, 
                progress=progress)
 
 
+def on_commit(repo: Repo) -> str:
+    """Who drains a record committed here (config `drain.onCommit`): `self` (the committing process,
+    by the lease protocol) or `workers` (the commit leaves its effects owed to the drain workers)."""
+    value = repo.config.get("drain.onCommit", "self") or "self"
+    if value not in ("self", "workers"):
+        raise BadInput(f"config drain.onCommit = {value!r} is neither self nor workers", field="drain.onCommit")
+    return value
+
+
 def drain_record(repo: Repo, trunk: str, record: Hash) -> DrainReport:
     """`reel commit` on a shared store: drain the record just committed by the same leased claims as
-    any worker, so one machine alone behaves as a store of its own. An effect another worker holds is
-    left to it (`yielded`, still pending here); the report says what each effect's row shows."""
+    any worker, so one machine alone behaves as a store of its own (unless `drain.onCommit` leaves it
+    to the workers). An effect another worker holds is left to it (`yielded`, still pending here); the
+    report says what each effect's row shows."""
     url = database(repo)
     if url is None:
         raise BadInput("this store has no shared outbox")
     report = DrainReport(trunk, record, epochs.current(repo))
     handled: dict[str, Outcome] = {}
+    leave = on_commit(repo) == "workers"
     with Worker(repo, url, f"commit:{default_name()}", lease_of(repo)) as worker:
-        for _ in range(MAX_STEPS):
+        for _ in range(0 if leave else MAX_STEPS):
             try:
                 done = worker.step(trunk=trunk, record=record)
             except Held as exc:
