@@ -145,7 +145,8 @@ def _fenced(conn: Conn, row: Row, what: str) -> StaleEpoch:
 def intent(conn: Conn, row: Row, lease_s: float, attempt: int, note: str) -> None:
     """Make the intent durable under the claim's epoch (and renew its lease) before anything is sent;
     E016 if the claim was fenced."""
-    doc = json.dumps({"attempt": attempt, "note": note, "worker": row.worker, "intent_note": note})
+    doc = json.dumps({"attempt": attempt, "note": note, "worker": row.worker, "intent_note": note,
+                      "intent_epoch": row.epoch})
     done = conn.execute("UPDATE outbox SET state = 'intent', updated = now(), outcome = %s::jsonb || "
                         "jsonb_build_object('intent_ms', (extract(epoch from now()) * 1000)::bigint), "
                         "lease_until = now() + make_interval(secs => %s) WHERE op_id = %s AND epoch = %s",
@@ -155,7 +156,7 @@ def intent(conn: Conn, row: Row, lease_s: float, attempt: int, note: str) -> Non
 
 
 _KEEP_INTENT = ("jsonb_strip_nulls(jsonb_build_object('intent_note', outcome->'intent_note', "
-                "'intent_ms', outcome->'intent_ms'))")
+                "'intent_ms', outcome->'intent_ms', 'intent_epoch', outcome->'intent_epoch'))")
 """The last intent's note and time, kept beside the outcome that replaces it (`reel ops show`)."""
 
 

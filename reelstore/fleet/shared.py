@@ -10,7 +10,7 @@ epoch, fencing any worker that still holds it.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from reelstore.codec import freeze
@@ -31,9 +31,11 @@ if TYPE_CHECKING:
     from reelstore.storage.repo import Repo
 
 
-def _entry(row: Row, state: str, time: int, note: str, receipt: Any = None, finding: Hash | None = None) -> Journal:
+def _entry(row: Row, state: str, time: int, note: str, receipt: Any = None, finding: Hash | None = None,
+           epoch: int | None = None) -> Journal:
     return Journal(prev=None, trunk=row.trunk, record=row.record, index=row.position, effect=row.effect, op=row.op,
-                   state=state, epoch=row.epoch, time=time, receipt=receipt, note=note, finding=finding)
+                   state=state, epoch=row.epoch if epoch is None else epoch, time=time, receipt=receipt, note=note,
+                   finding=finding)
 
 
 def _entries(row: Row) -> tuple[Journal, ...]:
@@ -41,8 +43,9 @@ def _entries(row: Row) -> tuple[Journal, ...]:
     out = []
     said = row.outcome.get("intent_note")
     if isinstance(said, str):
-        at = row.outcome.get("intent_ms")
-        out.append(_entry(row, "unknown", at if isinstance(at, int) else 0, said))
+        at, epoch = row.outcome.get("intent_ms"), row.outcome.get("intent_epoch")
+        out.append(_entry(row, "unknown", at if isinstance(at, int) else 0, said,
+                          epoch=epoch if isinstance(epoch, int) else None))
     state = state_of(row)
     if state not in ("pending", "unknown") or row.state == "unknown":
         receipt = row.outcome.get("receipt")
@@ -53,15 +56,54 @@ def _entries(row: Row) -> tuple[Journal, ...]:
     return tuple(out)
 
 
-def _operation(repo: Repo, row: Row, history: bool = False) -> Operation:
+TAKEOVER = {
+    "keyed": "it resends it with the same idempotency key; the target dedups",
+    "queryable": "it asks the target's status URL and resends only on a 404 that comes after the attempt can no "
+                 "longer land (its absence window)",
+    "two-phase": "it asks the target about the prepared request and confirms it",
+}
+
+
+@dataclass(frozen=True)
+class SharedOperation(Operation):
+    """An operation of a shared store: also who last held its row, and whether that lease still runs."""
+
+    worker: str = ""
+    leased: bool = False
+    """A worker holds the row under a lease that has not run out: it may be sending it now."""
+
+    @property
+    def next_action(self) -> str:
+        if self.leased:
+            return (f"none: worker {self.worker} holds it under a lease; should that worker die, any `reel drain "
+                    "--worker` takes it over once the lease runs out")
+        if self.state == "pending":
+            return "any `reel drain --worker` sends it (nothing was sent: no intent was journaled)"
+        how = TAKEOVER.get(self.effect.delivery)
+        if self.state == "unknown" and how is not None:
+            return f"any `reel drain --worker` (or `reel recover`) takes it over: {how}"
+        return super().next_action
+
+    @property
+    def why_unknown(self) -> str:
+        if self.state == "unknown" and self.latest is not None and self.latest.note.startswith("blind delivery"):
+            return self.latest.note  # parked by a takeover, which said why
+        return super().why_unknown
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "worker": self.worker or None, "leased": self.leased}
+
+
+def _operation(repo: Repo, row: Row, history: bool = False) -> SharedOperation:
     entries = _entries(row)
     latest = entries[-1] if entries else None
     finding = None
     if latest is not None and latest.finding is not None:
         got = repo.objects.get(latest.finding)
         finding = got if isinstance(got, Finding) else None
-    return Operation(row.op, row.trunk, row.record, row.position, repo.objects.get_as(row.effect, Effect),
-                     state_of(row), latest, finding, entries if history else ())
+    return SharedOperation(row.op, row.trunk, row.record, row.position, repo.objects.get_as(row.effect, Effect),
+                           state_of(row), latest, finding, entries if history else (), worker=row.worker,
+                           leased=row.state in ("owed", "intent") and not row.expired)
 
 
 def _conn(repo: Repo) -> tuple[Conn, str] | None:
