@@ -9,7 +9,8 @@ no-op loopback HTTP target:
 - pg: n processes committing one view each time (one keyed http effect) to one shared store (`reel init
   --backend`), `drain.onCommit = workers`, while n `reel drain --worker` processes send the effects;
   commits/s is over the committers' wall time, effects/s from the first commit until the outbox is empty;
-- disk: n processes committing to one local disk store, each commit draining its own effect (as today).
+- disk: n processes committing to one local disk store, each commit draining its own effect (as today);
+- drain: n workers draining an outbox already holding N effects (committed first, no worker running).
 Every process imports and connects first; the loops start together, and wall time runs from the first
 loop's start to the last one's end (pg effects/s: until the outbox is empty). Wall seconds are medians
 over the rounds; CPU is the committing (or inserting) loops' user+system seconds in the median round:
@@ -165,6 +166,38 @@ def pg(url: str, root: Path, base: str, n: int, total: int, tag: str) -> dict[st
             "cpu": got["cpu"]}
 
 
+def drain_only(url: str, root: Path, base: str, n: int, total: int, tag: str) -> dict[str, float]:
+    """Effects drained/s by n workers from an outbox already full: `total` commits made first with no
+    worker running, then n workers start; the span runs from the first intent to the last outcome, as
+    the rows record them (so worker start-up is not counted)."""
+    import psycopg
+
+    d = root / f"pgd-{tag}"
+    _init(d, base, url)
+    _run([["commit", str(d), str(total), f"d{tag}", base]])
+    dirs = []
+    for k in range(n):
+        w = root / f"pgd-{tag}-{k}"
+        _init(w, base, url)
+        dirs.append(w)
+    workers = [subprocess.Popen([REEL, "drain", "--worker", "--lease", "30"], cwd=w, stdout=subprocess.DEVNULL)
+               for w in dirs]
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(60000):
+            row = conn.execute("SELECT count(*) FROM outbox WHERE state <> 'done'").fetchone()
+            if row is not None and row[0] == 0:
+                break
+            time.sleep(0.005)
+        span = conn.execute("SELECT extract(epoch from max(updated)) - min((outcome->>'intent_ms')::bigint) / 1000.0 "
+                            "FROM outbox").fetchone()
+        conn.execute("DELETE FROM outbox")
+    for w in workers:
+        w.terminate()
+    for w in workers:
+        w.wait(timeout=60)
+    return {"commits": total, "commit_wall": float(span[0]) if span else 0.0, "cpu": 0.0}
+
+
 def disk(root: Path, base: str, n: int, total: int, tag: str) -> dict[str, float]:
     d = root / f"disk-{tag}"
     _init(d, base, None)
@@ -196,6 +229,8 @@ def main() -> None:
                     runs.setdefault(("floor", n), []).append(floor(url, n, args.commits))
                     runs.setdefault(("pg", n), []).append(pg(url, root, base, n, args.commits, f"r{r}n{n}"))
                     runs.setdefault(("disk", n), []).append(disk(root, base, n, args.commits, f"r{r}n{n}"))
+                    runs.setdefault(("drain", n), []).append(drain_only(pgs.fresh_url(), root, base, n, args.commits,
+                                                                        f"r{r}n{n}"))
                     print(f"round {r + 1}/{args.rounds}, {n} processes done", file=sys.stderr)
     finally:
         pgs.close()
@@ -204,14 +239,16 @@ def main() -> None:
     out = []
     for n in sizes:
         floor_rate = 0.0
-        for kind in ("floor", "pg", "disk"):
+        for kind in ("floor", "pg", "disk", "drain"):
             rs = sorted(runs[(kind, n)], key=lambda x: x["commit_wall"])
             mid = rs[len(rs) // 2]
             wall = statistics.median(x["commit_wall"] for x in rs)
             rate = mid["commits"] / wall
-            eff = mid["commits"] / statistics.median(x["drain_wall"] for x in rs) if kind != "floor" else None
+            eff = mid["commits"] / statistics.median(x["drain_wall"] for x in rs) if kind in ("pg", "disk") else None
+            if kind == "drain":  # effects drained from a full outbox: its rate is in the effects column
+                eff, rate = rate, 0.0
             floor_rate = rate if kind == "floor" else floor_rate
-            pct = f"{100 * rate / floor_rate:.1f}" if kind != "floor" else "100"
+            pct = f"{100 * rate / floor_rate:.1f}" if kind in ("pg", "disk") else "100" if kind == "floor" else "-"
             print(f"{kind:<6} {n:>5} {rate:>10.1f} {eff if eff is None else round(eff, 1)!s:>10} {pct:>8} "
                   f"{wall:>7.2f} {mid['cpu']:>7.2f}")
             out.append({"store": kind, "procs": n, "commits_per_s": rate, "effects_per_s": eff, "wall_s": wall,

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import DictRow, dict_row
 
-from reelstore.errors import BadInput, Conflict, NotFound, StaleEpoch, StorageError
+from reelstore.errors import BadInput, Conflict, NotFound, StaleEpoch, Unreachable
 from reelstore.objects import Hash
 
 CHANNEL = "reel_outbox"
@@ -79,14 +79,14 @@ def _row(d: DictRow) -> Row:
 
 
 def connect(url: str) -> Conn:
-    """An autocommit connection to the store's database (E007 naming no credential if it cannot be had)."""
+    """An autocommit connection to the store's database (E010 if it cannot be had)."""
     try:
         return psycopg.connect(url, autocommit=True, row_factory=dict_row, connect_timeout=10)
     except psycopg.Error as exc:
-        raise StorageError(f"cannot reach the store's database: {_reason(exc)}") from None
+        raise Unreachable(f"cannot reach the store's database: {reason(exc)}") from None
 
 
-def _reason(exc: BaseException) -> str:
+def reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[-1] if text else type(exc).__name__
 

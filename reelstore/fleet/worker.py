@@ -28,7 +28,7 @@ from reelstore.crashpoints import crash_point
 from reelstore.drain import epoch as epochs
 from reelstore.drain import hold as holds
 from reelstore.drain.drainer import DrainReport, Outcome, fire, resume_by_tier
-from reelstore.errors import BadInput, Held, ReelError, StaleEpoch, StorageError
+from reelstore.errors import BadInput, Held, ReelError, StaleEpoch, Unreachable
 from reelstore.fleet import outbox
 from reelstore.fleet.outbox import Conn, Row
 from reelstore.objects import Effect, Hash
@@ -131,9 +131,9 @@ class Worker:
                 try:
                     self.conn.close()
                     self.conn = outbox.connect(self.url)
-                except StorageError:
+                except Unreachable:
                     continue
-        raise StorageError(f"worker {self.name} lost the store's database: {outbox._reason(last)}")
+        raise Unreachable(f"worker {self.name} lost the store's database: {outbox.reason(last)}")
 
     def step(self, *, trunk: str | None = None, record: Hash | None = None) -> Drained | None:
         """Claim one row and see it through; None when nothing is claimable now. Raises StaleEpoch (E016)
@@ -326,9 +326,9 @@ def _listen(worker: Worker) -> Conn:
     for attempt in range(RECONNECTS):
         try:
             return outbox.listen(worker.url)
-        except (StorageError, psycopg.OperationalError):
+        except (Unreachable, psycopg.OperationalError):
             time.sleep(min(0.1 * 2 ** attempt, worker.lease_s))
-    raise StorageError(f"worker {worker.name} could not listen on the store's database")
+    raise Unreachable(f"worker {worker.name} could not listen on the store's database")
 
 
 def _drain(worker: Worker, report: WorkerReport, trunk: str | None) -> bool:
