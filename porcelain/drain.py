@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import signal
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, StaleEpoch
-from reelstore.fleet.worker import Drained, WorkerReport, work
 from reelstore.porcelain.ops import json_flag
+
+if TYPE_CHECKING:
+    from reelstore.fleet.worker import Drained, WorkerReport
 
 
 def _stop(_signum: int, _frame: FrameType | None) -> None:
@@ -35,6 +38,8 @@ def drain(ctx: Context, worker: bool, once: bool, lease: str | None, name: str |
     if not worker:
         raise BadInput("`reel drain` runs a drain worker: give --worker (and --once to drain what is owed now and "
                        "exit)", field="worker")
+
+    from reelstore.fleet.worker import work  # loads the Postgres client (E014 naming the extra without it)
 
     def show(report: WorkerReport, done: Drained) -> None:
         click.echo(report.line(done))

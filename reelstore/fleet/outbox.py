@@ -12,13 +12,23 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
-
-import psycopg
-from psycopg.rows import DictRow, dict_row
+from typing import TYPE_CHECKING, Any
 
 from reelstore.errors import BadInput, Conflict, NotFound, StaleEpoch, Unreachable
+from reelstore.extras import needs
 from reelstore.objects import Hash
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import DictRow
+
+    Conn = psycopg.Connection[DictRow]
+
+_pg: Any = needs("psycopg", "postgres", "a shared store's drain")
+_rows: Any = needs("psycopg.rows", "postgres", "a shared store's drain")
+Error: type[Exception] = _pg.Error
+OperationalError: type[Exception] = _pg.OperationalError
+"""The database went away (a restart, a dropped connection): worth connecting again."""
 
 CHANNEL = "reel_outbox"
 """The channel a commit notifies (payload: the trunk), on which idle workers listen."""
@@ -28,8 +38,6 @@ STATE_OF = {"owed": "pending", "intent": "unknown", "done": "succeeded", "failed
             "not_sent": "not_sent"}
 """A row's state as the operator surface names it (a row in `intent` may have been sent: unknown)."""
 ROW_STATE = {"succeeded": "done", "failed": "failed", "not_sent": "not_sent", "unknown": "unknown", "absent": "failed"}
-
-Conn = psycopg.Connection[DictRow]
 
 _COLUMNS = ("op_id, trunk, record, position, effect, tier, state, epoch, worker, outcome, seq, "
             "(extract(epoch from (now() - updated)) * 1000)::bigint AS age_ms, "
@@ -81,8 +89,9 @@ def _row(d: DictRow) -> Row:
 def connect(url: str) -> Conn:
     """An autocommit connection to the store's database (E010 if it cannot be had)."""
     try:
-        return psycopg.connect(url, autocommit=True, row_factory=dict_row, connect_timeout=10)
-    except psycopg.Error as exc:
+        conn: Conn = _pg.connect(url, autocommit=True, row_factory=_rows.dict_row, connect_timeout=10)
+        return conn
+    except _pg.Error as exc:
         raise Unreachable(f"cannot reach the store's database: {reason(exc)}") from None
 
 
@@ -102,7 +111,7 @@ def prepare(conn: Conn) -> None:
     for sql in INDEXES:
         try:
             conn.execute(sql)
-        except psycopg.errors.UniqueViolation:
+        except _pg.errors.UniqueViolation:
             continue  # another worker made it at the same moment
 
 
@@ -230,7 +239,7 @@ def listen(url: str) -> Conn:
     conn = connect(url)
     try:
         conn.execute(f"LISTEN {CHANNEL}")
-    except psycopg.Error:
+    except _pg.Error:
         conn.close()
         raise
     return conn
@@ -243,12 +252,12 @@ def wait(conn: Conn, timeout_s: float) -> bool:
     return False
 
 
-def parse_lease(text: str | float) -> float:
-    """A lease in seconds, from 0.05 to a day (E014 naming the lease otherwise)."""
+def parse_lease(text: str | float, field: str = "--lease") -> float:
+    """A lease in seconds, from 0.05 to a day (E014 naming `field` otherwise)."""
     try:
         value = float(text)
     except (TypeError, ValueError):
-        raise BadInput(f"--lease {text!r} is not a number of seconds", field="lease") from None
+        raise BadInput(f"{field} {text!r} is not a number of seconds", field=field) from None
     if not 0.05 <= value <= 86400:
-        raise BadInput(f"--lease {text!r} must be between 0.05 and 86400 seconds", field="lease")
+        raise BadInput(f"{field} {text!r} must be between 0.05 and 86400 seconds", field=field)
     return value

@@ -11,6 +11,7 @@ epoch, fencing any worker that still holds it.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from reelstore.codec import freeze
@@ -21,13 +22,12 @@ from reelstore.drain.drainer import DrainReport, Outcome
 from reelstore.drain.ops import Operation, OpSource
 from reelstore.drain.recovery import RecoveryReport
 from reelstore.errors import BadInput, Conflict
-from reelstore.fleet import outbox
-from reelstore.fleet.outbox import Conn, Row, state_of
-from reelstore.fleet.worker import Worker, as_found, database, default_name, lease_of
+from reelstore.fleet import database
 from reelstore.objects import Effect, Finding, Hash, Journal
 from reelstore.stamp import now_ms
 
 if TYPE_CHECKING:
+    from reelstore.fleet.outbox import Conn, Row
     from reelstore.storage.repo import Repo
 
 
@@ -46,7 +46,7 @@ def _entries(row: Row) -> tuple[Journal, ...]:
         at, epoch = row.outcome.get("intent_ms"), row.outcome.get("intent_epoch")
         out.append(_entry(row, "unknown", at if isinstance(at, int) else 0, said,
                           epoch=epoch if isinstance(epoch, int) else None))
-    state = state_of(row)
+    state = _outbox().state_of(row)
     if state not in ("pending", "unknown") or row.state == "unknown":
         receipt = row.outcome.get("receipt")
         found = row.outcome.get("finding")
@@ -102,13 +102,20 @@ def _operation(repo: Repo, row: Row, history: bool = False) -> SharedOperation:
         got = repo.objects.get(latest.finding)
         finding = got if isinstance(got, Finding) else None
     return SharedOperation(row.op, row.trunk, row.record, row.position, repo.objects.get_as(row.effect, Effect),
-                           state_of(row), latest, finding, entries if history else (), worker=row.worker,
+                           _outbox().state_of(row), latest, finding, entries if history else (), worker=row.worker,
                            leased=row.state in ("owed", "intent") and not row.expired)
+
+
+def _outbox() -> ModuleType:
+    """The outbox module, loaded (with the Postgres client) only for a shared store."""
+    from reelstore.fleet import outbox
+
+    return outbox
 
 
 def _conn(repo: Repo) -> tuple[Conn, str] | None:
     url = database(repo)
-    return None if url is None else (outbox.connect(url), url)
+    return None if url is None else (_outbox().connect(url), url)
 
 
 def list_ops(repo: Repo, unresolved: bool = False) -> list[Operation]:
@@ -116,6 +123,8 @@ def list_ops(repo: Repo, unresolved: bool = False) -> list[Operation]:
     found = _conn(repo)
     if found is None:
         return local.list_ops(repo, unresolved)
+    from reelstore.fleet import outbox
+
     with found[0] as conn:
         out = [_operation(repo, r) for r in outbox.rows(conn, unresolved=unresolved)]
     return [o for o in out if not unresolved or o.state in local.UNRESOLVED]
@@ -126,6 +135,8 @@ def record_operations(repo: Repo, trunk: str, record: Hash) -> list[Operation]:
     found = _conn(repo)
     if found is None:
         return sorted((o for o in local.operations(repo, trunk) if o.record == record), key=lambda o: o.index)
+    from reelstore.fleet import outbox
+
     with found[0] as conn:
         return [_operation(repo, r) for r in outbox.record_rows(conn, trunk, record)]
 
@@ -135,6 +146,8 @@ def find(repo: Repo, name: str) -> Operation:
     found = _conn(repo)
     if found is None:
         return local.find(repo, name)
+    from reelstore.fleet import outbox
+
     with found[0] as conn:
         return _operation(repo, outbox.find(conn, name), history=True)
 
@@ -151,6 +164,8 @@ def reconcile(repo: Repo, name: str, outcome: str, evidence: str, observer: str,
     found = _conn(repo)
     if found is None:
         return local.reconcile(repo, name, outcome, evidence, observer, source=source, scope=scope)
+    from reelstore.fleet import outbox
+
     if outcome not in ("succeeded", "absent"):
         raise BadInput(f"--outcome must be succeeded or absent, not {outcome!r}")
     if not evidence.strip() or not observer.strip():
@@ -193,6 +208,9 @@ def recover(repo: Repo) -> RecoveryReport:
         from reelstore.drain.recovery import recover as resume
 
         return resume(repo)
+    from reelstore.fleet import outbox
+    from reelstore.fleet.worker import Worker, as_found, default_name, lease_of
+
     holds.check(repo)
     conn, url = found
     report = RecoveryReport(epochs.bump(repo))

@@ -21,21 +21,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-
 from reelstore.adapters.base import Adapter, adapter
 from reelstore.crashpoints import crash_point
 from reelstore.drain import epoch as epochs
 from reelstore.drain import hold as holds
 from reelstore.drain.drainer import DrainReport, Outcome, fire, resume_by_tier
 from reelstore.errors import BadInput, Held, ReelError, StaleEpoch, Unreachable
-from reelstore.fleet import outbox
-from reelstore.fleet.outbox import Conn, Row
+from reelstore.fleet import database, outbox
 from reelstore.objects import Effect, Hash
 from reelstore.stamp import now_ms
 from reelstore.wording import plural
 
 if TYPE_CHECKING:
+    from reelstore.fleet.outbox import Conn, Row
     from reelstore.storage.repo import Repo
 
 DEFAULT_LEASE_S = 30.0
@@ -125,7 +123,7 @@ class Worker:
         for attempt in range(RECONNECTS):
             try:
                 return what()
-            except psycopg.OperationalError as exc:
+            except outbox.OperationalError as exc:
                 last = exc
                 time.sleep(min(0.1 * 2 ** attempt, self.lease_s))
                 try:
@@ -206,16 +204,11 @@ class Worker:
         self._retry(lambda: outbox.settle(self.conn, row, fate, doc))
 
 
-def database(repo: Repo) -> str | None:
-    """The URL of the shared database this store lives in, or None for a store of its own."""
-    return repo.config.get("core.backend") or None
-
-
 def lease_of(repo: Repo, given: float | str | None = None) -> float:
     """The lease a drainer here holds its claims for: `given`, else config `drain.lease`, else 30 s."""
     if given is not None:
         return outbox.parse_lease(given)
-    return outbox.parse_lease(repo.config.get("drain.lease", str(DEFAULT_LEASE_S)))
+    return outbox.parse_lease(repo.config.get("drain.lease", str(DEFAULT_LEASE_S)), "config drain.lease")
 
 
 def work(repo: Repo, *, once: bool = False, lease_s: float | str | None = None, name: str | None = None,
@@ -310,7 +303,7 @@ def run(repo: Repo, url: str, *, name: str | None = None, lease_s: float = DEFAU
                     break
                 try:
                     report.wakeups += outbox.wait(ear, lease_s)
-                except psycopg.OperationalError:
+                except outbox.OperationalError:
                     ear.close()
                     ear = None  # the database restarted: listen again next round
         except KeyboardInterrupt:
@@ -326,7 +319,7 @@ def _listen(worker: Worker) -> Conn:
     for attempt in range(RECONNECTS):
         try:
             return outbox.listen(worker.url)
-        except (Unreachable, psycopg.OperationalError):
+        except (Unreachable, outbox.OperationalError):
             time.sleep(min(0.1 * 2 ** attempt, worker.lease_s))
     raise Unreachable(f"worker {worker.name} could not listen on the store's database")
 
