@@ -57,7 +57,7 @@ def check_url(url: str, field: str) -> str:
     is written to the store's config, so a password must come from PGPASSWORD or ~/.pgpass)."""
     try:
         parts = urlsplit(url)
-        password = parts.password
+        password, _ = parts.password, parts.port
     except ValueError as exc:
         raise BadInput(f"{field}: {url!r} is not a URL: {exc}", field=field) from None
     if parts.scheme not in SCHEMES:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from reelstore.crashpoints import crash_point
 from reelstore.errors import Conflict
 from reelstore.objects.hash import Hash
 from reelstore.storage.postgres import PgDb
@@ -86,6 +87,8 @@ class PgRefStore(RefStore):
 
     def _unlock(self, names: list[str]) -> None:
         landed, self._landed, self._owed = self._landed, False, []
+        if landed:
+            crash_point("pg:committing")
         self.db.end(landed)
 
     def _settle(self) -> None:
@@ -98,8 +101,10 @@ class PgRefStore(RefStore):
         try:
             with self.db.txn() as conn:
                 self._write(conn, updates, message, principal)
+                crash_point("pg:refs-written")
                 if self._owed:
                     self._write_outbox(conn)
+                    crash_point("pg:outbox-written")
         except self.db.psycopg.Error as exc:
             raise self.db.failure(exc) from None
 

@@ -1,0 +1,193 @@
+"""The Postgres backend as a shared store: two directories on one database share one trunk, race on one
+compare-and-swap with one winner, and a commit moves the trunk, deletes the view and owes its effects in
+one SQL transaction, so a process killed anywhere inside it leaves all of that or none of it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import kernel_helpers as kh
+import psycopg
+import pytest
+from conftest import REEL
+from pg_server import PgServer
+
+from reelstore.errors import Conflict
+from reelstore.kernel import verbs as kernel
+from reelstore.objects import Blob, Record
+from reelstore.storage.repo import Repo
+
+FS_WRITE = json.dumps({"action": "write", "path": "out.txt", "content": "x\n"})
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> None:
+    kh.reset()
+
+
+def _reel(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    full = {k: v for k, v in os.environ.items() if k != "REEL_DIR"} | (env or {})
+    return subprocess.run([REEL, *args], cwd=cwd, capture_output=True, env=full, timeout=120)
+
+
+def _outbox(url: str) -> list[tuple[str, str, int, str, str]]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT op_id, trunk, position, tier, state FROM outbox ORDER BY trunk, seq").fetchall()
+    return [(str(a), str(b), int(c), str(d), str(e)) for a, b, c, d, e in rows]
+
+
+def test_two_directories_share_one_trunk_and_a_second_init_joins_it(tmp_path: Path, pg_url: str) -> None:
+    a = Repo.init(tmp_path / "a", backend=pg_url)
+    root = a.refs["refs/heads/main"]
+    b = Repo.init(tmp_path / "b", backend=pg_url)
+    assert b.refs["refs/heads/main"] == root  # joined, not restarted
+    assert (tmp_path / "b" / ".reel" / "hooks").is_dir() and not (tmp_path / "b" / ".reel" / "objects").exists()
+    kernel.fork(a, "v")
+    kernel.put(a, "v", "f", b"from a")
+    kernel.commit(a, "v")
+    kernel.fork(b, "w")
+    assert kernel.get(b, "w", "f") == b"from a"
+    assert [o.verb for o in b.ops.operations()] == ["init", "fork", "put", "commit", "fork"]
+    assert Repo.open(tmp_path / "b").config.get("core.backend") == pg_url
+
+
+def test_two_handles_race_one_compare_and_swap_and_exactly_one_wins(tmp_path: Path, pg_url: str) -> None:
+    handles = [Repo.init(tmp_path / "a", backend=pg_url), Repo.init(tmp_path / "b", backend=pg_url)]
+    ref, rounds = "refs/heads/race", 20
+    handles[0].refs.set(ref, Blob(b"start").id, None)
+    gate = threading.Barrier(2)
+    won: list[list[int]] = [[], []]
+    lost: list[list[int]] = [[], []]
+
+    def racer(i: int) -> None:
+        repo = handles[i]
+        for n in range(rounds):
+            gate.wait(timeout=30)
+            seen = repo.refs[ref]
+            gate.wait(timeout=30)
+            try:
+                repo.refs.set(ref, Blob(f"{n}-{i}".encode()).id, seen, message=f"round {n}")
+                won[i].append(n)
+            except Conflict:
+                lost[i].append(n)
+
+    threads = [threading.Thread(target=racer, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert sorted(won[0] + won[1]) == list(range(rounds)) and sorted(lost[0] + lost[1]) == list(range(rounds))
+    log = handles[1].refs.reflog(ref)
+    assert len(log) == 1 + rounds  # one line per winner, none for a loser
+    last = won[0][-1] if won[0] and (not won[1] or won[0][-1] > won[1][-1]) else won[1][-1]
+    winner = 0 if last in won[0] else 1
+    assert handles[0].refs[ref] == Blob(f"{last}-{winner}".encode()).id == log[-1].new
+
+
+def test_concurrent_commits_from_two_directories_lose_nothing(tmp_path: Path, pg_url: str) -> None:
+    handles = [Repo.init(tmp_path / "a", backend=pg_url), Repo.init(tmp_path / "b", backend=pg_url)]
+    per = 4
+    errors: list[BaseException] = []
+
+    def committer(i: int) -> None:
+        try:
+            for n in range(per):
+                name = f"v{i}-{n}"
+                kernel.fork(handles[i], name)
+                kernel.put(handles[i], name, f"{i}/{n}", b"x")
+                kernel.effect(handles[i], name, "recorder", {"n": i * 100 + n})
+                kernel.commit(handles[i], name)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=committer, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == []
+    repo = handles[0]
+    chain, at = [], repo.refs["refs/heads/main"]
+    while at is not None:
+        rec = repo.objects.get_as(at, Record)
+        chain.append(rec)
+        at = rec.parent
+    assert len(chain) == 1 + 2 * per  # every commit is a record on the trunk
+    assert repo.refs.list("refs/views/") == []
+    rows = _outbox(pg_url)
+    assert len(rows) == 2 * per and len({r[0] for r in rows}) == 2 * per
+    assert {(r[1], r[2], r[3], r[4]) for r in rows} == {("main", 0, "keyed", "owed")}
+    assert kh.FIRED == []  # nothing sent by the committers: the outbox owes it
+
+
+@pytest.mark.parametrize(
+    ("point", "landed"),
+    [
+        ("refs:prepared", False),
+        ("pg:refs-written", False),
+        ("pg:outbox-written", False),
+        ("pg:committing", False),
+        ("commit:advanced", True),
+    ],
+)
+def test_a_commit_killed_inside_its_transaction_is_all_or_nothing(
+    tmp_path: Path, pg_url: str, point: str, landed: bool
+) -> None:
+    repo = Repo.init(tmp_path, backend=pg_url)
+    kernel.fork(repo, "v")
+    kernel.put(repo, "v", "x", b"state")
+    for n in (1, 2):
+        op = json.dumps({"action": "write", "path": f"out{n}.txt", "content": "x\n"})
+        assert _reel(tmp_path, "effect", "v", "--adapter", "fs", "--op", op).returncode == 0
+    head = repo.refs["refs/heads/main"]
+    killed = _reel(tmp_path, "commit", "v", env={"REEL_TEST_CRASH_AT": point})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
+    fresh = Repo.open(tmp_path)
+    moved = fresh.refs["refs/heads/main"] != head
+    view_gone = fresh.refs.get("refs/views/v") is None
+    rows = _outbox(pg_url)
+    assert (moved, view_gone, len(rows)) == ((True, True, 2) if landed else (False, False, 0))
+    if not landed:  # the killed connection's locks went with it: the commit goes through now, whole
+        kernel.commit(fresh, "v")
+        assert fresh.refs.get("refs/views/v") is None and len(_outbox(pg_url)) == 2
+    top = fresh.objects.get_as(fresh.refs["refs/heads/main"], Record)
+    assert [r[2] for r in _outbox(pg_url)] == [0, 1] and top.effects is not None
+
+
+def test_reel_init_backend_on_the_command_line(tmp_path: Path, pg_url: str) -> None:
+    made = _reel(tmp_path, "--json", "init", "--backend", pg_url, "a")
+    assert made.returncode == 0, made.stderr.decode()
+    assert json.loads(made.stdout) == {"path": str(tmp_path / "a" / ".reel"), "trunk": "main", "backend": pg_url}
+    joined = _reel(tmp_path, "init", "--backend", pg_url, "b")
+    assert joined.returncode == 0 and pg_url in joined.stdout.decode()
+    for args in (("fork", "v"), ("put", "v", "f", "-"), ("commit", "v")):
+        done = subprocess.run([REEL, *args], cwd=tmp_path / "a", input=b"hi", capture_output=True, timeout=120)
+        assert done.returncode == 0, done.stderr.decode()
+    seen = _reel(tmp_path / "b", "--json", "op", "log")
+    assert seen.returncode == 0, seen.stderr.decode()
+    assert "commit" in [op["verb"] for op in json.loads(seen.stdout)["operations"]]
+    assert "backend = " + pg_url in (tmp_path / "b" / ".reel" / "config").read_text()
+
+
+def test_a_bad_backend_is_a_clear_error_naming_the_option_and_creates_nothing(
+    tmp_path: Path, pg_server: PgServer, reserve_port
+) -> None:
+    unreachable = f"postgresql://{pg_server.user}@127.0.0.1:{reserve_port()}/db"
+    cases = [
+        ("mysql://h/db", 6, "E014"),
+        (f"postgresql://u:secret@127.0.0.1:{pg_server.port}/db", 6, "E014"),
+        ("postgresql://127.0.0.1:notaport/db", 6, "E014"),
+        (unreachable, 4, "E010"),
+    ]
+    for url, status, code in cases:
+        out = _reel(tmp_path, "init", "--backend", url, "d")
+        err = out.stderr.decode()
+        assert out.returncode == status, (url, err)
+        assert code in err and "--backend" in err and "Traceback" not in err, err
+        assert "secret" not in err
+        assert not (tmp_path / "d" / ".reel").exists()
