@@ -191,3 +191,25 @@ def test_a_bad_backend_is_a_clear_error_naming_the_option_and_creates_nothing(
         assert code in err and "--backend" in err and "Traceback" not in err, err
         assert "secret" not in err
         assert not (tmp_path / "d" / ".reel").exists()
+
+
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_a_server_restart_loses_nothing_committed_and_the_handle_reconnects(
+    tmp_path: Path, pg_server: PgServer, pg_url: str, mode: str
+) -> None:
+    repo = Repo.init(tmp_path, backend=pg_url)
+    kernel.fork(repo, "v")
+    kernel.put(repo, "v", "a", b"1")
+    kernel.effect(repo, "v", "recorder", {"n": 1})
+    record = kernel.commit(repo, "v").record
+    pg_server.restart(mode)
+    assert repo.refs["refs/heads/main"] == record  # the same handle: its dropped connection is opened again
+    kernel.fork(repo, "w")  # a ref transaction first on a fresh connection
+    pg_server.restart(mode)
+    kernel.put(repo, "w", "b", b"2")  # objects first, then the ref transaction
+    pg_server.restart(mode)
+    kernel.commit(repo, "w")
+    fresh = Repo.open(tmp_path)
+    kernel.fork(fresh, "x")
+    assert kernel.get(fresh, "x", "a") == b"1" and kernel.get(fresh, "x", "b") == b"2"
+    assert [r[4] for r in _outbox(pg_url)] == ["owed"]

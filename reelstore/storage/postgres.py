@@ -13,10 +13,9 @@ psycopg is an optional dependency (`reelstore[postgres]`), loaded through `extra
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError, Unreachable
@@ -26,6 +25,7 @@ from reelstore.storage.object_store import ObjectStore
 from reelstore.storage.op_log import FILE as OPS_FILE
 from reelstore.storage.state_files import DiskFiles
 
+T = TypeVar("T")
 SCHEMA_VERSION = 1
 SCHEMES = ("postgresql", "postgres")
 LOCK_TIMEOUT = "10s"
@@ -76,7 +76,7 @@ def check_url(url: str, field: str) -> str:
 
 class PgDb:
     """The store's connection: opened on first use, again after the server dropped it, one thread at a
-    time. `txn()` runs statements in a transaction, joining the one this thread holds open (`begin`)."""
+    time. `run()` runs statements in a transaction, joining the one this thread holds open (`begin`)."""
 
     def __init__(self, url: str, field: str = "core.backend") -> None:
         self.url = check_url(url, field)
@@ -138,23 +138,59 @@ class PgDb:
             self._open = False
             self._lock.release()
 
-    @contextmanager
-    def txn(self) -> Iterator[Any]:
-        """The connection inside a transaction: this thread's open one, or a new one committed at the end
-        of the block (rolled back if it raises). A database error surfaces as E007."""
+    def run(self, work: Callable[[Any], T]) -> T:
+        """`work(connection)` in a transaction: the one this thread holds open (`begin`), or one of its own
+        committed after it (rolled back if it raises). A connection the server dropped (a restart) is
+        opened again and `work` run once more: it failed before its commit, so nothing of it stayed.
+        Any other database error surfaces as E007."""
         with self._lock:
             if self._open:
-                yield self._conn
-                return
-            conn = self.begin()
-            ok = False
+                try:
+                    return work(self._conn)
+                except self.psycopg.Error as exc:
+                    raise self.failure(exc) from None
             try:
-                yield conn
-                ok = True
+                try:
+                    return self._once(work)
+                except self.psycopg.OperationalError:
+                    if not self.lost():
+                        raise
+                return self._once(work)
             except self.psycopg.Error as exc:
                 raise self.failure(exc) from None
-            finally:
-                self.end(ok)
+
+    def one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        """The first row `sql` returns (None if none), in a transaction as `run` runs one."""
+        return self.run(lambda conn: conn.execute(sql, params).fetchone())
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        """Every row `sql` returns, in a transaction as `run` runs one."""
+        return list(self.run(lambda conn: conn.execute(sql, params).fetchall()))
+
+    def many(self, sql: str, params: list[tuple[Any, ...]]) -> None:
+        """`sql` once per tuple of `params`, in one transaction as `run` runs one."""
+
+        def work(conn: Any) -> None:
+            with conn.cursor() as cur:
+                cur.executemany(sql, params)
+
+        self.run(work)
+
+    def _once(self, work: Callable[[Any], T]) -> T:
+        conn = self.begin()
+        ok = False
+        try:
+            result = work(conn)
+            ok = True
+            return result
+        finally:
+            self.end(ok)
+
+    def lost(self) -> bool:
+        """Whether the connection is gone (the server restarted or dropped it): the next use reconnects."""
+        if self._conn is not None and (self._conn.closed or self._conn.broken):
+            self._drop()
+        return self._conn is None
 
     def failure(self, exc: Exception, doing: str = "") -> StorageError:
         """E007 for a database error; a lost connection is dropped, so the next use connects again."""
@@ -204,12 +240,10 @@ class PgObjectStore(ObjectStore):
         self.db = db
 
     def has(self, h: Hash) -> bool:
-        with self.db.txn() as conn:
-            return conn.execute("SELECT 1 FROM objects WHERE id = %s", (bytes(h),)).fetchone() is not None
+        return self.db.one("SELECT 1 FROM objects WHERE id = %s", (bytes(h),)) is not None
 
     def get_raw(self, h: Hash) -> bytes:
-        with self.db.txn() as conn:
-            row = conn.execute("SELECT data FROM objects WHERE id = %s", (bytes(h),)).fetchone()
+        row = self.db.one("SELECT data FROM objects WHERE id = %s", (bytes(h),))
         if row is None:
             raise NotFound(f"no object {h.hex()}", id=h)
         raw = bytes(row[0])
@@ -220,36 +254,28 @@ class PgObjectStore(ObjectStore):
     def _store(self, items: list[tuple[Hash, bytes]]) -> None:
         if not items:
             return
-        with self.db.txn() as conn, conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO objects (id, data) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
-                [(bytes(h), raw) for h, raw in items],
-            )
+        self.db.many(
+            "INSERT INTO objects (id, data) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
+            [(bytes(h), raw) for h, raw in items],
+        )
 
     def __iter__(self) -> Iterator[Hash]:
-        with self.db.txn() as conn:
-            rows = conn.execute("SELECT id FROM objects ORDER BY id").fetchall()
-        return iter([Hash(bytes(r[0])) for r in rows])
+        return iter([Hash(bytes(r[0])) for r in self.db.rows("SELECT id FROM objects ORDER BY id")])
 
     def _candidates(self, prefix: str) -> list[Hash]:
         pad = 64 - len(prefix)
         low, high = bytes.fromhex(prefix + "0" * pad), bytes.fromhex(prefix + "f" * pad)
-        with self.db.txn() as conn:
-            rows = conn.execute(
-                "SELECT id FROM objects WHERE id BETWEEN %s AND %s ORDER BY id LIMIT 2", (low, high)
-            ).fetchall()
+        rows = self.db.rows("SELECT id FROM objects WHERE id BETWEEN %s AND %s ORDER BY id LIMIT 2", (low, high))
         return [Hash(bytes(r[0])) for r in rows]
 
     def mtime(self, h: Hash) -> float:
-        with self.db.txn() as conn:
-            row = conn.execute("SELECT extract(epoch FROM written) FROM objects WHERE id = %s", (bytes(h),)).fetchone()
+        row = self.db.one("SELECT extract(epoch FROM written) FROM objects WHERE id = %s", (bytes(h),))
         if row is None:
             raise NotFound(f"no object {h.hex()}", id=h)
         return float(row[0])
 
     def delete(self, h: Hash) -> None:
-        with self.db.txn() as conn:
-            conn.execute("DELETE FROM objects WHERE id = %s", (bytes(h),))
+        self.db.run(lambda conn: conn.execute("DELETE FROM objects WHERE id = %s", (bytes(h),)))
 
 
 class PgFiles(DiskFiles):
@@ -261,8 +287,7 @@ class PgFiles(DiskFiles):
         self.db = db
 
     def _log(self) -> bytes:
-        with self.db.txn() as conn:
-            return b"".join(bytes(r[0]) for r in conn.execute("SELECT line FROM oplog ORDER BY seq").fetchall())
+        return b"".join(bytes(r[0]) for r in self.db.rows("SELECT line FROM oplog ORDER BY seq"))
 
     def read(self, name: str) -> bytes | None:
         return self._log() if name == OPS_FILE else super().read(name)
@@ -277,8 +302,7 @@ class PgFiles(DiskFiles):
         if name != OPS_FILE:
             super().append(name, data, durable=durable)
             return
-        with self.db.txn() as conn:
-            conn.execute("INSERT INTO oplog (line) VALUES (%s)", (data,))
+        self.db.run(lambda conn: conn.execute("INSERT INTO oplog (line) VALUES (%s)", (data,)))
 
     def _append_only(self, name: str) -> None:
         if name == OPS_FILE:

@@ -45,18 +45,13 @@ class PgRefStore(RefStore):
         self._owed: list[Owed] = []
 
     def _read(self, name: str) -> Hash | None:
-        with self.db.txn() as conn:
-            row = conn.execute("SELECT target FROM refs WHERE name = %s", (name,)).fetchone()
+        row = self.db.one("SELECT target FROM refs WHERE name = %s", (name,))
         return None if row is None else _h(row[0])
 
     def _lock(self, names: list[str]) -> None:
-        conn = self.db.begin()
         self._landed, self._owed = False, []
+        conn, existing = self._lock_rows(names)
         try:
-            found = conn.execute(
-                "SELECT name FROM refs WHERE name = ANY(%s) ORDER BY name FOR UPDATE", (names,)
-            ).fetchall()
-            existing = {r[0] for r in found}
             taken = NameSet()
             for name in names:
                 other = taken.conflict(name)
@@ -65,15 +60,31 @@ class PgRefStore(RefStore):
                 if other is not None:
                     raise Conflict(f"cannot lock ref {name}: ref {other} is in the way", ref=name)
                 taken.add(name)
-        except self.db.psycopg.errors.LockNotAvailable:
-            self.db.end(False)
-            raise Conflict(f"cannot lock refs {', '.join(names)}: another update held them too long") from None
         except self.db.psycopg.Error as exc:
             self.db.end(False)
-            raise self.db.failure(exc) from None
+            raise self._lock_error(exc, names) from None
         except BaseException:
             self.db.end(False)
             raise
+
+    def _lock_rows(self, names: list[str]) -> tuple[Any, set[str]]:
+        """Begin the transaction and lock the rows of `names` that exist (returned): a connection the
+        server dropped since its last use is opened again, once, since nothing was written on it yet."""
+        for attempt in (0, 1):
+            conn = self.db.begin()
+            try:
+                rows = conn.execute("SELECT name FROM refs WHERE name = ANY(%s) ORDER BY name FOR UPDATE", (names,))
+                return conn, {str(r[0]) for r in rows.fetchall()}
+            except self.db.psycopg.Error as exc:
+                self.db.end(False)
+                if attempt or not isinstance(exc, self.db.psycopg.OperationalError) or not self.db.lost():
+                    raise self._lock_error(exc, names) from None
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def _lock_error(self, exc: Exception, names: list[str]) -> Exception:
+        if isinstance(exc, self.db.psycopg.errors.LockNotAvailable):
+            return Conflict(f"cannot lock refs {', '.join(names)}: another update held them too long")
+        return self.db.failure(exc)
 
     @staticmethod
     def _in_the_way(conn: Any, name: str) -> str | None:
@@ -98,15 +109,14 @@ class PgRefStore(RefStore):
         self._owed = list(owed)
 
     def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str]) -> None:
-        try:
-            with self.db.txn() as conn:
-                self._write(conn, updates, message, principal)
-                crash_point("pg:refs-written")
-                if self._owed:
-                    self._write_outbox(conn)
-                    crash_point("pg:outbox-written")
-        except self.db.psycopg.Error as exc:
-            raise self.db.failure(exc) from None
+        def work(conn: Any) -> None:
+            self._write(conn, updates, message, principal)
+            crash_point("pg:refs-written")
+            if self._owed:
+                self._write_outbox(conn)
+                crash_point("pg:outbox-written")
+
+        self.db.run(work)  # inside the transaction `_lock` began
 
     def _write(self, conn: Any, updates: list[RefUpdate], message: str, principal: str) -> None:
         now = int(time.time() * 1000)
@@ -165,16 +175,13 @@ class PgRefStore(RefStore):
         )
 
     def names(self) -> Iterator[str]:
-        with self.db.txn() as conn:
-            rows = conn.execute("SELECT name FROM refs ORDER BY name").fetchall()
-        return iter([str(r[0]) for r in rows])
+        return iter([str(r[0]) for r in self.db.rows("SELECT name FROM refs ORDER BY name")])
 
     def reflog(self, name: str) -> list[ReflogEntry]:
         check_ref_name(name)
-        with self.db.txn() as conn:
-            rows = conn.execute(
-                "SELECT old, new, time_ms, principal, message FROM reflog WHERE name = %s AND seq > "
-                "coalesce((SELECT max(seq) FROM reflog WHERE name = %s AND new IS NULL), 0) ORDER BY seq",
-                (name, name),
-            ).fetchall()
+        rows = self.db.rows(
+            "SELECT old, new, time_ms, principal, message FROM reflog WHERE name = %s AND seq > "
+            "coalesce((SELECT max(seq) FROM reflog WHERE name = %s AND new IS NULL), 0) ORDER BY seq",
+            (name, name),
+        )
         return [ReflogEntry(_h(o), _h(n), int(t), str(p), str(m)) for o, n, t, p, m in rows]

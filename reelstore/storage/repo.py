@@ -202,8 +202,7 @@ class Repo:
 
         probe = PgDb(backend, field="--backend")
         try:
-            with probe.txn():
-                pass
+            probe.run(lambda conn: None)  # reachable, and the schema is there (made if it was not)
         finally:
             probe.close()
         for sub in ("logs", "hooks"):
