@@ -19,7 +19,8 @@ from pg_server import PgServer
 
 from reelstore.errors import Conflict
 from reelstore.kernel import verbs as kernel
-from reelstore.objects import Blob, Record
+from reelstore.objects import Blob, Hash, Record
+from reelstore.storage.ref_transaction import Owed
 from reelstore.storage.repo import Repo
 
 FS_WRITE = json.dumps({"action": "write", "path": "out.txt", "content": "x\n"})
@@ -213,3 +214,67 @@ def test_a_server_restart_loses_nothing_committed_and_the_handle_reconnects(
     kernel.fork(fresh, "x")
     assert kernel.get(fresh, "x", "a") == b"1" and kernel.get(fresh, "x", "b") == b"2"
     assert [r[4] for r in _outbox(pg_url)] == ["owed"]
+
+
+def _owed(op: str, record: Hash) -> Owed:
+    return Owed(op, "main", record, 0, Blob(b"effect").id, "keyed")
+
+
+def test_an_operation_already_owed_refuses_the_whole_transaction(tmp_path: Path, pg_url: str) -> None:
+    repo = Repo.init(tmp_path, backend=pg_url)
+    a, b = Blob(b"a").id, Blob(b"b").id
+    repo.refs.transaction("first").create("refs/heads/x", a).owe([_owed("op_same", a)]).commit()
+    tx = repo.refs.transaction("second").update("refs/heads/x", b, a).create("refs/heads/y", b)
+    with pytest.raises(Conflict, match="already in the outbox"):
+        tx.owe([_owed("op_other", b), _owed("op_same", b)]).commit()
+    assert repo.refs["refs/heads/x"] == a and repo.refs.get("refs/heads/y") is None
+    assert [r[0] for r in _outbox(pg_url)] == ["op_same"]
+    assert [e.message for e in repo.refs.reflog("refs/heads/x")] == ["first"]
+    assert "second" not in [op.message for op in repo.ops.operations()]
+
+
+def test_disk_and_memory_stores_ignore_what_a_transaction_owes(tmp_path: Path) -> None:
+    for repo in (Repo.memory(), Repo.init(tmp_path)):
+        a = Blob(b"a").id
+        repo.refs.transaction("t").create("refs/heads/x", a).owe([_owed("op_1", a)]).commit()
+        assert repo.refs["refs/heads/x"] == a
+
+
+def test_a_writer_of_a_locked_ref_waits_for_the_holder_then_compares(tmp_path: Path, pg_url: str) -> None:
+    a, b = Repo.init(tmp_path / "a", backend=pg_url), Repo.init(tmp_path / "b", backend=pg_url)
+    x, y, z = Blob(b"x").id, Blob(b"y").id, Blob(b"z").id
+    a.refs.set("refs/heads/r", x, None)
+    held = a.refs.transaction("holder").update("refs/heads/r", y, x)
+    held.prepare()
+    result: list[BaseException | None] = []
+
+    def writer() -> None:
+        try:
+            b.refs.set("refs/heads/r", z, x)
+            result.append(None)
+        except BaseException as exc:  # inspected below
+            result.append(exc)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    t.join(timeout=1.0)
+    assert t.is_alive() and result == []  # queued behind the holder's row lock, not failed
+    held.commit()
+    t.join(timeout=30)
+    assert len(result) == 1 and isinstance(result[0], Conflict)  # it then saw y, not the x it expected
+    assert b.refs["refs/heads/r"] == y
+
+
+def test_a_ref_held_past_the_lock_timeout_is_e002(tmp_path: Path, pg_url: str) -> None:
+    a, b = Repo.init(tmp_path / "a", backend=pg_url), Repo.init(tmp_path / "b", backend=pg_url)
+    x = Blob(b"x").id
+    a.refs.set("refs/heads/r", x, None)
+    held = a.refs.transaction("holder").update("refs/heads/r", Blob(b"y").id, x)
+    held.prepare()
+    try:
+        with pytest.raises(Conflict, match="held them too long"):
+            b.refs.set("refs/heads/r", Blob(b"z").id, x)
+    finally:
+        held.abort()
+    assert b.refs["refs/heads/r"] == x
+    b.refs.set("refs/heads/r", Blob(b"z").id, x)  # nothing left locked
