@@ -278,3 +278,17 @@ def test_a_ref_held_past_the_lock_timeout_is_e002(tmp_path: Path, pg_url: str) -
         held.abort()
     assert b.refs["refs/heads/r"] == x
     b.refs.set("refs/heads/r", Blob(b"z").id, x)  # nothing left locked
+
+
+def test_the_python_apis_make_and_join_a_shared_store(tmp_path: Path, pg_url: str) -> None:
+    from reelstore.aio import AsyncStore
+    from reelstore.api import Store
+    from reelstore.errors import BadInput
+
+    first = Store.init(tmp_path / "a", backend=pg_url)
+    second = AsyncStore.init(tmp_path / "b", backend=pg_url)
+    second.close()
+    assert first.repo.refs["refs/heads/main"] == Store.open(tmp_path / "b").repo.refs["refs/heads/main"]
+    with pytest.raises(BadInput, match="^E014: backend: the URL holds a password"):
+        Store.init(tmp_path / "c", backend="postgresql://u:pw@127.0.0.1/db")
+    assert not (tmp_path / "c").exists()
