@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import kernel_helpers as kh
@@ -292,3 +293,16 @@ def test_the_python_apis_make_and_join_a_shared_store(tmp_path: Path, pg_url: st
     with pytest.raises(BadInput, match="^E014: backend: the URL holds a password"):
         Store.init(tmp_path / "c", backend="postgresql://u:pw@127.0.0.1/db")
     assert not (tmp_path / "c").exists()
+
+
+def test_writing_an_old_object_again_makes_it_young_and_keeps_its_bytes(pg_url: str) -> None:
+    from reelstore.storage.postgres import PgDb, PgObjectStore
+
+    store = PgObjectStore(PgDb(pg_url))
+    blob = Blob(b"kept")
+    store.put(blob)
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("UPDATE objects SET written = now() - interval '30 days'")
+    assert store.mtime(blob.id) < time.time() - 29 * 86400
+    store.put(blob)
+    assert store.mtime(blob.id) > time.time() - 60 and store.get(blob.id) == blob

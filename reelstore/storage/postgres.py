@@ -233,8 +233,8 @@ def _ensure_schema(conn: Any) -> None:
 
 
 class PgObjectStore(ObjectStore):
-    """Table `objects`: one row per object, keyed by its id, inserted if absent and never changed. Every
-    read re-hashes the bytes, as every store does."""
+    """Table `objects`: one row per object, keyed by its id, inserted if absent, its bytes never changed.
+    Every read re-hashes the bytes, as every store does."""
 
     def __init__(self, db: PgDb) -> None:
         self.db = db
@@ -254,8 +254,12 @@ class PgObjectStore(ObjectStore):
     def _store(self, items: list[tuple[Hash, bytes]]) -> None:
         if not items:
             return
+        # An object's bytes never change; writing it again only makes it young again (gc's grace period
+        # protects what a writer is about to reference, as a re-put file's mtime does on disk), at most
+        # once a minute so that hot objects (the empty tree) are not rewritten at every put.
         self.db.many(
-            "INSERT INTO objects (id, data) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO objects (id, data) VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET written = now() "
+            "WHERE objects.written < now() - interval '1 minute'",
             [(bytes(h), raw) for h, raw in items],
         )
 
