@@ -76,7 +76,8 @@ def check_url(url: str, field: str) -> str:
 
 class PgDb:
     """The store's connection: opened on first use, again after the server dropped it, one thread at a
-    time. `run()` runs statements in a transaction, joining the one this thread holds open (`begin`)."""
+    time. Outside a ref transaction every statement commits on its own (autocommit: one round trip);
+    `begin`/`end` hold a transaction open across statements, and `run` joins it from the same thread."""
 
     def __init__(self, url: str, field: str = "core.backend") -> None:
         self.url = check_url(url, field)
@@ -89,7 +90,7 @@ class PgDb:
     def _connection(self) -> Any:
         if self._conn is None or self._conn.closed:
             try:
-                conn = self.psycopg.connect(self.url, autocommit=False)
+                conn = self.psycopg.connect(self.url, autocommit=True)
             except self.psycopg.ProgrammingError as exc:
                 raise BadInput(
                     f"{self.field}: {self.url!r} is not a usable Postgres URL: {exc}", field=self.field
@@ -108,13 +109,24 @@ class PgDb:
         return self._conn
 
     def begin(self) -> Any:
-        """Open a transaction this thread holds until `end` (the lock stays taken meanwhile)."""
+        """Open a transaction this thread holds until `end` (the lock stays taken meanwhile). A
+        connection the server dropped since its last use is opened again, once."""
         self._lock.acquire()
         if self._open:  # this thread already holds a transaction open (a ref transaction it prepared)
             self._lock.release()
             raise Conflict("cannot lock refs: this store's open ref transaction holds its connection")
         try:
-            conn = self._connection()
+            try:
+                conn = self._connection()
+                conn.execute("BEGIN")
+            except self.psycopg.OperationalError:
+                if not self.lost():
+                    raise
+                conn = self._connection()
+                conn.execute("BEGIN")
+        except self.psycopg.Error as exc:
+            self._lock.release()
+            raise self.failure(exc) from None
         except BaseException:
             self._lock.release()
             raise
@@ -122,16 +134,19 @@ class PgDb:
         return conn
 
     def end(self, commit: bool) -> None:
-        """Commit (or roll back) the transaction `begin` opened, and let other threads in."""
+        """Commit (or roll back) the transaction `begin` opened, and let other threads in. A commit the
+        server turned into a rollback (a statement of it had failed) is E007, never silent."""
         try:
             if self._conn is not None and not self._conn.closed:
                 if commit:
                     try:
-                        self._conn.commit()
+                        done = self._conn.execute("COMMIT").statusmessage
                     except self.psycopg.Error as exc:
                         raise self.failure(exc, "commit") from None
+                    if done != "COMMIT":
+                        raise StorageError(f"the Postgres store {self.url} rolled the transaction back ({done})")
                 else:
-                    self._conn.rollback()
+                    self._conn.execute("ROLLBACK")
         except self.psycopg.Error:
             self._drop()
         finally:
@@ -139,52 +154,38 @@ class PgDb:
             self._lock.release()
 
     def run(self, work: Callable[[Any], T]) -> T:
-        """`work(connection)` in a transaction: the one this thread holds open (`begin`), or one of its own
-        committed after it (rolled back if it raises). A connection the server dropped (a restart) is
-        opened again and `work` run once more: it failed before its commit, so nothing of it stayed.
-        Any other database error surfaces as E007."""
+        """`work(connection)`: inside the transaction this thread holds open (`begin`), or on its own,
+        each statement committing as it runs. A connection the server dropped (a restart) is opened
+        again and `work` run once more: what it failed in never ran. Any other database error is E007."""
         with self._lock:
-            if self._open:
-                try:
-                    return work(self._conn)
-                except self.psycopg.Error as exc:
-                    raise self.failure(exc) from None
             try:
+                if self._open:
+                    return work(self._conn)
                 try:
-                    return self._once(work)
+                    return work(self._connection())
                 except self.psycopg.OperationalError:
                     if not self.lost():
                         raise
-                return self._once(work)
+                return work(self._connection())
             except self.psycopg.Error as exc:
                 raise self.failure(exc) from None
 
     def one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        """The first row `sql` returns (None if none), in a transaction as `run` runs one."""
+        """The first row `sql` returns (None if none), as `run` runs it."""
         return self.run(lambda conn: conn.execute(sql, params).fetchone())
 
     def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        """Every row `sql` returns, in a transaction as `run` runs one."""
+        """Every row `sql` returns, as `run` runs it."""
         return list(self.run(lambda conn: conn.execute(sql, params).fetchall()))
 
     def many(self, sql: str, params: list[tuple[Any, ...]]) -> None:
-        """`sql` once per tuple of `params`, in one transaction as `run` runs one."""
+        """`sql` once per tuple of `params` (pipelined), as `run` runs it."""
 
         def work(conn: Any) -> None:
             with conn.cursor() as cur:
                 cur.executemany(sql, params)
 
         self.run(work)
-
-    def _once(self, work: Callable[[Any], T]) -> T:
-        conn = self.begin()
-        ok = False
-        try:
-            result = work(conn)
-            ok = True
-            return result
-        finally:
-            self.end(ok)
 
     def lost(self) -> bool:
         """Whether the connection is gone (the server restarted or dropped it): the next use reconnects."""
@@ -217,17 +218,13 @@ def _first_line(exc: BaseException) -> str:
 
 def _ensure_schema(conn: Any) -> None:
     """Create the tables if this database has none yet; E014 for another schema version."""
-    try:
-        row = conn.execute("SELECT version FROM reel_schema").fetchone()
-    except Exception:
-        conn.rollback()
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        conn.execute(_SCHEMA)
-        row = conn.execute("SELECT version FROM reel_schema").fetchone()
-        if row is None:
-            conn.execute("INSERT INTO reel_schema VALUES (%s)", (SCHEMA_VERSION,))
-            row = (SCHEMA_VERSION,)
-    conn.commit()
+    if conn.execute("SELECT to_regclass('reel_schema')").fetchone()[0] is None:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            conn.execute(_SCHEMA)
+            if conn.execute("SELECT 1 FROM reel_schema").fetchone() is None:
+                conn.execute("INSERT INTO reel_schema VALUES (%s)", (SCHEMA_VERSION,))
+    row = conn.execute("SELECT version FROM reel_schema").fetchone()
     if row is None or row[0] != SCHEMA_VERSION:
         raise BadInput(f"the Postgres store's schema version is {row and row[0]}, this reel wants {SCHEMA_VERSION}")
 

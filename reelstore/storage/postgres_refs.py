@@ -50,8 +50,10 @@ class PgRefStore(RefStore):
 
     def _lock(self, names: list[str]) -> None:
         self._landed, self._owed = False, []
-        conn, existing = self._lock_rows(names)
+        conn = self.db.begin()
         try:
+            rows = conn.execute("SELECT name FROM refs WHERE name = ANY(%s) ORDER BY name FOR UPDATE", (names,))
+            existing = {str(r[0]) for r in rows.fetchall()}
             taken = NameSet()
             for name in names:
                 other = taken.conflict(name)
@@ -66,20 +68,6 @@ class PgRefStore(RefStore):
         except BaseException:
             self.db.end(False)
             raise
-
-    def _lock_rows(self, names: list[str]) -> tuple[Any, set[str]]:
-        """Begin the transaction and lock the rows of `names` that exist (returned): a connection the
-        server dropped since its last use is opened again, once, since nothing was written on it yet."""
-        for attempt in (0, 1):
-            conn = self.db.begin()
-            try:
-                rows = conn.execute("SELECT name FROM refs WHERE name = ANY(%s) ORDER BY name FOR UPDATE", (names,))
-                return conn, {str(r[0]) for r in rows.fetchall()}
-            except self.db.psycopg.Error as exc:
-                self.db.end(False)
-                if attempt or not isinstance(exc, self.db.psycopg.OperationalError) or not self.db.lost():
-                    raise self._lock_error(exc, names) from None
-        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _lock_error(self, exc: Exception, names: list[str]) -> Exception:
         if isinstance(exc, self.db.psycopg.errors.LockNotAvailable):
