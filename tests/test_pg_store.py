@@ -306,3 +306,29 @@ def test_writing_an_old_object_again_makes_it_young_and_keeps_its_bytes(pg_url: 
     assert store.mtime(blob.id) < time.time() - 29 * 86400
     store.put(blob)
     assert store.mtime(blob.id) > time.time() - 60 and store.get(blob.id) == blob
+
+
+def test_committers_of_one_trunk_take_turns(tmp_path: Path, pg_url: str) -> None:
+    """A commit waits for its turn on the trunk's queue (held here by another handle) instead of racing
+    the holder, then lands; the queue is freed at the end of the holder's block."""
+    a, b = Repo.init(tmp_path / "a", backend=pg_url), Repo.init(tmp_path / "b", backend=pg_url)
+    kernel.fork(b, "v")
+    kernel.put(b, "v", "f", b"x")
+    done: list[BaseException | None] = []
+
+    def commit() -> None:
+        try:
+            kernel.commit(b, "v")
+            done.append(None)
+        except BaseException as exc:  # inspected below
+            done.append(exc)
+
+    with a.refs.queue("refs/heads/main"):
+        t = threading.Thread(target=commit)
+        t.start()
+        t.join(timeout=1.0)
+        assert t.is_alive() and done == []
+    t.join(timeout=30)
+    assert done == [None] and b.refs.get("refs/views/v") is None
+    with a.refs.queue("refs/heads/main"):  # free again
+        pass

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from reelstore.crashpoints import crash_point
-from reelstore.errors import Conflict
+from reelstore.errors import Conflict, StorageError
 from reelstore.objects.hash import Hash
 from reelstore.storage.postgres import PgDb
 from reelstore.storage.ref_format import NameSet, check_ref_name, keeps_reflog
@@ -26,6 +27,8 @@ from reelstore.storage.ref_transaction import Owed, RefUpdate
 from reelstore.storage.reflog import ReflogEntry
 from reelstore.storage.refs import RefStore
 
+QUEUE_KEY = 0x7265656C71
+"""The seed of the advisory-lock key of a ref's queue (`queue`), apart from any other advisory lock."""
 CHANNEL = "reel_outbox"
 """The LISTEN/NOTIFY channel a commit that owes effects notifies, with its trunk's name as payload."""
 
@@ -89,6 +92,24 @@ class PgRefStore(RefStore):
         if landed:
             crash_point("pg:committing")
         self.db.end(landed)
+
+    @contextmanager
+    def queue(self, name: str) -> Iterator[None]:
+        """A session advisory lock keyed by `name`'s hash, held for the block: the server queues the
+        writers that ask for it and frees it if one dies. Past the lock timeout the block runs unqueued."""
+        lock = "SELECT pg_advisory_lock(hashtextextended(%s, %s))"
+        try:
+            self.db.run(lambda conn: conn.execute(lock, (name, QUEUE_KEY)))
+            queued = True
+        except StorageError:  # waited past the lock timeout, or lost the connection: the CAS decides
+            queued = False
+        try:
+            yield
+        finally:
+            if queued:
+                unlock = "SELECT pg_advisory_unlock(hashtextextended(%s, %s))"
+                with suppress(StorageError):
+                    self.db.run(lambda conn: conn.execute(unlock, (name, QUEUE_KEY)))
 
     def _settle(self) -> None:
         self._landed = True
