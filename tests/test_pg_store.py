@@ -332,3 +332,44 @@ def test_committers_of_one_trunk_take_turns(tmp_path: Path, pg_url: str) -> None
     assert done == [None] and b.refs.get("refs/views/v") is None
     with a.refs.queue("refs/heads/main"):  # free again
         pass
+
+
+def test_threads_share_one_handle(tmp_path: Path, pg_url: str) -> None:
+    repo = Repo.init(tmp_path, backend=pg_url)
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            for n in range(3):
+                name = f"t{i}-{n}"
+                kernel.fork(repo, name)
+                kernel.put(repo, name, f"{i}/{n}", b"x")
+                kernel.effect(repo, name, "recorder", {"n": i * 10 + n})
+                kernel.commit(repo, name)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == [] and not any(t.is_alive() for t in threads)
+    kernel.fork(repo, "all")
+    assert sorted(name for name, _ in kernel.ls(repo, "all")) == sorted(f"{i}/{n}" for i in range(4) for n in range(3))
+    assert len(_outbox(pg_url)) == 12
+
+
+def test_a_commit_that_owes_effects_wakes_the_listeners_once_it_lands(tmp_path: Path, pg_url: str) -> None:
+    repo = Repo.init(tmp_path, backend=pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as listener:
+        listener.execute("LISTEN reel_outbox")
+        kernel.fork(repo, "quiet")
+        kernel.put(repo, "quiet", "f", b"x")
+        kernel.commit(repo, "quiet")  # no effect owed: no wake-up
+        kernel.fork(repo, "v")
+        kernel.effect(repo, "v", "recorder", {"n": 1})
+        kernel.commit(repo, "v")
+        got = [(n.channel, n.payload) for n in listener.notifies(timeout=5, stop_after=1)]
+        assert got == [("reel_outbox", "main")]
+        assert list(listener.notifies(timeout=0.5)) == []

@@ -275,7 +275,12 @@ class Repo:
         from reelstore.storage.postgres_refs import PgRefStore
 
         db = PgDb(backend)
-        return cls(PgFiles(path.resolve(), db), PgObjectStore(db), PgRefStore(db), config)
+        repo = cls(PgFiles(path.resolve(), db), PgObjectStore(db), PgRefStore(db), config)
+        # Opened now, not on first use: a ref transaction logs through it while it holds the connection,
+        # and opening it then would wait for the handle's guard, which another thread may hold while it
+        # waits for the connection.
+        repo.ops  # noqa: B018
+        return repo
 
     @classmethod
     def discover(cls, start: Path | str | None = None) -> Repo:
