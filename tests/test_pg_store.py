@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -373,3 +374,13 @@ def test_a_commit_that_owes_effects_wakes_the_listeners_once_it_lands(tmp_path: 
         got = [(n.channel, n.payload) for n in listener.notifies(timeout=5, stop_after=1)]
         assert got == [("reel_outbox", "main")]
         assert list(listener.notifies(timeout=0.5)) == []
+
+
+def test_without_the_client_a_shared_store_names_the_extra_to_install(tmp_path: Path, pg_url: str) -> None:
+    Repo.init(tmp_path / "a", backend=pg_url)
+    hide = "import sys; sys.modules['psycopg'] = None; from reelstore.cli.main import main; main()"
+    out = subprocess.run(
+        [sys.executable, "-c", hide, "-C", str(tmp_path / "a"), "status"], capture_output=True, timeout=120
+    )
+    err = out.stderr.decode()
+    assert out.returncode == 6 and "E014" in err and "reelstore[postgres]" in err and "Traceback" not in err, err
