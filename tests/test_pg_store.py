@@ -384,3 +384,24 @@ def test_without_the_client_a_shared_store_names_the_extra_to_install(tmp_path: 
     )
     err = out.stderr.decode()
     assert out.returncode == 6 and "E014" in err and "reelstore[postgres]" in err and "Traceback" not in err, err
+
+
+def test_a_commit_whose_answer_is_lost_is_e007_saying_so_and_the_handle_goes_on(tmp_path: Path, pg_url: str) -> None:
+    from reelstore.crashpoints import hooked
+    from reelstore.errors import StorageError
+    from reelstore.storage.postgres_refs import PgRefStore
+
+    repo = Repo.init(tmp_path, backend=pg_url)
+    assert isinstance(repo.refs, PgRefStore)
+    pid = repo.refs.db.one("SELECT pg_backend_pid()")[0]
+
+    def cut(point: str) -> None:
+        if point == "pg:committing":  # the server drops this handle's session just before its COMMIT
+            with psycopg.connect(pg_url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    with hooked(cut), pytest.raises(StorageError, match="during commit \\(whether it took effect is unknown\\)"):
+        repo.refs.set("refs/heads/x", Blob(b"x").id, None)
+    assert repo.refs.get("refs/heads/x") is None  # here it had not: the session ended before its COMMIT
+    repo.refs.set("refs/heads/x", Blob(b"x").id, None)
+    assert repo.refs["refs/heads/x"] == Blob(b"x").id
