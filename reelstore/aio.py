@@ -81,8 +81,9 @@ class AsyncStore:
         return cls(Store.open(path), executor)
 
     @classmethod
-    def init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK, executor: Executor | None = None) -> AsyncStore:
-        return cls(Store.init(path, trunk), executor)
+    def init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK, executor: Executor | None = None, *,
+             backend: str | None = None) -> AsyncStore:
+        return cls(Store.init(path, trunk, backend=backend), executor)
 
     @classmethod
     def open_or_init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK,

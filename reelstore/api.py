@@ -323,8 +323,10 @@ class Store:
         return cls(Repo.discover(Path(path) if path is not None else None))
 
     @classmethod
-    def init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK) -> Store:
-        return cls(Repo.init(path, trunk))
+    def init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK, *, backend: str | None = None) -> Store:
+        """Create a store in `path`; with `backend` (a postgresql:// URL) its objects, refs and operation
+        log live in that database, and a database that already holds the trunk is joined."""
+        return cls(Repo.init(path, trunk, backend, field="backend"))
 
     @property
     def config(self) -> StoreConfig:

@@ -88,6 +88,16 @@ def pg_url(pg_server: PgServer) -> str:
     return pg_server.fresh_url()
 
 
+@pytest.fixture(params=["memory", "disk", "postgres"])
+def any_repo(request: pytest.FixtureRequest, tmp_path: Path) -> Repo:
+    """A fresh store on each backend, for the tests of what every backend promises alike."""
+    if request.param == "memory":
+        return Repo.memory()
+    if request.param == "postgres":
+        return Repo.init(tmp_path, backend=request.getfixturevalue("pg_url"))
+    return Repo.init(tmp_path)
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Repo:
     return Repo.init(tmp_path)

@@ -40,7 +40,7 @@ def _clean() -> None:
     kh.reset()
 
 
-def test_t001_types_public_immutable_and_hashed(mem: Repo) -> None:
+def test_t001_types_public_immutable_and_hashed(any_repo: Repo) -> None:
     for name in ("Hash", "Blob", "Delta", "Capability", "View", "Effects", "Record"):
         assert hasattr(objects, name)
     assert callable(refs.RefStore.set) and callable(refs.RefStore.transaction)
@@ -48,22 +48,22 @@ def test_t001_types_public_immutable_and_hashed(mem: Repo) -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         blob.data = b"y"  # type: ignore[misc]
     assert bytes(blob.id) == blake3.blake3(blob.encode()).digest() and len(blob.id) == 32
-    kernel.fork(mem, "a")
-    kernel.effect(mem, "a", "recorder", {"n": 1})
-    view = mem.objects.get(mem.refs["refs/views/a"])
+    kernel.fork(any_repo, "a")
+    kernel.effect(any_repo, "a", "recorder", {"n": 1})
+    view = any_repo.objects.get(any_repo.refs["refs/views/a"])
     assert isinstance(view, View) and isinstance(view.effects, Hash)
-    assert isinstance(mem.objects.get(view.effects), Effects)
+    assert isinstance(any_repo.objects.get(view.effects), Effects)
 
 
-def test_t002_fork_is_isolated(mem: Repo) -> None:
-    kernel.fork(mem, "parent")
-    kernel.fork(mem, "child", source="parent")
-    kernel.put(mem, "child", "x", b"child only")
+def test_t002_fork_is_isolated(any_repo: Repo) -> None:
+    kernel.fork(any_repo, "parent")
+    kernel.fork(any_repo, "child", source="parent")
+    kernel.put(any_repo, "child", "x", b"child only")
     with pytest.raises(NotFound):
-        kernel.get(mem, "parent", "x")
-    kernel.fork(mem, "sibling", source="parent")
+        kernel.get(any_repo, "parent", "x")
+    kernel.fork(any_repo, "sibling", source="parent")
     with pytest.raises(NotFound):
-        kernel.get(mem, "sibling", "x")
+        kernel.get(any_repo, "sibling", "x")
 
 
 def test_t003_commit_is_atomic(mem: Repo) -> None:
@@ -252,50 +252,50 @@ def test_t010_fire_capability_only_from_commits_drain(mem: Repo) -> None:
     assert [p.relative_to(ROOT).as_posix() for p in callers] == ["reelstore/drain/drainer.py"]
 
 
-def test_t011_effects_block_decodes_rehashes_and_vanishes_after_abort_and_gc(mem: Repo) -> None:
-    kernel.fork(mem, "a")
-    kernel.effect(mem, "a", "recorder", {"n": 1})
-    kernel.effect(mem, "a", "recorder", {"n": 2})
-    h = mem.objects.get(mem.refs["refs/views/a"]).effects
-    raw = mem.objects.get_raw(h)
+def test_t011_effects_block_decodes_rehashes_and_vanishes_after_abort_and_gc(any_repo: Repo) -> None:
+    kernel.fork(any_repo, "a")
+    kernel.effect(any_repo, "a", "recorder", {"n": 1})
+    kernel.effect(any_repo, "a", "recorder", {"n": 2})
+    h = any_repo.objects.get(any_repo.refs["refs/views/a"]).effects
+    raw = any_repo.objects.get_raw(h)
     block = decode(raw)
     assert isinstance(block, Effects) and len(block.items) == 2 and Hash.of(raw) == h
-    kernel.abort(mem, "a")
-    gc(mem, "now")
+    kernel.abort(any_repo, "a")
+    gc(any_repo, "now")
     with pytest.raises(NotFound):
-        mem.objects.get(h)
+        any_repo.objects.get(h)
 
 
-def test_t012_snapshot_restores_class_a_exactly(mem: Repo) -> None:
-    kernel.fork(mem, "a")
+def test_t012_snapshot_restores_class_a_exactly(any_repo: Repo) -> None:
+    kernel.fork(any_repo, "a")
     for n in range(40):
-        kernel.put(mem, "a", f"docs/{n:02}.txt", f"body {n}".encode())
-    kernel.rm(mem, "a", "docs/07.txt")
-    snapshots.take(mem, "a", "s")
-    before = kernel.ls(mem, "a")
-    kernel.put(mem, "a", "docs/00.txt", b"changed after the snapshot")
-    kernel.abort(mem, "a")
-    restored = snapshots.restore(mem, "s", "b")
-    assert kernel.ls(mem, "b") == before and restored.namespace == mem.objects.get(restored.id).namespace
-    assert kernel.get(mem, "b", "docs/00.txt") == b"body 0"
+        kernel.put(any_repo, "a", f"docs/{n:02}.txt", f"body {n}".encode())
+    kernel.rm(any_repo, "a", "docs/07.txt")
+    snapshots.take(any_repo, "a", "s")
+    before = kernel.ls(any_repo, "a")
+    kernel.put(any_repo, "a", "docs/00.txt", b"changed after the snapshot")
+    kernel.abort(any_repo, "a")
+    restored = snapshots.restore(any_repo, "s", "b")
+    assert kernel.ls(any_repo, "b") == before and restored.namespace == any_repo.objects.get(restored.id).namespace
+    assert kernel.get(any_repo, "b", "docs/00.txt") == b"body 0"
 
 
-def test_t013_restore_with_a_changed_class_b_version_warns(mem: Repo) -> None:
-    kernel.fork(mem, "a")
-    kernel.effect(mem, "a", "versioned", {"key": "doc"})
-    snapshots.take(mem, "a", "s")
-    kernel.abort(mem, "a")
+def test_t013_restore_with_a_changed_class_b_version_warns(any_repo: Repo) -> None:
+    kernel.fork(any_repo, "a")
+    kernel.effect(any_repo, "a", "versioned", {"key": "doc"})
+    snapshots.take(any_repo, "a", "s")
+    kernel.abort(any_repo, "a")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        quiet = snapshots.restore(mem, "s", "unchanged")  # the version still holds: no warning
+        quiet = snapshots.restore(any_repo, "s", "unchanged")  # the version still holds: no warning
     assert quiet.changed == [] and len(quiet.pending) == 1
-    kernel.abort(mem, "unchanged")
+    kernel.abort(any_repo, "unchanged")
     kh.VERSIONS["doc"] = "3"
     with pytest.warns(snapshots.RestoreWarning, match="version changed"):
-        result = snapshots.restore(mem, "s", "b")
+        result = snapshots.restore(any_repo, "s", "b")
     assert [e.effect_class for e in result.changed] == ["B"]
     with pytest.raises(Conflict):
-        kernel.commit(mem, "b")
+        kernel.commit(any_repo, "b")
     assert kh.FIRED == []
 
 
@@ -315,33 +315,33 @@ def test_t014_restore_keeps_class_c_pending_for_the_user(mem: Repo) -> None:
     assert [n for _, n in kh.FIRED] == [1, 2]
 
 
-def test_t012_restore_in_place_restores_class_a_exactly(mem: Repo) -> None:
-    kernel.fork(mem, "a")
+def test_t012_restore_in_place_restores_class_a_exactly(any_repo: Repo) -> None:
+    kernel.fork(any_repo, "a")
     for n in range(10):
-        kernel.put(mem, "a", f"docs/{n}.txt", f"body {n}".encode())
-    snapshots.take(mem, "a", "s")
-    before = kernel.ls(mem, "a")
-    kernel.put(mem, "a", "docs/0.txt", b"changed after the snapshot")
-    kernel.put(mem, "a", "docs/new.txt", b"new")
-    kernel.rm(mem, "a", "docs/5.txt")
-    restored = snapshots.restore(mem, "s")  # onto the view it was taken from, which is live
+        kernel.put(any_repo, "a", f"docs/{n}.txt", f"body {n}".encode())
+    snapshots.take(any_repo, "a", "s")
+    before = kernel.ls(any_repo, "a")
+    kernel.put(any_repo, "a", "docs/0.txt", b"changed after the snapshot")
+    kernel.put(any_repo, "a", "docs/new.txt", b"new")
+    kernel.rm(any_repo, "a", "docs/5.txt")
+    restored = snapshots.restore(any_repo, "s")  # onto the view it was taken from, which is live
     assert restored.in_place and restored.view == "a"
-    assert kernel.ls(mem, "a") == before and kernel.get(mem, "a", "docs/0.txt") == b"body 0"
-    assert [live.name for live in live_views(mem)] == ["a"]
+    assert kernel.ls(any_repo, "a") == before and kernel.get(any_repo, "a", "docs/0.txt") == b"body 0"
+    assert [live.name for live in live_views(any_repo)] == ["a"]
 
 
-def test_t013_restore_in_place_with_a_changed_class_b_version_warns(mem: Repo) -> None:
-    kernel.fork(mem, "a")
-    kernel.effect(mem, "a", "versioned", {"key": "doc"})
-    snapshots.take(mem, "a", "s")
-    kernel.effect(mem, "a", "recorder", {"n": 9})
+def test_t013_restore_in_place_with_a_changed_class_b_version_warns(any_repo: Repo) -> None:
+    kernel.fork(any_repo, "a")
+    kernel.effect(any_repo, "a", "versioned", {"key": "doc"})
+    snapshots.take(any_repo, "a", "s")
+    kernel.effect(any_repo, "a", "recorder", {"n": 9})
     kh.VERSIONS["doc"] = "3"
     with pytest.warns(snapshots.RestoreWarning, match="version changed"):
-        result = snapshots.restore(mem, "s")
+        result = snapshots.restore(any_repo, "s")
     assert result.in_place and [e.effect_class for e in result.changed] == ["B"]
     assert [e.effect_class for e in result.pending] == ["B"] and [e.effect_class for e in result.dropped] == ["C"]
     with pytest.raises(Conflict):
-        kernel.commit(mem, "a")
+        kernel.commit(any_repo, "a")
     assert kh.FIRED == []
 
 

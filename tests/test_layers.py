@@ -188,3 +188,13 @@ def test_the_checker_sees_an_upward_arrow() -> None:
     tree = ast.parse("from reelstore.api import Store\nif TYPE_CHECKING:\n    from reelstore.kernel import verbs\n")
     assert _runtime_imports(tree) == ["reelstore.api"]
     assert LEVEL[_unit("reelstore.api")] > LEVEL["storage"]
+
+
+def test_the_storage_layer_loads_psycopg_only_through_extras_needs() -> None:
+    """The Postgres client is an optional extra: no storage module imports it directly, so a store without
+    it installed opens, and one that needs it says which extra to install (E014) instead of a traceback."""
+    direct = [f"{path.relative_to(ROOT)} imports {module}" for unit, path in _library() if unit == "storage"
+              for module in _runtime_imports(ast.parse(path.read_text("utf-8")))
+              if module == "psycopg" or module.startswith("psycopg.")]
+    assert direct == []
+    assert "needs(\"psycopg\"" in (PKG / "storage" / "postgres.py").read_text("utf-8")

@@ -34,56 +34,56 @@ def newest(repo: Repo) -> tuple[str, str, list[tuple[str, bool, bool]]]:
     return op.verb, op.principal, [(m.ref, m.old is not None, m.new is not None) for m in op.net()]
 
 
-def test_each_verb_that_moves_refs_is_one_operation(mem: Repo) -> None:
-    kernel.fork(mem, "v")
-    assert newest(mem) == ("fork", mem.principal(), [("refs/views/v", False, True)])
-    kernel.put(mem, "v", "a", b"1")
-    assert newest(mem)[0] == "put"
-    kernel.rm(mem, "v", "a")
-    assert newest(mem)[0] == "rm"
-    snapshot.take(mem, "v", "s")
-    assert newest(mem)[::2] == ("snapshot", [("refs/snapshots/s", False, True)])
-    kernel.put(mem, "v", "b", b"2")
-    kernel.commit(mem, "v")  # two ref transactions (the trunk's CAS, then the view's retirement): one operation
-    assert newest(mem)[::2] == ("commit", [("refs/heads/main", True, True), ("refs/views/v", True, False)])
-    snapshot.restore(mem, "s", "r")
-    assert newest(mem)[::2] == ("restore", [("refs/views/r", False, True)])
-    kernel.abort(mem, "r")
-    assert newest(mem)[::2] == ("abort", [("refs/views/r", True, False)])
-    assert [o.verb for o in mem.ops.operations()] == ["init", "fork", "put", "rm", "snapshot", "put", "commit",
+def test_each_verb_that_moves_refs_is_one_operation(any_repo: Repo) -> None:
+    kernel.fork(any_repo, "v")
+    assert newest(any_repo) == ("fork", any_repo.principal(), [("refs/views/v", False, True)])
+    kernel.put(any_repo, "v", "a", b"1")
+    assert newest(any_repo)[0] == "put"
+    kernel.rm(any_repo, "v", "a")
+    assert newest(any_repo)[0] == "rm"
+    snapshot.take(any_repo, "v", "s")
+    assert newest(any_repo)[::2] == ("snapshot", [("refs/snapshots/s", False, True)])
+    kernel.put(any_repo, "v", "b", b"2")
+    kernel.commit(any_repo, "v")  # two ref transactions (the trunk's CAS, then the view's retirement): one operation
+    assert newest(any_repo)[::2] == ("commit", [("refs/heads/main", True, True), ("refs/views/v", True, False)])
+    snapshot.restore(any_repo, "s", "r")
+    assert newest(any_repo)[::2] == ("restore", [("refs/views/r", False, True)])
+    kernel.abort(any_repo, "r")
+    assert newest(any_repo)[::2] == ("abort", [("refs/views/r", True, False)])
+    assert [o.verb for o in any_repo.ops.operations()] == ["init", "fork", "put", "rm", "snapshot", "put", "commit",
                                                       "restore", "abort"]
 
 
-def test_undo_puts_a_write_back_and_a_second_undo_redoes_it(mem: Repo) -> None:
-    kernel.fork(mem, "v")
-    kernel.put(mem, "v", "a", b"1")
-    kernel.put(mem, "v", "a", b"2")
-    done = undo(mem)
-    assert done.op.verb == "put" and kernel.get(mem, "v", "a") == b"1"
-    assert newest(mem)[0] == "undo"
-    undo(mem)
-    assert kernel.get(mem, "v", "a") == b"2"
+def test_undo_puts_a_write_back_and_a_second_undo_redoes_it(any_repo: Repo) -> None:
+    kernel.fork(any_repo, "v")
+    kernel.put(any_repo, "v", "a", b"1")
+    kernel.put(any_repo, "v", "a", b"2")
+    done = undo(any_repo)
+    assert done.op.verb == "put" and kernel.get(any_repo, "v", "a") == b"1"
+    assert newest(any_repo)[0] == "undo"
+    undo(any_repo)
+    assert kernel.get(any_repo, "v", "a") == b"2"
 
 
-def test_undo_of_a_commit_without_effects_brings_the_view_back(mem: Repo) -> None:
-    kernel.fork(mem, "v")
-    kernel.put(mem, "v", "a", b"1")
-    before = mem.refs["refs/heads/main"]
-    kernel.commit(mem, "v")
-    undo(mem)
-    assert mem.refs["refs/heads/main"] == before
-    assert kernel.get(mem, "v", "a") == b"1"  # live again: its ref answers, not the log's commit mark
-    kernel.commit(mem, "v")
+def test_undo_of_a_commit_without_effects_brings_the_view_back(any_repo: Repo) -> None:
+    kernel.fork(any_repo, "v")
+    kernel.put(any_repo, "v", "a", b"1")
+    before = any_repo.refs["refs/heads/main"]
+    kernel.commit(any_repo, "v")
+    undo(any_repo)
+    assert any_repo.refs["refs/heads/main"] == before
+    assert kernel.get(any_repo, "v", "a") == b"1"  # live again: its ref answers, not the log's commit mark
+    kernel.commit(any_repo, "v")
     with pytest.raises(ViewTerminal, match="committed"):
-        load_live(mem, "v")
+        load_live(any_repo, "v")
 
 
-def test_undo_of_an_abort_brings_the_view_back(mem: Repo) -> None:
-    kernel.fork(mem, "v")
-    kernel.put(mem, "v", "a", b"1")
-    kernel.abort(mem, "v")
-    undo(mem)
-    assert kernel.get(mem, "v", "a") == b"1"
+def test_undo_of_an_abort_brings_the_view_back(any_repo: Repo) -> None:
+    kernel.fork(any_repo, "v")
+    kernel.put(any_repo, "v", "a", b"1")
+    kernel.abort(any_repo, "v")
+    undo(any_repo)
+    assert kernel.get(any_repo, "v", "a") == b"1"
 
 
 def test_a_ref_moved_since_refuses_with_nothing_changed(repo: Repo) -> None:
@@ -116,20 +116,20 @@ def test_a_commit_whose_effects_drained_is_refused_and_says_so(repo: Repo, reel)
     assert fresh.refs["refs/heads/main"] == head and fresh.refs.get("refs/views/v") is None
 
 
-def test_a_commit_whose_effects_are_not_yet_sent_is_refused_too(mem: Repo) -> None:
+def test_a_commit_whose_effects_are_not_yet_sent_is_refused_too(any_repo: Repo) -> None:
     """Committed effects belong to the drain: moving the trunk back would not unsend a later recover."""
-    kernel.fork(mem, "v")
-    kernel.effect(mem, "v", "fs", json.loads(FS_WRITE))
+    kernel.fork(any_repo, "v")
+    kernel.effect(any_repo, "v", "fs", json.loads(FS_WRITE))
     with operation("commit"):  # a commit whose drain never ran (a crash just after its trunk moved)
-        live = load_live(mem, "v")
-        ref = mem.refs.transaction("commit v", "t")
-        head = mem.refs["refs/heads/main"]
+        live = load_live(any_repo, "v")
+        ref = any_repo.refs.transaction("commit v", "t")
+        head = any_repo.refs["refs/heads/main"]
         record = Record(parent=head, namespace=live.view.namespace, effects=live.view.effects,
                                view=live.id, author="t", message="m", time=1)
-        mem.objects.put_many([record])
+        any_repo.objects.put_many([record])
         ref.update("refs/heads/main", record.id, head).delete("refs/views/v", live.id).commit()
     with pytest.raises(BadInput, match="committed and owed by the drain"):
-        undo(mem)
+        undo(any_repo)
 
 
 def test_sync_and_drain_operations_are_not_undone(mem: Repo) -> None:

@@ -293,6 +293,14 @@ def _retire_after_commit(repo: Repo, live: Live) -> None:
 
 def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str, author: str,
                    fence: Callable[[str, Hash, Hash], None] | None = None) -> Hash:
+    """`_cas_trunk` in this committer's turn, on a store whose committers queue for their trunk: many
+    committers of one trunk then take turns instead of losing compare-and-swaps to each other."""
+    with repo.refs.queue(trunk_ref(live.trunk)):
+        return _cas_trunk(repo, live, at, delta, message, author, fence)
+
+
+def _cas_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str, author: str,
+               fence: Callable[[str, Hash, Hash], None] | None = None) -> Hash:
     """Write a record of the view and CAS the trunk to it: the commit point. The same atomic step
     checks that the view's ref still holds `at`, so an abort (or a write) racing the commit either
     lands first and the commit fails, or finds the commit landed."""

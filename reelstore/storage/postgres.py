@@ -13,10 +13,9 @@ psycopg is an optional dependency (`reelstore[postgres]`), loaded through `extra
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError, Unreachable
@@ -26,6 +25,7 @@ from reelstore.storage.object_store import ObjectStore
 from reelstore.storage.op_log import FILE as OPS_FILE
 from reelstore.storage.state_files import DiskFiles
 
+T = TypeVar("T")
 SCHEMA_VERSION = 1
 SCHEMES = ("postgresql", "postgres")
 LOCK_TIMEOUT = "10s"
@@ -57,7 +57,7 @@ def check_url(url: str, field: str) -> str:
     is written to the store's config, so a password must come from PGPASSWORD or ~/.pgpass)."""
     try:
         parts = urlsplit(url)
-        password = parts.password
+        password, _ = parts.password, parts.port
     except ValueError as exc:
         raise BadInput(f"{field}: {url!r} is not a URL: {exc}", field=field) from None
     if parts.scheme not in SCHEMES:
@@ -76,7 +76,8 @@ def check_url(url: str, field: str) -> str:
 
 class PgDb:
     """The store's connection: opened on first use, again after the server dropped it, one thread at a
-    time. `txn()` runs statements in a transaction, joining the one this thread holds open (`begin`)."""
+    time. Outside a ref transaction every statement commits on its own (autocommit: one round trip);
+    `begin`/`end` hold a transaction open across statements, and `run` joins it from the same thread."""
 
     def __init__(self, url: str, field: str = "core.backend") -> None:
         self.url = check_url(url, field)
@@ -89,7 +90,7 @@ class PgDb:
     def _connection(self) -> Any:
         if self._conn is None or self._conn.closed:
             try:
-                conn = self.psycopg.connect(self.url, autocommit=False)
+                conn = self.psycopg.connect(self.url, autocommit=True)
             except self.psycopg.ProgrammingError as exc:
                 raise BadInput(
                     f"{self.field}: {self.url!r} is not a usable Postgres URL: {exc}", field=self.field
@@ -108,13 +109,24 @@ class PgDb:
         return self._conn
 
     def begin(self) -> Any:
-        """Open a transaction this thread holds until `end` (the lock stays taken meanwhile)."""
+        """Open a transaction this thread holds until `end` (the lock stays taken meanwhile). A
+        connection the server dropped since its last use is opened again, once."""
         self._lock.acquire()
         if self._open:  # this thread already holds a transaction open (a ref transaction it prepared)
             self._lock.release()
             raise Conflict("cannot lock refs: this store's open ref transaction holds its connection")
         try:
-            conn = self._connection()
+            try:
+                conn = self._connection()
+                conn.execute("BEGIN")
+            except self.psycopg.OperationalError:
+                if not self.lost():
+                    raise
+                conn = self._connection()
+                conn.execute("BEGIN")
+        except self.psycopg.Error as exc:
+            self._lock.release()
+            raise self.failure(exc) from None
         except BaseException:
             self._lock.release()
             raise
@@ -122,39 +134,64 @@ class PgDb:
         return conn
 
     def end(self, commit: bool) -> None:
-        """Commit (or roll back) the transaction `begin` opened, and let other threads in."""
+        """Commit (or roll back) the transaction `begin` opened, and let other threads in. A commit the
+        server turned into a rollback (a statement of it had failed) is E007, never silent."""
         try:
             if self._conn is not None and not self._conn.closed:
                 if commit:
                     try:
-                        self._conn.commit()
+                        done = self._conn.execute("COMMIT").statusmessage
                     except self.psycopg.Error as exc:
                         raise self.failure(exc, "commit") from None
+                    if done != "COMMIT":
+                        raise StorageError(f"the Postgres store {self.url} rolled the transaction back ({done})")
                 else:
-                    self._conn.rollback()
+                    self._conn.execute("ROLLBACK")
         except self.psycopg.Error:
             self._drop()
         finally:
             self._open = False
             self._lock.release()
 
-    @contextmanager
-    def txn(self) -> Iterator[Any]:
-        """The connection inside a transaction: this thread's open one, or a new one committed at the end
-        of the block (rolled back if it raises). A database error surfaces as E007."""
+    def run(self, work: Callable[[Any], T]) -> T:
+        """`work(connection)`: inside the transaction this thread holds open (`begin`), or on its own,
+        each statement committing as it runs. A connection the server dropped (a restart) is opened
+        again and `work` run once more: what it failed in never ran. Any other database error is E007."""
         with self._lock:
-            if self._open:
-                yield self._conn
-                return
-            conn = self.begin()
-            ok = False
             try:
-                yield conn
-                ok = True
+                if self._open:
+                    return work(self._conn)
+                try:
+                    return work(self._connection())
+                except self.psycopg.OperationalError:
+                    if not self.lost():
+                        raise
+                return work(self._connection())
             except self.psycopg.Error as exc:
                 raise self.failure(exc) from None
-            finally:
-                self.end(ok)
+
+    def one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        """The first row `sql` returns (None if none), as `run` runs it."""
+        return self.run(lambda conn: conn.execute(sql, params).fetchone())
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        """Every row `sql` returns, as `run` runs it."""
+        return list(self.run(lambda conn: conn.execute(sql, params).fetchall()))
+
+    def many(self, sql: str, params: list[tuple[Any, ...]]) -> None:
+        """`sql` once per tuple of `params` (pipelined), as `run` runs it."""
+
+        def work(conn: Any) -> None:
+            with conn.cursor() as cur:
+                cur.executemany(sql, params)
+
+        self.run(work)
+
+    def lost(self) -> bool:
+        """Whether the connection is gone (the server restarted or dropped it): the next use reconnects."""
+        if self._conn is not None and (self._conn.closed or self._conn.broken):
+            self._drop()
+        return self._conn is None
 
     def failure(self, exc: Exception, doing: str = "") -> StorageError:
         """E007 for a database error; a lost connection is dropped, so the next use connects again."""
@@ -181,35 +218,29 @@ def _first_line(exc: BaseException) -> str:
 
 def _ensure_schema(conn: Any) -> None:
     """Create the tables if this database has none yet; E014 for another schema version."""
-    try:
-        row = conn.execute("SELECT version FROM reel_schema").fetchone()
-    except Exception:
-        conn.rollback()
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        conn.execute(_SCHEMA)
-        row = conn.execute("SELECT version FROM reel_schema").fetchone()
-        if row is None:
-            conn.execute("INSERT INTO reel_schema VALUES (%s)", (SCHEMA_VERSION,))
-            row = (SCHEMA_VERSION,)
-    conn.commit()
+    if conn.execute("SELECT to_regclass('reel_schema')").fetchone()[0] is None:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            conn.execute(_SCHEMA)
+            if conn.execute("SELECT 1 FROM reel_schema").fetchone() is None:
+                conn.execute("INSERT INTO reel_schema VALUES (%s)", (SCHEMA_VERSION,))
+    row = conn.execute("SELECT version FROM reel_schema").fetchone()
     if row is None or row[0] != SCHEMA_VERSION:
         raise BadInput(f"the Postgres store's schema version is {row and row[0]}, this reel wants {SCHEMA_VERSION}")
 
 
 class PgObjectStore(ObjectStore):
-    """Table `objects`: one row per object, keyed by its id, inserted if absent and never changed. Every
-    read re-hashes the bytes, as every store does."""
+    """Table `objects`: one row per object, keyed by its id, inserted if absent, its bytes never changed.
+    Every read re-hashes the bytes, as every store does."""
 
     def __init__(self, db: PgDb) -> None:
         self.db = db
 
     def has(self, h: Hash) -> bool:
-        with self.db.txn() as conn:
-            return conn.execute("SELECT 1 FROM objects WHERE id = %s", (bytes(h),)).fetchone() is not None
+        return self.db.one("SELECT 1 FROM objects WHERE id = %s", (bytes(h),)) is not None
 
     def get_raw(self, h: Hash) -> bytes:
-        with self.db.txn() as conn:
-            row = conn.execute("SELECT data FROM objects WHERE id = %s", (bytes(h),)).fetchone()
+        row = self.db.one("SELECT data FROM objects WHERE id = %s", (bytes(h),))
         if row is None:
             raise NotFound(f"no object {h.hex()}", id=h)
         raw = bytes(row[0])
@@ -220,36 +251,32 @@ class PgObjectStore(ObjectStore):
     def _store(self, items: list[tuple[Hash, bytes]]) -> None:
         if not items:
             return
-        with self.db.txn() as conn, conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO objects (id, data) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
-                [(bytes(h), raw) for h, raw in items],
-            )
+        # An object's bytes never change; writing it again only makes it young again (gc's grace period
+        # protects what a writer is about to reference, as a re-put file's mtime does on disk), at most
+        # once a minute so that hot objects (the empty tree) are not rewritten at every put.
+        self.db.many(
+            "INSERT INTO objects (id, data) VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET written = now() "
+            "WHERE objects.written < now() - interval '1 minute'",
+            [(bytes(h), raw) for h, raw in items],
+        )
 
     def __iter__(self) -> Iterator[Hash]:
-        with self.db.txn() as conn:
-            rows = conn.execute("SELECT id FROM objects ORDER BY id").fetchall()
-        return iter([Hash(bytes(r[0])) for r in rows])
+        return iter([Hash(bytes(r[0])) for r in self.db.rows("SELECT id FROM objects ORDER BY id")])
 
     def _candidates(self, prefix: str) -> list[Hash]:
         pad = 64 - len(prefix)
         low, high = bytes.fromhex(prefix + "0" * pad), bytes.fromhex(prefix + "f" * pad)
-        with self.db.txn() as conn:
-            rows = conn.execute(
-                "SELECT id FROM objects WHERE id BETWEEN %s AND %s ORDER BY id LIMIT 2", (low, high)
-            ).fetchall()
+        rows = self.db.rows("SELECT id FROM objects WHERE id BETWEEN %s AND %s ORDER BY id LIMIT 2", (low, high))
         return [Hash(bytes(r[0])) for r in rows]
 
     def mtime(self, h: Hash) -> float:
-        with self.db.txn() as conn:
-            row = conn.execute("SELECT extract(epoch FROM written) FROM objects WHERE id = %s", (bytes(h),)).fetchone()
+        row = self.db.one("SELECT extract(epoch FROM written) FROM objects WHERE id = %s", (bytes(h),))
         if row is None:
             raise NotFound(f"no object {h.hex()}", id=h)
         return float(row[0])
 
     def delete(self, h: Hash) -> None:
-        with self.db.txn() as conn:
-            conn.execute("DELETE FROM objects WHERE id = %s", (bytes(h),))
+        self.db.run(lambda conn: conn.execute("DELETE FROM objects WHERE id = %s", (bytes(h),)))
 
 
 class PgFiles(DiskFiles):
@@ -261,8 +288,7 @@ class PgFiles(DiskFiles):
         self.db = db
 
     def _log(self) -> bytes:
-        with self.db.txn() as conn:
-            return b"".join(bytes(r[0]) for r in conn.execute("SELECT line FROM oplog ORDER BY seq").fetchall())
+        return b"".join(bytes(r[0]) for r in self.db.rows("SELECT line FROM oplog ORDER BY seq"))
 
     def read(self, name: str) -> bytes | None:
         return self._log() if name == OPS_FILE else super().read(name)
@@ -277,8 +303,7 @@ class PgFiles(DiskFiles):
         if name != OPS_FILE:
             super().append(name, data, durable=durable)
             return
-        with self.db.txn() as conn:
-            conn.execute("INSERT INTO oplog (line) VALUES (%s)", (data,))
+        self.db.run(lambda conn: conn.execute("INSERT INTO oplog (line) VALUES (%s)", (data,)))
 
     def _append_only(self, name: str) -> None:
         if name == OPS_FILE:

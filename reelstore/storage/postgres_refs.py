@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 
-from reelstore.errors import Conflict
+from reelstore.crashpoints import crash_point
+from reelstore.errors import Conflict, StorageError
 from reelstore.objects.hash import Hash
 from reelstore.storage.postgres import PgDb
 from reelstore.storage.ref_format import NameSet, check_ref_name, keeps_reflog
@@ -25,6 +27,8 @@ from reelstore.storage.ref_transaction import Owed, RefUpdate
 from reelstore.storage.reflog import ReflogEntry
 from reelstore.storage.refs import RefStore
 
+QUEUE_KEY = 0x7265656C71
+"""The seed of the advisory-lock key of a ref's queue (`queue`), apart from any other advisory lock."""
 CHANNEL = "reel_outbox"
 """The LISTEN/NOTIFY channel a commit that owes effects notifies, with its trunk's name as payload."""
 
@@ -44,18 +48,15 @@ class PgRefStore(RefStore):
         self._owed: list[Owed] = []
 
     def _read(self, name: str) -> Hash | None:
-        with self.db.txn() as conn:
-            row = conn.execute("SELECT target FROM refs WHERE name = %s", (name,)).fetchone()
+        row = self.db.one("SELECT target FROM refs WHERE name = %s", (name,))
         return None if row is None else _h(row[0])
 
     def _lock(self, names: list[str]) -> None:
-        conn = self.db.begin()
         self._landed, self._owed = False, []
+        conn = self.db.begin()
         try:
-            found = conn.execute(
-                "SELECT name FROM refs WHERE name = ANY(%s) ORDER BY name FOR UPDATE", (names,)
-            ).fetchall()
-            existing = {r[0] for r in found}
+            rows = conn.execute("SELECT name FROM refs WHERE name = ANY(%s) ORDER BY name FOR UPDATE", (names,))
+            existing = {str(r[0]) for r in rows.fetchall()}
             taken = NameSet()
             for name in names:
                 other = taken.conflict(name)
@@ -64,15 +65,17 @@ class PgRefStore(RefStore):
                 if other is not None:
                     raise Conflict(f"cannot lock ref {name}: ref {other} is in the way", ref=name)
                 taken.add(name)
-        except self.db.psycopg.errors.LockNotAvailable:
-            self.db.end(False)
-            raise Conflict(f"cannot lock refs {', '.join(names)}: another update held them too long") from None
         except self.db.psycopg.Error as exc:
             self.db.end(False)
-            raise self.db.failure(exc) from None
+            raise self._lock_error(exc, names) from None
         except BaseException:
             self.db.end(False)
             raise
+
+    def _lock_error(self, exc: Exception, names: list[str]) -> Exception:
+        if isinstance(exc, self.db.psycopg.errors.LockNotAvailable):
+            return Conflict(f"cannot lock refs {', '.join(names)}: another update held them too long")
+        return self.db.failure(exc)
 
     @staticmethod
     def _in_the_way(conn: Any, name: str) -> str | None:
@@ -86,7 +89,27 @@ class PgRefStore(RefStore):
 
     def _unlock(self, names: list[str]) -> None:
         landed, self._landed, self._owed = self._landed, False, []
+        if landed:
+            crash_point("pg:committing")
         self.db.end(landed)
+
+    @contextmanager
+    def queue(self, name: str) -> Iterator[None]:
+        """A session advisory lock keyed by `name`'s hash, held for the block: the server queues the
+        writers that ask for it and frees it if one dies. Past the lock timeout the block runs unqueued."""
+        lock = "SELECT pg_advisory_lock(hashtextextended(%s, %s))"
+        try:
+            self.db.run(lambda conn: conn.execute(lock, (name, QUEUE_KEY)))
+            queued = True
+        except StorageError:  # waited past the lock timeout, or lost the connection: the CAS decides
+            queued = False
+        try:
+            yield
+        finally:
+            if queued:
+                unlock = "SELECT pg_advisory_unlock(hashtextextended(%s, %s))"
+                with suppress(StorageError):
+                    self.db.run(lambda conn: conn.execute(unlock, (name, QUEUE_KEY)))
 
     def _settle(self) -> None:
         self._landed = True
@@ -95,13 +118,14 @@ class PgRefStore(RefStore):
         self._owed = list(owed)
 
     def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str]) -> None:
-        try:
-            with self.db.txn() as conn:
-                self._write(conn, updates, message, principal)
-                if self._owed:
-                    self._write_outbox(conn)
-        except self.db.psycopg.Error as exc:
-            raise self.db.failure(exc) from None
+        def work(conn: Any) -> None:
+            self._write(conn, updates, message, principal)
+            crash_point("pg:refs-written")
+            if self._owed:
+                self._write_outbox(conn)
+                crash_point("pg:outbox-written")
+
+        self.db.run(work)  # inside the transaction `_lock` began
 
     def _write(self, conn: Any, updates: list[RefUpdate], message: str, principal: str) -> None:
         now = int(time.time() * 1000)
@@ -160,16 +184,13 @@ class PgRefStore(RefStore):
         )
 
     def names(self) -> Iterator[str]:
-        with self.db.txn() as conn:
-            rows = conn.execute("SELECT name FROM refs ORDER BY name").fetchall()
-        return iter([str(r[0]) for r in rows])
+        return iter([str(r[0]) for r in self.db.rows("SELECT name FROM refs ORDER BY name")])
 
     def reflog(self, name: str) -> list[ReflogEntry]:
         check_ref_name(name)
-        with self.db.txn() as conn:
-            rows = conn.execute(
-                "SELECT old, new, time_ms, principal, message FROM reflog WHERE name = %s AND seq > "
-                "coalesce((SELECT max(seq) FROM reflog WHERE name = %s AND new IS NULL), 0) ORDER BY seq",
-                (name, name),
-            ).fetchall()
+        rows = self.db.rows(
+            "SELECT old, new, time_ms, principal, message FROM reflog WHERE name = %s AND seq > "
+            "coalesce((SELECT max(seq) FROM reflog WHERE name = %s AND new IS NULL), 0) ORDER BY seq",
+            (name, name),
+        )
         return [ReflogEntry(_h(o), _h(n), int(t), str(p), str(m)) for o, n, t, p, m in rows]

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from pathlib import Path
 
 from reelstore.crashpoints import crash_point
@@ -71,6 +71,12 @@ class RefStore:
 
     def _owe(self, owed: list[Owed]) -> None:
         """Take the rows `_apply` writes with the refs, if this store keeps an outbox."""
+
+    def queue(self, name: str) -> AbstractContextManager[None]:
+        """Wait for this writer's turn to move `name` among the writers that queue for it, for the block
+        (a shared store's committers of one trunk). The compare-and-swap still decides; the queue only
+        spares them losing it to each other. A store whose writers simply retry has no queue."""
+        return nullcontext()
 
     def _read(self, name: str) -> Hash | None:
         raise NotImplementedError

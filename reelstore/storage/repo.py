@@ -172,18 +172,19 @@ class Repo:
         return repo
 
     @classmethod
-    def init(cls, directory: Path | str = ".", trunk: str = DEFAULT_TRUNK, backend: str | None = None) -> Repo:
+    def init(cls, directory: Path | str = ".", trunk: str = DEFAULT_TRUNK, backend: str | None = None, *,
+             field: str = "--backend") -> Repo:
         """Create `DIRECTORY/.reel` with config and sample hooks; E014 if a store is already there.
 
         With `backend` (a postgresql:// URL), objects, refs and the operation log live in that database
         (checked before anything is created here): a database that already holds the trunk is joined,
-        so every machine's directory shares it."""
+        so every machine's directory shares it. A bad URL is an error naming `field`."""
         check_ref_name(f"refs/heads/{trunk}")
         path = Path(directory).resolve() / REEL_DIR
         if (path / "config").exists():
             raise BadInput(f"a reel store already exists at {path}")
         if backend is not None:
-            return cls._init_shared(path, trunk, backend)
+            return cls._init_shared(path, trunk, backend, field)
         for sub in ("objects", "objects/pack", "refs/heads", "refs/views", "refs/drains", "logs", "hooks"):
             (path / sub).mkdir(parents=True, exist_ok=True)
         _make_shards(path / "objects")
@@ -197,13 +198,12 @@ class Repo:
         return repo
 
     @classmethod
-    def _init_shared(cls, path: Path, trunk: str, backend: str) -> Repo:
+    def _init_shared(cls, path: Path, trunk: str, backend: str, field: str) -> Repo:
         from reelstore.storage.postgres import PgDb
 
-        probe = PgDb(backend, field="--backend")
+        probe = PgDb(backend, field=field)
         try:
-            with probe.txn():
-                pass
+            probe.run(lambda conn: None)  # reachable, and the schema is there (made if it was not)
         finally:
             probe.close()
         for sub in ("logs", "hooks"):
@@ -275,7 +275,12 @@ class Repo:
         from reelstore.storage.postgres_refs import PgRefStore
 
         db = PgDb(backend)
-        return cls(PgFiles(path.resolve(), db), PgObjectStore(db), PgRefStore(db), config)
+        repo = cls(PgFiles(path.resolve(), db), PgObjectStore(db), PgRefStore(db), config)
+        # Opened now, not on first use: a ref transaction logs through it while it holds the connection,
+        # and opening it then would wait for the handle's guard, which another thread may hold while it
+        # waits for the connection.
+        repo.ops  # noqa: B018
+        return repo
 
     @classmethod
     def discover(cls, start: Path | str | None = None) -> Repo:
