@@ -81,6 +81,7 @@ def test_a_commit_killed_after_sending_is_finished_from_another_machine(tmp_path
         assert target.count("/") == 1
         first, second = ops(two)
         assert (first["state"], second["state"]) == ("unknown", "pending"), "the intent is visible elsewhere"
+        assert first["worker"].startswith("commit:"), "the killed commit held it"
         time.sleep(float(LEASE) + 0.1)
         worker = reel(two, "drain", "--worker", "--once", "--json")
         assert worker.returncode == 0, worker.stderr
@@ -92,6 +93,8 @@ def test_a_commit_killed_after_sending_is_finished_from_another_machine(tmp_path
             doubt, waiting = ops(two, "--unresolved")
             assert doubt["state"] == "unknown" and doubt["op"] == first["op"] and "blind" in doubt["why_unknown"]
             assert waiting["state"] == "pending"
+            assert doubt["leased"] is False and doubt["worker"], "who parked it, and no lease holds it now"
+            assert "`reel drain --worker`" in waiting["next_action"]
             assert [o["op"] for o in ops(one, "--unresolved")] == [doubt["op"], waiting["op"]], "every machine sees it"
             rec = reel(one, "recover")
             assert rec.returncode == 7 and b"E011" in rec.stderr

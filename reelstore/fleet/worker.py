@@ -289,12 +289,21 @@ def run(repo: Repo, url: str, *, name: str | None = None, lease_s: float = DEFAU
     notice or one lease time). Stops early, saying why, if fenced (E016); a hold (E012) pauses it; an
     interrupt (SIGINT) ends it like a crash would, which the protocol makes safe. `progress` is told of
     each row as it is handled."""
-    with Worker(repo, url, name, lease_s) as worker:
-        report = WorkerReport(worker.name, progress=progress)
+    report = WorkerReport(name or default_name(), progress=progress)
+    try:
+        _run(repo, url, report, lease_s, once, trunk, rounds)
+    except KeyboardInterrupt:
+        report.interrupted = True
+    return report
+
+
+def _run(repo: Repo, url: str, report: WorkerReport, lease_s: float, once: bool, trunk: str | None,
+         rounds: int) -> None:
+    with Worker(repo, url, report.worker, lease_s) as worker:
         worker._retry(lambda: outbox.prepare(worker.conn))
         if once:
             _drain(worker, report, trunk)
-            return report
+            return
         ear: Conn | None = None
         try:
             for _ in range(rounds):
@@ -306,12 +315,9 @@ def run(repo: Repo, url: str, *, name: str | None = None, lease_s: float = DEFAU
                 except outbox.OperationalError:
                     ear.close()
                     ear = None  # the database restarted: listen again next round
-        except KeyboardInterrupt:
-            report.interrupted = True
         finally:
             if ear is not None:
                 ear.close()
-        return report
 
 
 def _listen(worker: Worker) -> Conn:
