@@ -121,3 +121,23 @@ def test_reel_drain_needs_worker_mode_and_a_shared_store(tmp_path: Path) -> None
     assert alone.returncode == 6 and b"E014" in alone.stderr and b"--backend postgresql://" in alone.stderr
     bad = reel(tmp_path, "drain", "--worker", "--lease", "soon")
     assert bad.returncode == 6 and b"--lease" in bad.stderr and b"Traceback" not in bad.stderr
+
+
+def test_a_hold_made_on_one_machine_stops_every_machine(tmp_path: Path, pg_url: str) -> None:
+    with Target(tmp_path / "ledger.jsonl") as target:
+        one, two = machines(tmp_path, pg_url, target)
+        Store.open(one).repo.config.set("drain.onCommit", "workers")
+        queue(one, "pay", pay_op(target.url, "keyed", 1))
+        assert reel(one, "commit", "pay").returncode == 0
+        held = reel(two, "hold", "--why", "auditing payments")
+        assert held.returncode == 0, held.stderr
+        worker = reel(one, "drain", "--worker", "--once", "--json")
+        assert worker.returncode == 0, worker.stderr
+        assert json.loads(worker.stdout)["held"] == "auditing payments" and target.count("/") == 0
+        assert reel(one, "fork", "more").returncode == 0
+        refused = reel(one, "effect", "more", "--adapter", "http", "--op", json.dumps(pay_op(target.url, "keyed", 2)))
+        assert refused.returncode == 6 and b"E012" in refused.stderr and b"auditing payments" in refused.stderr
+        assert reel(one, "release").returncode == 0
+        worker = reel(two, "drain", "--worker", "--once", "--json")
+        assert [d["state"] for d in json.loads(worker.stdout)["drained"]] == ["succeeded"]
+        assert target.count("/") == 1

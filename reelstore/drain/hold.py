@@ -2,7 +2,8 @@
 
 An operator holds a store when something outside looks wrong (a target misbehaving, an unknown
 payment under investigation). The hold lives in `.reel/HOLD` (JSON: why, who, when), so every
-process sees it, and survives restarts until `reel release`.
+process sees it, and survives restarts until `reel release`; on a shared store, in the ref
+`refs/hold`, so every machine sees it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,22 @@ if TYPE_CHECKING:
     from reelstore.storage.repo import Repo
 
 FILE = "HOLD"
+REF = "refs/hold"
+"""On a shared store (one whose refs carry an outbox: every machine's), the hold is this ref, naming a
+blob of the same JSON, so a hold made on one machine stops admission and draining on all of them."""
+
+
+def _shared(repo: Repo) -> bool:
+    return bool(getattr(repo.refs, "atomic_outbox", False))
+
+
+def _read(repo: Repo) -> bytes | None:
+    if not _shared(repo):
+        return repo.files.read(FILE)
+    from reelstore.objects import Blob
+
+    at = repo.refs.get(REF)
+    return None if at is None else repo.objects.get_as(at, Blob).data
 
 
 @dataclass(frozen=True)
@@ -35,7 +52,7 @@ class Hold:
 def status(repo: Repo) -> Hold | None:
     """The store's hold, or None when it is not held. A HOLD file that is not JSON still holds the
     store (its text is the reason); one that is JSON but not a map is damaged (E007)."""
-    raw = repo.files.read(FILE)
+    raw = _read(repo)
     if raw is None:
         return None
     try:
@@ -62,12 +79,24 @@ def hold(repo: Repo, why: str, by: str = "") -> Hold:
     if not why.strip():
         raise BadInput("a hold needs a reason (--why)")
     held = Hold(why, by, int(time.time() * 1000))
-    repo.files.write(FILE, json.dumps(held.to_json(), sort_keys=True).encode("utf-8"))
+    doc = json.dumps(held.to_json(), sort_keys=True).encode("utf-8")
+    if _shared(repo):
+        from reelstore.objects import Blob
+
+        blob = Blob(doc)
+        repo.objects.put(blob)
+        repo.refs.set(REF, blob.id, message="hold", principal=by)
+    else:
+        repo.files.write(FILE, doc)
     return held
 
 
 def release(repo: Repo) -> Hold | None:
     """Lift the hold; returns the hold that was lifted (None if the store was not held)."""
     held = status(repo)
-    repo.files.remove(FILE)
+    if _shared(repo):
+        if held is not None:
+            repo.refs.delete(REF, message="release")
+    else:
+        repo.files.remove(FILE)
     return held
