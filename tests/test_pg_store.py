@@ -405,3 +405,17 @@ def test_a_commit_whose_answer_is_lost_is_e007_saying_so_and_the_handle_goes_on(
     assert repo.refs.get("refs/heads/x") is None  # here it had not: the session ended before its COMMIT
     repo.refs.set("refs/heads/x", Blob(b"x").id, None)
     assert repo.refs["refs/heads/x"] == Blob(b"x").id
+
+
+def test_an_effect_aborted_on_one_machine_is_never_committed_from_another(tmp_path: Path, pg_url: str) -> None:
+    from reelstore.errors import ViewTerminal
+
+    a, b = Repo.init(tmp_path / "a", backend=pg_url), Repo.init(tmp_path / "b", backend=pg_url)
+    kernel.fork(a, "v")
+    kernel.effect(a, "v", "recorder", {"n": 1})
+    old = a.refs["refs/views/v"]
+    kernel.abort(a, "v")
+    b.refs.set("refs/views/v", old, None)  # the aborted view brought back on another machine
+    with pytest.raises(ViewTerminal, match="aborted"):
+        kernel.commit(b, "v")
+    assert _outbox(pg_url) == [] and not (tmp_path / "a" / ".reel" / "ops" / "aborted").exists()

@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS reflog (
     principal text NOT NULL, message text NOT NULL);
 CREATE INDEX IF NOT EXISTS reflog_name ON reflog (name, seq);
 CREATE TABLE IF NOT EXISTS oplog (seq bigserial PRIMARY KEY, line bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS tombstones (seq bigserial PRIMARY KEY, line bytea NOT NULL);
 CREATE TABLE IF NOT EXISTS outbox (
     op_id text PRIMARY KEY, trunk text NOT NULL, record bytea NOT NULL, position int NOT NULL,
     effect bytea NOT NULL, tier text NOT NULL, state text NOT NULL DEFAULT 'owed',
@@ -279,35 +280,44 @@ class PgObjectStore(ObjectStore):
         self.db.run(lambda conn: conn.execute("DELETE FROM objects WHERE id = %s", (bytes(h),)))
 
 
+SHARED_LOGS = {OPS_FILE: "oplog", "ops/aborted": "tombstones"}
+"""The append-only state files every machine sharing the store must see, by the table that holds them:
+the operation log, and the aborts' tombstones (what no view brought back may commit; the drain names
+that file). The other state files (caches, locks, hooks, secrets) stay in each machine's `.reel`."""
+
+
 class PgFiles(DiskFiles):
-    """The store's state files: local ones in `.reel`, except the operation log, which is the shared
-    table `oplog` (append-only) so every machine's `reel op log` and `reel undo` see every operation."""
+    """The store's state files: local ones in `.reel`, except the shared logs (`SHARED_LOGS`), each an
+    append-only table, so every machine's `reel op log`, `reel undo` and commit checks see them whole."""
 
     def __init__(self, root: Path, db: PgDb) -> None:
         super().__init__(root)
         self.db = db
 
-    def _log(self) -> bytes:
-        return b"".join(bytes(r[0]) for r in self.db.rows("SELECT line FROM oplog ORDER BY seq"))
+    def _log(self, table: str) -> bytes:
+        return b"".join(bytes(r[0]) for r in self.db.rows(f"SELECT line FROM {table} ORDER BY seq"))
 
     def read(self, name: str) -> bytes | None:
-        return self._log() if name == OPS_FILE else super().read(name)
+        table = SHARED_LOGS.get(name)
+        return super().read(name) if table is None else self._log(table)
 
     def tail(self, name: str, offset: int) -> bytes | None:
-        if name != OPS_FILE:
+        table = SHARED_LOGS.get(name)
+        if table is None:
             return super().tail(name, offset)
-        data = self._log()
+        data = self._log(table)
         return None if len(data) < offset else data[offset:]
 
     def append(self, name: str, data: bytes, *, durable: bool = True) -> None:
-        if name != OPS_FILE:
+        table = SHARED_LOGS.get(name)
+        if table is None:
             super().append(name, data, durable=durable)
             return
-        self.db.run(lambda conn: conn.execute("INSERT INTO oplog (line) VALUES (%s)", (data,)))
+        self.db.run(lambda conn: conn.execute(f"INSERT INTO {table} (line) VALUES (%s)", (data,)))
 
     def _append_only(self, name: str) -> None:
-        if name == OPS_FILE:
-            raise BadInput("the operation log of a Postgres store is append-only")
+        if name in SHARED_LOGS:
+            raise BadInput(f"{name} of a Postgres store is an append-only table")
 
     def write(self, name: str, data: bytes) -> None:
         self._append_only(name)
