@@ -184,6 +184,7 @@ def test_a_bad_backend_is_a_clear_error_naming_the_option_and_creates_nothing(
     cases = [
         ("mysql://h/db", 6, "E014"),
         (f"postgresql://u:secret@127.0.0.1:{pg_server.port}/db", 6, "E014"),
+        (f"postgresql://u@127.0.0.1:{pg_server.port}/db?password=secret", 6, "E014"),
         ("postgresql://127.0.0.1:notaport/db", 6, "E014"),
         (unreachable, 4, "E010"),
     ]

@@ -4,8 +4,8 @@ keeps what stays local (config, hooks, secrets, scratch files).
 
 One connection per open store (`PgDb`), used by one thread at a time under a lock. A ref transaction is
 one SQL transaction from its first lock to its last write (see storage/postgres_refs); every other
-statement runs in a short transaction of its own, or inside the ref transaction this thread holds open,
-so an operation-log line written while refs are locked commits or rolls back with them.
+statement commits on its own, or joins the ref transaction this thread holds open, so an
+operation-log line written while refs are locked commits or rolls back with them.
 
 psycopg is an optional dependency (`reelstore[postgres]`), loaded through `extras.needs`.
 """
@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError, Unreachable
 from reelstore.extras import needs
@@ -66,7 +66,7 @@ def check_url(url: str, field: str) -> str:
             f"{field}: {url!r} is not a postgresql:// URL (the one backend besides the default local store)",
             field=field,
         )
-    if password is not None:
+    if password is not None or "password" in {k.lower() for k in parse_qs(parts.query)}:
         raise BadInput(
             f"{field}: the URL holds a password, and it would be written to .reel/config; give it in "
             "PGPASSWORD or ~/.pgpass instead",
