@@ -420,3 +420,24 @@ def test_an_effect_aborted_on_one_machine_is_never_committed_from_another(tmp_pa
     with pytest.raises(ViewTerminal, match="aborted"):
         kernel.commit(b, "v")
     assert _outbox(pg_url) == [] and not (tmp_path / "a" / ".reel" / "ops" / "aborted").exists()
+
+
+def test_refs_are_listed_in_code_point_order_whatever_the_database_collation(pg_server: PgServer) -> None:
+    from reelstore.storage.postgres import PgDb
+    from reelstore.storage.postgres_refs import PgRefStore
+
+    db = f"icu_{os.urandom(4).hex()}"
+    with psycopg.connect(pg_server.url(), autocommit=True) as admin:  # a database that sorts `a` before `B`
+        admin.execute(
+            f"CREATE DATABASE {db} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"
+        )
+    try:
+        refs = PgRefStore(PgDb(pg_server.url(db)))
+        names = ["refs/heads/a", "refs/heads/B", "refs/heads/a-b", "refs/heads/Z"]
+        for n in names:
+            refs.set(n, Blob(n.encode()).id, None)
+        assert [n for n, _ in refs.list("refs/heads/")] == sorted(names) == list(refs.names())
+        refs.db.close()
+    finally:
+        with psycopg.connect(pg_server.url(), autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {db} WITH (FORCE)")
