@@ -269,7 +269,11 @@ def test_a_writer_of_a_locked_ref_waits_for_the_holder_then_compares(tmp_path: P
 
 
 def test_a_ref_held_past_the_lock_timeout_is_e002(tmp_path: Path, pg_url: str) -> None:
+    from reelstore.storage.postgres_refs import PgRefStore
+
     a, b = Repo.init(tmp_path / "a", backend=pg_url), Repo.init(tmp_path / "b", backend=pg_url)
+    assert isinstance(b.refs, PgRefStore)
+    b.refs.db.run(lambda conn: conn.execute("SET lock_timeout = '300ms'"))  # this session's, not the 10 s default
     x = Blob(b"x").id
     a.refs.set("refs/heads/r", x, None)
     held = a.refs.transaction("holder").update("refs/heads/r", Blob(b"y").id, x)
