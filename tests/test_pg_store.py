@@ -445,3 +445,25 @@ def test_refs_are_listed_in_code_point_order_whatever_the_database_collation(pg_
     finally:
         with psycopg.connect(pg_server.url(), autocommit=True) as admin:
             admin.execute(f"DROP DATABASE {db} WITH (FORCE)")
+
+
+def test_a_thread_waiting_for_the_handle_leaves_the_open_transaction_alone(tmp_path: Path, pg_url: str) -> None:
+    """Another thread of the same handle asks for a ref transaction while one is writing: it waits for
+    the connection and touches none of the open transaction's state (its outbox rows, its outcome)."""
+    from reelstore.crashpoints import hooked
+
+    repo = Repo.init(tmp_path, backend=pg_url)
+    x, y = Blob(b"x").id, Blob(b"y").id
+    other: list[threading.Thread] = []
+
+    def meanwhile(point: str) -> None:
+        if point == "pg:refs-written" and not other:
+            other.append(threading.Thread(target=repo.refs.set, args=("refs/heads/other", y, None)))
+            other[0].start()
+            other[0].join(timeout=0.5)  # it is waiting for the connection this thread holds
+
+    with hooked(meanwhile):
+        repo.refs.transaction("first").create("refs/heads/x", x).owe([_owed("op_1", x)]).commit()
+    other[0].join(timeout=30)
+    assert repo.refs["refs/heads/x"] == x and repo.refs["refs/heads/other"] == y
+    assert [r[0] for r in _outbox(pg_url)] == ["op_1"]

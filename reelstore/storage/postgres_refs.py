@@ -45,15 +45,17 @@ class PgRefStore(RefStore):
     def __init__(self, db: PgDb) -> None:
         self.db = db
         self._landed = False
+        """The open transaction's writes all went through: `_unlock` commits instead of rolling back."""
         self._owed: list[Owed] = []
+        """The open transaction's outbox rows. Both belong to the thread holding the connection."""
 
     def _read(self, name: str) -> Hash | None:
         row = self.db.one("SELECT target FROM refs WHERE name = %s", (name,))
         return None if row is None else _h(row[0])
 
     def _lock(self, names: list[str]) -> None:
+        conn = self.db.begin()  # from here this thread holds the connection, and this transaction's state:
         self._landed, self._owed = False, []
-        conn = self.db.begin()
         try:
             rows = conn.execute(
                 'SELECT name FROM refs WHERE name = ANY(%s) ORDER BY name COLLATE "C" FOR UPDATE', (names,)
