@@ -467,3 +467,23 @@ def test_a_thread_waiting_for_the_handle_leaves_the_open_transaction_alone(tmp_p
     other[0].join(timeout=30)
     assert repo.refs["refs/heads/x"] == x and repo.refs["refs/heads/other"] == y
     assert [r[0] for r in _outbox(pg_url)] == ["op_1"]
+
+
+def test_machines_initialising_one_database_at_once_share_one_trunk(tmp_path: Path, pg_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+    procs = [
+        subprocess.Popen(
+            [REEL, "init", "--backend", pg_url, f"m{i}"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for i in range(4)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err.decode()
+    heads = {Repo.open(tmp_path / f"m{i}").refs["refs/heads/main"] for i in range(4)}
+    assert len(heads) == 1
+    assert len(Repo.open(tmp_path / "m0").refs.reflog("refs/heads/main")) == 1  # started once
