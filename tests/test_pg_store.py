@@ -487,4 +487,3 @@ def test_machines_initialising_one_database_at_once_share_one_trunk(tmp_path: Pa
     heads = {Repo.open(tmp_path / f"m{i}").refs["refs/heads/main"] for i in range(4)}
     assert len(heads) == 1
     assert len(Repo.open(tmp_path / "m0").refs.reflog("refs/heads/main")) == 1  # started once
-
