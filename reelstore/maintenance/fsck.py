@@ -35,8 +35,6 @@ class FsckReport:
     packed: int = 0
     reachable: int = 0
     refs: int = 0
-    legacy_reflog_lines: int = 0
-    """Reflog lines written before lines carried checksums: read, but unverifiable."""
     problems: list[str] = field(default_factory=list)
     missing: dict[Hash, str] = field(default_factory=dict)
     unreachable: list[Hash] = field(default_factory=list)
@@ -48,7 +46,7 @@ class FsckReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "objects": self.objects, "loose": self.loose, "packs": self.packs, "packed": self.packed,
-            "reachable": self.reachable, "refs": self.refs, "legacy_reflog_lines": self.legacy_reflog_lines,
+            "reachable": self.reachable, "refs": self.refs,
             "problems": self.problems,
             "missing": {h.hex(): via for h, via in self.missing.items()},
             "unreachable": [h.hex() for h in self.unreachable], "clean": self.clean,
@@ -148,14 +146,10 @@ def fsck(repo: Repo, *, full: bool = True,
 
 
 def _ref_roots(repo: Repo, report: FsckReport, since_ms: int) -> tuple[list[tuple[str, Hash]], list[tuple[str, Hash]]]:
-    """(walk roots, every ref's value) from what reads soundly; each damaged ref, packed-refs or reflog
+    """(walk roots, every ref's value) from what reads soundly; each damaged ref or reflog
     is a problem naming it, and the check goes on with the rest."""
     refs = repo.refs
-    try:
-        names = list(refs.names())
-    except StorageError as err:
-        report.problems.append(err.message)
-        names = list(refs.loose_names())
+    names = list(refs.names())
     roots: list[tuple[str, Hash]] = []
     heads: list[tuple[str, Hash]] = []
     for name in names:
@@ -173,7 +167,6 @@ def _ref_roots(repo: Repo, report: FsckReport, since_ms: int) -> tuple[list[tupl
             report.problems.append(err.message)
             continue
         for n, entry in enumerate(log):
-            report.legacy_reflog_lines += not entry.verified
             if entry.time_ms >= since_ms:
                 roots += [(f"{name}@{{{n}}}", h) for h in (entry.old, entry.new) if h is not None]
     report.refs = len(heads)
