@@ -44,14 +44,6 @@ def test_missing_is_e001(store: ObjectStore):
         store.resolve(missing.hex())
 
 
-def test_put_raw_decodes_first(store: ObjectStore):
-    assert store.put_raw(Blob(b"x").encode()) == Blob(b"x").id
-    with pytest.raises(BadInput):
-        store.put_raw(b"blob\x00\xc4\x05hi")
-    with pytest.raises(BadInput):
-        store.put_raw(b"nonsense\x00\xc0")
-
-
 def test_resolve_prefixes(store: ObjectStore):
     blobs = [Blob(str(i).encode()) for i in range(300)]
     store.put_many(blobs)

@@ -196,12 +196,6 @@ class ObjectStore(ABC):
         self._store(items)
         return [h for h, _ in items]
 
-    def put_raw(self, raw: bytes) -> Hash:
-        """Store canonical bytes from outside, after decoding them (E014 if malformed)."""
-        from reelstore.objects.block import decode
-
-        return self.put(decode(raw))
-
     def resolve(self, prefix: str) -> Hash:
         """The one id starting with `prefix` (≥ 4 hex digits); E001 if none, E014 if several."""
         if not is_prefix(prefix):
