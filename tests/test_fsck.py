@@ -77,6 +77,23 @@ def test_a_drain_ref_naming_an_entry_outside_the_segment_is_a_lost_entry(repo: R
     assert any("lost entries" in p for p in fsck(repo).problems)
 
 
+def test_a_damaged_journal_segment_makes_the_report_unclean(repo: Repo) -> None:
+    """The backend's own check covers every journal segment, a trunk's or not: damage there is in
+    `fsck()`'s problems (the Python API), not only in what `reel fsck` prints."""
+    effect = Effect("http", "C", "https://example.invalid/x", {"method": "POST"})
+    entry = Journal(None, "gone", repo.refs["refs/heads/main"], 0, effect.id, "op-1", "unknown", 1, 5)
+    repo.objects.put(effect)
+    seg = repo.objects.segment("gone")
+    assert seg is not None
+    seg.append([entry.encode()])
+    assert not any(seg.path.name in p for p in fsck(Repo.open(repo.path)).problems)
+    data = bytearray(seg.path.read_bytes())
+    data[-3] ^= 0x20
+    seg.path.write_bytes(bytes(data))
+    report = fsck(Repo.open(repo.path))
+    assert not report.clean and any(seg.path.name in p for p in report.problems), report.problems
+
+
 def test_memory_store_fsck() -> None:
     mem = Repo.memory()
     assert fsck(mem).clean
