@@ -307,3 +307,16 @@ def test_objects_held_twice_are_decided_once_by_their_newest_copy(tmp_path_facto
         if b.id in expected:
             assert after.get_raw(b.id) == b.encode()
             assert after.mtime(b.id) == pytest.approx(newest[blobs.index(b)], abs=1)
+
+
+def test_the_disk_gc_reads_the_pack_options_from_the_store_config(repo: Repo) -> None:
+    """gc packs with the store's `pack.*` options, read from its config when it runs: a value that is
+    not an integer is E014 naming the key, before any pack is written; repack reads them too."""
+    repo.objects.put(Blob(b"kept loose, then packed"))
+    repo.config.set("pack.depth", "deep")
+    with pytest.raises(BadInput, match="pack.depth"):
+        gc(repo, "now")
+    with pytest.raises(BadInput, match="pack.depth"):
+        repack(repo)
+    repo.config.set("pack.depth", "0")
+    assert gc(repo, "now").pack is not None and len(repo.objects.packs()) == 1
