@@ -9,8 +9,8 @@ from reelstore.maintenance.age import DEFAULT_PRUNE_EXPIRE, config_cutoff, parse
 from reelstore.maintenance.lock import gc_lock
 from reelstore.maintenance.mark import marker
 from reelstore.storage.disk_store import on_disk
-from reelstore.storage.pack_gc import PruneReport
 from reelstore.storage.repo import Repo
+from reelstore.storage.upkeep import PruneReport
 
 
 def prune(repo: Repo, expire: str | None = None, *, dry_run: bool = False, now: float | None = None) -> PruneReport:

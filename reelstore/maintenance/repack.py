@@ -10,9 +10,8 @@ from reelstore.maintenance.lock import gc_lock, no_cycle_collection
 from reelstore.maintenance.reach import Walk, ref_roots, walk
 from reelstore.objects import Hash
 from reelstore.storage.disk_store import on_disk
-from reelstore.storage.pack_gc import RepackReport
 from reelstore.storage.repo import Repo
-from reelstore.storage.upkeep import Progress
+from reelstore.storage.upkeep import Progress, RepackReport
 
 
 def repack(

@@ -30,10 +30,9 @@ if TYPE_CHECKING:  # imported where used: a read that packs or loose files answe
     # batch, pack import, index repair or journal segment
     from reelstore.objects.block import Object
     from reelstore.storage.pack_copy import Reuse
-    from reelstore.storage.pack_gc import PruneReport, RepackReport
     from reelstore.storage.pack_item import PackItem, PackOptions, PackResult
     from reelstore.storage.segment import Segment, Segments
-    from reelstore.storage.upkeep import GcReport, Mark, Progress, StoreCheck
+    from reelstore.storage.upkeep import GcReport, Mark, Progress, PruneReport, RepackReport, StoreCheck
     from reelstore.storage.write_batch import WriteBatch
 
 ROLL_UP_PACKS = 32

@@ -27,7 +27,7 @@ from reelstore.storage.pack import KIND_CODES, Pack
 from reelstore.storage.pack_copy import Reuse
 from reelstore.storage.pack_item import PackItem, PackOptions, PackResult
 from reelstore.storage.pack_verify import verify_pack
-from reelstore.storage.upkeep import GcReport, Live, Mark, Progress, StoreCheck, check
+from reelstore.storage.upkeep import GcReport, Live, Mark, Progress, PruneReport, RepackReport, StoreCheck, check
 
 if TYPE_CHECKING:
     from reelstore.storage.disk_store import DiskObjectStore
@@ -390,17 +390,6 @@ def _remove_loose(
     return removed
 
 
-class RepackReport:
-    """What a repack did (as JSON, its attributes)."""
-
-    def __init__(self) -> None:
-        self.pack: str | None = None
-        self.packed = 0
-        self.packs_removed = 0
-        self.loose_removed = 0
-        self.methods: dict[str, int] = {}
-
-
 def repack(
     store: DiskObjectStore, mark: Mark, all_objects: bool, delete: bool, progress: Progress | None
 ) -> RepackReport:
@@ -428,13 +417,6 @@ def repack(
         report.loose_removed = _remove_loose(store, loose, loose.keys(), None, progress)
     store.refresh(force=True)
     return report
-
-
-class PruneReport:
-    def __init__(self, dry_run: bool = False) -> None:
-        self.removed: list[Hash] = []
-        self.kept_recent = 0
-        self.dry_run = dry_run
 
 
 def prune(store: DiskObjectStore, mark: Mark, cutoff: float | None, dry_run: bool) -> PruneReport:

@@ -1,5 +1,6 @@
-"""What a backend's `gc` and `fsck` take and give, and how a backend that keeps no files of its own does
-both, object by object, through the primitives every backend implements.
+"""What a backend's `gc` and `fsck` take and give (and the reports of the disk store's repack and
+prune), and how a backend that keeps no files of its own does both, object by object, through the
+primitives every backend implements.
 
 The layers above decide what is live (the refs, young reflog entries, writes in flight: maintenance's
 walk) and hand it to `ObjectStore.gc` as a `Mark`, which the backend calls once it has listed its
@@ -106,6 +107,26 @@ class GcReport:
         doc["pruned_ids"] = [h.hex() for h in self.pruned_ids]
         doc["damaged_skipped"] = [h.hex() for h in self.damaged_skipped]
         return doc
+
+
+class RepackReport:
+    """What a repack did (as JSON, its attributes)."""
+
+    def __init__(self) -> None:
+        self.pack: str | None = None
+        self.packed = 0
+        self.packs_removed = 0
+        self.loose_removed = 0
+        self.methods: dict[str, int] = {}
+
+
+class PruneReport:
+    """What a prune removed (or, with dry_run, would) and kept as too young."""
+
+    def __init__(self, dry_run: bool = False) -> None:
+        self.removed: list[Hash] = []
+        self.kept_recent = 0
+        self.dry_run = dry_run
 
 
 class StoreCheck:
