@@ -487,3 +487,16 @@ def test_machines_initialising_one_database_at_once_share_one_trunk(tmp_path: Pa
     heads = {Repo.open(tmp_path / f"m{i}").refs["refs/heads/main"] for i in range(4)}
     assert len(heads) == 1
     assert len(Repo.open(tmp_path / "m0").refs.reflog("refs/heads/main")) == 1  # started once
+
+
+def test_gc_of_a_shared_store_spares_unreachable_objects_within_the_grace_period(tmp_path: Path, pg_url: str) -> None:
+    from reelstore.maintenance.gc import gc
+
+    repo = Repo.init(tmp_path, backend=pg_url)
+    young, old = Blob(b"another machine's, not yet named"), Blob(b"long unreferenced")
+    repo.objects.put_many([young, old])
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("UPDATE objects SET written = now() - interval '30 days' WHERE id = %s", (bytes(old.id),))
+    gc(repo)
+    assert repo.objects.has(young.id) and not repo.objects.has(old.id)
+    assert repo.objects.has(repo.refs["refs/heads/main"])
