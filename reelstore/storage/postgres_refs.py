@@ -48,8 +48,14 @@ class PgRefStore(RefStore):
         """The open transaction's writes all went through: `_unlock` commits instead of rolling back."""
         self._owed: list[Owed] = []
         """The open transaction's outbox rows. Both belong to the thread holding the connection."""
+        self._locked: dict[str, Hash] = {}
+        """The refs the open transaction locked, at the committed values no other writer can change
+        before it ends: read from here, not the database, by its checks and its writes."""
 
     def _read(self, name: str) -> Hash | None:
+        held = self._locked.get(name)
+        if held is not None:
+            return held
         row = self.db.one("SELECT target FROM refs WHERE name = %s", (name,))
         return None if row is None else _h(row[0])
 
@@ -58,9 +64,10 @@ class PgRefStore(RefStore):
         self._landed, self._owed = False, []
         try:
             rows = conn.execute(
-                'SELECT name FROM refs WHERE name = ANY(%s) ORDER BY name COLLATE "C" FOR UPDATE', (names,)
+                'SELECT name, target FROM refs WHERE name = ANY(%s) ORDER BY name COLLATE "C" FOR UPDATE', (names,)
             )
-            existing = {str(r[0]) for r in rows.fetchall()}
+            found = {str(n): Hash(bytes(t)) for n, t in rows.fetchall()}
+            existing = set(found)
             taken = NameSet()
             for name in names:
                 other = taken.conflict(name)
@@ -69,6 +76,7 @@ class PgRefStore(RefStore):
                 if other is not None:
                     raise Conflict(f"cannot lock ref {name}: ref {other} is in the way", ref=name)
                 taken.add(name)
+            self._locked = found
         except self.db.psycopg.Error as exc:
             self.db.end(False)
             raise self._lock_error(exc, names) from None
@@ -92,7 +100,7 @@ class PgRefStore(RefStore):
         return None if row is None else str(row[0])
 
     def _unlock(self, names: list[str]) -> None:
-        landed, self._landed, self._owed = self._landed, False, []
+        landed, self._landed, self._owed, self._locked = self._landed, False, [], {}
         if landed:
             crash_point("pg:committing")
         self.db.end(landed)
@@ -134,8 +142,7 @@ class PgRefStore(RefStore):
     def _write(self, conn: Any, updates: list[RefUpdate], message: str, principal: str) -> None:
         now = int(time.time() * 1000)
         for u in updates:
-            row = conn.execute("SELECT target FROM refs WHERE name = %s", (u.name,)).fetchone()
-            old = None if row is None else _h(row[0])
+            old = self._locked.get(u.name)
             logged = keeps_reflog(u.name) or u.create_reflog or self._has_log(conn, u.name)
             if u.new is None:
                 conn.execute("DELETE FROM refs WHERE name = %s", (u.name,))
