@@ -500,3 +500,14 @@ def test_gc_of_a_shared_store_spares_unreachable_objects_within_the_grace_period
     gc(repo)
     assert repo.objects.has(young.id) and not repo.objects.has(old.id)
     assert repo.objects.has(repo.refs["refs/heads/main"])
+
+
+def test_a_store_whose_database_is_unreachable_is_e010_naming_core_backend(
+    tmp_path: Path, pg_server: PgServer, pg_url: str, reserve_port
+) -> None:
+    Repo.init(tmp_path / "a", backend=pg_url)
+    config = tmp_path / "a" / ".reel" / "config"
+    config.write_text(config.read_text().replace(f":{pg_server.port}/", f":{reserve_port()}/"))
+    out = _reel(tmp_path / "a", "status")
+    err = out.stderr.decode()
+    assert out.returncode == 4 and "E010" in err and "core.backend" in err and "Traceback" not in err, err
