@@ -45,7 +45,7 @@ from reelstore.kernel.views import (
 from reelstore.objects import Delta, Effect, Effects, Hash, Object, Record, Recording, View
 from reelstore.stamp import now_ms
 from reelstore.storage import content
-from reelstore.storage.op_log import operation
+from reelstore.storage.op_log import operation, riding
 from reelstore.storage.refs import RefTransaction
 from reelstore.storage.repo import Repo
 from reelstore.wording import plural
@@ -236,9 +236,11 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
             record = _advance_trunk(repo, live, at, delta, message, author or repo.principal(), fence)
             result = CommitResult(name, target, record=record)
     crash_point("commit:advanced")
-    repo.verbs.append("commit", name, live.id, (result.record or result.parent_view or live.id).hex())
+    if into_parent:  # a commit into the trunk logged its mark and retired its view as it advanced
+        repo.verbs.append("commit", name, live.id, (result.parent_view or live.id).hex())
     crash_point("commit:logged")
-    _retire_after_commit(repo, live)
+    if into_parent:
+        _retire_after_commit(repo, live)
     crash_point("commit:retired")
     if result.record is not None:
         result = replace(result, drain=drain(repo, live.trunk, result.record))
@@ -306,7 +308,9 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
         crash_point("commit:record-written")
         if fence is not None:
             repo.objects.flush()
-        tx = repo.refs.transaction(commit_message(live.name), author).update(ref, record.id, head).verify(live.ref, at)
+        # The view's ref goes in the same transaction as the trunk moves, and the commit mark rides in
+        # the same append of the operation log: one fsync makes the whole commit point durable.
+        tx = repo.refs.transaction(commit_message(live.name), author).update(ref, record.id, head).delete(live.ref, at)
         try:
             tx.prepare()
         except Conflict as exc:
@@ -315,10 +319,11 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
             _view_unchanged(repo, live, at)
             backoff(attempt)
             continue
-        if fence is None:
-            tx.commit()
-        else:
-            _fence_locked(repo, tx, fence, live, head, record.id)
+        with riding("commit", live.name, live.id, record.id.hex()):
+            if fence is None:
+                tx.commit()
+            else:
+                _fence_locked(repo, tx, fence, live, head, record.id)
         return record.id
     raise Conflict(f"trunk {live.trunk} kept moving; gave up after {CAS_ATTEMPTS} attempts", trunk=live.trunk)
 

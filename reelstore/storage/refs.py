@@ -26,7 +26,7 @@ from reelstore.objects import Hash
 from reelstore.storage.fileio import atomic_write, fsync_dir, pid_alive, temp_name, write_new
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.op_log import FILE as OPS_FILE
-from reelstore.storage.op_log import OpLine, RefMove, encode, new_id
+from reelstore.storage.op_log import OpLine, RefMove, encode, new_id, parse_lines
 from reelstore.storage.ref_format import (
     ANY,
     AnyValue,
@@ -49,8 +49,17 @@ from reelstore.storage.ref_locks import LOCK_TIMEOUT, LockInfo, Locks, break_dea
 from reelstore.storage.ref_transaction import RefTransaction, RefUpdate, Updates
 from reelstore.storage.reflog import ReflogEntry, parse_reflog
 
+SYNCED_FILE = "logs/OPS.synced"
+"""The checkpoint: the offset in the operation log up to which every ref move is durable in its file."""
+CHECKPOINT_BYTES = 64 << 10
+"""Log bytes between checkpoints: what `recover` reads at most when a store opens."""
+
 __all__ = ["ANY", "LOCK_TIMEOUT", "DiskRefStore", "LockInfo", "MemoryRefStore", "RefStore", "RefTransaction",
            "RefUpdate", "ReflogEntry", "check_ref_name", "check_target", "checksum", "required_kind"]
+
+
+Moves = list[RefMove]
+"""A transaction's ref moves (named so the annotation is not shadowed by `RefStore.list`)."""
 
 
 class RefStore:
@@ -61,9 +70,11 @@ class RefStore:
     store points it at its object store's `flush`, so a ref never names an object not yet durable and
     a lost race (caught while locking) makes nothing durable."""
 
-    after_apply: Callable[[str, str, list[RefMove], bool], None] | None = None
-    """Called with (message, principal, moves, durable) once a transaction's refs are written, its locks
-    still held: the store points it at its operation log, the one place every ref move is logged."""
+    log_moves: Callable[[str, str, list[RefMove], bool], bool] | None = None
+    """Called with (message, principal, moves, durable) under a transaction's locks: the store points it
+    at its operation log, the one place every ref move is logged. It returns True when the moves are
+    durable in the log, which a disk store then uses as their durability point: it calls it before its
+    renames and writes the ref files without fsyncs (`DiskRefStore.recover` redoes a lost one)."""
 
     def _read(self, name: str) -> Hash | None:
         raise NotImplementedError
@@ -122,9 +133,13 @@ class RefStore:
         return out
 
     def _apply_as(self, updates: Updates, message: str, principal: str, held: set[str],
-                  durable: bool) -> None:
-        """`_apply`, durably or not; a store without fsyncs has nothing to relax."""
+                  durable: bool, moves: Moves) -> None:
+        """`_apply`, durably or not, then log `moves`; a store without fsyncs has nothing to relax."""
         self._apply(updates, message, principal, held)
+        self._log(message, principal, moves, durable)
+
+    def _log(self, message: str, principal: str, moves: Moves, durable: bool) -> bool:
+        return bool(moves) and self.log_moves is not None and self.log_moves(message, principal, moves, durable)
 
     def transaction(self, message: str = "", principal: str = "", create_reflog: bool = False, *,
                     durable: bool = True) -> RefTransaction:
@@ -200,6 +215,8 @@ class DiskRefStore(RefStore):
         self.inflight: Inflight | None = None
         """The gc fence's registry of this thread's unreferenced writes; set by Repo.open."""
         self._packed_cache: tuple[tuple[int, int, int], dict[str, Hash]] | None = None
+        self._synced_hint = 0
+        """The checkpoint as last read: a writer reads the file again only once the log grew past it."""
 
     def _path(self, name: str) -> Path:
         return self.root / name
@@ -247,24 +264,28 @@ class DiskRefStore(RefStore):
 
     def _lock(self, names: list[str]) -> None:
         taken: list[str] = []
+        broke: list[str] = []
         packed = NameSet(self._packed_view())
         try:
             for name in names:
                 self._clear_way(name, packed)
-                self._lock_one(name)
+                if self._lock_one(name):
+                    broke.append(name)
                 taken.append(name)
+            for name in broke:
+                self._break_and_redo(name)
         except BaseException:
             self._unlock(taken)
             raise
 
-    def _lock_one(self, name: str) -> None:
+    def _lock_one(self, name: str) -> bool:
         """Take `name`'s lock; a lock whose holder is provably dead is broken (see storage/ref_locks), once,
-        with a line in the operation log; any other lock taken is E002."""
+        with a line in the operation log; any other lock taken is E002. True if a dead lock was broken."""
         lock = self._path(name + ".lock")
         for attempt in range(2):
             try:
                 self._create_lock(lock)
-                return
+                return attempt == 1
             except (NotADirectoryError, IsADirectoryError):
                 raise Conflict(f"cannot lock ref {name}: a ref is in the way of its path", ref=name) from None
             except FileExistsError:
@@ -272,6 +293,7 @@ class DiskRefStore(RefStore):
                 if attempt or not info.breakable or not break_dead(self.root, info):
                     raise lock_conflict(name, info) from None
                 self._note_broken(name, info.describe())
+        return False  # not reached: the second attempt returns or raises
 
     def _note_broken(self, name: str, what: str) -> None:
         """One line in the operation log (`logs/OPS`, verb `break-lock`) for a dead holder's lock broken
@@ -323,37 +345,56 @@ class DiskRefStore(RefStore):
             lock.unlink(missing_ok=True)
             if not self._path(name).exists():
                 self._prune_dirs(lock.parent)
+        if self.fsync:
+            self._checkpoint()
 
     def _apply_as(self, updates: list[RefUpdate], message: str, principal: str, held: set[str],
-                  durable: bool) -> None:
-        self._apply(updates, message, principal, held, durable=durable)
+                  durable: bool, moves: Moves) -> None:
+        self._apply(updates, message, principal, held, durable=durable,
+                    log=lambda: self._log(message, principal, moves, durable))
 
     def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str],
-               durable: bool = True) -> None:
+               durable: bool = True, log: Callable[[], bool] | None = None) -> None:
+        """Write every new value into a temporary file and its reflog line, log the moves (`log`), then
+        rename the files over the refs and delete the deleted ones. A move durable in the operation log
+        needs no fsync here: the log's line is its durability point, redone by `recover` if lost."""
         now = int(time.time() * 1000)
-        sync = self.fsync and durable
         deletes = [u for u in updates if u.new is None]
-        for u in updates:
-            if u.new is None:
-                continue
-            # The new value goes into a temporary file renamed over the ref while the lock is held, so
-            # the lock keeps naming its holder to the end (a killed writer's lock is provably stale).
-            path = self._path(u.name)
-            old = self._read(u.name)
-            tmp = temp_name(path)
-            write_new(tmp, format_loose(u.name, u.new), fsync=sync)
-            crash_point("refs:lock-written")
-            if keeps_reflog(u.name) or u.create_reflog or self._log_path(u.name).exists():
-                self._append_log(u.name, reflog_line(u.name, old, u.new, now, principal, message))
-            crash_point("refs:logged")
-            try:
-                os.replace(tmp, path)
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                raise
-            crash_point("refs:renamed")
+        staged: list[tuple[Path, Path]] = []
+        logs: list[Path] = []
+        try:
+            for u in updates:
+                if u.new is None:
+                    continue
+                # The new value goes into a temporary file renamed over the ref while the lock is held, so
+                # the lock keeps naming its holder to the end (a killed writer's lock is provably stale).
+                path = self._path(u.name)
+                old = self._read(u.name)
+                tmp = temp_name(path)
+                write_new(tmp, format_loose(u.name, u.new), fsync=False)
+                staged.append((tmp, path))
+                crash_point("refs:lock-written")
+                if keeps_reflog(u.name) or u.create_reflog or self._log_path(u.name).exists():
+                    self._append_log(u.name, reflog_line(u.name, old, u.new, now, principal, message), sync=False)
+                    logs.append(self._log_path(u.name))
+                crash_point("refs:logged")
+            logged = log() if log is not None else False
+            crash_point("refs:op-logged")
+            sync = self.fsync and durable and not logged
             if sync:
-                fsync_dir(path.parent)
+                for tmp, _ in staged:
+                    _fsync_path(tmp)
+                for path in logs:
+                    if durable_reflog(path.relative_to(self.root / "logs").as_posix()):
+                        _fsync_path(path)
+            for tmp, path in staged:
+                os.replace(tmp, path)
+                crash_point("refs:renamed")
+                if sync:
+                    fsync_dir(path.parent)
+        finally:
+            for tmp, _ in staged:
+                tmp.unlink(missing_ok=True)
         if deletes:
             if any(u.name in self._packed_view() for u in deletes):
                 with self._packed_locked():
@@ -363,10 +404,151 @@ class DiskRefStore(RefStore):
                     self._write_packed(packed)
                     crash_point("refs:packed-rewritten")
             for u in deletes:
-                self._path(u.name).unlink(missing_ok=True)
-                self._log_path(u.name).unlink(missing_ok=True)
-                self._prune_dirs(self._path(u.name).parent)
-                self._prune_dirs(self._log_path(u.name).parent)
+                self._unlink(u.name)
+
+    def _unlink(self, name: str) -> None:
+        self._path(name).unlink(missing_ok=True)
+        self._log_path(name).unlink(missing_ok=True)
+        self._prune_dirs(self._path(name).parent)
+        self._prune_dirs(self._log_path(name).parent)
+
+    def _synced(self) -> int:
+        """The offset in the operation log up to which every logged ref move is durable in its ref file;
+        a store without the file (made before the log was the refs' durability point) starts at the
+        log's end, since its refs were fsynced one by one."""
+        try:
+            return int((self.root / SYNCED_FILE).read_bytes() or b"0")
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError):
+            return 0
+        size = _size(self.root / OPS_FILE)
+        with suppress(OSError):
+            atomic_write(self.root / SYNCED_FILE, b"%d" % size, fsync=self.fsync)
+        return size
+
+    def _tail_moves(self, start: int) -> tuple[int, list[RefMove]]:
+        """(end, moves) of the operation log's whole lines from `start` (0 if the log is shorter now:
+        it was replaced): every ref move logged there, oldest first."""
+        try:
+            with open(self.root / OPS_FILE, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < start:
+                    start = 0
+                f.seek(start)
+                data = f.read(size - start)
+        except FileNotFoundError:
+            return start, []
+        end = data.rfind(b"\n") + 1
+        return start + end, [m for line in parse_lines(data[:end]) for m in line.moves]
+
+    def recover(self) -> list[str]:
+        """Redo the ref moves the operation log holds but the ref files lack: a writer killed between its
+        log line and its renames, or a power cut that took ref writes made without fsyncs. Only the
+        lines past the last checkpoint are read; a ref locked by a live writer is that writer's to
+        finish. The names of the refs redone."""
+        if not self.fsync:
+            return []
+        _, moves = self._tail_moves(self._synced())
+        last: dict[str, RefMove] = {}
+        for m in moves:
+            last[m.ref] = m
+        redone = [name for name, m in sorted(last.items()) if self._redo_one(m, moves)]
+        for name in sorted({m.ref for m in moves if durable_reflog(m.ref)}):
+            with suppress(OSError):
+                self._mend_reflog(name, [m for m in moves if m.ref == name and m.new is not None])
+        return redone
+
+    def _mend_reflog(self, name: str, moves: list[RefMove]) -> None:
+        """Append the lines of a trunk's reflog that a power cut took (the log holds their moves): the
+        reflog marks the records this store must drain."""
+        path = self._log_path(name)
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                f.seek(max(0, size - CHECKPOINT_BYTES))
+                tail = f.read()
+        except FileNotFoundError:
+            tail = b""
+        lost = [m for m in moves if m.new is not None and m.new.hex().encode() not in tail]
+        if lost and self._read(name) is not None:
+            now = int(time.time() * 1000)
+            lines = "".join(reflog_line(name, m.old, m.new, now, "", "recover: from the operation log") for m in lost)
+            self._append_log(name, lines, sync=True)
+
+    def _redo_one(self, move: RefMove, moves: list[RefMove]) -> bool:
+        with suppress(StorageError, NotFound):
+            if self._read(move.ref) == move.new:
+                return False
+        lock = self._path(move.ref + ".lock")
+        if lock.exists() and not read_lock(lock).breakable:
+            return False
+        try:
+            self._lock_one(move.ref)
+        except (Conflict, OSError):
+            return False
+        try:
+            return self._roll_forward(move, moves)
+        except OSError:
+            return False
+        finally:
+            lock.unlink(missing_ok=True)
+
+    def _roll_forward(self, move: RefMove, moves: list[RefMove]) -> bool:
+        """Under `move.ref`'s lock: if the ref still holds the old side of its newest logged move (or a
+        file a power cut left unreadable), write the new side, durably, with its reflog line."""
+        try:
+            current = self._read(move.ref)
+        except StorageError:
+            current = move.old
+        if current == move.new or current != move.old:
+            return False
+        if move.new is None:
+            self._unlink(move.ref)
+            return True
+        path = self._path(move.ref)
+        if keeps_reflog(move.ref) or self._log_path(move.ref).exists():
+            self._append_log(move.ref, reflog_line(move.ref, move.old, move.new, int(time.time() * 1000), "",
+                                                   "recover: redo from the operation log"), sync=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, format_loose(move.ref, move.new), fsync=True)
+        return True
+
+    def _break_and_redo(self, name: str) -> None:
+        """A dead holder's lock on `name` was just broken and this writer holds the lock now: redo that
+        holder's move if it logged one and died before its rename, so no later write builds on a ref
+        the log says moved elsewhere."""
+        _, moves = self._tail_moves(self._synced())
+        mine = [m for m in moves if m.ref == name]
+        if mine:
+            self._roll_forward(mine[-1], moves)
+
+    def _checkpoint(self) -> None:
+        """Past `CHECKPOINT_BYTES` of log since the last checkpoint, fsync every ref (and reflog) the lines
+        since then name and move the checkpoint to the log's end; skipped while any of them is locked
+        (a writer may be between its line and its rename)."""
+        synced = self._synced_hint
+        size = _size(self.root / OPS_FILE)
+        if size - synced < CHECKPOINT_BYTES:
+            return
+        synced = self._synced_hint = self._synced()
+        if size - synced < CHECKPOINT_BYTES:
+            return
+        end, moves = self._tail_moves(synced)
+        names = sorted({m.ref for m in moves})
+        if any(self._path(n + ".lock").exists() for n in names):
+            return
+        dirs = set()
+        for name in names:
+            for path in (self._path(name), self._log_path(name)):
+                with suppress(FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                    _fsync_path(path)
+                dirs.add(path.parent)
+        for d in sorted(dirs):
+            with suppress(FileNotFoundError, NotADirectoryError):
+                fsync_dir(d)
+        atomic_write(self.root / SYNCED_FILE, b"%d" % end, fsync=True)
+        self._synced_hint = end
 
     def _prune_dirs(self, d: Path) -> None:
         """Remove empty directories up from `d`, keeping the namespaces themselves (refs/heads, …)."""
@@ -409,13 +591,13 @@ class DiskRefStore(RefStore):
                         (Path(dirpath) / f).unlink(missing_ok=True)
         return removed
 
-    def _append_log(self, name: str, line: str) -> None:
+    def _append_log(self, name: str, line: str, *, sync: bool) -> None:
         path = self._log_path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, line.encode("utf-8"))
-            if self.fsync and durable_reflog(name):
+            if sync and self.fsync and durable_reflog(name):
                 os.fsync(fd)
         finally:
             os.close(fd)
@@ -457,6 +639,21 @@ class DiskRefStore(RefStore):
             yield
         finally:
             lock.unlink(missing_ok=True)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
 
 
 def new_lock(lock: Path) -> None:
