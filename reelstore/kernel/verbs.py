@@ -280,11 +280,29 @@ def _retire_after_commit(repo: Repo, live: Live) -> None:
             backoff(attempt)
 
 
+COMMIT_QUEUE_WAIT_S = 60.0
+"""Seconds a commit waits for the commits ahead of it into the same trunk before it gives up (E002)."""
+
+
 def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str, author: str,
                    fence: Callable[[str, Hash, Hash], None] | None = None) -> Hash:
     """Write a record of the view and CAS the trunk to it: the commit point. The same atomic step
     checks that the view's ref still holds `at`, so an abort (or a write) racing the commit either
-    lands first and the commit fails, or finds the commit landed."""
+    lands first and the commit fails, or finds the commit landed.
+
+    Local commits into one trunk queue on a lock (`.reel/commit-TRUNK.queue`, an flock a killed holder
+    releases) and take their turn, rather than race for the trunk's ref lock and lose it again and again
+    under contention: in its turn a commit loses only to a writer outside the queue (a fetch, an
+    update-ref, an undo), and retries. A commit with a fence (`--remote`) does not queue: its turn would
+    last a network round trip."""
+    if fence is not None:
+        return _advance_trunk_in_turn(repo, live, at, delta, message, author, fence)
+    with repo.files.lock(f"commit-{live.trunk.replace('/', '+')}.queue", COMMIT_QUEUE_WAIT_S):
+        return _advance_trunk_in_turn(repo, live, at, delta, message, author, None)
+
+
+def _advance_trunk_in_turn(repo: Repo, live: Live, at: Hash, delta: Delta, message: str, author: str,
+                           fence: Callable[[str, Hash, Hash], None] | None) -> Hash:
     ns = namespace(repo)
     ref = trunk_ref(live.trunk)
     changes = changes_of(delta)

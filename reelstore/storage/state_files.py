@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from reelstore.errors import BadInput, Conflict, StorageError
-from reelstore.storage.fileio import atomic_write, write_new
+from reelstore.storage.fileio import append_durably, atomic_write, write_new
 
 
 class StateFiles(ABC):
@@ -144,11 +144,12 @@ class DiskFiles(StateFiles):
     def append(self, name: str, data: bytes, *, durable: bool = True) -> None:
         path = self._path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
+        if self.fsync and durable:  # concurrent writers share one fsync
+            append_durably(path, data)
+            return
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, data)
-            if self.fsync and durable:
-                os.fsync(fd)
         finally:
             os.close(fd)
 
