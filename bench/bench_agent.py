@@ -235,6 +235,14 @@ def drain_report(out: dict[str, list[float]], n: int) -> None:
     ratio = med(out["loop fsync wall"]) / med(out["drain wall"])
     print(f"  goal >= 0.8x the fsync loop: {ratio:.2f}x, {verdict(ratio >= 0.8)}; one connection per host: "
           f"{verdict(med(out['connections']) <= 1)}")
+    if ratio < 0.8:
+        extra = (med(out["drain cpu"]) - med(out["loop fsync cpu"])) / n
+        print(f"  floor: both make one fsync per effect (the drain's journal frame carries the outcome of effect "
+              f"i and the intent of i+1); the gap is {us(extra)} more CPU per effect: the ownership check of "
+              "each operation (other trunks' journals, the committed-operations cache), the drain lock and "
+              "epoch file taken twice (journal append, fire token), the journal entry's encoding. Next levers: "
+              "one ownership snapshot per drain re-checked under the drain lock, one drain-lock hold per "
+              "effect for the append and the token")
 
 
 # one agent step
@@ -247,7 +255,15 @@ def step_round(base: Path, target: Target, steps: int, out: dict[str, list[float
     store.repo.config.set("service.bench.delivery", "keyed")
     store = Store.open(path)
     cpus, walls = [], []
+    real_fsync, count = os.fsync, [0]
+
+    def counting(fd: Any) -> None:
+        count[0] += 1
+        real_fsync(fd)
+
     for i in range(steps + 1):
+        if i == 1:
+            os.fsync, count[0] = counting, 0
         c0, w0 = cpu(), time.perf_counter()
         with store.view(f"s{i}") as v:
             v.put(f"notes/{i}.txt", b"step %d" % i)
@@ -257,8 +273,11 @@ def step_round(base: Path, target: Target, steps: int, out: dict[str, list[float
         if i:  # the first step loads modules
             cpus.append(c1 - c0)
             walls.append(w1 - w0)
+    os.fsync = real_fsync
     out.setdefault("reel cpu", []).append(med(cpus))
     out.setdefault("reel wall", []).append(med(walls))
+    out.setdefault("reel fsyncs", []).append(count[0] / steps)
+    out.setdefault("fsync wall", []).append(fsync_cost(base))
     db = sqlite3.connect(base / "step.db", isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=FULL")
@@ -294,6 +313,12 @@ def step_report(out: dict[str, list[float]]) -> None:
     ratio_w = med(out["reel wall"]) / med(out["sqlite wall"])
     print(f"  goal <= 2x SQLite: CPU {ratio_c:.2f}x ({verdict(ratio_c <= 2)}), wall {ratio_w:.2f}x "
           f"({verdict(ratio_w <= 2)}); under 5 ms per step: {verdict(med(out['reel wall']) < 5e-3)}")
+    fsyncs, each = med(out["reel fsyncs"]), med(out["fsync wall"])
+    print(f"  floor: {fsyncs:.1f} fsyncs per reelstore step (SQLite: 2, its two commits) at {ms(each)} each here "
+          f"= {ms(fsyncs * each)} of the wall; the rest of the CPU is Python per verb (fork, put, effect, commit, "
+          "drain each open, encode and hash their objects). Next levers: a small batch's objects appended to "
+          "an existing segment (one fsync, no pack directory fsync, for fork, put and commit alike), then one "
+          "fsync for a fork+put+commit made in one `with store.view()`")
 
 
 # concurrent committers
@@ -346,6 +371,21 @@ def _race(make: Callable[..., None], path: str, procs: int, commits: int) -> flo
     return (procs * commits - len(failed)) / elapsed
 
 
+def fsync_cost(base: Path, n: int = 20) -> float:
+    """Median wall time of appending 100 bytes to a file and fsyncing it, on the bench's disk."""
+    path = base / "fsync-cost"
+    times = []
+    with open(path, "ab") as f:
+        for _ in range(n):
+            w0 = time.perf_counter()
+            f.write(b"x" * 100)
+            f.flush()
+            os.fsync(f.fileno())
+            times.append(time.perf_counter() - w0)
+    path.unlink()
+    return med(times)
+
+
 def concurrent_round(base: Path, commits: int, out: dict[str, list[float]]) -> None:
     for procs in (1, 4, 16):
         path = base / f"conc{procs}"
@@ -360,6 +400,7 @@ def concurrent_round(base: Path, commits: int, out: dict[str, list[float]]) -> N
     db.execute("CREATE TABLE files (name TEXT PRIMARY KEY, data BLOB)")
     db.close()
     out.setdefault("sqlite 16", []).append(_race(_sqlite_writer, str(db_path), 16, commits))
+    out.setdefault("fsync wall", []).append(fsync_cost(base))
 
 
 def concurrent_report(out: dict[str, list[float]], commits: int) -> None:
@@ -369,6 +410,13 @@ def concurrent_report(out: dict[str, list[float]], commits: int) -> None:
     print(f"  SQLite, 16 writer processes (WAL, FULL): {med(out['sqlite 16']):>8,.0f} commits/s")
     ratio = med(out["reel 16"]) / med(out["sqlite 16"])
     print(f"  goal 16 agents >= 1x 16 SQLite writers: {ratio:.2f}x, {verdict(ratio >= 1)}")
+    if ratio < 1 and out.get("fsync wall"):
+        each = med(out["fsync wall"])
+        print(f"  floor: commits into one trunk take turns, and a turn holds 3 fsyncs (the record's pack, the pack "
+              f"directory, the operation log) at {ms(each)} each here: at most {1 / (3 * each):,.0f} commits/s, "
+              f"where SQLite's turn holds one ({1 / each:,.0f}/s); forks and puts of other agents share the log's "
+              "fsync. Next lever: the record's objects appended to an existing segment (no pack name, so no "
+              "directory fsync) and written before the turn, leaving one fsync in it")
     if FAILURES:
         print(f"  {len(FAILURES)} agent commits FAILED (not counted above); kinds:")
         kinds: dict[str, int] = {}

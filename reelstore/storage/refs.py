@@ -97,6 +97,10 @@ class RefStore:
         that list is damaged); a store that keeps no such list lists every name."""
         return self.names()
 
+    def _names_under(self, prefix: str) -> Iterator[str]:
+        """Names that may start with `prefix` (at least every one that does)."""
+        return self.names()
+
     def _settle(self) -> None:
         """A transaction landed: the objects this thread wrote before it are referenced now, or garbage,
         and need no more protection from a concurrent gc (see storage/inflight.py). A failed one settles
@@ -125,7 +129,7 @@ class RefStore:
     def list(self, prefix: str = "refs/") -> list[tuple[str, Hash]]:
         """Every ref whose name starts with `prefix`, sorted by name."""
         out = []
-        for name in sorted(set(self.names())):
+        for name in sorted(set(self._names_under(prefix))):
             if name.startswith(prefix):
                 value = self._read(name)
                 if value is not None:
@@ -605,9 +609,16 @@ class DiskRefStore(RefStore):
     def names(self) -> Iterator[str]:
         return iter(sorted(set(self._packed_view()) | set(self.loose_names())))
 
-    def loose_names(self) -> Iterator[str]:
-        """The loose refs alone (what fsck can still list when packed-refs is damaged)."""
-        for dirpath, _, files in os.walk(self.root / "refs"):
+    def _names_under(self, prefix: str) -> Iterator[str]:
+        """Only the directory `prefix` names is walked (a drain lists `refs/heads/` and `refs/drains/` per
+        effect, which a walk of every view's ref made cost more than the send)."""
+        top = prefix[: prefix.rfind("/") + 1]
+        packed = [n for n in self._packed_view() if n.startswith(prefix)]
+        return iter([*packed, *self.loose_names(top or "refs/")])
+
+    def loose_names(self, top: str = "refs/") -> Iterator[str]:
+        """The loose refs alone (what fsck can still list when packed-refs is damaged), under `top`."""
+        for dirpath, _, files in os.walk(self.root / top):
             for f in files:
                 name = os.path.relpath(os.path.join(dirpath, f), self.root).replace(os.sep, "/")
                 if is_listable(name):
