@@ -223,11 +223,6 @@ def _hash(value: object) -> Hash | None:
     return Hash.from_hex(value) if isinstance(value, str) else None
 
 
-def parse_lines(data: bytes) -> Iterator[OpLine]:
-    """The whole lines of `data`, a stretch of the log (a line cut short by a crash is skipped)."""
-    return _parse(data)
-
-
 def _parse(data: bytes) -> Iterator[OpLine]:
     for raw in data.splitlines():
         try:

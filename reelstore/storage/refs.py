@@ -13,6 +13,7 @@ holder, or older than the lock timeout) is reported with its remedy; `clear_stal
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -21,12 +22,12 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from reelstore.crashpoints import crash_point
-from reelstore.errors import Conflict, NotFound, StorageError
+from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import Hash
 from reelstore.storage.fileio import atomic_write, fsync_dir, pid_alive, temp_name, write_new
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.op_log import FILE as OPS_FILE
-from reelstore.storage.op_log import OpLine, RefMove, encode, new_id, parse_lines
+from reelstore.storage.op_log import OpLine, RefMove, encode, new_id
 from reelstore.storage.ref_format import (
     ANY,
     AnyValue,
@@ -51,7 +52,7 @@ from reelstore.storage.reflog import ReflogEntry, parse_reflog
 
 SYNCED_FILE = "logs/OPS.synced"
 """The checkpoint: the offset in the operation log up to which every ref move is durable in its file."""
-CHECKPOINT_BYTES = 64 << 10
+CHECKPOINT_BYTES = 16 << 10
 """Log bytes between checkpoints: what `recover` reads at most when a store opens."""
 
 __all__ = ["ANY", "LOCK_TIMEOUT", "DiskRefStore", "LockInfo", "MemoryRefStore", "RefStore", "RefTransaction",
@@ -431,9 +432,10 @@ class DiskRefStore(RefStore):
             atomic_write(self.root / SYNCED_FILE, b"%d" % size, fsync=self.fsync)
         return size
 
-    def _tail_moves(self, start: int) -> tuple[int, list[RefMove]]:
+    def _tail_moves(self, start: int) -> tuple[int, list[Logged]]:
         """(end, moves) of the operation log's whole lines from `start` (0 if the log is shorter now:
-        it was replaced): every ref move logged there, oldest first."""
+        it was replaced): every ref move logged there as (ref, old hex, new hex), oldest first. Read as
+        plain JSON, since every store open reads it."""
         try:
             with open(self.root / OPS_FILE, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
@@ -444,7 +446,13 @@ class DiskRefStore(RefStore):
         except FileNotFoundError:
             return start, []
         end = data.rfind(b"\n") + 1
-        return start + end, [m for line in parse_lines(data[:end]) for m in line.moves]
+        out: list[Logged] = []
+        for raw in data[:end].splitlines():
+            if b'"refs"' in raw:
+                with suppress(ValueError, TypeError, KeyError, AttributeError):
+                    out.extend((r, o, n) for r, o, n in json.loads(raw)["refs"]
+                               if isinstance(r, str) and isinstance(o, str | None) and isinstance(n, str | None))
+        return start + end, out
 
     def recover(self) -> list[str]:
         """Redo the ref moves the operation log holds but the ref files lack: a writer killed between its
@@ -454,33 +462,35 @@ class DiskRefStore(RefStore):
         if not self.fsync:
             return []
         _, moves = self._tail_moves(self._synced())
-        last: dict[str, RefMove] = {}
-        for m in moves:
-            last[m.ref] = m
-        redone = [name for name, m in sorted(last.items()) if self._redo_one(m, moves)]
-        for name in sorted({m.ref for m in moves if durable_reflog(m.ref)}):
-            with suppress(OSError):
-                self._mend_reflog(name, [m for m in moves if m.ref == name and m.new is not None])
+        last = {m[0]: m for m in moves}
+        redone = [name for name, m in sorted(last.items()) if self._redo_one(m)]
+        for name in sorted({m[0] for m in moves if durable_reflog(m[0])}):
+            with suppress(OSError, BadInput):
+                self._mend_reflog(name, [m for m in moves if m[0] == name and m[2] is not None])
         return redone
 
-    def _mend_reflog(self, name: str, moves: list[RefMove]) -> None:
+    def _mend_reflog(self, name: str, moves: list[Logged]) -> None:
         """Append the lines of a trunk's reflog that a power cut took (the log holds their moves): the
         reflog marks the records this store must drain."""
         path = self._log_path(name)
         try:
             with open(path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
-                f.seek(max(0, size - CHECKPOINT_BYTES))
+                f.seek(max(0, size - (64 << 10)))
                 tail = f.read()
         except FileNotFoundError:
             tail = b""
-        lost = [m for m in moves if m.new is not None and m.new.hex().encode() not in tail]
+        lost = [_move(m) for m in moves if m[2] is not None and m[2].encode() not in tail]
         if lost and self._read(name) is not None:
             now = int(time.time() * 1000)
             lines = "".join(reflog_line(name, m.old, m.new, now, "", "recover: from the operation log") for m in lost)
             self._append_log(name, lines, sync=True)
 
-    def _redo_one(self, move: RefMove, moves: list[RefMove]) -> bool:
+    def _redo_one(self, logged: Logged) -> bool:
+        try:
+            move = _move(logged)
+        except BadInput:
+            return False
         with suppress(StorageError, NotFound):
             if self._read(move.ref) == move.new:
                 return False
@@ -492,13 +502,13 @@ class DiskRefStore(RefStore):
         except (Conflict, OSError):
             return False
         try:
-            return self._roll_forward(move, moves)
+            return self._roll_forward(move)
         except OSError:
             return False
         finally:
             lock.unlink(missing_ok=True)
 
-    def _roll_forward(self, move: RefMove, moves: list[RefMove]) -> bool:
+    def _roll_forward(self, move: RefMove) -> bool:
         """Under `move.ref`'s lock: if the ref still holds the old side of its newest logged move (or a
         file a power cut left unreadable), write the new side, durably, with its reflog line."""
         try:
@@ -523,9 +533,10 @@ class DiskRefStore(RefStore):
         holder's move if it logged one and died before its rename, so no later write builds on a ref
         the log says moved elsewhere."""
         _, moves = self._tail_moves(self._synced())
-        mine = [m for m in moves if m.ref == name]
+        mine = [m for m in moves if m[0] == name]
         if mine:
-            self._roll_forward(mine[-1], moves)
+            with suppress(BadInput):
+                self._roll_forward(_move(mine[-1]))
 
     def _checkpoint(self) -> None:
         """Past `CHECKPOINT_BYTES` of log since the last checkpoint, fsync every ref (and reflog) the lines
@@ -539,7 +550,7 @@ class DiskRefStore(RefStore):
         if size - synced < CHECKPOINT_BYTES:
             return
         end, moves = self._tail_moves(synced)
-        names = sorted({m.ref for m in moves})
+        names = sorted({m[0] for m in moves})
         if any(self._path(n + ".lock").exists() for n in names):
             return
         dirs = set()
@@ -650,6 +661,17 @@ class DiskRefStore(RefStore):
             yield
         finally:
             lock.unlink(missing_ok=True)
+
+
+Logged = tuple[str, str | None, str | None]
+"""A ref move as the operation log holds it: (ref, old id hex, new id hex), None for none."""
+
+
+def _move(logged: Logged) -> RefMove:
+    """The move, its ids checked (E014 for a line whose ids are not full ids)."""
+    ref, old, new = logged
+    check_ref_name(ref)
+    return RefMove(ref, None if old is None else Hash.from_hex(old), None if new is None else Hash.from_hex(new))
 
 
 def _fsync_path(path: Path) -> None:
