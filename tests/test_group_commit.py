@@ -95,3 +95,24 @@ def test_sixteen_threads_commit_into_one_trunk_without_e002(tmp_path: Path, monk
     top = repo.objects.get(repo.refs["refs/heads/main"])
     names = {n for n, _ in kernel.namespace(repo).items(top.namespace)}
     assert names == {f"agents/{w}/{i}.txt" for w in range(16) for i in range(3)}
+
+
+def test_a_lock_waiter_wakes_when_the_lock_is_released_and_gives_up_in_time(tmp_path: Path) -> None:
+    """`flock_within` waits for a busy flock without polling: it gets the lock once its holder lets go,
+    gives up after its wait otherwise, and a waiter that gave up leaves the lock free for the next."""
+    import fcntl
+
+    path = tmp_path / "queue"
+    holder = os.open(path, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    late = os.open(path, os.O_RDWR)
+    assert not fileio.flock_within(late, 0.2)  # still held: gave up
+    os.close(late)
+    waiter = os.open(path, os.O_RDWR)
+    threading.Timer(0.2, lambda: fcntl.flock(holder, fcntl.LOCK_UN)).start()
+    assert fileio.flock_within(waiter, 10)
+    os.close(waiter)  # released: the helper of the waiter that gave up holds nothing either
+    again = os.open(path, os.O_RDWR)
+    assert fileio.flock_within(again, 2)
+    os.close(again)
+    os.close(holder)

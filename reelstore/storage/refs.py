@@ -2,12 +2,14 @@
 
 Every change is a compare-and-swap against an expected old value, taken under a lock file as git does
 it: create `NAME.lock` exclusively (it names its holder: pid, host, time), re-read the ref under the
-lock, compare, write and fsync the new value into a temporary file, log it, rename that over the ref,
-remove the lock. A multi-ref transaction locks every
-ref (in name order) and checks every old value before it writes anything, so a failed check changes
-nothing. A lock that is already there is reported (it may belong to a live writer), except one whose
-holder is provably dead (a process of this host and boot that no longer runs): the next writer breaks
-that one, with a line in the operation log (see storage/ref_locks). Any other stale lock (an unknown
+lock, compare, write the new value into a temporary file, append its reflog line and its operation-log
+line (fsynced: the durability point of the ref files, which get no fsync of their own; `recover` redoes
+a move the log holds that a crash kept from its file), rename the file over the ref, remove the lock.
+A multi-ref transaction locks every ref (in name order) and checks every old value before it writes
+anything, so a failed check changes nothing. A lock that is already there is reported (it may belong
+to a live writer), except one whose holder is provably dead (a process of this host and boot that no
+longer runs): the next writer breaks that one, with a line in the operation log (see
+storage/ref_locks), and first redoes the move that holder logged. Any other stale lock (an unknown
 holder, or older than the lock timeout) is reported with its remedy; `clear_stale_locks` removes them.
 """
 
@@ -287,18 +289,25 @@ class DiskRefStore(RefStore):
         """Take `name`'s lock; a lock whose holder is provably dead is broken (see storage/ref_locks), once,
         with a line in the operation log; any other lock taken is E002. True if a dead lock was broken."""
         lock = self._path(name + ".lock")
-        for attempt in range(2):
-            try:
-                self._create_lock(lock)
-                return attempt == 1
-            except (NotADirectoryError, IsADirectoryError):
-                raise Conflict(f"cannot lock ref {name}: a ref is in the way of its path", ref=name) from None
-            except FileExistsError:
-                info = read_lock(lock)
-                if attempt or not info.breakable or not break_dead(self.root, info):
-                    raise lock_conflict(name, info) from None
-                self._note_broken(name, info.describe())
-        return False  # not reached: the second attempt returns or raises
+        try:
+            self._take(name, lock)
+            return False
+        except FileExistsError:
+            info = read_lock(lock)
+            if not info.breakable or not break_dead(self.root, info):
+                raise lock_conflict(name, info) from None
+            self._note_broken(name, info.describe())
+        try:
+            self._take(name, lock)
+        except FileExistsError:
+            raise lock_conflict(name, read_lock(lock)) from None
+        return True
+
+    def _take(self, name: str, lock: Path) -> None:
+        try:
+            self._create_lock(lock)
+        except (NotADirectoryError, IsADirectoryError):
+            raise Conflict(f"cannot lock ref {name}: a ref is in the way of its path", ref=name) from None
 
     def _note_broken(self, name: str, what: str) -> None:
         """One line in the operation log (`logs/OPS`, verb `break-lock`) for a dead holder's lock broken
