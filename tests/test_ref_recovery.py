@@ -3,6 +3,7 @@ power cut may take, since ref files get no fsync of their own) is redone when th
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -96,3 +97,36 @@ def test_a_writer_breaking_a_dead_lock_redoes_its_holders_move_first(tmp_path: P
     names = {n for n, _ in kernel.namespace(repo).items(repo.objects.get(repo.refs["refs/heads/main"]).namespace)}
     assert names == {"a.txt", "b.txt"}
     assert repo.refs.get("refs/views/a") is None or Repo.open(tmp_path).refs.get("refs/views/a") is None
+
+
+def test_the_checkpoint_stops_at_a_line_whose_rename_is_still_to_come(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer between its line and its rename (its ref locked, not yet holding the line's new value):
+    a checkpoint made meanwhile by another writer stops at that line, so a power cut that took the
+    rename still leaves it for the next open to redo."""
+    monkeypatch.setattr(refs_module, "CHECKPOINT_BYTES", 1)
+    repo, dot = _committed(tmp_path)
+    kernel.fork(repo, "w")
+    view = repo.refs["refs/views/v"]
+    other = repo.refs["refs/views/w"]
+    lock = dot / "refs" / "views" / "v.lock"
+    refs_module.new_lock(lock)  # this live process holds v: it wrote its line, its rename is to come
+    ops = dot / "logs" / "OPS"
+    at = ops.stat().st_size
+    line = json.dumps(
+        {
+            "op": "f" * 12,
+            "time": 1,
+            "verb": "put",
+            "principal": "t",
+            "message": "put x",
+            "refs": [["refs/views/v", view.hex(), other.hex()]],
+        }
+    )
+    with open(ops, "a") as f:
+        f.write(line + "\n")
+    kernel.put(repo, "w", "b.txt", b"2")  # another writer's transaction: its unlock checkpoints
+    assert int((dot / "logs" / "OPS.synced").read_bytes()) == at
+    lock.unlink()
+    assert Repo.open(tmp_path).refs["refs/views/v"] == other  # redone from the line past the checkpoint

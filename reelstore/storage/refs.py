@@ -443,8 +443,13 @@ class DiskRefStore(RefStore):
 
     def _tail_moves(self, start: int) -> tuple[int, list[Logged]]:
         """(end, moves) of the operation log's whole lines from `start` (0 if the log is shorter now:
-        it was replaced): every ref move logged there as (ref, old hex, new hex), oldest first. Read as
-        plain JSON, since every store open reads it."""
+        it was replaced): every ref move logged there as (ref, old hex, new hex), oldest first."""
+        end, found = self._tail_lines(start)
+        return end, [m for _, m in found]
+
+    def _tail_lines(self, start: int) -> tuple[int, list[tuple[int, Logged]]]:
+        """`_tail_moves` with the offset of the line each move is on. Read as plain JSON, since every
+        store open reads it; a log that cannot be read has nothing to redo."""
         try:
             with open(self.root / OPS_FILE, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
@@ -452,15 +457,17 @@ class DiskRefStore(RefStore):
                     start = 0
                 f.seek(start)
                 data = f.read(size - start)
-        except FileNotFoundError:
+        except OSError:
             return start, []
         end = data.rfind(b"\n") + 1
-        out: list[Logged] = []
-        for raw in data[:end].splitlines():
+        out: list[tuple[int, Logged]] = []
+        at = start
+        for raw in data[:end].split(b"\n")[:-1]:
             if b'"refs"' in raw:
                 with suppress(ValueError, TypeError, KeyError, AttributeError):
-                    out.extend((r, o, n) for r, o, n in json.loads(raw)["refs"]
+                    out.extend((at, (r, o, n)) for r, o, n in json.loads(raw)["refs"]
                                if isinstance(r, str) and isinstance(o, str | None) and isinstance(n, str | None))
+            at += len(raw) + 1
         return start + end, out
 
     def recover(self) -> list[str]:
@@ -549,8 +556,8 @@ class DiskRefStore(RefStore):
 
     def _checkpoint(self) -> None:
         """Past `CHECKPOINT_BYTES` of log since the last checkpoint, fsync every ref (and reflog) the lines
-        since then name and move the checkpoint to the log's end; skipped while any of them is locked
-        (a writer may be between its line and its rename)."""
+        since then name and move the checkpoint past them: to the log's end, or to the newest line of a
+        ref whose writer may be between that line and its rename (`_in_flight`)."""
         synced = self._synced_hint
         size = _size(self.root / OPS_FILE)
         if size - synced < CHECKPOINT_BYTES:
@@ -558,10 +565,10 @@ class DiskRefStore(RefStore):
         synced = self._synced_hint = self._synced()
         if size - synced < CHECKPOINT_BYTES:
             return
-        end, moves = self._tail_moves(synced)
-        names = sorted({m[0] for m in moves})
-        if any(self._path(n + ".lock").exists() for n in names):
-            return
+        end, lines = self._tail_lines(synced)
+        newest = {m[0]: (at, m[2]) for at, m in lines}
+        end = min([at for ref, (at, new) in newest.items() if self._in_flight(ref, new)], default=end)
+        names = sorted({m[0] for at, m in lines if at < end})
         dirs = set()
         for name in names:
             for path in (self._path(name), self._log_path(name)):
@@ -571,8 +578,20 @@ class DiskRefStore(RefStore):
         for d in sorted(dirs):
             with suppress(FileNotFoundError, NotADirectoryError):
                 fsync_dir(d)
-        atomic_write(self.root / SYNCED_FILE, b"%d" % end, fsync=True)
+        if end > synced:
+            atomic_write(self.root / SYNCED_FILE, b"%d" % end, fsync=True)
         self._synced_hint = end
+
+    def _in_flight(self, name: str, new: str | None) -> bool:
+        """Whether `name` is locked and does not hold `new`, the new side of its newest logged move: its
+        writer may be between that line and its rename."""
+        if not self._path(name + ".lock").exists():
+            return False
+        try:
+            current = self._read(name)
+        except StorageError:
+            return True
+        return (None if current is None else current.hex()) != new
 
     def _prune_dirs(self, d: Path) -> None:
         """Remove empty directories up from `d`, keeping the namespaces themselves (refs/heads, …)."""
