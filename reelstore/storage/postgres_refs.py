@@ -147,7 +147,7 @@ class PgRefStore(RefStore):
             if u.new is None:
                 conn.execute("DELETE FROM refs WHERE name = %s", (u.name,))
                 if logged:
-                    self._log(conn, u.name, old, None, now, principal, message)
+                    self._reflog_row(conn, u.name, old, None, now, principal, message)
                 continue
             if old is None:
                 done = conn.execute(
@@ -161,7 +161,7 @@ class PgRefStore(RefStore):
             if done != 1:
                 raise Conflict(f"cannot update ref {u.name}: another writer moved it", ref=u.name)
             if logged:
-                self._log(conn, u.name, old, u.new, now, principal, message)
+                self._reflog_row(conn, u.name, old, u.new, now, principal, message)
 
     def _write_outbox(self, conn: Any) -> None:
         """One row per owed effect, and a wake-up for the workers listening on the trunk's channel."""
@@ -188,7 +188,9 @@ class PgRefStore(RefStore):
         return bool(row and row[0])
 
     @staticmethod
-    def _log(conn: Any, name: str, old: Hash | None, new: Hash | None, now: int, principal: str, message: str) -> None:
+    def _reflog_row(
+        conn: Any, name: str, old: Hash | None, new: Hash | None, now: int, principal: str, message: str
+    ) -> None:
         conn.execute(
             "INSERT INTO reflog (name, old, new, time_ms, principal, message) VALUES (%s, %s, %s, %s, %s, %s)",
             (name, None if old is None else bytes(old), None if new is None else bytes(new), now, principal, message),
