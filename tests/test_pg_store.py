@@ -511,3 +511,14 @@ def test_a_store_whose_database_is_unreachable_is_e010_naming_core_backend(
     out = _reel(tmp_path / "a", "status")
     err = out.stderr.decode()
     assert out.returncode == 4 and "E010" in err and "core.backend" in err and "Traceback" not in err, err
+
+
+def test_a_commit_on_a_shared_store_is_one_oplog_row_with_its_mark(tmp_path: Path, pg_url: str) -> None:
+    repo = Repo.init(tmp_path, backend=pg_url)
+    kernel.fork(repo, "v")
+    kernel.commit(repo, "v")
+    with psycopg.connect(pg_url) as conn:
+        last = bytes(conn.execute("SELECT line FROM oplog ORDER BY seq DESC LIMIT 1").fetchone()[0])
+    docs = [json.loads(line) for line in last.splitlines()]
+    assert [d["verb"] for d in docs] == ["commit", "commit"] and "refs" in docs[0] and docs[1]["view"] == "v"
+    assert docs[0]["op"] == docs[1]["op"]
