@@ -186,6 +186,7 @@ def test_a_bad_backend_is_a_clear_error_naming_the_option_and_creates_nothing(
     cases = [
         ("mysql://h/db", 6, "E014"),
         (f"postgresql://u:secret@127.0.0.1:{pg_server.port}/db", 6, "E014"),
+        (f"postgresql://u@127.0.0.1:{pg_server.port}/db?password=secret", 6, "E014"),
         ("postgresql://127.0.0.1:notaport/db", 6, "E014"),
         (unreachable, 4, "E010"),
     ]
@@ -271,7 +272,11 @@ def test_a_writer_of_a_locked_ref_waits_for_the_holder_then_compares(tmp_path: P
 
 
 def test_a_ref_held_past_the_lock_timeout_is_e002(tmp_path: Path, pg_url: str) -> None:
+    from reelstore.storage.postgres_refs import PgRefStore
+
     a, b = Repo.init(tmp_path / "a", backend=pg_url), Repo.init(tmp_path / "b", backend=pg_url)
+    assert isinstance(b.refs, PgRefStore)
+    b.refs.db.run(lambda conn: conn.execute("SET lock_timeout = '300ms'"))  # this session's, not the 10 s default
     x = Blob(b"x").id
     a.refs.set("refs/heads/r", x, None)
     held = a.refs.transaction("holder").update("refs/heads/r", Blob(b"y").id, x)
@@ -408,3 +413,115 @@ def test_a_commit_whose_answer_is_lost_is_e007_saying_so_and_the_handle_goes_on(
     assert repo.refs.get("refs/heads/x") is None  # here it had not: the session ended before its COMMIT
     repo.refs.set("refs/heads/x", Blob(b"x").id, None)
     assert repo.refs["refs/heads/x"] == Blob(b"x").id
+
+
+def test_an_effect_aborted_on_one_machine_is_never_committed_from_another(tmp_path: Path, pg_url: str) -> None:
+    from reelstore.errors import ViewTerminal
+
+    a, b = Repo.init(tmp_path / "a", backend=pg_url), Repo.init(tmp_path / "b", backend=pg_url)
+    kernel.fork(a, "v")
+    kernel.effect(a, "v", "recorder", {"n": 1})
+    old = a.refs["refs/views/v"]
+    kernel.abort(a, "v")
+    b.refs.set("refs/views/v", old, None)  # the aborted view brought back on another machine
+    with pytest.raises(ViewTerminal, match="aborted"):
+        kernel.commit(b, "v")
+    assert _outbox(pg_url) == [] and not (tmp_path / "a" / ".reel" / "ops" / "aborted").exists()
+
+
+def test_refs_are_listed_in_code_point_order_whatever_the_database_collation(pg_server: PgServer) -> None:
+    from reelstore.storage.postgres import PgDb
+    from reelstore.storage.postgres_refs import PgRefStore
+
+    db = f"icu_{os.urandom(4).hex()}"
+    with psycopg.connect(pg_server.url(), autocommit=True) as admin:  # a database that sorts `a` before `B`
+        admin.execute(
+            f"CREATE DATABASE {db} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"
+        )
+    try:
+        refs = PgRefStore(PgDb(pg_server.url(db)))
+        names = ["refs/heads/a", "refs/heads/B", "refs/heads/a-b", "refs/heads/Z"]
+        for n in names:
+            refs.set(n, Blob(n.encode()).id, None)
+        assert [n for n, _ in refs.list("refs/heads/")] == sorted(names) == list(refs.names())
+        refs.db.close()
+    finally:
+        with psycopg.connect(pg_server.url(), autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {db} WITH (FORCE)")
+
+
+def test_a_thread_waiting_for_the_handle_leaves_the_open_transaction_alone(tmp_path: Path, pg_url: str) -> None:
+    """Another thread of the same handle asks for a ref transaction while one is writing: it waits for
+    the connection and touches none of the open transaction's state (its outbox rows, its outcome)."""
+    from reelstore.crashpoints import hooked
+
+    repo = Repo.init(tmp_path, backend=pg_url)
+    x, y = Blob(b"x").id, Blob(b"y").id
+    other: list[threading.Thread] = []
+
+    def meanwhile(point: str) -> None:
+        if point == "pg:refs-written" and not other:
+            other.append(threading.Thread(target=repo.refs.set, args=("refs/heads/other", y, None)))
+            other[0].start()
+            other[0].join(timeout=0.5)  # it is waiting for the connection this thread holds
+
+    with hooked(meanwhile):
+        repo.refs.transaction("first").create("refs/heads/x", x).owe([_owed("op_1", x)]).commit()
+    other[0].join(timeout=30)
+    assert repo.refs["refs/heads/x"] == x and repo.refs["refs/heads/other"] == y
+    assert [r[0] for r in _outbox(pg_url)] == ["op_1"]
+
+
+def test_machines_initialising_one_database_at_once_share_one_trunk(tmp_path: Path, pg_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
+    procs = [
+        subprocess.Popen(
+            [REEL, "init", "--backend", pg_url, f"m{i}"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for i in range(4)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err.decode()
+    heads = {Repo.open(tmp_path / f"m{i}").refs["refs/heads/main"] for i in range(4)}
+    assert len(heads) == 1
+    assert len(Repo.open(tmp_path / "m0").refs.reflog("refs/heads/main")) == 1  # started once
+
+
+def test_gc_of_a_shared_store_spares_unreachable_objects_within_the_grace_period(tmp_path: Path, pg_url: str) -> None:
+    from reelstore.maintenance.gc import gc
+
+    repo = Repo.init(tmp_path, backend=pg_url)
+    young, old = Blob(b"another machine's, not yet named"), Blob(b"long unreferenced")
+    repo.objects.put_many([young, old])
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("UPDATE objects SET written = now() - interval '30 days' WHERE id = %s", (bytes(old.id),))
+    gc(repo)
+    assert repo.objects.has(young.id) and not repo.objects.has(old.id)
+    assert repo.objects.has(repo.refs["refs/heads/main"])
+
+
+def test_a_store_whose_database_is_unreachable_is_e010_naming_core_backend(
+    tmp_path: Path, pg_server: PgServer, pg_url: str, reserve_port
+) -> None:
+    Repo.init(tmp_path / "a", backend=pg_url)
+    config = tmp_path / "a" / ".reel" / "config"
+    config.write_text(config.read_text().replace(f":{pg_server.port}/", f":{reserve_port()}/"))
+    out = _reel(tmp_path / "a", "status")
+    err = out.stderr.decode()
+    assert out.returncode == 4 and "E010" in err and "core.backend" in err and "Traceback" not in err, err
+
+
+def test_a_commit_on_a_shared_store_is_one_oplog_row_with_its_mark(tmp_path: Path, pg_url: str) -> None:
+    repo = Repo.init(tmp_path, backend=pg_url)
+    kernel.fork(repo, "v")
+    kernel.commit(repo, "v")
+    with psycopg.connect(pg_url) as conn:
+        last = bytes(conn.execute("SELECT line FROM oplog ORDER BY seq DESC LIMIT 1").fetchone()[0])
+    docs = [json.loads(line) for line in last.splitlines()]
+    assert [d["verb"] for d in docs] == ["commit", "commit"] and "refs" in docs[0] and docs[1]["view"] == "v"
+    assert docs[0]["op"] == docs[1]["op"]

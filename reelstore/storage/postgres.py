@@ -4,8 +4,8 @@ keeps what stays local (config, hooks, secrets, scratch files).
 
 One connection per open store (`PgDb`), used by one thread at a time under a lock. A ref transaction is
 one SQL transaction from its first lock to its last write (see storage/postgres_refs); every other
-statement runs in a short transaction of its own, or inside the ref transaction this thread holds open,
-so an operation-log line written while refs are locked commits or rolls back with them.
+statement commits on its own, or joins the ref transaction this thread holds open, so an
+operation-log line written while refs are locked commits or rolls back with them.
 
 psycopg is an optional dependency (`reelstore[postgres]`), loaded through `extras.needs`.
 """
@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError, Unreachable
 from reelstore.extras import needs
@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS reflog (
     principal text NOT NULL, message text NOT NULL);
 CREATE INDEX IF NOT EXISTS reflog_name ON reflog (name, seq);
 CREATE TABLE IF NOT EXISTS oplog (seq bigserial PRIMARY KEY, line bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS tombstones (seq bigserial PRIMARY KEY, line bytea NOT NULL);
 CREATE TABLE IF NOT EXISTS outbox (
     op_id text PRIMARY KEY, trunk text NOT NULL, record bytea NOT NULL, position int NOT NULL,
     effect bytea NOT NULL, tier text NOT NULL, state text NOT NULL DEFAULT 'owed',
@@ -65,7 +66,7 @@ def check_url(url: str, field: str) -> str:
             f"{field}: {url!r} is not a postgresql:// URL (the one backend besides the default local store)",
             field=field,
         )
-    if password is not None:
+    if password is not None or "password" in {k.lower() for k in parse_qs(parts.query)}:
         raise BadInput(
             f"{field}: the URL holds a password, and it would be written to .reel/config; give it in "
             "PGPASSWORD or ~/.pgpass instead",
@@ -279,35 +280,44 @@ class PgObjectStore(ObjectStore):
         self.db.run(lambda conn: conn.execute("DELETE FROM objects WHERE id = %s", (bytes(h),)))
 
 
+SHARED_LOGS = {OPS_FILE: "oplog", "ops/aborted": "tombstones"}
+"""The append-only state files every machine sharing the store must see, by the table that holds them:
+the operation log, and the aborts' tombstones (what no view brought back may commit; the drain names
+that file). The other state files (caches, locks, hooks, secrets) stay in each machine's `.reel`."""
+
+
 class PgFiles(DiskFiles):
-    """The store's state files: local ones in `.reel`, except the operation log, which is the shared
-    table `oplog` (append-only) so every machine's `reel op log` and `reel undo` see every operation."""
+    """The store's state files: local ones in `.reel`, except the shared logs (`SHARED_LOGS`), each an
+    append-only table, so every machine's `reel op log`, `reel undo` and commit checks see them whole."""
 
     def __init__(self, root: Path, db: PgDb) -> None:
         super().__init__(root)
         self.db = db
 
-    def _log(self) -> bytes:
-        return b"".join(bytes(r[0]) for r in self.db.rows("SELECT line FROM oplog ORDER BY seq"))
+    def _log(self, table: str) -> bytes:
+        return b"".join(bytes(r[0]) for r in self.db.rows(f"SELECT line FROM {table} ORDER BY seq"))
 
     def read(self, name: str) -> bytes | None:
-        return self._log() if name == OPS_FILE else super().read(name)
+        table = SHARED_LOGS.get(name)
+        return super().read(name) if table is None else self._log(table)
 
     def tail(self, name: str, offset: int) -> bytes | None:
-        if name != OPS_FILE:
+        table = SHARED_LOGS.get(name)
+        if table is None:
             return super().tail(name, offset)
-        data = self._log()
+        data = self._log(table)
         return None if len(data) < offset else data[offset:]
 
     def append(self, name: str, data: bytes, *, durable: bool = True) -> None:
-        if name != OPS_FILE:
+        table = SHARED_LOGS.get(name)
+        if table is None:
             super().append(name, data, durable=durable)
             return
-        self.db.run(lambda conn: conn.execute("INSERT INTO oplog (line) VALUES (%s)", (data,)))
+        self.db.run(lambda conn: conn.execute(f"INSERT INTO {table} (line) VALUES (%s)", (data,)))
 
     def _append_only(self, name: str) -> None:
-        if name == OPS_FILE:
-            raise BadInput("the operation log of a Postgres store is append-only")
+        if name in SHARED_LOGS:
+            raise BadInput(f"{name} of a Postgres store is an append-only table")
 
     def write(self, name: str, data: bytes) -> None:
         self._append_only(name)

@@ -45,18 +45,29 @@ class PgRefStore(RefStore):
     def __init__(self, db: PgDb) -> None:
         self.db = db
         self._landed = False
+        """The open transaction's writes all went through: `_unlock` commits instead of rolling back."""
         self._owed: list[Owed] = []
+        """The open transaction's outbox rows. Both belong to the thread holding the connection."""
+        self._locked: dict[str, Hash] = {}
+        """The refs the open transaction locked, at the committed values no other writer can change
+        before it ends: read from here, not the database, by its checks and its writes."""
 
     def _read(self, name: str) -> Hash | None:
+        held = self._locked.get(name)
+        if held is not None:
+            return held
         row = self.db.one("SELECT target FROM refs WHERE name = %s", (name,))
         return None if row is None else _h(row[0])
 
     def _lock(self, names: list[str]) -> None:
+        conn = self.db.begin()  # from here this thread holds the connection, and this transaction's state:
         self._landed, self._owed = False, []
-        conn = self.db.begin()
         try:
-            rows = conn.execute("SELECT name FROM refs WHERE name = ANY(%s) ORDER BY name FOR UPDATE", (names,))
-            existing = {str(r[0]) for r in rows.fetchall()}
+            rows = conn.execute(
+                'SELECT name, target FROM refs WHERE name = ANY(%s) ORDER BY name COLLATE "C" FOR UPDATE', (names,)
+            )
+            found = {str(n): Hash(bytes(t)) for n, t in rows.fetchall()}
+            existing = set(found)
             taken = NameSet()
             for name in names:
                 other = taken.conflict(name)
@@ -65,6 +76,7 @@ class PgRefStore(RefStore):
                 if other is not None:
                     raise Conflict(f"cannot lock ref {name}: ref {other} is in the way", ref=name)
                 taken.add(name)
+            self._locked = found
         except self.db.psycopg.Error as exc:
             self.db.end(False)
             raise self._lock_error(exc, names) from None
@@ -88,7 +100,7 @@ class PgRefStore(RefStore):
         return None if row is None else str(row[0])
 
     def _unlock(self, names: list[str]) -> None:
-        landed, self._landed, self._owed = self._landed, False, []
+        landed, self._landed, self._owed, self._locked = self._landed, False, [], {}
         if landed:
             crash_point("pg:committing")
         self.db.end(landed)
@@ -130,13 +142,12 @@ class PgRefStore(RefStore):
     def _write(self, conn: Any, updates: list[RefUpdate], message: str, principal: str) -> None:
         now = int(time.time() * 1000)
         for u in updates:
-            row = conn.execute("SELECT target FROM refs WHERE name = %s", (u.name,)).fetchone()
-            old = None if row is None else _h(row[0])
+            old = self._locked.get(u.name)
             logged = keeps_reflog(u.name) or u.create_reflog or self._has_log(conn, u.name)
             if u.new is None:
                 conn.execute("DELETE FROM refs WHERE name = %s", (u.name,))
                 if logged:
-                    self._log(conn, u.name, old, None, now, principal, message)
+                    self._reflog_row(conn, u.name, old, None, now, principal, message)
                 continue
             if old is None:
                 done = conn.execute(
@@ -150,7 +161,7 @@ class PgRefStore(RefStore):
             if done != 1:
                 raise Conflict(f"cannot update ref {u.name}: another writer moved it", ref=u.name)
             if logged:
-                self._log(conn, u.name, old, u.new, now, principal, message)
+                self._reflog_row(conn, u.name, old, u.new, now, principal, message)
 
     def _write_outbox(self, conn: Any) -> None:
         """One row per owed effect, and a wake-up for the workers listening on the trunk's channel."""
@@ -177,14 +188,16 @@ class PgRefStore(RefStore):
         return bool(row and row[0])
 
     @staticmethod
-    def _log(conn: Any, name: str, old: Hash | None, new: Hash | None, now: int, principal: str, message: str) -> None:
+    def _reflog_row(
+        conn: Any, name: str, old: Hash | None, new: Hash | None, now: int, principal: str, message: str
+    ) -> None:
         conn.execute(
             "INSERT INTO reflog (name, old, new, time_ms, principal, message) VALUES (%s, %s, %s, %s, %s, %s)",
             (name, None if old is None else bytes(old), None if new is None else bytes(new), now, principal, message),
         )
 
     def names(self) -> Iterator[str]:
-        return iter([str(r[0]) for r in self.db.rows("SELECT name FROM refs ORDER BY name")])
+        return iter([str(r[0]) for r in self.db.rows('SELECT name FROM refs ORDER BY name COLLATE "C"')])
 
     def reflog(self, name: str) -> list[ReflogEntry]:
         check_ref_name(name)
@@ -194,3 +207,11 @@ class PgRefStore(RefStore):
             (name, name),
         )
         return [ReflogEntry(_h(o), _h(n), int(t), str(p), str(m)) for o, n, t, p, m in rows]
+
+    # Last in the class: below it, `list` in an annotation would name this method.
+    def list(self, prefix: str = "refs/") -> list[tuple[str, Hash]]:
+        """Every ref whose name starts with `prefix`, sorted by name: one query, not one per ref."""
+        rows = self.db.rows(
+            'SELECT name, target FROM refs WHERE starts_with(name, %s) ORDER BY name COLLATE "C"', (prefix,)
+        )
+        return [(str(n), Hash(bytes(t))) for n, t in rows]

@@ -67,7 +67,7 @@ class Repo:
         self.refs = refs
         self.config = config
         refs.before_apply = self._flush_objects
-        refs.after_apply = self._log_moves
+        refs.log_moves = self._log_moves
         self._ops: OpLog | None = None
         self._verbs: VerbLog | None = None
         self._attached: dict[Callable[[Repo], Any], Any] = {}
@@ -112,8 +112,8 @@ class Repo:
 
         return OpLog(self.files)
 
-    def _log_moves(self, message: str, principal: str, moves: list[RefMove], durable: bool) -> None:
-        self.ops.record(message, principal or self.principal(), moves, durable=durable)
+    def _log_moves(self, message: str, principal: str, moves: list[RefMove], durable: bool) -> bool:
+        return self.ops.record(message, principal or self.principal(), moves, durable=durable)
 
     @property
     def objects(self) -> ObjectStore:
@@ -250,6 +250,7 @@ class Repo:
             raise NotFound(f"not a reel store: {path}")
         fsync = config.get_bool("core.fsync", True)
         refs = DiskRefStore(path, fsync=fsync)
+        refs.recover()  # the ref moves the operation log holds that a crash kept from their files
         inflight = refs.inflight = Inflight(path)
 
         def open_objects() -> ObjectStore:
@@ -257,6 +258,7 @@ class Repo:
 
             objects = DiskObjectStore(path / "objects", fsync=fsync)
             objects.inflight = inflight
+            objects.setting = config.get
             return objects
 
         root = path.resolve()
