@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.errors import BadInput, StaleEpoch
+from reelstore.errors import BadInput, CapabilityViolation, StaleEpoch
 from reelstore.porcelain.ops import json_flag
 
 if TYPE_CHECKING:
@@ -49,6 +49,8 @@ def drain(ctx: Context, worker: bool, once: bool, lease: str | None, name: str |
     ctx.emit(rep.to_json(), rep.summary())
     if rep.fenced is not None:
         raise StaleEpoch(rep.fenced)
+    if rep.refused is not None:
+        raise CapabilityViolation(rep.refused)
 
 
 COMMANDS = [drain]

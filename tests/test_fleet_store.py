@@ -141,3 +141,21 @@ def test_a_hold_made_on_one_machine_stops_every_machine(tmp_path: Path, pg_url: 
         worker = reel(two, "drain", "--worker", "--once", "--json")
         assert [d["state"] for d in json.loads(worker.stdout)["drained"]] == ["succeeded"]
         assert target.count("/") == 1
+
+
+def test_a_workers_pre_drain_hook_refuses_and_nothing_is_sent(tmp_path: Path, pg_url: str) -> None:
+    with Target(tmp_path / "ledger.jsonl") as target:
+        one, two = machines(tmp_path, pg_url, target)
+        Store.open(one).repo.config.set("drain.onCommit", "workers")
+        queue(one, "pay", pay_op(target.url, "keyed", 1))
+        assert reel(one, "commit", "pay").returncode == 0
+        hook = two / ".reel" / "hooks" / "pre-drain"
+        hook.write_text("#!/bin/sh\necho \"no sends during the audit of $REEL_OP\" >&2\nexit 1\n")
+        hook.chmod(0o755)
+        refused = reel(two, "drain", "--worker", "--once")
+        assert refused.returncode == 6 and b"E009" in refused.stderr and b"no sends during the audit" in refused.stderr
+        assert target.count("/") == 0 and [o["state"] for o in ops(one)] == ["pending"]
+        hook.unlink()
+        time.sleep(float(LEASE) + 0.1)  # the refused row was given back for one lease
+        worker = reel(two, "drain", "--worker", "--once", "--json")
+        assert [d["action"] for d in json.loads(worker.stdout)["drained"]] == ["sent"] and target.count("/") == 1

@@ -26,8 +26,9 @@ from reelstore.crashpoints import crash_point
 from reelstore.drain import epoch as epochs
 from reelstore.drain import hold as holds
 from reelstore.drain.drainer import DrainReport, Outcome, fire, resume_by_tier
-from reelstore.errors import BadInput, Held, ReelError, StaleEpoch, Unreachable
+from reelstore.errors import BadInput, CapabilityViolation, Held, ReelError, StaleEpoch, Unreachable
 from reelstore.fleet import database, outbox
+from reelstore.hooks.runner import run_pre_hook
 from reelstore.objects import Effect, Hash
 from reelstore.stamp import now_ms
 from reelstore.wording import plural
@@ -67,6 +68,8 @@ class WorkerReport:
     fenced: str | None = None
     """Why the worker stopped because another claim took its row over (E016), if it did."""
     held: str | None = None
+    refused: str | None = None
+    """Why the directory's pre-drain hook refused a send (E009), if it did: the worker paused."""
     interrupted: bool = False
     """The worker was stopped (SIGINT, SIGTERM) while waiting or working; a row it held is taken over."""
     progress: Callable[[WorkerReport, Drained], None] | None = field(default=None, repr=False)
@@ -96,7 +99,8 @@ class WorkerReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"worker": self.worker, "drained": [d.to_json() for d in self.drained], "sent": self.sent,
-                "unknown": self.unknown, "fenced": self.fenced, "held": self.held, "interrupted": self.interrupted,
+                "unknown": self.unknown, "fenced": self.fenced, "held": self.held, "refused": self.refused,
+                "interrupted": self.interrupted,
                 "wakeups": self.wakeups}
 
 
@@ -160,9 +164,11 @@ class Worker:
         except ReelError as exc:
             return self._unsendable(row, exc)
         if row.state == "owed":
+            self._pre_drain(row)
             return self._send(row, effect, impl, "sent" if row.attempts == 0 else "resent")
         verdict, note = resume_by_tier(impl, effect, row.op, now_ms() - row.age_ms, row.note)
         if verdict == "send":
+            self._pre_drain(row)
             return self._send(row, effect, impl, "resent")
         if verdict == "succeeded":
             self._settle(row, "succeeded", {"note": note, "reconciled": True, "attempt": row.attempts})
@@ -173,6 +179,16 @@ class Worker:
             return Outcome(row.position, row.op, row.effect, "unknown", "halted", note)
         self._settle(row, "unknown", {"note": note, "attempt": row.attempts, "parked": True})
         return Outcome(row.position, row.op, row.effect, "unknown", "halted", note)
+
+    def _pre_drain(self, row: Row) -> None:
+        """The directory's `pre-drain` hook, before each send: a refusal (E009) gives the row back,
+        untouched, for a lease time, and sends nothing."""
+        try:
+            run_pre_hook(self.repo, "pre-drain", {"REEL_TRUNK": row.trunk, "REEL_RECORD": row.record.hex(),
+                                                  "REEL_EFFECTS": "1", "REEL_OP": row.op})
+        except CapabilityViolation:
+            self._retry(lambda: outbox.release(self.conn, row, self.lease_s))
+            raise
 
     def _unsendable(self, row: Row, exc: ReelError) -> Outcome:
         if row.state == "intent":
@@ -340,6 +356,9 @@ def _drain(worker: Worker, report: WorkerReport, trunk: str | None) -> bool:
             return False
         except Held as exc:
             report.held = str(exc.details.get("why", exc.message))
+            return False
+        except CapabilityViolation as exc:
+            report.refused = exc.message
             return False
         if done is None:
             return True
