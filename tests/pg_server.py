@@ -14,6 +14,7 @@ import pwd
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -21,6 +22,23 @@ from ports import Reserved
 
 USER = "reelpg"
 """The cluster's owner and superuser when the tests run as root (otherwise the current user)."""
+
+_WATCHDOG = """
+import os, shutil, subprocess, sys, time
+parent, root, stop = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+for _ in range(4320):  # six hours at most
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(5)
+else:
+    sys.exit(0)
+subprocess.run(stop, capture_output=True, timeout=60)
+shutil.rmtree(root, ignore_errors=True)
+"""
+"""Stops the cluster and removes its directory if the test process dies without doing it (a killed or
+timed-out run): the machine is shared, and a forgotten server would keep running."""
 
 
 def _bin_dir() -> Path:
@@ -73,6 +91,13 @@ class PgServer:
         self.port = self._port.port
         self._run("initdb", "-D", str(self.data), "-U", self.user, "--auth=trust", "-E", "UTF8", "--no-sync")
         self.start()
+        stop = self._as_owner([str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", "-m", "immediate", "stop"])
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(self.root), *stop],
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
     def _as_owner(self, argv: list[str]) -> list[str]:
         if os.geteuid() != 0:
@@ -120,6 +145,8 @@ class PgServer:
         return self.url(name)
 
     def close(self) -> None:
+        self._watchdog.kill()
+        self._watchdog.wait(timeout=30)
         try:
             self.stop("immediate")
         finally:

@@ -37,9 +37,10 @@ def test_the_core_install_requires_none_of_the_heavy_parts() -> None:
     cfg.read(ROOT / "setup.cfg")
     core = {line.split(">")[0].split("<")[0].split("=")[0].strip()
             for line in cfg["options"]["install_requires"].split("\n") if line.strip()}
-    assert core & {"mcp", "h11", "cryptography", "httpx", "requests", "pydantic"} == set(), core
+    assert core & {"mcp", "h11", "cryptography", "httpx", "requests", "pydantic", "psycopg"} == set(), core
     extras = cfg["options.extras_require"]
     assert "mcp" in extras["mcp"] and "h11" in extras["run"] and "cryptography" in extras["run"]
+    assert "psycopg" in extras["postgres"] and "postgres" in extras["all"]
     assert "reelstore[all]" in extras["test"]
 
 

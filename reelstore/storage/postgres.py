@@ -156,8 +156,11 @@ class PgDb:
 
     def run(self, work: Callable[[Any], T]) -> T:
         """`work(connection)`: inside the transaction this thread holds open (`begin`), or on its own,
-        each statement committing as it runs. A connection the server dropped (a restart) is opened
-        again and `work` run once more: what it failed in never ran. Any other database error is E007."""
+        each statement committing as it runs. On its own, a connection the server dropped (a restart) is
+        opened again and `work` run once more, so `work` must be safe to run twice: reads, inserts if
+        absent, deletes, and appends to a shared log whose readers take a repeated line as one (a view's
+        mark, a tombstone; a ref move's line is only ever written inside a ref transaction, never run
+        twice). Any other database error is E007."""
         with self._lock:
             try:
                 if self._open:
