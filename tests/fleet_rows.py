@@ -14,20 +14,15 @@ import psycopg
 from reelstore.api import Store
 from reelstore.drain.owners import item_ops
 from reelstore.objects import Effect, Effects, Hash, View
+from reelstore.storage.repo import Repo
 
-OUTBOX = """
-CREATE TABLE IF NOT EXISTS outbox (
-  op_id text PRIMARY KEY, trunk text NOT NULL, record bytea NOT NULL, position int NOT NULL,
-  effect bytea NOT NULL, tier text NOT NULL, state text NOT NULL DEFAULT 'owed',
-  epoch bigint NOT NULL DEFAULT 0, worker text, lease_until timestamptz, outcome jsonb,
-  seq bigserial, updated timestamptz)
-"""
 HERE = Path(__file__).resolve().parent
 
 
-def make_outbox(url: str) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(OUTBOX)
+def make_outbox(url: str, where: Path) -> None:
+    """The shared store's tables in the database at `url`, as `reel init --backend` makes them (in a
+    directory of its own at `where`: the rows' effects live in the tests' store of its own)."""
+    Repo.init(where, backend=url)
 
 
 def queue(store: Store, view: str, ops: list[dict]) -> list[tuple[str, Hash, str]]:

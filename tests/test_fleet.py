@@ -31,7 +31,7 @@ def record(n: int) -> Hash:
 def setup(tmp_path: Path, target: Target, url: str) -> Store:
     store = Store.init(tmp_path / "store")
     configure(store.repo.config, target.url)
-    make_outbox(url)
+    make_outbox(url, tmp_path / "schema")
     return store
 
 
