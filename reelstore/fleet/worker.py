@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -107,10 +108,11 @@ class WorkerReport:
 class Worker:
     """One drainer's connection, name, lease and loaded adapters."""
 
-    def __init__(self, repo: Repo, url: str, name: str | None = None, lease_s: float = DEFAULT_LEASE_S) -> None:
+    def __init__(self, repo: Repo, url: str, name: str | None = None, lease_s: float = DEFAULT_LEASE_S,
+                 conn: Conn | None = None) -> None:
         self.repo, self.url, self.lease_s = repo, url, lease_s
         self.name = name or default_name()
-        self.conn: Conn = outbox.connect(url)
+        self.conn: Conn = conn if conn is not None and not conn.closed else outbox.connect(url)
         self.adapters: dict[str, Adapter] = {}
 
     def close(self) -> None:
@@ -253,6 +255,28 @@ def on_commit(repo: Repo) -> str:
     return value
 
 
+class _Spare:
+    """The connections a store's commits drained with, kept for its next commits (a connection costs
+    a few milliseconds to open; a commit's drain would open one each time). Threads take one each."""
+
+    KEEP = 4
+
+    def __init__(self, _repo: Repo) -> None:
+        self.free: list[Conn] = []
+        self.lock = threading.Lock()
+
+    def take(self) -> Conn | None:
+        with self.lock:
+            return self.free.pop() if self.free else None
+
+    def give(self, conn: Conn) -> None:
+        with self.lock:
+            if len(self.free) < self.KEEP and not conn.closed:
+                self.free.append(conn)
+                return
+        conn.close()
+
+
 def drain_record(repo: Repo, trunk: str, record: Hash) -> DrainReport:
     """`reel commit` on a shared store: drain the record just committed by the same leased claims as
     any worker, so one machine alone behaves as a store of its own (unless `drain.onCommit` leaves it
@@ -264,7 +288,9 @@ def drain_record(repo: Repo, trunk: str, record: Hash) -> DrainReport:
     report = DrainReport(trunk, record, epochs.current(repo))
     handled: dict[str, Outcome] = {}
     leave = on_commit(repo) == "workers"
-    with Worker(repo, url, f"commit:{default_name()}", lease_of(repo)) as worker:
+    spare = repo.attached(_Spare)
+    worker = Worker(repo, url, f"commit:{default_name()}", lease_of(repo), spare.take())
+    try:
         for _ in range(0 if leave else MAX_STEPS):
             try:
                 done = worker.step(trunk=trunk, record=record)
@@ -275,6 +301,8 @@ def drain_record(repo: Repo, trunk: str, record: Hash) -> DrainReport:
                 break
             handled[done.outcome.op] = done.outcome
         rows = worker._retry(lambda: outbox.record_rows(worker.conn, trunk, record))
+    finally:
+        spare.give(worker.conn)
     for row in rows:
         outcome = handled.get(row.op) or as_found(row)
         report.yielded = report.yielded or outcome.action == "yielded"
