@@ -13,6 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from fleet_rows import commit_rows, make_outbox, queue, spawn, states
+from pg_server import PgServer
 from target import Target, configure, pay_op
 
 from reelstore.api import Store
@@ -196,6 +197,30 @@ def test_a_commit_notice_wakes_an_idle_worker(tmp_path: Path, pg_url: str) -> No
                     break
                 time.sleep(0.05)
             assert target.count("/keyed") == 1, "the notice woke the worker long before its 60 s poll"
+        finally:
+            worker.kill()
+            worker.communicate(timeout=30)
+
+
+def test_a_worker_rides_out_a_database_restart(tmp_path: Path, pg_server: PgServer) -> None:
+    url = pg_server.fresh_url()
+    with Target(tmp_path / "ledger.jsonl") as target:
+        store = setup(tmp_path, target, url)
+        worker = spawn(tmp_path / "store", url, "steady", 1, once=False)
+        try:
+            commit_rows(url, record(1), queue(store, "a", [pay_op(target.url, "keyed", 1)]))
+            for _ in range(200):
+                if target.count("/keyed") == 1:
+                    break
+                time.sleep(0.05)
+            pg_server.restart("immediate")
+            commit_rows(url, record(2), queue(store, "b", [pay_op(target.url, "keyed", 2)]))
+            for _ in range(300):
+                if target.count("/keyed") == 2:
+                    break
+                time.sleep(0.05)
+            assert worker.poll() is None, "the worker is still running"
+            assert amounts(target) == Counter([1, 2]), "the same worker sent the effect committed after the restart"
         finally:
             worker.kill()
             worker.communicate(timeout=30)
