@@ -106,9 +106,11 @@ class FireToken:
         repo = self._repo()
         if repo is None:
             raise CapabilityViolation("this fire token outlived its store")
-        with epochs.locked(repo):
-            epochs.check(repo, self._epoch)
-            self._used = True
+        # The epoch file is replaced atomically, so this read sees the epoch before or after a recovery's
+        # bump, whole; the send follows outside any lock either way, so taking the drain lock here again
+        # (once per effect, beside the intent's append) would order nothing more.
+        epochs.check(repo, self._epoch)
+        self._used = True
 
 
 def _minting() -> tuple[Callable[[Repo, Hash, int], FireToken], Callable[[FireToken], bool]]:
@@ -170,6 +172,8 @@ class DrainReport:
     """The last outcome, written together with the next intent (one frame) or when the drain ends."""
     journaled: int = field(default=0, repr=False)
     """Journal appends this drain made."""
+    holders: owners.Owners | None = field(default=None, repr=False)
+    """Who holds which operation elsewhere in the store, looked up once per drain (at its first send)."""
     lagging: bool = field(default=False, repr=False)
     """The drain ref is behind the segment (it follows every FOLLOW_EVERY appends and at the end)."""
 
@@ -329,7 +333,9 @@ def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: 
         except ReelError as exc:
             return _unsendable(repo, report, effect, index, op, latest, exc)
     if latest is None:
-        held = owners.foreign(repo, report.trunk, report.record, op)
+        if report.holders is None:
+            report.holders = owners.Owners(repo, journals_of=report.trunk)
+        held = report.holders.foreign(report.record, op)
         if held is not None:
             return _refused(repo, report, effect, index, op, held)
         return _send(repo, report, impl, effect, index, op, None, "sent")
