@@ -257,8 +257,9 @@ def unknown_message(outcome: Outcome) -> str:
 
 
 def record_effects(repo: Repo, record: Hash) -> tuple[Hash, ...]:
-    rec = repo.objects.get_as(record, Record)
-    return () if rec.effects is None else repo.objects.get_as(rec.effects, Effects).items
+    """The record's effects in order (a record this process just wrote is decoded already)."""
+    rec = repo.cache.load(record, Record)
+    return () if rec.effects is None else repo.cache.load(rec.effects, Effects).items
 
 
 def drain(repo: Repo, trunk: str, record: Hash, *, epoch: int | None = None, recovering: bool = False) -> DrainReport:
@@ -269,8 +270,10 @@ def drain(repo: Repo, trunk: str, record: Hash, *, epoch: int | None = None, rec
     and CapabilityViolation (E009) if the pre-drain hook refuses (nothing is sent; all stays pending).
     """
     report = DrainReport(trunk, record, epochs.current(repo) if epoch is None else epoch)
-    drainlog.catch_up(repo, trunk)
     items = record_effects(repo, record)
+    if not items:  # nothing to send or journal (a drain ref a crash left behind is caught up by the next drain)
+        return report
+    drainlog.catch_up(repo, trunk)
     idx = drainlog.index(repo, trunk)
     ops = record_ops(repo, trunk, record, items)
     owed = [i for i in range(len(items)) if getattr(idx.latest.get(ops[i]), "state", None) not in FINAL]
