@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reelstore.errors import BadInput, Held, StorageError
+from reelstore.storage.state_files import DiskFiles
 
 if TYPE_CHECKING:
     from reelstore.storage.repo import Repo
@@ -50,7 +51,7 @@ def status(repo: Repo) -> Hold | None:
     """The store's hold, or None when it is not held. A HOLD file that is not JSON still holds the
     store (its text is the reason); one that is JSON but not a map is damaged (E007)."""
     root = repo.files.root
-    if root is None:
+    if root is None or not isinstance(repo.files, DiskFiles):  # only a file on disk has a stat to go by
         return _parse(repo, repo.files.read(FILE))
     try:
         st = os.stat(os.path.join(root, FILE))
