@@ -20,7 +20,7 @@ from reelstore.adapters.base import FATES, Adapter, NotSent, Result, adapter
 from reelstore.crashpoints import crash_point
 from reelstore.drain import epoch as epochs
 from reelstore.drain import hold as holds
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.drain import owners
 from reelstore.drain.owners import item_ops
 from reelstore.drain.owners import op_id as op_id

@@ -13,7 +13,7 @@ from itertools import islice
 from typing import Any
 
 from reelstore import revisions
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.drain.drainer import record_ops
 from reelstore.drain.ops import trunk_records
 from reelstore.errors import BadInput

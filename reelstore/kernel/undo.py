@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.drain.drainer import record_effects, record_ops
 from reelstore.errors import BadInput, Conflict, NotFound
 from reelstore.kernel import binding
