@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from reelstore.errors import StorageError
@@ -29,38 +30,26 @@ from reelstore.objects.hash import as_hash
 from reelstore.storage.repo import Repo
 
 
+@dataclass
 class GcReport:
-    """What a gc found and did. A plain class with a dataclass's constructor, repr and equality, not a
-    dataclass: `reel gc` otherwise never imports `dataclasses`, whose import and class creation cost more
-    than a small store's gc."""
+    """What a gc found and did."""
 
-    def __init__(self, reachable: int = 0, candidates: int = 0, kept_recent: int = 0, pruned: int = 0,
-                 packed: int = 0, pack: str | None = None, packs_removed: int = 0, loose_removed: int = 0,
-                 temp_removed: int = 0, dry_run: bool = False, damaged_skipped: list[Hash] | None = None) -> None:
-        self.reachable = reachable
-        self.candidates = candidates
-        self.kept_recent = kept_recent
-        """Unreachable but younger than the grace period: kept (and packed, with their mtimes)."""
-        self.pruned = pruned
-        """Unreachable and old: gone (or, with dry_run, would be)."""
-        self.packed = packed
-        self.pack = pack
-        self.packs_removed = packs_removed
-        self.loose_removed = loose_removed
-        self.temp_removed = temp_removed
-        """Temporary files left by a killed writer (older than an hour)."""
-        self.dry_run = dry_run
-        self.damaged_skipped: list[Hash] = [] if damaged_skipped is None else damaged_skipped
-        """Unreachable young objects that could not be read, so not packed (fsck names them)."""
-        self._pruned: Collection[bytes] = []
-
-    def __repr__(self) -> str:
-        return f"GcReport({', '.join(f'{k}={v!r}' for k, v in self.to_json().items())})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is GcReport and self.to_json() == other.to_json()
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable, as a dataclass with eq is
+    reachable: int = 0
+    candidates: int = 0
+    kept_recent: int = 0
+    """Unreachable but younger than the grace period: kept (and packed, with their mtimes)."""
+    pruned: int = 0
+    """Unreachable and old: gone (or, with dry_run, would be)."""
+    packed: int = 0
+    pack: str | None = None
+    packs_removed: int = 0
+    loose_removed: int = 0
+    temp_removed: int = 0
+    """Temporary files left by a killed writer (older than an hour)."""
+    dry_run: bool = False
+    damaged_skipped: list[Hash] = field(default_factory=list)
+    """Unreachable young objects that could not be read, so not packed (fsck names them)."""
+    _pruned: Collection[bytes] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def pruned_ids(self) -> list[Hash]:
@@ -75,7 +64,7 @@ class GcReport:
         self._pruned = ids
 
     def to_json(self) -> dict[str, Any]:
-        doc = {k: v for k, v in self.__dict__.items() if k not in ("_pruned", "damaged_skipped")}
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("_pruned", "damaged_skipped")}
         doc["pruned_ids"] = [h.hex() for h in self.pruned_ids]
         doc["damaged_skipped"] = [h.hex() for h in self.damaged_skipped]
         return doc

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 from reelstore.maintenance.age import DEFAULT_PRUNE_EXPIRE, config_cutoff, parse_age
 from reelstore.maintenance.lock import gc_lock, on_disk
@@ -11,11 +12,13 @@ from reelstore.objects import Hash
 from reelstore.storage.repo import Repo
 
 
+@dataclass
 class PruneReport:
-    def __init__(self, dry_run: bool = False) -> None:
-        self.removed: list[Hash] = []
-        self.kept_recent = 0
-        self.dry_run = dry_run
+    """What a prune removed (with dry_run, would remove) and how many young unreachable objects it kept."""
+
+    dry_run: bool = False
+    removed: list[Hash] = field(default_factory=list)
+    kept_recent: int = 0
 
 
 def prune(repo: Repo, expire: str | None = None, *, dry_run: bool = False, now: float | None = None) -> PruneReport:

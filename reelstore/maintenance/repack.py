@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from reelstore.maintenance.lock import gc_lock, no_cycle_collection, on_disk
 from reelstore.maintenance.mark import Progress, Reader, find_leaves, list_packs
 from reelstore.maintenance.packing import write_kept
@@ -10,15 +12,15 @@ from reelstore.maintenance.selection import Selection
 from reelstore.storage.repo import Repo
 
 
+@dataclass
 class RepackReport:
-    """What a repack did (as JSON, its attributes)."""
+    """What a repack did (as JSON, its fields)."""
 
-    def __init__(self) -> None:
-        self.pack: str | None = None
-        self.packed = 0
-        self.packs_removed = 0
-        self.loose_removed = 0
-        self.methods: dict[str, int] = {}
+    pack: str | None = None
+    packed: int = 0
+    packs_removed: int = 0
+    loose_removed: int = 0
+    methods: dict[str, int] = field(default_factory=dict)
 
 
 def repack(

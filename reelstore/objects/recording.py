@@ -16,11 +16,11 @@ where the answer said, `tokens_in` and `tokens_out`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from reelstore.codec import FrozenMap
 from reelstore.errors import BadInput
-from reelstore.frozen import frozen
 from reelstore.objects.block import Object, register, v_hash, v_int, v_map, v_str, v_tuple
 from reelstore.objects.hash import Hash
 
@@ -61,7 +61,7 @@ def _model(value: Any, where: str) -> None:
 
 
 @register
-@frozen
+@dataclass(frozen=True)
 class Recording(Object):
     kind: ClassVar[str] = "recording"
     entries: tuple[FrozenMap, ...]

@@ -7,14 +7,14 @@ verification returns (`EntryInfo`'s class costs every start-up ~0.12 ms)."""
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass
 
 from reelstore.errors import BadInput, StorageError
-from reelstore.frozen import frozen
 from reelstore.objects import Hash
 from reelstore.storage.pack import KIND_NAMES, METHOD_NAMES, Pack, hash_mapped
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class EntryInfo:
     """What verify-pack -v shows for one entry."""
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import time
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 from reelstore.errors import Conflict
-from reelstore.frozen import frozen
 from reelstore.storage.fileio import pid_alive
 from reelstore.storage.ref_format import BOOT
 from reelstore.storage.ref_format import HOST as _HOST
@@ -25,11 +25,10 @@ LOCK_TIMEOUT = 600.0
 """Seconds after which a lock whose holder cannot be checked (another host) counts as stale."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class LockInfo:
     """A lock file and what it says about its holder (pid and host are unknown for a lock written by
-    an older reel, which left it empty). A frozen value class: half a NamedTuple's class-creation cost,
-    which every ref write paid at start-up."""
+    an older reel, which left it empty)."""
 
     path: Path
     pid: int | None

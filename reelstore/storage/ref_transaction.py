@@ -3,11 +3,11 @@ is written, so a failed check changes nothing (the store's `_lock`/`_read`/`_app
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reelstore.crashpoints import crash_point
 from reelstore.errors import BadInput, Conflict, NotFound
-from reelstore.frozen import frozen
 from reelstore.objects import Hash
 from reelstore.storage.op_log import RefMove
 from reelstore.storage.ref_format import ANY, AnyValue, check_ref_name
@@ -16,10 +16,9 @@ if TYPE_CHECKING:
     from reelstore.storage.refs import RefStore
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RefUpdate:
-    """One ref's change in a transaction (a frozen value class: half a NamedTuple's class-creation cost,
-    which every ref write paid at start-up)."""
+    """One ref's change in a transaction."""
 
     name: str
     new: Hash | None

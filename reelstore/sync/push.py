@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reelstore.errors import BadInput, NotFound, ReelError, RemoteConflict, StorageError
-from reelstore.frozen import frozen
 from reelstore.kernel.names import VIEW_PREFIX
 from reelstore.objects import Hash, Record
 from reelstore.storage.refs import check_ref_name
@@ -55,7 +55,7 @@ _STALE_HAVES = ("missing necessary objects", "unpack-objects abnormal exit", "in
                 "did not receive expected object", "bad object", "missing object")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RefPush:
     """One ref's fate in a push: `new`, `fast-forward`, `up-to-date`, `behind`, `gone` or
     `bound-elsewhere` (a view bound to another remote; these three skipped), or `deleted`."""
@@ -66,22 +66,18 @@ class RefPush:
     new: Hash | None
 
 
+@dataclass
 class PushResult:
     """What a push did: the sync commit it sent (None if nothing needed sending), how many objects, each
     ref's fate, and `notes`: what the push had to do on its own (a recovery, a fallback), in words for
-    the user. A plain class, not a dataclass: `dataclasses` and the class it would generate were ~1 ms of
-    every push's start-up."""
+    the user."""
 
-    def __init__(self, remote: str, url: str) -> None:
-        self.remote, self.url = remote, url
-        self.commit: str | None = None
-        self.objects = 0
-        self.refs: list[RefPush] = []
-        self.notes: list[str] = []
-
-    def __repr__(self) -> str:
-        return (f"PushResult(remote={self.remote!r}, url={self.url!r}, commit={self.commit!r}, "
-                f"objects={self.objects!r}, refs={self.refs!r}, notes={self.notes!r})")
+    remote: str
+    url: str
+    commit: str | None = None
+    objects: int = 0
+    refs: list[RefPush] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {

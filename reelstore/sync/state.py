@@ -15,9 +15,9 @@ import math
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from reelstore.errors import BadInput, StorageError
-from reelstore.frozen import frozen
 from reelstore.objects import Hash
 from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
@@ -39,7 +39,7 @@ recursive count to ?4 (about the square root of ?1): half the cost of counting t
 _TABLES = ("known", "seen", "commits", "urls")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Seen:
     """A remote ref as this store last saw it."""
 
