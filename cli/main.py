@@ -13,7 +13,7 @@ import click
 
 from reelstore import __version__
 from reelstore.cli.command_index import COMMANDS as INDEX
-from reelstore.cli.context import Context, report
+from reelstore.cli.context import Context, json_text, report, with_json
 from reelstore.errors import LOCAL_WRITE_ERRNOS, LocalWriteError, ReelError, StorageError, input_error
 
 if TYPE_CHECKING:
@@ -141,26 +141,7 @@ def report_usage(err: click.UsageError) -> None:
     doc: dict[str, Any] = {"code": "usage", "message": err.format_message(), "exit": err.exit_code}
     if err.ctx is not None:
         doc["usage"] = err.ctx.get_usage()
-    import json
-
-    click.echo(json.dumps({"error": doc}, sort_keys=True), err=True)
-
-
-def _turn_on_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    if value:
-        ctx.ensure_object(Context).json = True
-
-
-def with_json(command: click.Command) -> click.Command:
-    """Give `command` (and each of its subcommands) a `--json` of its own, the same switch as the
-    global one, so `reel CMD ... --json` works as git users type it. Done once per command object."""
-    if not any(isinstance(p, click.Option) and "--json" in p.opts for p in command.params):
-        command.params.append(click.Option(["--json", "json_after"], is_flag=True, expose_value=False,
-                                           callback=_turn_on_json, help="Print one JSON document on stdout."))
-    if isinstance(command, click.Group):
-        for sub in command.commands.values():
-            with_json(sub)
-    return command
+    click.echo(json_text({"error": doc}, indent=None), err=True)
 
 
 def _as_json(ctx: click.Context) -> bool:
