@@ -12,8 +12,9 @@ from packed_refs import pack_refs
 
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import Hash
+from reelstore.objects.ref import check_ref_name
 from reelstore.storage import ref_format
-from reelstore.storage.refs import ANY, DiskRefStore, MemoryRefStore, ReflogEntry, RefStore, check_ref_name
+from reelstore.storage.refs import ANY, DiskRefStore, MemoryRefStore, ReflogEntry, RefStore
 
 A, B, C = (Hash(bytes([i]) * 32) for i in (1, 2, 3))
 

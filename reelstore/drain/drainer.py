@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reelstore.adapters.base import FATES, Adapter, NotSent, Result, adapter
+from reelstore.attribution import now_ms
 from reelstore.crashpoints import crash_point
 from reelstore.drain import epoch as epochs
 from reelstore.drain import hold as holds
@@ -35,7 +36,6 @@ from reelstore.errors import (
 )
 from reelstore.hooks.runner import run_pre_hook
 from reelstore.objects import Effect, Effects, Hash, Journal, Record
-from reelstore.stamp import now_ms
 from reelstore.wording import plural
 
 if TYPE_CHECKING:

@@ -16,9 +16,9 @@ from typing import Any, Literal
 from reelstore.codec import thaw
 from reelstore.errors import BadInput
 from reelstore.kernel.inspection import ChangeStatus, NameChange
-from reelstore.kernel.names import view_ref
 from reelstore.namespace.tree import Namespace
 from reelstore.objects import Effect, Effects, Hash, Record, View
+from reelstore.objects.ref import view_ref
 from reelstore.storage.repo import Repo
 
 

@@ -31,17 +31,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reelstore.adapters.base import adapter
+from reelstore.attribution import now_ms
 from reelstore.codec import freeze
 from reelstore.errors import BadInput, Conflict, NotFound, ReelError, ViewTerminal
 from reelstore.kernel import admission
-from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX, view_ref
 from reelstore.kernel.transaction import CAS_ATTEMPTS, backoff, give_up
 from reelstore.kernel.views import Live, commit_target, fork_id, live_views, load_live, read_view, trunk_base
 from reelstore.objects import Effect, Effects, Hash, Record, View
+from reelstore.objects.ref import HEAD_PREFIX, VIEW_PREFIX, check_ref_name, view_ref
 from reelstore.objects.view import MAX_APPROVALS
-from reelstore.stamp import now_ms
 from reelstore.storage.op_log import operation
-from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
 
 SNAPSHOT_PREFIX = "refs/snapshots/"

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reelstore.errors import Conflict, NotFound, ViewTerminal
-from reelstore.kernel.names import VIEW_PREFIX, trunk_ref, view_ref
 from reelstore.objects import Hash, Object, Record, View
+from reelstore.objects.ref import VIEW_PREFIX, trunk_ref, view_ref
 from reelstore.storage.repo import Repo
 
 

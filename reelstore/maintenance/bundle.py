@@ -32,7 +32,7 @@ from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.maintenance.reach import walk
 from reelstore.objects import HASH_SIZE, Hash, Object, View, decode
-from reelstore.storage.refs import check_ref_name
+from reelstore.objects.ref import check_ref_name
 from reelstore.storage.repo import Repo
 
 MAGIC = b"REELBUNDLE 1\n"

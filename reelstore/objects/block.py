@@ -1,4 +1,4 @@
-"""Block: the stored unit (reel type 2 of 6). Every kind derives from `Object` and registers here.
+"""Block: the stored unit. Every stored kind derives from `Object` here and registers itself in `KINDS`.
 
 A kind is a `dataclass(frozen=True)` with a `SPEC` mapping body keys to validators. Encoding, decoding
 and validation are generic, so every kind goes through the same canonical codec and the same checks.
@@ -23,7 +23,7 @@ _Item = TypeVar("_Item")
 
 @dataclass(frozen=True)
 class Object:
-    """Base of the ten kinds. Immutable; its id is the hash of its canonical bytes."""
+    """Base of every stored kind (`KINDS`). Immutable; its id is the hash of its canonical bytes."""
 
     kind: ClassVar[str] = ""
     SPEC: ClassVar[Mapping[str, tuple[str, Validator]]] = {}

@@ -1,4 +1,4 @@
-"""Capability (reel type 5 of 6): attenuating authority over names and effect resources.
+"""Capability: attenuating authority over names and effect resources.
 
 `prefix` matches on segment boundaries (`/` and `:`), never as a raw string prefix, so
 `http:POST:http://h/refunds` covers `.../refunds/42` but not `.../refunds-x`. Expiry is an absolute

@@ -1,4 +1,4 @@
-"""Delta (reel type 4 of 6): what a view changed since its base, one operation per name."""
+"""Delta: what a view changed since its base, one operation per name."""
 
 from __future__ import annotations
 

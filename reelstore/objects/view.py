@@ -1,4 +1,4 @@
-"""View (reel type 6 of 6): a workspace forked from a trunk or from another view.
+"""View: a workspace forked from a trunk or from another view.
 
 A view object is immutable; a live view is the ref `refs/views/<name>` pointing at its newest
 object. `parent` is the parent's ref name (a trunk or a view), `base` the parent's object at fork

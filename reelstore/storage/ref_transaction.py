@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 from reelstore.crashpoints import crash_point
 from reelstore.errors import BadInput, Conflict, NotFound
 from reelstore.objects import Hash
+from reelstore.objects.ref import check_ref_name
 from reelstore.storage.op_log import RefMove
-from reelstore.storage.ref_format import ANY, AnyValue, check_ref_name
+from reelstore.storage.ref_format import ANY, AnyValue
 
 if TYPE_CHECKING:
     from reelstore.storage.refs import RefStore

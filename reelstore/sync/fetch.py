@@ -24,11 +24,11 @@ from dulwich.errors import HangupException
 
 from reelstore.errors import BadInput, Conflict, ReelError, StorageError
 from reelstore.kernel import binding, claims
-from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX
 from reelstore.kernel.views import committed_in, find_record, live_views, retire
 from reelstore.objects import Hash, Object, Record, View
+from reelstore.objects.ref import HEAD_PREFIX, VIEW_PREFIX, check_ref_name, check_target
 from reelstore.storage.object_store import LooseObjectStore
-from reelstore.storage.refs import ANY, check_ref_name, check_target
+from reelstore.storage.refs import ANY
 from reelstore.storage.repo import DEFAULT_TRUNK, REEL_DIR, Repo
 from reelstore.sync import messages
 from reelstore.sync.mapping import reel_ref, tracking_ref

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reelstore.errors import BadInput, NotFound, ReelError, RemoteConflict, StorageError
-from reelstore.kernel.names import VIEW_PREFIX
 from reelstore.objects import Hash, Record
-from reelstore.storage.refs import check_ref_name
+from reelstore.objects.ref import VIEW_PREFIX, check_ref_name
 from reelstore.storage.repo import Repo
 from reelstore.sync import messages
 from reelstore.sync.mapping import REMOTE_PREFIX, git_ref, tracking_ref

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import Hash
-from reelstore.storage.refs import check_ref_name
+from reelstore.objects.ref import check_ref_name
 from reelstore.storage.repo import Repo
 
 _SCHEMA = """
