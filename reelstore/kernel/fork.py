@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from reelstore.attribution import now_ms
 from reelstore.codec import freeze
-from reelstore.errors import BadInput, Conflict, ForkDepthExceeded
+from reelstore.errors import BadInput, Conflict, ForkDepthExceeded, LockHeld
 from reelstore.kernel import admission
 from reelstore.kernel.views import Live, load_live, terminal_error
 from reelstore.objects import Capability, Hash, Record, View
@@ -58,7 +58,7 @@ def fork(
             repo.objects.put_many([view])
             repo.refs.transaction(f"fork {name} from {source}", who).create(ref, view.id).commit()
     except Conflict as exc:
-        if "lock" in exc.details:
+        if isinstance(exc, LockHeld):
             raise
         raise Conflict(f"a view named {name!r} already exists", view=name) from None
     repo.verbs.append("fork", name, view.id, parent_ref)

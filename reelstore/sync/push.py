@@ -17,7 +17,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reelstore.errors import BadInput, NotFound, ReelError, RemoteConflict, StorageError
+from reelstore.errors import BadInput, NotFound, ReelError, RemoteConflict, RemoteRaceLost, StorageError
 from reelstore.objects import Hash, Record
 from reelstore.objects.ref import VIEW_PREFIX, check_ref_name
 from reelstore.storage.repo import Repo
@@ -125,7 +125,7 @@ def push(repo: Repo, remote: str, refs: list[str] | None = None, progress: Progr
                 "point; a copy on a second remote could be committed there too and its effects would fire twice",
                 refs=held)
         if rejected:
-            raise RemoteConflict(
+            raise RemoteRaceLost(
                 f"remote {remote} holds a different history for {', '.join(rejected)}; "
                 "fetch, reconcile, and push again (nothing was pushed)", refs=rejected)
         if plan:
@@ -219,7 +219,7 @@ def advance_remote_trunk(repo: Repo, remote: str, trunk: str, old_record: Hash |
         last = seen.get(ref)
         if last is not None and last.target != old_record:
             have = last.target.hex()[:12]
-            raise RemoteConflict(f"trunk {trunk} on remote {remote} is at {have}, not at the record this "
+            raise RemoteRaceLost(f"trunk {trunk} on remote {remote} is at {have}, not at the record this "
                                  f"commit builds on; `reel fetch {remote}` first", ref=ref)
         result = PushResult(remote, url)
         result.refs.append(RefPush(ref, "fast-forward" if last else "new", old_record, new_record))
@@ -468,7 +468,7 @@ def _exchange(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash],
             raise _RemoteEmptied
         for name, want in [*expected.items(), *doomed.items()]:
             if remote_refs.get(name) != want:
-                raise RemoteConflict(f"{name.decode()} on remote {conn.name} moved since this store last "
+                raise RemoteRaceLost(f"{name.decode()} on remote {conn.name} moved since this store last "
                                      f"saw it; `reel fetch {conn.name}` first", ref=name.decode())
         out: dict[bytes, bytes] = dict.fromkeys(doomed, ZERO_SHA)
         if commit is not None:
@@ -492,7 +492,7 @@ def _exchange(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash],
         said = "; ".join(f"{k}: {v}" for k, v in sorted(failed.items()))
         if commit is not None and any(s in said for s in _STALE_HAVES):
             raise _StaleHaves(said)
-        raise RemoteConflict(f"remote {conn.name} refused the update: {said}", refs=sorted(failed))
+        raise RemoteRaceLost(f"remote {conn.name} refused the update: {said}", refs=sorted(failed))
     _record(repo, state, conn.name, commit, plan, deletes, parents, new)
     if commit is not None:
         result.commit, result.objects = commit, len(new)
