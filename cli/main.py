@@ -171,7 +171,7 @@ YOUNG_COLLECTION_EVERY = 20_000
 """The executable's first-generation collection threshold (the interpreter's default is 700). What a verb
 allocates after click is loaded (5k-10k container objects: modules, classes, functions, the store's
 state) nearly all lives until the exit, so the default's collections every 700 of them walked it again
-and again for nothing: 1.3-3 ms CPU of a short verb. A long-running command still collects, every
+and again for nothing. A long-running command still collects, every
 20k allocations, so its cyclic garbage stays bounded."""
 
 
@@ -182,5 +182,5 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=argv, prog_name="reel")
     finally:
         # Everything alive now lives until the exit, so it is frozen: the interpreter's last collection at
-        # exit then walks none of it (that walk cost ~6 ms CPU of every short command).
+        # exit then walks none of it.
         gc.freeze()

@@ -19,7 +19,7 @@ from reelstore.storage.service_rules import model_origin
 from reelstore.wording import plural
 
 BLOCKED_EXIT = 6
-"""--commit refused because the command tried to go around the proxy (refused, as DESIGN §8 counts it)."""
+"""--commit refused because the command tried to go around the proxy: a refusal, as a capability violation is."""
 DECLINED_EXIT = 1
 """Not committed for want of a yes: "n" at the prompt, or no terminal to ask and no flag. Both aborted the
 view, so both exit with this one status (as a declined prompt exits in git and apt)."""

@@ -347,7 +347,7 @@ class Store:
 
     @classmethod
     def clone(cls, url: str, directory: Path | str) -> tuple[Store, FetchResult]:
-        """A new store at `directory` from the git remote `url` (sync, DESIGN §7)."""
+        """A new store at `directory` from the git remote `url` (see reelstore.sync)."""
         from reelstore import sync
 
         repo, result = sync.clone(url, directory)

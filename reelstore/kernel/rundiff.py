@@ -1,4 +1,4 @@
-"""`reel diff A B`: what two runs did differently, names and effects (KEEL's fork-and-diff loop).
+"""`reel diff A B`: what two runs did differently, names and effects: fork, run twice, diff.
 
 A and B are views or records (any name `reel` resolves: a view, a trunk, a record id or prefix). Names
 are compared by the two namespaces. Effects are aligned as sequences by what they touch (adapter and

@@ -1,4 +1,5 @@
-"""Bundles: a store's refs and everything they reach in one file, byte-deterministic (reel's L3).
+"""Bundles: a store's refs and everything they reach in one file, byte-deterministic, so two
+stores can compare archives by their bytes.
 
 Two stores holding the same objects and refs write the same bytes, whatever order the objects
 arrived in, loose or packed, because nothing in the file depends on how a store keeps them:

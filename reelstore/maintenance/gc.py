@@ -95,7 +95,7 @@ def gc(
         return _gc_memory(repo, cutoff, dry_run, now)
     with gc_lock(repo, wait_s), no_cycle_collection():
         # The work runs in a frame of its own, so all it built is freed before the collector resumes
-        # (which would otherwise walk every container still alive once: ~9 ms at 80k objects).
+        # (which would otherwise walk every container still alive once more).
         return _collect(repo, cutoff, dry_run, progress, now)
 
 

@@ -102,7 +102,7 @@ def reflog_body(old: Hash | None, new: Hash | None, time_ms: int, principal: str
 def reflog_line(name: str, old: Hash | None, new: Hash | None, time_ms: int, principal: str, message: str) -> str:
     """The line a ref write appends to `name`'s reflog: `CRC OLD NEW TIME WHO<tab>MESSAGE` and a newline,
     the CRC over the ref's name and the rest of the line. Written here, so a ref writer does not load
-    the reflog's reader (storage/reflog, whose entry class costs a start-up ~0.15 ms)."""
+    the reflog's reader (storage/reflog) it never uses."""
     body = reflog_body(old, new, time_ms, principal, message)
     return f"{checksum(name, body)} {body}\n"
 
