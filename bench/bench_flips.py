@@ -1,8 +1,8 @@
-"""Issue 11's byte-flip sweep, exhaustive: every byte of every ref, packed-refs, reflog, journal entry,
+"""Issue 11's byte-flip sweep, exhaustive: every byte of every ref, reflog, journal entry,
 config and verb-log file of the sweep store (tests/flipsweep.py), each XORed with each mask, and every
 `--stride`-th byte of its packs, indexes and other loose objects.
 
-    python3 bench/bench_flips.py [--masks 01,20,80] [--stride 97] [--kinds loose-ref,packed-refs,...]
+    python3 bench/bench_flips.py [--masks 01,20,80] [--stride 97] [--kinds loose-ref,reflog,...]
 
 For each flip, on a fresh copy of the store, `fsck`, `ops`, `recover` and `ops` run in-process and the
 loopback target's ledger says what was sent. A flip is *caught* (some verb exits 3 with E007),
@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import flipsweep  # noqa: E402
 from target import Target  # noqa: E402
 
-EXHAUSTIVE = ("loose-ref", "packed-refs", "reflog", "journal", "config", "verb-log")
+EXHAUSTIVE = ("loose-ref", "reflog", "journal", "config", "verb-log")
 SAMPLED = ("pack", "idx", "loose")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from reelstore.cli.context import Context, pass_ctx
+from reelstore.storage.disk_store import on_disk
 
 
 @click.command("count-objects")
@@ -12,7 +13,7 @@ from reelstore.cli.context import Context, pass_ctx
 @pass_ctx
 def count_objects(ctx: Context, verbose: bool) -> None:
     """Count loose objects and their KiB; with -v also in-pack, packs, size-pack, prune-packable, garbage."""
-    stats = ctx.repo.objects.counts()
+    stats = on_disk(ctx.repo.objects, "count-objects").counts()
     if verbose:
         text = "\n".join(f"{k}: {v}" for k, v in stats.items())
     else:

@@ -23,9 +23,6 @@ def fsck(ctx: Context, full: bool, unreachable: bool) -> None:
     with progress_for(ctx) as progress:
         report = do_fsck(repo, full=full, progress=progress.count if progress else None)
     lines = list(report.problems)
-    segments = getattr(repo.objects, "segments", None)
-    damaged = segments.problems() if segments is not None else []
-    lines += damaged
     if unreachable:
         for h in report.unreachable:
             try:
@@ -36,15 +33,13 @@ def fsck(ctx: Context, full: bool, unreachable: bool) -> None:
     stale = repo.refs.stale_locks()
     lines += [f"stale lock {lock.describe()}: remove it with `reel gc --clear-stale-locks`" for lock in stale]
     doc = report.to_json()
-    doc["problems"] = doc["problems"] + damaged
-    doc["clean"] = doc["clean"] and not damaged
     doc["stale_locks"] = [{"path": str(lock.path), "holder": lock.holder(), "age": round(lock.age), "dead": lock.dead}
                           for lock in stale]
     if not unreachable:
         doc.pop("unreachable")
     ctx.emit(doc, "\n".join(lines))
-    if not report.clean or damaged:
-        found = report.problems + damaged
+    if not report.clean:
+        found = report.problems
         raise StorageError(f"fsck found {plural(len(found), 'problem')}; first: {found[0]}", problems=len(found))
     if not ctx.json and not ctx.quiet:
         click.echo(f"checked {plural(report.objects, 'object')} ({report.loose} loose, {report.packed} in "

@@ -9,6 +9,7 @@ import click
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.stdin import spool_stdin
 from reelstore.errors import input_error
+from reelstore.storage.disk_store import on_disk
 from reelstore.storage.fileio import atomic_write
 from reelstore.storage.pack_import import index_file
 
@@ -33,7 +34,7 @@ def index_pack(ctx: Context, from_stdin: bool, pack: str | None) -> None:
         idx, trailer, count = index_file(pack_path)
         atomic_write(pack_path.with_suffix(".idx"), idx)
     else:
-        pack_path, trailer, count = ctx.repo.objects.import_pack(spool_stdin)
+        pack_path, trailer, count = on_disk(ctx.repo.objects, "index-pack --stdin").import_pack(spool_stdin)
     ctx.emit({"pack": str(pack_path), "checksum": trailer.hex(), "count": count}, trailer.hex())
 
 

@@ -12,6 +12,7 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.maintenance.reach import ref_roots, walk
 from reelstore.objects import Hash
+from reelstore.storage.disk_store import on_disk
 from reelstore.storage.pack_item import PackItem
 from reelstore.storage.pack_write import write_pack_stream
 from reelstore.storage.repo import Repo
@@ -60,7 +61,7 @@ def pack_objects(ctx: Context, to_stdout: bool, all_refs: bool, revs: bool, refs
         write_pack_stream(out.write, items)
         out.flush()
         return
-    result = store.add_pack(items)
+    result = on_disk(store, "pack-objects without --stdout").add_pack(items)
     ctx.emit({"pack": result.name, "count": result.count, "size": result.size, "methods": result.methods},
              result.name)
 

@@ -36,7 +36,6 @@ def reflog(ctx: Context, limit: int | None, args: tuple[str, ...]) -> None:
             "time_ms": e.time_ms,
             "principal": e.principal,
             "message": e.message,
-            "verified": e.verified,
         }
         for i, e in enumerate(newest)
     ]

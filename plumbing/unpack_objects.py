@@ -11,6 +11,7 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.stdin import spool_stdin
 from reelstore.errors import StorageError
 from reelstore.objects import Object, decode
+from reelstore.storage.disk_store import on_disk
 from reelstore.storage.pack import scan_pack
 from reelstore.wording import plural
 
@@ -26,8 +27,8 @@ def unpack_objects(ctx: Context, dry_run: bool, quiet: bool) -> None:
     then store each object loose. A damaged pack stores nothing (exit 3). The pack is spooled to a
     temporary file and read one entry at a time, so memory does not follow its size or what its
     entries inflate to."""
-    store = ctx.repo.objects
-    with tempfile.TemporaryFile(dir=store.scratch_dir) as spool:
+    store = on_disk(ctx.repo.objects, "unpack-objects")
+    with tempfile.TemporaryFile(dir=store.root) as spool:  # spooled on the store's own disk
         if spool_stdin(spool) == 0:
             raise StorageError("pack is truncated (stdin was empty)")
         spool.flush()
@@ -41,9 +42,9 @@ def unpack_objects(ctx: Context, dry_run: bool, quiet: bool) -> None:
                     batch.append(decode(raw))
                     held += len(raw)
                     if held >= BATCH_BYTES:
-                        store.put_loose(batch)
+                        store.loose.put_many(batch)
                         batch, held = [], 0
-                store.put_loose(batch)
+                store.loose.put_many(batch)
     doc = {"count": len(ids), "ids": ids, "dry_run": dry_run}
     ctx.emit(doc, None if quiet else f"{'verified' if dry_run else 'unpacked'} {plural(len(ids), 'object')}")
 

@@ -11,6 +11,7 @@ import click
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, StorageError, input_error
 from reelstore.storage import pack_verify
+from reelstore.storage.disk_store import on_disk
 from reelstore.storage.pack import Pack
 from reelstore.wording import plural
 
@@ -20,7 +21,7 @@ def _packs(ctx: Context, paths: tuple[str, ...]) -> tuple[list[Pack], list[str]]
     problems: list[str] = []
     packs: list[Pack] = []
     if not paths:
-        store = ctx.repo.objects
+        store = on_disk(ctx.repo.objects, "verify-pack")
         store.refresh(force=True)
         problems = [f"{name}: {why}" for name, why in sorted(store.problems().items())]
         return store.packs(), problems

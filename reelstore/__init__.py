@@ -48,10 +48,10 @@ if TYPE_CHECKING:
     from reelstore.kernel.history import EffectOutcome, LogEntry
     from reelstore.kernel.inspection import NameChange, ViewStatus, ViewSummary
     from reelstore.kernel.verbs import CommitResult
-    from reelstore.maintenance.gc import GcReport
     from reelstore.objects.approval import Approval
     from reelstore.objects.delta import DeltaOp, Put, Remove
     from reelstore.objects.journal import Finding
+    from reelstore.storage.upkeep import GcReport
     from reelstore.sync.fetch import FetchResult
     from reelstore.sync.push import PushResult
 
@@ -66,7 +66,7 @@ _HOMES = {
     "EffectOutcome": "reelstore.kernel.history",
     "FetchResult": "reelstore.sync.fetch",
     "Finding": "reelstore.objects.journal",
-    "GcReport": "reelstore.maintenance.gc",
+    "GcReport": "reelstore.storage.upkeep",
     "Hold": "reelstore.drain.hold",
     "HttpRequest": "reelstore.adapters.http_request",
     "LogEntry": "reelstore.kernel.history",

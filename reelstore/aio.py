@@ -46,8 +46,8 @@ if TYPE_CHECKING:  # as in api.py: loaded by the calls that need them
     from reelstore.drain.ops import Operation
     from reelstore.drain.recovery import RecoveryReport
     from reelstore.kernel.approval import Standing
-    from reelstore.maintenance.gc import GcReport
     from reelstore.objects import Approval
+    from reelstore.storage.upkeep import GcReport
 
 T = TypeVar("T")
 

@@ -45,9 +45,9 @@ if TYPE_CHECKING:  # imported where used: most callers never need gc, recovery o
     from reelstore.drain.ops import Operation
     from reelstore.drain.recovery import RecoveryReport
     from reelstore.kernel.approval import Standing
-    from reelstore.maintenance.gc import GcReport
     from reelstore.objects import Approval, Finding
     from reelstore.storage.secrets import SecretStore
+    from reelstore.storage.upkeep import GcReport
     from reelstore.sync import FetchResult, PushResult
 
 

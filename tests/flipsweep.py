@@ -5,10 +5,9 @@ never a traceback. Shared by tests/test_flip_sweep.py (sampled, in CI) and bench
 
 The store holds three blind payments: `a` drained (succeeded), `b` sent and then killed (unknown: it
 must never be sent again), `c` committed and killed before its drain (pending: recover must send it
-exactly once). Its refs are packed (`refs/drains/main` lives only in packed-refs) but for a live view
-`d`; objects are packed (one pack per operation; gc packed the oldest), one stray object is loose, and
-the journal is the trunk's segment file. For one flip, on a fresh copy: `fsck`, `ops`,
-`recover`, `ops` again, in-process; the target's ledger says what was sent.
+exactly once). It has a live view `d`; objects are packed (one pack per operation; gc packed the
+oldest), one stray object is loose, and the journal is the trunk's segment file. For one flip, on a
+fresh copy: `fsck`, `ops`, `recover`, `ops` again, in-process; the target's ledger says what was sent.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from click.testing import CliRunner
-from packed_refs import pack_refs
 from target import Target, pay_op
 
 from reelstore.api import Store
@@ -58,8 +56,6 @@ def build(where: Path, target: Target) -> Path:
     store.fork("c").effect("http", pay_op(target.url, "blind", 3))
     killed = _reel(where, "commit", "c", REEL_TEST_CRASH_AT="commit:advanced")
     assert killed.returncode == -9, killed
-    repo = Repo.open(where)
-    pack_refs(repo.refs)
     Store.open(where).fork("d").put("notes.txt", "a live view keeps a loose ref and a reflog\n")
     # A verb's objects go into one pack per operation; objects written outside one (hash-object -w,
     # a fetch) stay loose, so the store has loose objects too.
@@ -70,12 +66,11 @@ def build(where: Path, target: Target) -> Path:
 def kinds(store: Path) -> dict[str, list[Path]]:
     """The store's files by kind, as paths relative to `store`."""
     dot = store / ".reel"
-    out: dict[str, list[Path]] = {"loose-ref": [], "packed-refs": [], "reflog": [], "journal": [], "config": [],
+    out: dict[str, list[Path]] = {"loose-ref": [], "reflog": [], "journal": [], "config": [],
                                   "pack": [], "idx": [], "loose": [], "verb-log": []}
     for path in sorted((dot / "refs").rglob("*")):
         if path.is_file():
             out["loose-ref"].append(path)
-    out["packed-refs"].append(dot / "packed-refs")
     out["reflog"] = sorted(p for p in (dot / "logs" / "refs").rglob("*") if p.is_file())
     out["verb-log"] = [dot / "logs" / "OPS"]
     out["config"].append(dot / "config")

@@ -90,9 +90,7 @@ def test_a_drain_ref_deleted_outright_resends_nothing(tmp_path: Path) -> None:
     with Target(tmp_path / "ledger.jsonl") as target:
         crashed_commit(tmp_path, target, "blind", "target-kills")
         ref = tmp_path / ".reel" / "refs" / "drains" / "main"
-        ref.unlink()
-        assert not (tmp_path / ".reel" / "packed-refs").exists() or b"drains" not in \
-            (tmp_path / ".reel" / "packed-refs").read_bytes()  # deleted outright: no older value behind it
+        ref.unlink()  # deleted outright: no older value behind it
         rec = reel(tmp_path, "recover")
         assert_ledger("blind", target.count("/"), rec.returncode, op_state(tmp_path)["state"])
         assert target.count("/") == 1 and b"E011" in rec.stderr and ref.exists()

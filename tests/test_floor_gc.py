@@ -35,7 +35,7 @@ def _store(path: Path) -> Repo:
     rec = Record(parent=head, namespace=root, effects=None, view=None, author="t", message="bulk", time=0)
     repo.objects.put(rec)
     repo.refs.set("refs/heads/main", rec.id, head, message="t")
-    loose = [h for h in repo.objects.loose_ids() if h != rec.id]
+    loose = [h for h in repo.objects.loose if h != rec.id]
     repo.objects.add_pack([PackItem(h, repo.objects.get_raw(h), OLD, "t") for h in loose], PackOptions())
     for h in loose:
         Path(repo.objects.loose_path(h)).unlink()

@@ -145,6 +145,18 @@ def test_memory_store_gc() -> None:
     assert mem.objects.has(mem.refs["refs/heads/main"])
 
 
+def test_memory_store_gc_keeps_the_young_unreachable_as_the_disk_store_does() -> None:
+    """The grace period holds in every backend: an unreachable object written just now stays under the
+    default expiry, and goes once it is older than the cutoff."""
+    mem = Repo.memory()
+    junk = Blob(b"young junk")
+    mem.objects.put(junk)
+    report = gc(mem)
+    assert report.kept_recent == 1 and report.pruned == 0 and mem.objects.has(junk.id)
+    later = gc(mem, now=time.time() + 15 * 86400)
+    assert later.pruned_ids == [junk.id] and not mem.objects.has(junk.id)
+
+
 @pytest.mark.parametrize(
     "text,delta",
     [("now", 0), ("2.weeks.ago", 14 * 86400), ("30.minutes", 1800), ("1h", 3600), ("90 days ago", 90 * 86400),
@@ -274,7 +286,7 @@ def test_objects_held_twice_are_decided_once_by_their_newest_copy(tmp_path_facto
             repo.objects.add_pack(items, PackOptions())
     for b, w, a in zip(blobs, copies, ages):
         if w[2]:
-            repo.objects.put_loose([b])
+            repo.objects.loose.put_many([b])
             stamp = young if a[2] else old
             os.utime(repo.objects.loose_path(b.id), (stamp, stamp))
     keep = [b for b, r in zip(blobs, reached) if r]
@@ -295,3 +307,16 @@ def test_objects_held_twice_are_decided_once_by_their_newest_copy(tmp_path_facto
         if b.id in expected:
             assert after.get_raw(b.id) == b.encode()
             assert after.mtime(b.id) == pytest.approx(newest[blobs.index(b)], abs=1)
+
+
+def test_the_disk_gc_reads_the_pack_options_from_the_store_config(repo: Repo) -> None:
+    """gc packs with the store's `pack.*` options, read from its config when it runs: a value that is
+    not an integer is E014 naming the key, before any pack is written; repack reads them too."""
+    repo.objects.put(Blob(b"kept loose, then packed"))
+    repo.config.set("pack.depth", "deep")
+    with pytest.raises(BadInput, match="pack.depth"):
+        gc(repo, "now")
+    with pytest.raises(BadInput, match="pack.depth"):
+        repack(repo)
+    repo.config.set("pack.depth", "0")
+    assert gc(repo, "now").pack is not None and len(repo.objects.packs()) == 1

@@ -131,7 +131,7 @@ def test_a_new_version_is_packed_as_a_delta_on_the_last_copied_one(repo: Repo) -
         if v == 2:
             gc(repo, "now")
     newest = blob.id
-    assert repo.objects.get_loose(newest)
+    assert repo.objects.loose.get_raw(newest)
     gc(repo, "now")
     (pack,) = repo.objects.packs()
     after = entries(pack)
@@ -250,9 +250,9 @@ def test_an_in_flight_write_caught_between_its_pack_and_its_index_is_not_damage(
 
 def test_the_leaf_kinds_gc_names_are_the_kinds_that_reference_nothing() -> None:
     """gc names its leaf kinds instead of importing every kind to find them: the list must match."""
-    from reelstore.maintenance.mark import LEAF_CODES
     from reelstore.objects import KINDS, Object
     from reelstore.storage.pack import KIND_CODES
+    from reelstore.storage.pack_gc import LEAF_CODES
 
     assert LEAF_CODES == {KIND_CODES[k] for k, cls in KINDS.items() if cls.references is Object.references}
 
@@ -261,8 +261,8 @@ def test_the_walk_over_leaves_reaches_what_the_plain_walk_reaches(repo: Repo) ->
     """gc's walk counts the leaves of verified packs as reached unread and takes its reached set from
     what it saw: it must reach, miss and skip (with `known`) exactly what the walk that reads every
     object does, including an id a tree names that is nowhere and an id reached twice."""
-    from reelstore.maintenance.mark import Reader, find_leaves, list_packs
     from reelstore.maintenance.reach import walk
+    from reelstore.storage.pack_gc import Reader, find_leaves, list_packs
 
     blobs = [Blob(f"blob {i}".encode()) for i in range(300)]
     repo.objects.add_pack([PackItem(b.id, b.encode(), OLD) for b in blobs], PackOptions())

@@ -252,6 +252,9 @@ def test_reflog(run, tmp_path: Path):
     assert run("reflog", "show", "refs/heads/main", "-n", "1").stdout == f"{b[:12]} refs/heads/main@{{0}}: to b\n"
     doc = json.loads(run("--json", "reflog", "main").stdout)
     assert doc["entries"][0]["old"] == a and doc["entries"][2]["old"] is None
+    # Every line carries its checksum (an unchecksummed one is damage), so no entry says "verified".
+    assert set(doc["entries"][0]) == {"index", "old", "new", "time_ms", "principal", "message"}
+    assert "legacy_reflog_lines" not in json.loads(run("--json", "fsck").stdout)
     assert run("reflog", "refs/heads/none").exit_code == 4
 
 

@@ -1,4 +1,4 @@
-"""Refs: compare-and-swap, transactions, packed-refs, reflogs and lock files, on disk and in memory."""
+"""Refs: compare-and-swap, transactions, reflogs and lock files, on disk and in memory."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from packed_refs import pack_refs
 
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import Hash
@@ -172,36 +171,39 @@ def test_reflog_line_round_trip():
         ReflogEntry.parse("garbage", "refs/heads/main")
 
 
-def test_refs_without_checksums_are_damage_and_old_reflog_lines_are_marked_unverified(
-        disk: DiskRefStore, tmp_path: Path):
-    """No store ever wrote a loose ref or packed-refs without checksums, so one is E007; a reflog line
-    without a checksum is read, and says it is unverified."""
+def test_a_ref_or_a_reflog_line_without_its_checksum_is_damage(disk: DiskRefStore, tmp_path: Path):
+    """No store ever wrote a ref file or a reflog line without a checksum, so either is E007."""
     (tmp_path / "refs/heads").mkdir(parents=True, exist_ok=True)
     (tmp_path / "refs/heads/main").write_text(A.hex() + "\n")
     with pytest.raises(StorageError, match="is damaged"):
         disk.get("refs/heads/main")
     (tmp_path / "refs/heads/main").unlink()
-    (tmp_path / "packed-refs").write_text(f"# reel packed-refs v1\n{B.hex()} refs/views/v\n")
-    with pytest.raises(StorageError, match="unknown header"):
-        disk.get("refs/views/v")
-    (tmp_path / "packed-refs").unlink()
     (tmp_path / "logs/refs/heads").mkdir(parents=True)
     (tmp_path / "logs/refs/heads/main").write_text(f"{'0' * 64} {A.hex()} 5 alice\tcommit v\n")
-    disk.set("refs/heads/main", C, None, message="commit w")
-    assert [(e.message, e.verified) for e in disk.reflog("refs/heads/main")] == [("commit v", False),
-                                                                               ("commit w", True)]
+    with pytest.raises(StorageError, match="damaged at line 1: malformed reflog line"):
+        disk.reflog("refs/heads/main")
 
 
-@pytest.mark.parametrize("where", ["loose", "packed", "reflog"])
+def test_a_packed_refs_file_is_not_read(disk: DiskRefStore, tmp_path: Path):
+    """Refs are files of their own only: a `packed-refs` file (no command writes one) names no ref and
+    is in no ref's way."""
+    disk.set("refs/heads/main", A)
+    line = f"{B.hex()} refs/views/v {ref_format.checksum('refs/views/v', B.hex())}"
+    (tmp_path / "packed-refs").write_text(f"# reel packed-refs v2\n{line}\n")
+    fresh = DiskRefStore(tmp_path, fsync=False)
+    assert fresh.get("refs/views/v") is None
+    assert fresh.list() == [("refs/heads/main", A)]
+    fresh.set("refs/views/v/w", C, None)
+    assert fresh.list() == [("refs/heads/main", A), ("refs/views/v/w", C)]
+
+
+@pytest.mark.parametrize("where", ["loose", "reflog"])
 def test_every_single_byte_change_of_a_ref_file_is_e007(disk: DiskRefStore, tmp_path: Path, where: str):
     """Each byte of each file, replaced by each of a few values: read gives the same answer or E007."""
     disk.set("refs/heads/main", A, message="commit v")
     disk.set("refs/drains/main", B)
     disk.set("refs/heads/main", C, A, message="commit w")
-    if where == "packed":
-        pack_refs(disk)
-    path = {"loose": tmp_path / "refs/heads/main", "packed": tmp_path / "packed-refs",
-            "reflog": tmp_path / "logs/refs/heads/main"}[where]
+    path = {"loose": tmp_path / "refs/heads/main", "reflog": tmp_path / "logs/refs/heads/main"}[where]
     good = path.read_bytes()
     want = (DiskRefStore(tmp_path).list(), DiskRefStore(tmp_path).reflog("refs/heads/main"))
     for i in range(len(good)):
@@ -254,48 +256,9 @@ def test_failed_transaction_releases_only_its_own_locks(disk: DiskRefStore, tmp_
     assert disk["refs/heads/a"] == A
 
 
-def test_packed_refs(disk: DiskRefStore, tmp_path: Path):
-    disk.set("refs/heads/main", A)
-    disk.set("refs/views/v/w", B)
-    assert pack_refs(disk) == 2
-    assert not (tmp_path / "refs/heads/main").exists()
-    assert [line.rsplit(" ", 1)[0] for line in (tmp_path / "packed-refs").read_text().splitlines()[1:]] == [
-        f"{A.hex()} refs/heads/main",
-        f"{B.hex()} refs/views/v/w",
-    ]
-    assert disk.list() == [("refs/heads/main", A), ("refs/views/v/w", B)]
-    disk.set("refs/heads/main", C, A)
-    assert disk["refs/heads/main"] == C
-    assert (tmp_path / "refs/heads/main").is_file()
-    with pytest.raises(Conflict):
-        disk.set("refs/views/v/w", C, A)
-    disk.delete("refs/views/v/w", B)
-    assert disk.get("refs/views/v/w") is None
-    assert "refs/views/v/w" not in (tmp_path / "packed-refs").read_text()
-    disk.delete("refs/heads/main", C)
-    assert disk.get("refs/heads/main") is None
-    assert disk.list() == []
-
-
-def test_packed_ref_blocks_directory_file_conflict(disk: DiskRefStore):
-    disk.set("refs/heads/a", A)
-    disk.set("refs/views/p/q", A)
-    pack_refs(disk)
-    with pytest.raises(Conflict):
-        disk.set("refs/heads/a/b", B)
-    with pytest.raises(Conflict):
-        disk.set("refs/views/p", B)
-    assert disk["refs/heads/a"] == A
-    assert disk.list() == [("refs/heads/a", A), ("refs/views/p/q", A)]
-
-
 def test_damaged_refs_are_e007(disk: DiskRefStore, tmp_path: Path):
     disk.set("refs/heads/main", A)
     (tmp_path / "refs/heads/main").write_text("not a hash\n")
-    with pytest.raises(StorageError):
-        disk.get("refs/heads/main")
-    (tmp_path / "refs/heads/main").unlink()
-    (tmp_path / "packed-refs").write_text("# reel packed-refs v1\nzzz refs/heads/main\n")
     with pytest.raises(StorageError):
         disk.get("refs/heads/main")
 
@@ -341,31 +304,18 @@ def test_damaged_reflog_is_e007(disk: DiskRefStore, tmp_path: Path):
         disk.reflog("refs/heads/main")
 
 
-def test_non_ascii_names_survive_packing(disk: DiskRefStore):
+def test_non_ascii_names_survive_a_fresh_read(disk: DiskRefStore):
     disk.set("refs/views/café\u00a0au-lait", A)
-    pack_refs(disk)
     assert DiskRefStore(disk.root).list() == [("refs/views/café\u00a0au-lait", A)]
     disk.set("refs/views/café\u00a0au-lait", B, A)
     assert disk["refs/views/café\u00a0au-lait"] == B
-
-
-def test_packed_refs_rewritten_by_another_process_is_reread(disk: DiskRefStore, tmp_path: Path):
-    disk.set("refs/heads/main", A)
-    pack_refs(disk)
-    assert disk.get("refs/heads/main") == A
-    other = DiskRefStore(tmp_path, fsync=False)
-    other.set("refs/heads/main", B, A)
-    pack_refs(other)
-    assert disk.get("refs/heads/main") == B
-    other.delete("refs/heads/main", B)
-    assert disk.get("refs/heads/main") is None
 
 
 NAMES = ["refs/heads/a", "refs/heads/a/b", "refs/views/x", "refs/views/x/y/z", "refs/views/y"]
 VALUES = [None, A, B, C]
 ops = st.lists(
     st.tuples(
-        st.sampled_from(["set", "delete", "tx", "pack"]),
+        st.sampled_from(["set", "delete", "tx"]),
         st.lists(st.tuples(st.sampled_from(NAMES), st.sampled_from(VALUES[1:]), st.sampled_from([*VALUES, ANY])),
                  min_size=1, max_size=3),
     ),
@@ -376,10 +326,7 @@ ops = st.lists(
 def _apply(store: RefStore, kind: str, items: list) -> str:
     """Run one scripted step; the error code it raised, or "ok"."""
     try:
-        if kind == "pack":
-            if isinstance(store, DiskRefStore):
-                pack_refs(store)
-        elif kind == "set":
+        if kind == "set":
             name, new, old = items[0]
             store.set(name, new, old)
         elif kind == "delete":

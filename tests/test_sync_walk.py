@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from reelstore.errors import BadInput, StorageError
 from reelstore.namespace.tree import Namespace
 from reelstore.objects import Blob, Hash, Record, Tree, decode
+from reelstore.storage.bulk_read import BulkReader
 from reelstore.storage.repo import Repo
 from reelstore.sync.state import SyncState
-from reelstore.sync.walk import _Reader, edges, missing_on_remote
+from reelstore.sync.walk import edges, missing_on_remote
 
 
 def _store(path: Path, n: int) -> tuple[Repo, list[Blob], Hash]:
@@ -69,10 +70,10 @@ def test_a_mapped_read_falls_back_to_the_store_for_what_its_packs_lack(tmp_path:
     repo.objects.put(loose)
     ids = [b.id for b in blobs] + [loose.id]
     got: list[bytes] = []
-    _Reader(repo).read(ids, lambda h, raw, stored: got.append(raw), lambda raw: None)
+    BulkReader(repo.objects).read_many(ids, lambda h, raw, stored: got.append(raw), lambda raw: None)
     assert got == [repo.objects.get_raw(h) for h in ids]
     with pytest.raises(StorageError, match="missing from this store"):
-        _Reader(repo).read([*ids, Hash(b"\x02" * 32)], lambda *_: None, lambda raw: None)
+        BulkReader(repo.objects).read_many([*ids, Hash(b"\x02" * 32)], lambda *_: None, lambda raw: None)
 
 
 def _stored_entry(repo: Repo, h: bytes) -> tuple[Path, Path, int, int]:
@@ -104,7 +105,7 @@ def test_a_damaged_stored_entry_is_refused_even_with_a_matching_crc(tmp_path: Pa
     fresh = Repo.open(tmp_path / "s")
     ids = [b.id for b in blobs]
     with pytest.raises(StorageError, match="damaged") as caught:
-        _Reader(fresh).read(ids, lambda *_: None, lambda raw: None)
+        BulkReader(fresh.objects).read_many(ids, lambda *_: None, lambda raw: None)
     assert caught.value.code == "E007" and "does not hash to its id" in caught.value.message
 
 
@@ -150,9 +151,9 @@ def test_known_ids_go_to_sqlite_and_back_in_one_statement_each(tmp_path: Path, n
 def test_a_pack_past_the_map_limit_is_searched_not_mapped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A map costs memory per id, so a pack larger than MAP_LIMIT is read through the searching reader."""
     repo, blobs, _ = _store(tmp_path / "s", 1000)
-    monkeypatch.setattr("reelstore.sync.walk.MAP_LIMIT", 999)
-    reader = _Reader(repo)
+    monkeypatch.setattr("reelstore.storage.bulk_read.MAP_LIMIT", 999)
+    reader = BulkReader(repo.objects)
     got: list[bytes] = []
     ids = [b.id for b in blobs]
-    reader.read(ids, lambda h, raw, stored: got.append(raw), lambda raw: None)
-    assert reader.mapped == {} and got == [b.encode() for b in blobs]
+    reader.read_many(ids, lambda h, raw, stored: got.append(raw), lambda raw: None)
+    assert reader._mapped == {} and got == [b.encode() for b in blobs]

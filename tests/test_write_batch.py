@@ -58,7 +58,7 @@ def test_a_capability_whose_only_copy_is_old_is_freshened(repo: Repo) -> None:
     """An old copy may be gc's to delete on a host that cannot see this one's registrations (its grace
     period is measured from the copy's mtime), so it is freshened: a loose one by its mtime alone."""
     cap = trunk_cap(repo)
-    repo.objects.put_loose([cap])
+    repo.objects.loose.put_many([cap])
     path = repo.objects.loose_path(cap.id)  # type: ignore[attr-defined]
     old = time.time() - 2 * 86400
     os.utime(path, (old, old))
@@ -156,7 +156,7 @@ def test_a_large_batch_finds_the_loose_copies_among_its_objects_and_only_freshen
     from reelstore.storage.disk_store import LIST_LOOSE_AT
 
     old = [Blob(b"already loose %d" % i) for i in range(5)]
-    repo.objects.put_loose(old)
+    repo.objects.loose.put_many(old)
     paths = [repo.objects.loose_path(b.id) for b in old]  # type: ignore[attr-defined]
     for path in paths:
         os.utime(path, (1_000_000_000, 1_000_000_000))

@@ -12,7 +12,8 @@ entry is the journal's head; `refs/drains/<trunk>` follows it without an fsync o
 gc, fsck and the reflog-less readers that start from refs): a drain moves it every few appends and at
 its end (`append(follow=...)`), and forward at the next drain if a crash left it behind. The chain
 stays hash-verified: each entry names its `prev` by id, and every read re-hashes. A store in memory
-keeps the journal as objects and a ref, as before.
+keeps the journal as objects and a ref. On disk, a drain ref naming an entry its segment does not hold
+is a lost entry (E007), wherever else that entry may be.
 
 Once a trunk's journal holds an entry, the state file `journals/<trunk>` says so. A journal that is
 gone altogether (segment and ref deleted) then reads as E007, not as "nothing was ever sent": without
@@ -125,7 +126,7 @@ RESTORE = ("without its lost entries an effect already sent would look unsent. C
 
 def head_of(repo: Repo, trunk: str) -> Hash | None:
     """The journal's newest entry: the segment's last one (the ref may lag it after a crash), else the
-    ref (a store in memory, or a journal whose entries all predate segments)."""
+    ref (a store in memory, whose journal is objects and the ref)."""
     seg = _segment(repo, trunk)
     head = repo.refs.get(ref_name(trunk))
     if seg is not None:
@@ -134,7 +135,7 @@ def head_of(repo: Repo, trunk: str) -> Hash | None:
         if seg.problem is not None and not gone:  # a journal gone whole is said so below
             raise StorageError(f"the journal segment of trunk {trunk} is damaged ({seg.problem}). Nothing is "
                                f"drained or resent until it is repaired: {RESTORE}", trunk=trunk)
-        if head is not None and head not in seg.where and not repo.objects.has(head):
+        if head is not None and head not in seg.where:
             raise StorageError(f"the journal segment of trunk {trunk} lost entries: {ref_name(trunk)} names entry "
                                f"{head.hex()}, which the segment does not hold (it holds {len(seg.order)}). Nothing "
                                f"is drained or resent until it is restored: {RESTORE}", trunk=trunk, entry=head.hex())

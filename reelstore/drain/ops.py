@@ -143,8 +143,6 @@ class Ownership:
     trunk: str
     records: set[Hash]
     journaled: set[Hash]
-    unverified: int
-    """Commit marks read from legacy reflog lines, which carry no checksum."""
     mismatches: list[str]
 
     def check(self) -> None:
@@ -159,15 +157,14 @@ class Ownership:
 def ownership(repo: Repo, trunk: str) -> Ownership:
     """The records of `trunk` this store owes, from its reflog cross-checked with its drain journal.
     E007 if the reflog, the drain ref or the journal chain is damaged."""
-    marked: dict[Hash, bool] = {}
+    marked: set[Hash] = set()
     for entry in repo.refs.reflog(f"refs/heads/{trunk}"):
         if entry.new is not None and entry.message.startswith(COMMIT_MESSAGE):
-            marked[entry.new] = marked.get(entry.new, False) or entry.verified
+            marked.add(entry.new)
     journaled = {e.record for e in drainlog.index(repo, trunk).latest.values()}
     mismatches = [f"record {r.hex()} has drain journal entries but the trunk's reflog does not mark it as "
-                  "committed here" for r in sorted(journaled - set(marked), key=bytes)]
-    return Ownership(trunk, set(marked) | journaled, journaled, sum(1 for v in marked.values() if not v),
-                     mismatches)
+                  "committed here" for r in sorted(journaled - marked, key=bytes)]
+    return Ownership(trunk, marked | journaled, journaled, mismatches)
 
 
 def own_records(repo: Repo, trunk: str) -> list[tuple[Hash, Record]]:

@@ -1,6 +1,7 @@
-"""fsck: re-hash and decode every object, check every pack, read every ref, packed-refs and reflog line
-(each checksummed), walk from every ref and reflog, verify the hash chains and that each ref's target
-has the kind its namespace needs, and cross-check which records each trunk owes drains for.
+"""fsck: the backend checks what it holds (every object re-hashed and decoded; on disk, every pack and
+journal segment too); then every ref and reflog line is read (each checksummed), the walk goes from
+every ref and reflog, and the hash chains, each ref target's kind and which records each trunk owes
+drains for are checked.
 
 Damage is named (which file, which object, what is wrong); the caller decides how to exit. Reflog
 entries older than `gc.reflogExpire` are not walked: gc may legitimately have collected what they named.
@@ -18,12 +19,11 @@ from reelstore.drain.ops import ownership
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.maintenance.age import DEFAULT_REFLOG_EXPIRE, config_cutoff
 from reelstore.maintenance.reach import walk
-from reelstore.objects import Approval, Effect, Effects, Hash, Journal, Object, Record, View, decode_verified
+from reelstore.objects import Approval, Effect, Effects, Hash, Journal, Object, Record, View
 from reelstore.objects.approval import fault
 from reelstore.objects.ref import required_kind
 from reelstore.storage import binding_log
 from reelstore.storage.object_store import ObjectStore
-from reelstore.storage.pack_verify import verify_pack
 from reelstore.storage.repo import Repo
 
 
@@ -35,8 +35,6 @@ class FsckReport:
     packed: int = 0
     reachable: int = 0
     refs: int = 0
-    legacy_reflog_lines: int = 0
-    """Reflog lines written before lines carried checksums: read, but unverifiable."""
     problems: list[str] = field(default_factory=list)
     missing: dict[Hash, str] = field(default_factory=dict)
     unreachable: list[Hash] = field(default_factory=list)
@@ -48,7 +46,7 @@ class FsckReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "objects": self.objects, "loose": self.loose, "packs": self.packs, "packed": self.packed,
-            "reachable": self.reachable, "refs": self.refs, "legacy_reflog_lines": self.legacy_reflog_lines,
+            "reachable": self.reachable, "refs": self.refs,
             "problems": self.problems,
             "missing": {h.hex(): via for h, via in self.missing.items()},
             "unreachable": [h.hex() for h in self.unreachable], "clean": self.clean,
@@ -82,32 +80,10 @@ def fsck(repo: Repo, *, full: bool = True,
          progress: Callable[[str, int, int | None], None] | None = None) -> FsckReport:
     report = FsckReport()
     store = repo.objects
-    every: set[Hash] = set()
-    store.refresh(force=True)
-    for name, why in sorted(store.problems().items()):
-        report.problems.append(f"{name}: {why}")
-    packs = store.packs()
-    for pack in packs:
-        report.packs += 1
-        if full:
-            if progress is not None:
-                progress("verifying packs", report.packs - 1, len(packs))
-            _, problems = verify_pack(pack)
-            report.problems.extend(problems)
-            if progress is not None:
-                progress("verifying packs", report.packs, len(packs))
-        every.update(pack.ids())
-        report.packed += pack.count
-    for h in store.loose_ids():
-        report.loose += 1
-        every.add(h)
-        try:
-            _check_loose(store, h)
-        except StorageError as err:
-            report.problems.append(f"loose {h.hex()}: {err.message}")
-        if progress is not None and report.loose % 1000 == 0:
-            progress("checking loose objects", report.loose, None)
-    report.objects = len(every)
+    held = store.fsck(full=full, progress=progress)
+    every = held.ids
+    report.problems.extend(held.problems)
+    report.loose, report.packs, report.packed, report.objects = held.loose, held.packs, held.packed, len(every)
     now = time.time()
     since = config_cutoff(repo, "gc.reflogExpire", DEFAULT_REFLOG_EXPIRE, now)
     roots, heads = _ref_roots(repo, report, 0 if since is None else int(since * 1000))
@@ -148,14 +124,10 @@ def fsck(repo: Repo, *, full: bool = True,
 
 
 def _ref_roots(repo: Repo, report: FsckReport, since_ms: int) -> tuple[list[tuple[str, Hash]], list[tuple[str, Hash]]]:
-    """(walk roots, every ref's value) from what reads soundly; each damaged ref, packed-refs or reflog
+    """(walk roots, every ref's value) from what reads soundly; each damaged ref or reflog
     is a problem naming it, and the check goes on with the rest."""
     refs = repo.refs
-    try:
-        names = list(refs.names())
-    except StorageError as err:
-        report.problems.append(err.message)
-        names = list(refs.loose_names())
+    names = list(refs.names())
     roots: list[tuple[str, Hash]] = []
     heads: list[tuple[str, Hash]] = []
     for name in names:
@@ -173,7 +145,6 @@ def _ref_roots(repo: Repo, report: FsckReport, since_ms: int) -> tuple[list[tupl
             report.problems.append(err.message)
             continue
         for n, entry in enumerate(log):
-            report.legacy_reflog_lines += not entry.verified
             if entry.time_ms >= since_ms:
                 roots += [(f"{name}@{{{n}}}", h) for h in (entry.old, entry.new) if h is not None]
     report.refs = len(heads)
@@ -229,14 +200,3 @@ def _check_approvals(store: ObjectStore, report: FsckReport, committed: list[tup
         except (NotFound, StorageError, BadInput):
             continue  # missing or damaged objects are reported by the walk
 
-
-def _check_loose(store: ObjectStore, h: Hash) -> None:
-    """A loose object must read soundly from its own copy, whatever copies the packs hold."""
-    try:
-        raw = store.get_loose(h)
-    except NotFound:
-        return
-    try:
-        decode_verified(raw, h)
-    except BadInput as exc:
-        raise StorageError(f"object {h.hex()} is damaged: {exc.message}", id=h) from None

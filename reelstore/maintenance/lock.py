@@ -1,6 +1,6 @@
 """What gc, prune and repack hold while they run: `.reel/gc.lock` (one of them at a time per store, and
 never beside a writer's pack roll-up, which holds it too; a lock left by a dead process of this host is
-taken over), Python's cycle collector paused, and an on-disk store."""
+taken over), and Python's cycle collector paused."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from reelstore.errors import BadInput, Conflict
+from reelstore.errors import Conflict
 from reelstore.storage.fileio import pid_alive
 from reelstore.storage.gc_lock import GC_LOCK as LOCK_NAME
 from reelstore.storage.gc_lock import gc_lock_line
-from reelstore.storage.object_store import ObjectStore
 from reelstore.storage.ref_format import HOST
 from reelstore.storage.repo import Repo
 
@@ -62,8 +61,3 @@ def _lock_owner(content: bytes | None) -> str | None:
         return None
     return f"pid {parts[0]} on {parts[1]}" if len(parts) >= 2 else "unknown holder"
 
-
-def on_disk(repo: Repo) -> ObjectStore:
-    if not repo.objects.keeps_files:
-        raise BadInput("this command needs an on-disk store")
-    return repo.objects

@@ -47,6 +47,8 @@ _BIN_WIDTH = {0xC4: 1, 0xC5: 2, 0xC6: 4}
 """A blob's body is one msgpack bin: its marker byte -> the width of the length that follows."""
 _KINDS = {code: kind.encode("ascii") for kind, code in KIND_CODES.items()}
 _BLOB = KIND_CODES["blob"]
+_LEAF = KIND_TAGS[_BLOB]
+"""`blob\0`, the canonical prefix of the one kind without edges."""
 _HEX_DIGITS = b"0123456789abcdef"
 _TAGS = tuple(KIND_TAGS.get(code) for code in range(max(KIND_TAGS) + 1))
 """Kind code -> `kind\0` (None for a code no kind has), as the accelerator takes them."""
@@ -111,6 +113,22 @@ def _content(raw: bytes, start: int, blob: bool, h: bytes, pack: Pack | None) ->
     return raw[start:] if len(raw) - start < COPY_BELOW else memoryview(raw)[start:]
 
 
+class _Mapped:
+    """One pack, mapped for a level that reads many of its ids."""
+
+    __slots__ = ("pack", "positions", "offsets", "map", "start", "end")
+
+    def __init__(self, pack: Pack) -> None:
+        self.pack = pack
+        ids, self.offsets, _, _ = pack.index.columns()
+        self.positions = dict(zip(ids, range(len(ids))))
+        self.map, self.start, self.end = pack.map, pack.data_start, pack.data_end
+
+
+Take = Callable[[bytes, bytes, bool], None]
+"""Hears of each object `read_many` reads: (id, canonical bytes, held stored by the store)."""
+
+
 class BulkReader:
     """Verified (kind, content) of object after object from `store`."""
 
@@ -128,6 +146,8 @@ class BulkReader:
         self.accelerated = accelerator_on()
         """Whether `answer` runs the C loop (else it answers nothing and the caller reads each name)."""
         self._spans: tuple[tuple[object, object, int, int], ...] | None = None
+        self._mapped: dict[int, _Mapped] = {}
+        """The packs `read_many` has mapped, by position in `packs`: kept from one call to the next."""
 
     @classmethod
     def of_repo(cls, repo: Repo) -> BulkReader:
@@ -277,3 +297,59 @@ class BulkReader:
             h = unhexlify(name)
             code, raw = pack.read(h, i)
             yield kinds[code], _content(raw, len(tags[code]), code == _BLOB, h, pack)
+
+    def read_many(self, ids: Sequence[bytes], take: Take, inner: Callable[[bytes], None], what: str = "read") -> None:
+        """Hand `take` each of `ids`, in order, with its canonical bytes and whether it is held stored,
+        and `inner` the bytes of each that is not a blob; E007 on damage, and a StorageError naming the
+        first id the store does not hold. An id a mapped pack holds is read from that pack, any other
+        through `read_raw`.
+
+        A stored entry in a mapped pack is read here: its canonical bytes are BLAKE3-hashed against the
+        id, which covers everything the entry's CRC would (the kind code makes the tag, the size the
+        extent, the method byte only says how to read it), so the CRC is not computed as well."""
+        for k, pack in enumerate(self.packs):
+            if k not in self._mapped and len(ids) * 8 > pack.count and pack.count <= MAP_LIMIT:
+                self._mapped[k] = _Mapped(pack)
+        maps = list(self._mapped.values())
+        tags, stored_method, blob = KIND_TAGS, STORED, KIND_CODES["blob"]
+        hasher = blake3.blake3()  # one, reset for each object: cheaper than a new one each time
+        reset, update, digest = hasher.reset, hasher.update, hasher.digest
+        for h in ids:
+            raw, stored = None, True
+            for mp in maps:
+                i = mp.positions.get(h, -1)
+                if i < 0:
+                    continue
+                off, m, end = mp.offsets[i], mp.map, mp.end
+                # A stored entry's size and payload length are one varint written twice; when it is one
+                # or two bytes the entry is read here, else by the pack (CRC, inflation, one hash).
+                size = pos = -1
+                if mp.start <= off <= end - 6:
+                    code, method, a, b, c, d = m[off : off + 6]
+                    if method == stored_method:
+                        if a < 0x80 and b == a:
+                            size, pos = a, off + 4
+                        elif a >= 0x80 and b < 0x80 and c == a and d == b:
+                            size, pos = (a & 0x7F) | b << 7, off + 6
+                if size >= 0 and (tag := tags.get(code)) is not None and pos + size <= end:
+                    raw = tag + m[pos : pos + size]
+                    reset()
+                    update(raw)
+                    if digest() != h:
+                        raise StorageError(f"object {h.hex()} in {mp.pack.name} is damaged: content does not "
+                                           "hash to its id", id=Hash(h))
+                else:
+                    code, raw = mp.pack.read(h, i)
+                    stored = m[off + 1] == stored_method  # the entry parsed: its method byte is there
+                break
+            if raw is not None:
+                take(h, raw, stored)
+                if code != blob:
+                    inner(raw)
+                continue
+            found = self.read_raw(h)
+            if found is None:
+                raise StorageError(f"cannot {what}: object {h.hex()} is missing from this store", id=Hash(h))
+            take(h, found[0], found[1])
+            if not found[0].startswith(_LEAF):
+                inner(found[0])

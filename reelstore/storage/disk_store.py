@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from reelstore.errors import NotFound, StorageError
+from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.objects.hash import Hash
 from reelstore.storage.gc_lock import GC_LOCK
 from reelstore.storage.inflight import Inflight
@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # imported where used: a read that packs or loose files answe
     from reelstore.storage.pack_copy import Reuse
     from reelstore.storage.pack_item import PackItem, PackOptions, PackResult
     from reelstore.storage.segment import Segment, Segments
+    from reelstore.storage.upkeep import GcReport, Mark, Progress, PruneReport, RepackReport, StoreCheck
     from reelstore.storage.write_batch import WriteBatch
 
 ROLL_UP_PACKS = 32
@@ -64,6 +65,8 @@ class DiskObjectStore(ObjectStore):
         self.pack_batch = pack_batch
         self.inflight: Inflight | None = None
         """Where writes are registered until their ref moves (gc's fence); set by Repo.open."""
+        self.setting: Callable[[str], str | None] = _no_setting
+        """The store's config, for the pack writer's options (`pack.depth`…); set by Repo.open."""
         self.loose = LooseObjectStore(self.root, fsync=fsync)
         self.pack_dir = self.root / "pack"
         self._set = PackSet(self.pack_dir, fsync=fsync)
@@ -187,10 +190,6 @@ class DiskObjectStore(ObjectStore):
         if Hash.of(raw) != h:
             raise StorageError(f"object {h.hex()} is damaged: content does not hash to its id", id=h)
         return raw
-
-    @property
-    def keeps_files(self) -> bool:
-        return True
 
     def loose_files(self) -> dict[Hash, float]:
         """Every loose object: id -> mtime, from one directory scan."""
@@ -484,15 +483,6 @@ class DiskObjectStore(ObjectStore):
         """Remove the loose copy of `h`; packed copies go only when gc or repack rewrites their pack."""
         self.loose.delete(h)
 
-    def loose_ids(self) -> Iterator[Hash]:
-        return iter(self.loose)
-
-    def get_loose(self, h: Hash) -> bytes:
-        return self.loose.get_raw(h)
-
-    def put_loose(self, objs: Iterable[Object]) -> list[Hash]:
-        return self.loose.put_many(objs)
-
     def import_pack(self, fill: Callable[[IO[bytes]], object]) -> tuple[Path, bytes, int]:
         from reelstore.storage import pack_import
 
@@ -504,11 +494,38 @@ class DiskObjectStore(ObjectStore):
         return self.segments.segment(trunk)
 
     def counts(self) -> dict[str, int]:
+        """git's count-objects -v figures (storage/object_counts.py)."""
         return count_objects(self)
 
-    @property
-    def scratch_dir(self) -> Path | None:
-        return self.root
+    # Upkeep: gc, repack and prune rewrite packs and delete files (storage/pack_gc.py); the caller holds
+    # gc's lock. pack_gc is imported by these methods alone: it loads 10 more modules (the kinds' codec,
+    # the pack copier and verifier), 32 ms on top of disk_store here (best of 6, timed around `import
+    # reelstore.storage.pack_gc` after disk_store), which every command would pay for four that use it.
+
+    def gc(self, mark: Mark, cutoff: float | None, *, dry_run: bool = False, progress: Progress | None = None,
+           now: float) -> GcReport:
+        from reelstore.storage import pack_gc
+
+        return pack_gc.collect(self, mark, cutoff, dry_run, progress, now)
+
+    def repack(self, mark: Mark, *, all_objects: bool = False, delete: bool = False,
+               progress: Progress | None = None) -> RepackReport:
+        """Pack the loose objects (with `all_objects`, every object, into one pack), dropping nothing;
+        with `delete`, remove the copies now packed elsewhere."""
+        from reelstore.storage import pack_gc
+
+        return pack_gc.repack(self, mark, all_objects, delete, progress)
+
+    def prune(self, mark: Mark, cutoff: float | None, *, dry_run: bool = False) -> PruneReport:
+        """Delete unreachable loose objects older than `cutoff`; packs are untouched."""
+        from reelstore.storage import pack_gc
+
+        return pack_gc.prune(self, mark, cutoff, dry_run)
+
+    def fsck(self, *, full: bool = True, progress: Progress | None = None) -> StoreCheck:
+        from reelstore.storage import pack_gc
+
+        return pack_gc.check_store(self, full, progress)
 
     def mtime(self, h: Hash) -> float:
         """The newest mtime of any copy of `h`, in seconds (E001 if there is none)."""
@@ -527,3 +544,16 @@ class DiskObjectStore(ObjectStore):
         if best is None:
             raise NotFound(f"no object {h.hex()}", id=h)
         return best
+
+
+def _no_setting(key: str) -> str | None:
+    """A store opened without its config: every pack option at its default."""
+    return None
+
+
+def on_disk(store: ObjectStore, what: str) -> DiskObjectStore:
+    """`store` as the disk backend, for the commands about its packs and loose files; E014 for any other
+    backend, which keeps no such files."""
+    if not isinstance(store, DiskObjectStore):
+        raise BadInput(f"{what} needs a store on disk: a {type(store).__name__} keeps no pack or loose files")
+    return store

@@ -1,7 +1,6 @@
 """A ref's bytes on disk (the name rules live in objects/ref.py): the CRC that guards every entry, the
-loose and packed-refs file formats, and the lines a ref write puts in its lock file and appends to the
-reflog (their readers, storage/ref_locks and storage/reflog, load only where locks and reflogs are read
-back).
+ref file's format, and the lines a ref write puts in its lock file and appends to the reflog (their
+readers, storage/ref_locks and storage/reflog, load only where locks and reflogs are read back).
 
 Everything a reader needs: `show-ref` reads refs through this, the lock files and `storage.refs`;
 the reflog's reader, the lock reader and ref transactions are modules of their own that only their users load.
@@ -10,10 +9,9 @@ the reflog's reader, the lock reader and ref transactions are modules of their o
 from __future__ import annotations
 
 import os
-import re
 import time
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import ZERO_HEX, Hash
@@ -49,15 +47,11 @@ def keeps_reflog(name: str) -> bool:
 _LOWER_HEX = frozenset(b"0123456789abcdef")
 _LOOSE_SIZE = 64 + 1 + 8 + 1
 """A loose ref file: `ID CRC` and a newline."""
-_PACKED = re.compile(r"([0-9a-f]{64}) (refs/[^ ]+) ([0-9a-f]{8})")
-"""A packed-refs entry. The name rule and the loose file's form, which every verb meets, are checked
-with sets."""
-PACKED_HEADER = "# reel packed-refs v2"
 
 
 def checksum(name: str, body: str) -> str:
     """CRC-32 of a ref's name and one entry's text, as 8 lowercase hex digits. It covers the name so an
-    entry moved to another ref (or a name changed in packed-refs) fails its check; CRC-32 catches every
+    entry moved to another ref fails its check; CRC-32 catches every
     error burst up to 32 bits, so any single changed byte of an entry is detected."""
     crc = zlib.crc32(name.encode("utf-8") + b"\0" + body.encode("utf-8"))
     return f"{crc:08x}"
@@ -131,7 +125,7 @@ class NameSet:
             ancestor = "/".join(parts[:i])
             if ancestor in self._set:
                 return ancestor
-        if not self._sorted:  # no other name (a store without packed refs): nothing to search
+        if not self._sorted:  # no other name: nothing to search
             return None
         import bisect
 
@@ -165,35 +159,3 @@ def parse_loose(name: str, data: bytes) -> Hash:
             raise StorageError(f"ref {name} is damaged: its checksum does not match", ref=name)
         return Hash.from_hex(text)
     raise StorageError(f"ref {name} is damaged: {data[:80]!r} is not an object id and checksum", ref=name)
-
-
-def format_packed(packed: Mapping[str, Hash]) -> bytes:
-    """packed-refs v2: the header, then `ID NAME CRC` lines sorted by name."""
-    lines = [PACKED_HEADER] + [f"{h.hex()} {n} {checksum(n, h.hex())}" for n, h in sorted(packed.items())]
-    return ("\n".join(lines) + "\n").encode("utf-8")
-
-
-def parse_packed(data: bytes) -> dict[str, Hash]:
-    """packed-refs, strictly: the first line is a known header, every other line one entry (no comments,
-    no blank lines), each entry's checksum holds. Anything else is E007 naming the line."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise StorageError(f"packed-refs is damaged: not UTF-8 at byte {exc.start}") from None
-    if not text:
-        return {}
-    if not text.endswith("\n"):
-        raise StorageError("packed-refs is damaged: it does not end with a newline")
-    lines = text[:-1].split("\n")
-    if lines[0] != PACKED_HEADER:
-        raise StorageError(f"packed-refs is damaged: unknown header {lines[0][:80]!r}")
-    out: dict[str, Hash] = {}
-    for no, line in enumerate(lines[1:], start=2):
-        m = _PACKED.fullmatch(line)
-        name = m.group(2) if m is not None else ""
-        if m is None or not is_listable(name) or name in out:
-            raise StorageError(f"packed-refs is damaged at line {no}: {line[:80]!r}")
-        if checksum(name, m.group(1)) != m.group(3):
-            raise StorageError(f"packed-refs is damaged at line {no}: the checksum of {name} does not match", ref=name)
-        out[name] = Hash.from_hex(m.group(1))
-    return out

@@ -20,8 +20,6 @@ class ReflogEntry(NamedTuple):
     time_ms: int
     principal: str
     message: str
-    verified: bool = True
-    """False for a legacy line (written before reflog lines carried a checksum)."""
 
     def body(self) -> str:
         return reflog_body(self.old, self.new, self.time_ms, self.principal, self.message)
@@ -33,15 +31,12 @@ class ReflogEntry(NamedTuple):
     @classmethod
     def parse(cls, line: str, name: str) -> ReflogEntry:
         """One line of `name`'s reflog (without its newline). E014 if malformed or its checksum fails."""
-        crc, verified = line[:8], True
-        if len(line) > 9 and line[8] == " " and re.fullmatch(_CRC, crc):
-            body = line[9:]
-            if checksum(name, body) != crc:
-                raise BadInput(f"reflog line fails its checksum: {line[:100]!r}")
-        elif len(line) > 64 and line[64] == " " and is_full_hex(line[:64]):
-            body, verified = line, False
-        else:
+        crc = line[:8]
+        if not (len(line) > 9 and line[8] == " " and re.fullmatch(_CRC, crc)):
             raise BadInput(f"malformed reflog line {line[:100]!r}")
+        body = line[9:]
+        if checksum(name, body) != crc:
+            raise BadInput(f"reflog line fails its checksum: {line[:100]!r}")
         head, _, message = body.partition("\t")
         parts = head.split(" ", 3)
         if len(parts) < 3 or not is_full_hex(parts[0]) or not is_full_hex(parts[1]) or not parts[2].isdigit() or (
@@ -49,7 +44,7 @@ class ReflogEntry(NamedTuple):
             raise BadInput(f"malformed reflog line {line[:100]!r}")
         old = None if parts[0] == ZERO_HEX else Hash.from_hex(parts[0])
         new = None if parts[1] == ZERO_HEX else Hash.from_hex(parts[1])
-        return cls(old, new, int(parts[2]), parts[3] if len(parts) > 3 else "", message, verified)
+        return cls(old, new, int(parts[2]), parts[3] if len(parts) > 3 else "", message)
 
 
 def parse_reflog(name: str, data: bytes) -> list[ReflogEntry]:

@@ -16,15 +16,15 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator
+from contextlib import suppress
 from pathlib import Path
 
 from reelstore.crashpoints import crash_point
 from reelstore.errors import Conflict, NotFound, StorageError
 from reelstore.objects import Hash
 from reelstore.objects.ref import check_ref_name
-from reelstore.storage.fileio import atomic_write, fsync_dir, pid_alive, temp_name, write_new
+from reelstore.storage.fileio import fsync_dir, pid_alive, temp_name, write_new
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.op_log import FILE as OPS_FILE
 from reelstore.storage.op_log import OpLine, RefMove, encode, new_id
@@ -35,12 +35,10 @@ from reelstore.storage.ref_format import (
     checksum,
     durable_reflog,
     format_loose,
-    format_packed,
     holder_line,
     is_listable,
     keeps_reflog,
     parse_loose,
-    parse_packed,
     reflog_line,
 )
 from reelstore.storage.ref_locks import LOCK_TIMEOUT, LockInfo, Locks, break_dead, lock_conflict, read_lock
@@ -78,11 +76,6 @@ class RefStore:
 
     def names(self) -> Iterator[str]:
         raise NotImplementedError
-
-    def loose_names(self) -> Iterator[str]:
-        """The names readable one by one, without the shared packed list (what fsck can still list when
-        that list is damaged); a store that keeps no such list lists every name."""
-        return self.names()
 
     def _settle(self) -> None:
         """A transaction landed: the objects this thread wrote before it are referenced now, or garbage,
@@ -189,15 +182,13 @@ class MemoryRefStore(RefStore):
 
 
 class DiskRefStore(RefStore):
-    """Loose refs under `refs/`, `packed-refs`, reflogs under `logs/`, all inside the `.reel` dir."""
+    """One file per ref under `refs/`, reflogs under `logs/`, all inside the `.reel` dir."""
 
     def __init__(self, root: Path, *, fsync: bool = True) -> None:
         self.root = Path(root)
         self.fsync = fsync
-        self.packed_path = self.root / "packed-refs"
         self.inflight: Inflight | None = None
         """The gc fence's registry of this thread's unreferenced writes; set by Repo.open."""
-        self._packed_cache: tuple[tuple[int, int, int], dict[str, Hash]] | None = None
 
     def _path(self, name: str) -> Path:
         return self.root / name
@@ -214,41 +205,16 @@ class DiskRefStore(RefStore):
         try:
             data = path.read_bytes()
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return self._packed_view().get(name)
+            return None
         except OSError as exc:
             raise StorageError(f"cannot read ref {name}: {exc}", ref=name) from None
         return parse_loose(name, data)
 
-    def _packed(self) -> dict[str, Hash]:
-        """packed-refs as a fresh dict the caller may change."""
-        return dict(self._packed_view())
-
-    def _packed_view(self) -> Mapping[str, Hash]:
-        """packed-refs, read-only; parsed again only when the file was replaced since the last read."""
-        try:
-            st = os.stat(self.packed_path)
-        except FileNotFoundError:
-            return {}
-        key = (st.st_ino, st.st_mtime_ns, st.st_size)
-        if self._packed_cache is None or self._packed_cache[0] != key:
-            try:
-                data = self.packed_path.read_bytes()
-            except FileNotFoundError:
-                return {}
-            except OSError as exc:
-                raise StorageError(f"cannot read packed-refs: {exc}") from None
-            self._packed_cache = (key, parse_packed(data))
-        return self._packed_cache[1]
-
-    def _write_packed(self, packed: dict[str, Hash]) -> None:
-        atomic_write(self.packed_path, format_packed(packed), fsync=self.fsync)
-
     def _lock(self, names: list[str]) -> None:
         taken: list[str] = []
-        packed = NameSet(self._packed_view())
         try:
             for name in names:
-                self._clear_way(name, packed)
+                self._clear_way(name)
                 self._lock_one(name)
                 taken.append(name)
         except BaseException:
@@ -297,8 +263,8 @@ class DiskRefStore(RefStore):
                 if attempt == attempts - 1:
                     raise
 
-    def _clear_way(self, name: str, packed: NameSet) -> None:
-        """Refuse (E002) a name that is a directory of another ref, or under one, packed or loose or being
+    def _clear_way(self, name: str) -> None:
+        """Refuse (E002) a name that is a directory of another ref, or under one, written or being
         written; remove empty directories left where the ref file must go."""
         parts = name.split("/")
         ancestors = ["/".join(parts[:i]) for i in range(2, len(parts))]
@@ -307,9 +273,8 @@ class DiskRefStore(RefStore):
         if path.is_dir():
             for dirpath, _, files in os.walk(path):
                 loose += [os.path.join(dirpath, f) for f in files if not f.startswith(".tmp-")]
-        other = loose[0] if loose else packed.conflict(name)
-        if other is not None:
-            raise Conflict(f"cannot lock ref {name}: {other} is in the way", ref=name)
+        if loose:
+            raise Conflict(f"cannot lock ref {name}: {loose[0]} is in the way", ref=name)
         if path.is_dir():
             for dirpath, _, _ in sorted(os.walk(path), key=lambda t: -len(t[0])):
                 with suppress(OSError):
@@ -352,19 +317,11 @@ class DiskRefStore(RefStore):
             crash_point("refs:renamed")
             if sync:
                 fsync_dir(path.parent)
-        if deletes:
-            if any(u.name in self._packed_view() for u in deletes):
-                with self._packed_locked():
-                    packed = self._packed()
-                    for u in deletes:
-                        packed.pop(u.name, None)
-                    self._write_packed(packed)
-                    crash_point("refs:packed-rewritten")
-            for u in deletes:
-                self._path(u.name).unlink(missing_ok=True)
-                self._log_path(u.name).unlink(missing_ok=True)
-                self._prune_dirs(self._path(u.name).parent)
-                self._prune_dirs(self._log_path(u.name).parent)
+        for u in deletes:
+            self._path(u.name).unlink(missing_ok=True)
+            self._log_path(u.name).unlink(missing_ok=True)
+            self._prune_dirs(self._path(u.name).parent)
+            self._prune_dirs(self._log_path(u.name).parent)
 
     def _prune_dirs(self, d: Path) -> None:
         """Remove empty directories up from `d`, keeping the namespaces themselves (refs/heads, …)."""
@@ -377,9 +334,9 @@ class DiskRefStore(RefStore):
             d = d.parent
 
     def stale_locks(self) -> Locks:
-        """Every stale lock file of this store (refs and packed-refs), by path."""
+        """Every stale lock file of this store, by path."""
         out = []
-        paths = [self.root / "packed-refs.lock"]
+        paths: list[Path] = []
         for dirpath, _, files in os.walk(self.root / "refs"):
             paths += [Path(dirpath) / f for f in files if f.endswith(".lock")]
         for path in sorted(paths):
@@ -419,10 +376,6 @@ class DiskRefStore(RefStore):
             os.close(fd)
 
     def names(self) -> Iterator[str]:
-        return iter(sorted(set(self._packed_view()) | set(self.loose_names())))
-
-    def loose_names(self) -> Iterator[str]:
-        """The loose refs alone (what fsck can still list when packed-refs is damaged)."""
         for dirpath, _, files in os.walk(self.root / "refs"):
             for f in files:
                 name = os.path.relpath(os.path.join(dirpath, f), self.root).replace(os.sep, "/")
@@ -437,24 +390,6 @@ class DiskRefStore(RefStore):
         except OSError as exc:
             raise StorageError(f"cannot read the reflog of {name}: {exc}", ref=name) from None
         return parse_reflog(name, data)
-
-    @contextmanager
-    def _packed_locked(self, wait_s: float = 10.0) -> Iterator[None]:
-        """packed-refs is rewritten whole; its lock is held for milliseconds, so wait for it briefly."""
-        lock = self.root / "packed-refs.lock"
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                new_lock(lock)
-                break
-            except FileExistsError:
-                if time.monotonic() > deadline:
-                    raise Conflict(f"cannot lock packed-refs: {lock} exists; if no reel runs, remove it") from None
-                time.sleep(0.005)
-        try:
-            yield
-        finally:
-            lock.unlink(missing_ok=True)
 
 
 def new_lock(lock: Path) -> None:

@@ -221,6 +221,7 @@ class Repo:
 
             objects = DiskObjectStore(path / "objects", fsync=fsync)
             objects.inflight = inflight
+            objects.setting = config.get
             return objects
 
         root = path.resolve()
