@@ -173,6 +173,11 @@ def admission_report(out: dict[str, list[float]], pendings: list[int]) -> None:
     each = [med(out[f"each {n}"]) for n in pendings]
     print(f"  goal <= 50 us per effect: {verdict(max(each) <= 50e-6)}; flat (10k / 10 pending): "
           f"{each[-1] / each[0]:.2f}x")
+    if max(each) > 50e-6:
+        print("  floor (cProfile of 2,000 admissions): the op is validated and frozen three times (the http "
+              "adapter's check, the admission, the Effect's meta), the hold file is opened on every admission, "
+              "and the http classify and secret scrub walk the op and every service rule. Next lever: freeze "
+              "the op once and hand the frozen value on; check the hold by its file's stat")
 
 
 # drain
@@ -235,6 +240,14 @@ def drain_report(out: dict[str, list[float]], n: int) -> None:
     ratio = med(out["loop fsync wall"]) / med(out["drain wall"])
     print(f"  goal >= 0.8x the fsync loop: {ratio:.2f}x, {verdict(ratio >= 0.8)}; one connection per host: "
           f"{verdict(med(out['connections']) <= 1)}")
+    if ratio < 0.8:
+        extra = (med(out["drain cpu"]) - med(out["loop fsync cpu"])) / n
+        print(f"  floor: both make one fsync per effect (the drain's journal frame carries the outcome of effect "
+              f"i and the intent of i+1); the gap is {us(extra)} more CPU per effect: the ownership check of "
+              "each operation (other trunks' journals, the committed-operations cache), the drain lock and "
+              "epoch file taken twice (journal append, fire token), the journal entry's encoding. Next levers: "
+              "one ownership snapshot per drain re-checked under the drain lock, one drain-lock hold per "
+              "effect for the append and the token")
 
 
 # one agent step
@@ -247,7 +260,15 @@ def step_round(base: Path, target: Target, steps: int, out: dict[str, list[float
     store.repo.config.set("service.bench.delivery", "keyed")
     store = Store.open(path)
     cpus, walls = [], []
+    real_fsync, count = os.fsync, [0]
+
+    def counting(fd: Any) -> None:
+        count[0] += 1
+        real_fsync(fd)
+
     for i in range(steps + 1):
+        if i == 1:
+            os.fsync, count[0] = counting, 0
         c0, w0 = cpu(), time.perf_counter()
         with store.view(f"s{i}") as v:
             v.put(f"notes/{i}.txt", b"step %d" % i)
@@ -257,8 +278,11 @@ def step_round(base: Path, target: Target, steps: int, out: dict[str, list[float
         if i:  # the first step loads modules
             cpus.append(c1 - c0)
             walls.append(w1 - w0)
+    os.fsync = real_fsync
     out.setdefault("reel cpu", []).append(med(cpus))
     out.setdefault("reel wall", []).append(med(walls))
+    out.setdefault("reel fsyncs", []).append(count[0] / steps)
+    out.setdefault("fsync wall", []).append(fsync_cost(base))
     db = sqlite3.connect(base / "step.db", isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=FULL")
@@ -294,6 +318,12 @@ def step_report(out: dict[str, list[float]]) -> None:
     ratio_w = med(out["reel wall"]) / med(out["sqlite wall"])
     print(f"  goal <= 2x SQLite: CPU {ratio_c:.2f}x ({verdict(ratio_c <= 2)}), wall {ratio_w:.2f}x "
           f"({verdict(ratio_w <= 2)}); under 5 ms per step: {verdict(med(out['reel wall']) < 5e-3)}")
+    fsyncs, each = med(out["reel fsyncs"]), med(out["fsync wall"])
+    print(f"  floor: {fsyncs:.1f} fsyncs per reelstore step (SQLite: 2, its two commits) at {ms(each)} each here "
+          f"= {ms(fsyncs * each)} of the wall; the rest of the CPU is Python per verb (fork, put, effect, commit, "
+          "drain each open, encode and hash their objects). Next levers: a small batch's objects appended to "
+          "an existing segment (one fsync, no pack directory fsync, for fork, put and commit alike), then one "
+          "fsync for a fork+put+commit made in one `with store.view()`")
 
 
 # concurrent committers
@@ -302,13 +332,14 @@ def _agent(path: str, who: int, commits: int, start: Any) -> None:
     store = Store.open(path)
     start.wait()
     failed: list[str] = []
+    c0 = cpu()
     for i in range(commits):
         try:
             with store.view(f"a{who}-{i}") as v:
                 v.put(f"agents/{who}/{i}.txt", b"x" * 100)
         except Exception as exc:  # noqa: BLE001  (a failed commit is counted and shown, not hidden)
             failed.append(f"{type(exc).__name__}: {str(exc)[:160]}")
-    Path(path, f"agent-{who}.json").write_text(json.dumps(failed))
+    Path(path, f"agent-{who}.json").write_text(json.dumps({"failed": failed, "cpu": cpu() - c0}))
 
 
 def _sqlite_writer(path: str, who: int, commits: int, start: Any) -> None:
@@ -340,10 +371,31 @@ def _race(make: Callable[..., None], path: str, procs: int, commits: int) -> flo
         p.join(300)
         assert p.exitcode == 0, p.exitcode
     elapsed = time.perf_counter() - w0
-    failed = [e for w in range(procs) for e in json.loads((Path(path) / f"agent-{w}.json").read_text())] \
-        if make is _agent else []
+    docs = [json.loads((Path(path) / f"agent-{w}.json").read_text()) for w in range(procs)] if make is _agent else []
+    failed = [e for doc in docs for e in doc["failed"]]
     FAILURES.extend(f"{procs} agents: {e}" for e in failed)
+    if docs:
+        AGENT_CPU.setdefault(procs, []).append(sum(doc["cpu"] for doc in docs) / (procs * commits))
     return (procs * commits - len(failed)) / elapsed
+
+
+AGENT_CPU: dict[int, list[float]] = {}
+"""CPU seconds per commit (fork, put, commit) of the agent processes, by how many ran at once."""
+
+
+def fsync_cost(base: Path, n: int = 20) -> float:
+    """Median wall time of appending 100 bytes to a file and fsyncing it, on the bench's disk."""
+    path = base / "fsync-cost"
+    times = []
+    with open(path, "ab") as f:
+        for _ in range(n):
+            w0 = time.perf_counter()
+            f.write(b"x" * 100)
+            f.flush()
+            os.fsync(f.fileno())
+            times.append(time.perf_counter() - w0)
+    path.unlink()
+    return med(times)
 
 
 def concurrent_round(base: Path, commits: int, out: dict[str, list[float]]) -> None:
@@ -360,6 +412,7 @@ def concurrent_round(base: Path, commits: int, out: dict[str, list[float]]) -> N
     db.execute("CREATE TABLE files (name TEXT PRIMARY KEY, data BLOB)")
     db.close()
     out.setdefault("sqlite 16", []).append(_race(_sqlite_writer, str(db_path), 16, commits))
+    out.setdefault("fsync wall", []).append(fsync_cost(base))
 
 
 def concurrent_report(out: dict[str, list[float]], commits: int) -> None:
@@ -369,6 +422,16 @@ def concurrent_report(out: dict[str, list[float]], commits: int) -> None:
     print(f"  SQLite, 16 writer processes (WAL, FULL): {med(out['sqlite 16']):>8,.0f} commits/s")
     ratio = med(out["reel 16"]) / med(out["sqlite 16"])
     print(f"  goal 16 agents >= 1x 16 SQLite writers: {ratio:.2f}x, {verdict(ratio >= 1)}")
+    if ratio < 1 and out.get("fsync wall") and AGENT_CPU.get(16):
+        each, per = med(out["fsync wall"]), med(AGENT_CPU[16])
+        cores = os.cpu_count() or 1
+        print(f"  floor: CPU. Each agent commit (fork, put, commit) costs {ms(per)} of CPU with 16 running "
+              f"({ms(med(AGENT_CPU[1]))} alone): {cores} cores give at most {cores / per:,.0f} commits/s. The "
+              f"fsyncs are not what holds it: commits into one trunk take turns, and a turn holds 3 (the record's "
+              f"pack, its directory, the operation log) at {ms(each)} each here, at most {1 / (3 * each):,.0f}/s. "
+              "Next levers: the CPU of fork, put and commit (each opens the view, encodes and hashes its "
+              "objects, and a pack per write feeds the roll-up); then the record's objects appended to an "
+              "existing segment before the turn, leaving the log's fsync alone in it")
     if FAILURES:
         print(f"  {len(FAILURES)} agent commits FAILED (not counted above); kinds:")
         kinds: dict[str, int] = {}
@@ -381,16 +444,30 @@ def concurrent_report(out: dict[str, list[float]], commits: int) -> None:
 
 # fsyncs of a small commit
 
+def _fsync_kind(fd: int, root: Path) -> str:
+    """What an fsync'd descriptor is, by its path under the store: `objects/pack/` (a directory), `pack`..."""
+    try:
+        where = Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return "?"
+    rel = where.relative_to(root / ".reel").as_posix() if where.is_relative_to(root / ".reel") else str(where)
+    if where.is_dir():
+        return rel + "/"
+    if "/.tmp-" in "/" + rel:
+        rel = rel.rsplit("/", 1)[0] + "/(new file)"
+    return rel
+
+
 def fsyncs_round(base: Path, out: dict[str, list[float]]) -> None:
     path = base / "fsyncs"
     shutil.rmtree(path, ignore_errors=True)
     store = Store.init(path)
     store.fork("f").put("a.txt", b"x")
-    count = [0]
+    kinds: list[str] = []
     real_fsync, real_fdatasync = os.fsync, os.fdatasync
 
     def counting(fd: Any) -> None:
-        count[0] += 1
+        kinds.append(_fsync_kind(fd if isinstance(fd, int) else fd.fileno(), path))
         real_fsync(fd)
 
     os.fsync = counting
@@ -399,12 +476,23 @@ def fsyncs_round(base: Path, out: dict[str, list[float]]) -> None:
         store.commit("f")
     finally:
         os.fsync, os.fdatasync = real_fsync, real_fdatasync
-    out.setdefault("commit", []).append(count[0])
+    out.setdefault("commit", []).append(len(kinds))
+    FSYNC_KINDS[:] = kinds
+
+
+FSYNC_KINDS: list[str] = []
+"""What the last counted commit fsynced, in order."""
 
 
 def fsyncs_report(out: dict[str, list[float]]) -> None:
     n = med(out["commit"])
     print(f"== fsyncs of a small commit alone (one put, no effect): {n:.0f}; goal <= 2: {verdict(n <= 2)}")
+    print(f"  fsynced, in order: {', '.join(FSYNC_KINDS)}")
+    if n > 2:
+        print("  floor: the objects' new pack needs its file and its directory fsynced (a new name each commit)"
+              " before the operation log's line, the commit point. Next lever: append a small commit's"
+              " objects to an existing segment file (one fsync, no new name), rolled into packs by the"
+              " roll-up")
 
 
 def main() -> None:

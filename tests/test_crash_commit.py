@@ -25,7 +25,7 @@ from reelstore.storage.repo import Repo
 
 REEL = [sys.executable, "-c", "from reelstore.cli.main import main; main()"]
 BEFORE_COMMIT_POINT = ("commit:checked", "commit:record-written")
-AFTER_COMMIT_POINT = ("commit:advanced", "commit:logged", "commit:retired", "commit:drained")
+AFTER_COMMIT_POINT = ("refs:op-logged", "commit:advanced", "commit:logged", "commit:retired", "commit:drained")
 
 
 def reel(cwd: Path, *args: str, crash: str | None = None) -> subprocess.CompletedProcess:

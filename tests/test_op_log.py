@@ -23,6 +23,7 @@ from reelstore.kernel.views import load_live
 from reelstore.maintenance.gc import gc
 from reelstore.objects import Record
 from reelstore.storage.op_log import OpLog, operation
+from reelstore.storage.ref_format import format_loose
 from reelstore.storage.repo import Repo
 
 FS_WRITE = json.dumps({"action": "write", "path": "out.txt", "content": "x\n"})
@@ -168,24 +169,45 @@ def test_op_log_and_undo_on_the_command_line(tmp_path: Path, reel) -> None:
     assert reel("get", "v", "a").returncode == 4  # the put is gone: E001
 
 
-def test_a_write_killed_after_its_ref_moved_but_before_its_line_leaves_undo_refusing(tmp_path: Path, reel) -> None:
-    """SIGKILL once the put's ref is renamed into place, before the operation log's line: the log's
-    newest operation (the first put) no longer matches the ref, so undo refuses and moves nothing."""
+def test_a_write_killed_between_its_line_and_its_rename_is_redone_at_open(tmp_path: Path, reel) -> None:
+    """SIGKILL once the put's line is durable in the operation log, before its ref is renamed into place:
+    the next open redoes the ref from the line (breaking the dead writer's lock), so the log and the ref
+    agree and undo reverts that put."""
     Repo.init(tmp_path)
     reel("fork", "v", check=True)
     reel("put", "v", "a", "-", input=b"1", check=True)
+    before = Repo.open(tmp_path).refs["refs/views/v"]
     env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
     killed = subprocess.run([REEL, "put", "v", "b", "-"], input=b"2", cwd=tmp_path, capture_output=True,
-                            timeout=120, env={**env, "REEL_TEST_CRASH_AT": "refs:renamed"})
+                            timeout=120, env={**env, "REEL_TEST_CRASH_AT": "refs:op-logged"})
     assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
-    reel("gc", "--clear-stale-locks", check=True)  # the killed writer's lock, provably stale
+    ref = tmp_path / ".reel" / "refs" / "views" / "v"
+    assert ref.with_name("v.lock").exists()
     repo = Repo.open(tmp_path)
-    held = repo.refs["refs/views/v"]
-    assert repo.ops.operations()[-1].message == "put a"
+    assert not ref.with_name("v.lock").exists()
+    last = repo.ops.operations()[-1]
+    assert last.message == "put b" and repo.refs["refs/views/v"] == last.net()[0].new != before
+    assert reel("get", "v", "b", check=True).stdout == b"2"
+    assert json.loads(reel("undo", "--json", check=True).stdout)["undone"]["message"] == "put b"
+    assert Repo.open(tmp_path).refs["refs/views/v"] == before
+
+
+def test_a_ref_moved_behind_the_logs_back_leaves_undo_refusing(tmp_path: Path, reel) -> None:
+    """A ref file rewritten without a line in the log (by hand, or by a tool that does not log) to a value
+    neither side of its newest line: opening the store leaves it alone, and undo refuses and moves nothing."""
+    Repo.init(tmp_path)
+    reel("fork", "w", check=True)
+    reel("put", "w", "x", "-", input=b"0", check=True)
+    other = Repo.open(tmp_path).refs["refs/views/w"]
+    reel("fork", "v", check=True)
+    reel("put", "v", "a", "-", input=b"1", check=True)
+    reel("put", "v", "b", "-", input=b"2", check=True)
+    ref = tmp_path / ".reel" / "refs" / "views" / "v"
+    ref.write_bytes(format_loose("refs/views/v", other))
+    assert Repo.open(tmp_path).refs["refs/views/v"] == other
     refused = reel("undo")
     assert refused.returncode == 5 and "E002" in refused.stderr.decode(), refused.stderr.decode()
-    assert Repo.open(tmp_path).refs["refs/views/v"] == held
-    assert reel("get", "v", "b", check=True).stdout == b"2"
+    assert Repo.open(tmp_path).refs["refs/views/v"] == other
 
 
 def test_an_abort_whose_view_gc_collected_is_not_undone(repo: Repo) -> None:

@@ -318,7 +318,7 @@ def _state_of(repo: Repo, trunk: str, op: str) -> str:
 
 
 def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: Hash, recovering: bool) -> Outcome:
-    latest = drainlog.index(repo, report.trunk).latest.get(op)
+    latest = drainlog.known(repo, report.trunk).latest.get(op)
     if latest is not None and latest.state in FINAL:
         return Outcome(index, op, effect_id, latest.state, "already", latest.note)
     effect = repo.cache.load(effect_id, Effect)  # just admitted, in a long-lived process: decoded already

@@ -172,6 +172,15 @@ def index(repo: Repo, trunk: str) -> JournalIndex:
     return cached
 
 
+def known(repo: Repo, trunk: str) -> JournalIndex:
+    """The trunk's journal index as this process last built or appended to it, without looking at the
+    segment again (`index` if there is none yet): what a drain reads between its own appends. Another
+    drainer's entry made meanwhile is caught by `append`, which checks every step against a fresh index
+    under the drain lock."""
+    cached = repo.attached(_indexes).get(trunk)
+    return cached if cached is not None else index(repo, trunk)
+
+
 @dataclass(frozen=True)
 class Step:
     """One journal entry to write: a state of operation `op`, expected to follow its entry `expect`."""

@@ -45,7 +45,7 @@ from reelstore.kernel.views import (
 from reelstore.objects import Delta, Effect, Effects, Hash, Object, Record, Recording, View
 from reelstore.objects.ref import VIEW_PREFIX, trunk_ref
 from reelstore.storage import content
-from reelstore.storage.op_log import operation
+from reelstore.storage.op_log import operation, riding
 from reelstore.storage.refs import RefTransaction
 from reelstore.storage.repo import Repo
 from reelstore.wording import plural
@@ -236,9 +236,11 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
             record = _advance_trunk(repo, live, at, delta, message, author or repo.principal(), fence)
             result = CommitResult(name, target, record=record)
     crash_point("commit:advanced")
-    repo.verbs.append("commit", name, live.id, (result.record or result.parent_view or live.id).hex())
+    if into_parent:  # a commit into the trunk logged its mark and retired its view as it advanced
+        repo.verbs.append("commit", name, live.id, (result.parent_view or live.id).hex())
     crash_point("commit:logged")
-    _retire_after_commit(repo, live)
+    if into_parent:
+        _retire_after_commit(repo, live)
     crash_point("commit:retired")
     if result.record is not None:
         result = replace(result, drain=drain(repo, live.trunk, result.record))
@@ -278,11 +280,29 @@ def _retire_after_commit(repo: Repo, live: Live) -> None:
             backoff(attempt)
 
 
+COMMIT_QUEUE_WAIT_S = 60.0
+"""Seconds a commit waits for the commits ahead of it into the same trunk before it gives up (E002)."""
+
+
 def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str, author: str,
                    fence: Callable[[str, Hash, Hash], None] | None = None) -> Hash:
     """Write a record of the view and CAS the trunk to it: the commit point. The same atomic step
     checks that the view's ref still holds `at`, so an abort (or a write) racing the commit either
-    lands first and the commit fails, or finds the commit landed."""
+    lands first and the commit fails, or finds the commit landed.
+
+    Local commits into one trunk queue on a lock (`.reel/commit-TRUNK.queue`, an flock a killed holder
+    releases) and take their turn, rather than race for the trunk's ref lock and lose it again and again
+    under contention: in its turn a commit loses only to a writer outside the queue (a fetch, an
+    update-ref, an undo), and retries. A commit with a fence (`--remote`) does not queue: its turn would
+    last a network round trip."""
+    if fence is not None:
+        return _advance_trunk_in_turn(repo, live, at, delta, message, author, fence)
+    with repo.files.lock(f"commit-{live.trunk.replace('/', '+')}.queue", COMMIT_QUEUE_WAIT_S):
+        return _advance_trunk_in_turn(repo, live, at, delta, message, author, None)
+
+
+def _advance_trunk_in_turn(repo: Repo, live: Live, at: Hash, delta: Delta, message: str, author: str,
+                           fence: Callable[[str, Hash, Hash], None] | None) -> Hash:
     ns = namespace(repo)
     ref = trunk_ref(live.trunk)
     changes = changes_of(delta)
@@ -306,7 +326,9 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
         crash_point("commit:record-written")
         if fence is not None:
             repo.objects.flush()
-        tx = repo.refs.transaction(commit_message(live.name), author).update(ref, record.id, head).verify(live.ref, at)
+        # The view's ref goes in the same transaction as the trunk moves, and the commit mark rides in
+        # the same append of the operation log: one fsync makes the whole commit point durable.
+        tx = repo.refs.transaction(commit_message(live.name), author).update(ref, record.id, head).delete(live.ref, at)
         try:
             tx.prepare()
         except Conflict as exc:
@@ -315,10 +337,11 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
             _view_unchanged(repo, live, at)
             backoff(attempt)
             continue
-        if fence is None:
-            tx.commit()
-        else:
-            _fence_locked(repo, tx, fence, live, head, record.id)
+        with riding("commit", live.name, live.id, record.id.hex()):
+            if fence is None:
+                tx.commit()
+            else:
+                _fence_locked(repo, tx, fence, live, head, record.id)
         return record.id
     raise Conflict(f"trunk {live.trunk} kept moving; gave up after {CAS_ATTEMPTS} attempts", trunk=live.trunk)
 

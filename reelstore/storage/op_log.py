@@ -12,11 +12,12 @@ A view's ref is deleted when it ends, so the ref alone cannot tell "never existe
 committed or aborted" (E008): the `mark` lines (`VerbLog`) answer that. The log is an audit trail, not a
 gc root. Drain refs are not logged: the journal's chained entries are their own log.
 
-Durability: a line that deletes a ref, and a commit's or abort's mark, is fsynced (when the store
-fsyncs); another line rides on the next fsync of the file (a commit's trunk move on its mark's). A line
-lost in a power cut cannot make undo move a ref wrongly: undo compares and swaps every ref it restores,
-so it refuses when the log's newest operation is not what the refs hold. A deletion's line is durable
-because a view whose ref is gone without a line could not be brought back by an undo.
+Durability: the log is the durability point of the refs it logs. A transaction's line is appended and
+fsynced (when the store fsyncs) before its refs are renamed into place, and those ref files are then
+written without fsyncs of their own: a ref write lost to a crash or a power cut is redone from its line
+(`DiskRefStore.recover`, at open, and by a writer that breaks a dead holder's lock). A commit's mark
+rides in the same append as its trunk move (`riding`), so a small commit fsyncs this file once. An
+abort's mark is fsynced; a fork's mark rides on the next fsync of the file.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ UNLOGGED = ("refs/drains/",)
 """Ref namespaces whose moves are not logged here (a drain ref caches its journal, its own log)."""
 
 _current: ContextVar[tuple[str, str] | None] = ContextVar("reel_operation", default=None)
+_riding: ContextVar[OpLine | None] = ContextVar("reel_riding_mark", default=None)
 
 
 def new_id() -> str:
@@ -60,6 +62,19 @@ def operation(verb: str) -> Iterator[str]:
         yield op
     finally:
         _current.reset(token)
+
+
+@contextmanager
+def riding(verb: str, name: str, view_id: Hash, detail: str = "") -> Iterator[None]:
+    """Inside the block, the next logged ref transaction writes mark (`verb`, view `name`) in the same
+    append as its own line: one fsync makes both durable (a commit's trunk move and its commit mark)."""
+    op = (_current.get() or (new_id(), verb))[0]
+    token = _riding.set(OpLine(op, _now(), verb, "", f"{verb} {name}", view=name, view_id=view_id.hex(),
+                               detail=detail))
+    try:
+        yield
+    finally:
+        _riding.reset(token)
 
 
 @dataclass(frozen=True)
@@ -138,14 +153,20 @@ class OpLog:
         self._last: dict[str, OpLine] = {}
         self._guard = threading.Lock()
 
-    def record(self, message: str, principal: str, moves: Iterable[RefMove], *, durable: bool = True) -> None:
-        """Log one ref transaction's moves (nothing if it moved only unlogged refs)."""
+    def record(self, message: str, principal: str, moves: Sequence[RefMove], *, durable: bool = True) -> bool:
+        """Log one ref transaction's moves (nothing if it moved only unlogged refs), with the mark riding
+        on it if one is set (`riding`); True if every move is now durable here (the refs need no fsync)."""
         kept = tuple(m for m in moves if not m.ref.startswith(UNLOGGED))
         if not kept:
-            return
+            return False
         op, verb = _current.get() or (new_id(), (message.split() or ["update-ref"])[0].rstrip(":"))
-        line = OpLine(op, _now(), verb, principal, message, kept)
-        self._append(line, durable=durable and any(m.new is None for m in kept))
+        data = encode(OpLine(op, _now(), verb, principal, message, kept))
+        mark = _riding.get()
+        if mark is not None:
+            _riding.set(None)
+            data += encode(mark)
+        self.files.append(FILE, data, durable=durable)
+        return durable and len(kept) == len(moves)
 
     def mark(self, verb: str, name: str, view_id: Hash, detail: str = "", principal: str = "",
              time_ms: int | None = None) -> None:

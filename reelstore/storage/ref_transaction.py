@@ -112,11 +112,9 @@ class RefTransaction:
                 self.store.before_apply()
             crash_point("refs:prepared")
             writes = [u for n in sorted(self.updates) if not (u := self.updates[n]).verify_only]
-            self.store._apply_as(writes, self.message, self.principal, self._held, self.durable)
-            if self.store.after_apply is not None and writes:
-                # Still under every lock: the log's lines of one ref follow the order it moved in.
-                moves = [RefMove(u.name, self._before[u.name], u.new) for u in writes]
-                self.store.after_apply(self.message, self.principal, moves, self.durable)
+            # Logged under every lock, so the log's lines of one ref follow the order it moved in.
+            moves = [RefMove(u.name, self._before[u.name], u.new) for u in writes]
+            self.store._apply_as(writes, self.message, self.principal, self._held, self.durable, moves)
             self.store._settle()
         finally:
             self._release()

@@ -2,17 +2,20 @@
 
 Every change is a compare-and-swap against an expected old value, taken under a lock file as git does
 it: create `NAME.lock` exclusively (it names its holder: pid, host, time), re-read the ref under the
-lock, compare, write and fsync the new value into a temporary file, log it, rename that over the ref,
-remove the lock. A multi-ref transaction locks every
-ref (in name order) and checks every old value before it writes anything, so a failed check changes
-nothing. A lock that is already there is reported (it may belong to a live writer), except one whose
-holder is provably dead (a process of this host and boot that no longer runs): the next writer breaks
-that one, with a line in the operation log (see storage/ref_locks). Any other stale lock (an unknown
+lock, compare, write the new value into a temporary file, append its reflog line and its operation-log
+line (fsynced: the durability point of the ref files, which get no fsync of their own; `recover` redoes
+a move the log holds that a crash kept from its file), rename the file over the ref, remove the lock.
+A multi-ref transaction locks every ref (in name order) and checks every old value before it writes
+anything, so a failed check changes nothing. A lock that is already there is reported (it may belong
+to a live writer), except one whose holder is provably dead (a process of this host and boot that no
+longer runs): the next writer breaks that one, with a line in the operation log (see
+storage/ref_locks), and first redoes the move that holder logged. Any other stale lock (an unknown
 holder, or older than the lock timeout) is reported with its remedy; `clear_stale_locks` removes them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -21,10 +24,10 @@ from contextlib import suppress
 from pathlib import Path
 
 from reelstore.crashpoints import crash_point
-from reelstore.errors import Conflict, NotFound, StorageError
+from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import Hash
 from reelstore.objects.ref import check_ref_name
-from reelstore.storage.fileio import fsync_dir, pid_alive, temp_name, write_new
+from reelstore.storage.fileio import atomic_write, fsync_dir, pid_alive, temp_name, write_new
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.op_log import FILE as OPS_FILE
 from reelstore.storage.op_log import OpLine, RefMove, encode, new_id
@@ -45,8 +48,17 @@ from reelstore.storage.ref_locks import LOCK_TIMEOUT, LockInfo, Locks, break_dea
 from reelstore.storage.ref_transaction import RefTransaction, RefUpdate, Updates
 from reelstore.storage.reflog import ReflogEntry, parse_reflog
 
+SYNCED_FILE = "logs/OPS.synced"
+"""The checkpoint: the offset in the operation log up to which every ref move is durable in its file."""
+CHECKPOINT_BYTES = 16 << 10
+"""Log bytes between checkpoints: what `recover` reads at most when a store opens."""
+
 __all__ = ["ANY", "LOCK_TIMEOUT", "DiskRefStore", "LockInfo", "MemoryRefStore", "RefStore", "RefTransaction",
            "RefUpdate", "ReflogEntry", "checksum"]
+
+
+Moves = list[RefMove]
+"""A transaction's ref moves (named so the annotation is not shadowed by `RefStore.list`)."""
 
 
 class RefStore:
@@ -57,9 +69,11 @@ class RefStore:
     store points it at its object store's `flush`, so a ref never names an object not yet durable and
     a lost race (caught while locking) makes nothing durable."""
 
-    after_apply: Callable[[str, str, list[RefMove], bool], None] | None = None
-    """Called with (message, principal, moves, durable) once a transaction's refs are written, its locks
-    still held: the store points it at its operation log, the one place every ref move is logged."""
+    log_moves: Callable[[str, str, list[RefMove], bool], bool] | None = None
+    """Called with (message, principal, moves, durable) under a transaction's locks: the store points it
+    at its operation log, the one place every ref move is logged. It returns True when the moves are
+    durable in the log, which a disk store then uses as their durability point: it calls it before its
+    renames and writes the ref files without fsyncs (`DiskRefStore.recover` redoes a lost one)."""
 
     def _read(self, name: str) -> Hash | None:
         raise NotImplementedError
@@ -76,6 +90,10 @@ class RefStore:
 
     def names(self) -> Iterator[str]:
         raise NotImplementedError
+
+    def _names_under(self, prefix: str) -> Iterator[str]:
+        """Names that may start with `prefix` (at least every one that does)."""
+        return self.names()
 
     def _settle(self) -> None:
         """A transaction landed: the objects this thread wrote before it are referenced now, or garbage,
@@ -105,7 +123,7 @@ class RefStore:
     def list(self, prefix: str = "refs/") -> list[tuple[str, Hash]]:
         """Every ref whose name starts with `prefix`, sorted by name."""
         out = []
-        for name in sorted(set(self.names())):
+        for name in sorted(set(self._names_under(prefix))):
             if name.startswith(prefix):
                 value = self._read(name)
                 if value is not None:
@@ -113,9 +131,13 @@ class RefStore:
         return out
 
     def _apply_as(self, updates: Updates, message: str, principal: str, held: set[str],
-                  durable: bool) -> None:
-        """`_apply`, durably or not; a store without fsyncs has nothing to relax."""
+                  durable: bool, moves: Moves) -> None:
+        """`_apply`, durably or not, then log `moves`; a store without fsyncs has nothing to relax."""
         self._apply(updates, message, principal, held)
+        self._log(message, principal, moves, durable)
+
+    def _log(self, message: str, principal: str, moves: Moves, durable: bool) -> bool:
+        return bool(moves) and self.log_moves is not None and self.log_moves(message, principal, moves, durable)
 
     def transaction(self, message: str = "", principal: str = "", create_reflog: bool = False, *,
                     durable: bool = True) -> RefTransaction:
@@ -189,6 +211,8 @@ class DiskRefStore(RefStore):
         self.fsync = fsync
         self.inflight: Inflight | None = None
         """The gc fence's registry of this thread's unreferenced writes; set by Repo.open."""
+        self._synced_hint = 0
+        """The checkpoint as last read: a writer reads the file again only once the log grew past it."""
 
     def _path(self, name: str) -> Path:
         return self.root / name
@@ -212,30 +236,42 @@ class DiskRefStore(RefStore):
 
     def _lock(self, names: list[str]) -> None:
         taken: list[str] = []
+        broke: list[str] = []
         try:
             for name in names:
                 self._clear_way(name)
-                self._lock_one(name)
+                if self._lock_one(name):
+                    broke.append(name)
                 taken.append(name)
+            for name in broke:
+                self._break_and_redo(name)
         except BaseException:
             self._unlock(taken)
             raise
 
-    def _lock_one(self, name: str) -> None:
+    def _lock_one(self, name: str) -> bool:
         """Take `name`'s lock; a lock whose holder is provably dead is broken (see storage/ref_locks), once,
-        with a line in the operation log; any other lock taken is E002."""
+        with a line in the operation log; any other lock taken is E002. True if a dead lock was broken."""
         lock = self._path(name + ".lock")
-        for attempt in range(2):
-            try:
-                self._create_lock(lock)
-                return
-            except (NotADirectoryError, IsADirectoryError):
-                raise Conflict(f"cannot lock ref {name}: a ref is in the way of its path", ref=name) from None
-            except FileExistsError:
-                info = read_lock(lock)
-                if attempt or not info.breakable or not break_dead(self.root, info):
-                    raise lock_conflict(name, info) from None
-                self._note_broken(name, info.describe())
+        try:
+            self._take(name, lock)
+            return False
+        except FileExistsError:
+            info = read_lock(lock)
+            if not info.breakable or not break_dead(self.root, info):
+                raise lock_conflict(name, info) from None
+            self._note_broken(name, info.describe())
+        try:
+            self._take(name, lock)
+        except FileExistsError:
+            raise lock_conflict(name, read_lock(lock)) from None
+        return True
+
+    def _take(self, name: str, lock: Path) -> None:
+        try:
+            self._create_lock(lock)
+        except (NotADirectoryError, IsADirectoryError):
+            raise Conflict(f"cannot lock ref {name}: a ref is in the way of its path", ref=name) from None
 
     def _note_broken(self, name: str, what: str) -> None:
         """One line in the operation log (`logs/OPS`, verb `break-lock`) for a dead holder's lock broken
@@ -286,42 +322,231 @@ class DiskRefStore(RefStore):
             lock.unlink(missing_ok=True)
             if not self._path(name).exists():
                 self._prune_dirs(lock.parent)
+        if self.fsync:
+            self._checkpoint()
 
     def _apply_as(self, updates: list[RefUpdate], message: str, principal: str, held: set[str],
-                  durable: bool) -> None:
-        self._apply(updates, message, principal, held, durable=durable)
+                  durable: bool, moves: Moves) -> None:
+        self._apply(updates, message, principal, held, durable=durable,
+                    log=lambda: self._log(message, principal, moves, durable))
 
     def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str],
-               durable: bool = True) -> None:
+               durable: bool = True, log: Callable[[], bool] | None = None) -> None:
+        """Write every new value into a temporary file and its reflog line, log the moves (`log`), then
+        rename the files over the refs and delete the deleted ones. A move durable in the operation log
+        needs no fsync here: the log's line is its durability point, redone by `recover` if lost."""
         now = int(time.time() * 1000)
-        sync = self.fsync and durable
         deletes = [u for u in updates if u.new is None]
-        for u in updates:
-            if u.new is None:
-                continue
-            # The new value goes into a temporary file renamed over the ref while the lock is held, so
-            # the lock keeps naming its holder to the end (a killed writer's lock is provably stale).
-            path = self._path(u.name)
-            old = self._read(u.name)
-            tmp = temp_name(path)
-            write_new(tmp, format_loose(u.name, u.new), fsync=sync)
-            crash_point("refs:lock-written")
-            if keeps_reflog(u.name) or u.create_reflog or self._log_path(u.name).exists():
-                self._append_log(u.name, reflog_line(u.name, old, u.new, now, principal, message))
-            crash_point("refs:logged")
-            try:
-                os.replace(tmp, path)
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                raise
-            crash_point("refs:renamed")
+        staged: list[tuple[Path, Path]] = []
+        logs: list[Path] = []
+        try:
+            for u in updates:
+                if u.new is None:
+                    continue
+                # The new value goes into a temporary file renamed over the ref while the lock is held, so
+                # the lock keeps naming its holder to the end (a killed writer's lock is provably stale).
+                path = self._path(u.name)
+                old = self._read(u.name)
+                tmp = temp_name(path)
+                write_new(tmp, format_loose(u.name, u.new), fsync=False)
+                staged.append((tmp, path))
+                crash_point("refs:lock-written")
+                if keeps_reflog(u.name) or u.create_reflog or self._log_path(u.name).exists():
+                    self._append_log(u.name, reflog_line(u.name, old, u.new, now, principal, message), sync=False)
+                    logs.append(self._log_path(u.name))
+                crash_point("refs:logged")
+            logged = log() if log is not None else False
+            crash_point("refs:op-logged")
+            sync = self.fsync and durable and not logged
             if sync:
-                fsync_dir(path.parent)
+                for tmp, _ in staged:
+                    _fsync_path(tmp)
+                for path in logs:
+                    if durable_reflog(path.relative_to(self.root / "logs").as_posix()):
+                        _fsync_path(path)
+            for tmp, path in staged:
+                os.replace(tmp, path)
+                crash_point("refs:renamed")
+                if sync:
+                    fsync_dir(path.parent)
+        finally:
+            for tmp, _ in staged:
+                tmp.unlink(missing_ok=True)
         for u in deletes:
-            self._path(u.name).unlink(missing_ok=True)
-            self._log_path(u.name).unlink(missing_ok=True)
-            self._prune_dirs(self._path(u.name).parent)
-            self._prune_dirs(self._log_path(u.name).parent)
+            self._unlink(u.name)
+
+    def _unlink(self, name: str) -> None:
+        self._path(name).unlink(missing_ok=True)
+        self._log_path(name).unlink(missing_ok=True)
+        self._prune_dirs(self._path(name).parent)
+        self._prune_dirs(self._log_path(name).parent)
+
+    def _synced(self) -> int:
+        """The offset in the operation log up to which every logged ref move is durable in its ref file;
+        a store without the file (made before the log was the refs' durability point) starts at the
+        log's end, since its refs were fsynced one by one."""
+        try:
+            return int((self.root / SYNCED_FILE).read_bytes() or b"0")
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError):
+            return 0
+        size = _size(self.root / OPS_FILE)
+        with suppress(OSError):
+            atomic_write(self.root / SYNCED_FILE, b"%d" % size, fsync=self.fsync)
+        return size
+
+    def _tail_moves(self, start: int) -> tuple[int, list[Logged]]:
+        """(end, moves) of the operation log's whole lines from `start` (0 if the log is shorter now:
+        it was replaced): every ref move logged there as (ref, old hex, new hex), oldest first."""
+        end, found = self._tail_lines(start)
+        return end, [m for _, m in found]
+
+    def _tail_lines(self, start: int) -> tuple[int, list[tuple[int, Logged]]]:
+        """`_tail_moves` with the offset of the line each move is on. Read as plain JSON, since every
+        store open reads it; a log that cannot be read has nothing to redo."""
+        try:
+            with open(self.root / OPS_FILE, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < start:
+                    start = 0
+                f.seek(start)
+                data = f.read(size - start)
+        except OSError:
+            return start, []
+        end = data.rfind(b"\n") + 1
+        out: list[tuple[int, Logged]] = []
+        at = start
+        for raw in data[:end].split(b"\n")[:-1]:
+            if b'"refs"' in raw:
+                with suppress(ValueError, TypeError, KeyError, AttributeError):
+                    out.extend((at, (r, o, n)) for r, o, n in json.loads(raw)["refs"]
+                               if isinstance(r, str) and isinstance(o, str | None) and isinstance(n, str | None))
+            at += len(raw) + 1
+        return start + end, out
+
+    def recover(self) -> list[str]:
+        """Redo the ref moves the operation log holds but the ref files lack: a writer killed between its
+        log line and its renames, or a power cut that took ref writes made without fsyncs. Only the
+        lines past the last checkpoint are read; a ref locked by a live writer is that writer's to
+        finish. The names of the refs redone."""
+        if not self.fsync:
+            return []
+        _, moves = self._tail_moves(self._synced())
+        last = {m[0]: m for m in moves}
+        redone = [name for name, m in sorted(last.items()) if self._redo_one(m)]
+        for name in sorted({m[0] for m in moves if durable_reflog(m[0])}):
+            with suppress(OSError, BadInput):
+                self._mend_reflog(name, [m for m in moves if m[0] == name and m[2] is not None])
+        return redone
+
+    def _mend_reflog(self, name: str, moves: list[Logged]) -> None:
+        """Append the lines of a trunk's reflog that a power cut took (the log holds their moves): the
+        reflog marks the records this store must drain."""
+        path = self._log_path(name)
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                f.seek(max(0, size - (64 << 10)))
+                tail = f.read()
+        except FileNotFoundError:
+            tail = b""
+        lost = [_move(m) for m in moves if m[2] is not None and m[2].encode() not in tail]
+        if lost and self._read(name) is not None:
+            now = int(time.time() * 1000)
+            lines = "".join(reflog_line(name, m.old, m.new, now, "", "recover: from the operation log") for m in lost)
+            self._append_log(name, lines, sync=True)
+
+    def _redo_one(self, logged: Logged) -> bool:
+        try:
+            move = _move(logged)
+        except BadInput:
+            return False
+        with suppress(StorageError, NotFound):
+            if self._read(move.ref) == move.new:
+                return False
+        lock = self._path(move.ref + ".lock")
+        if lock.exists() and not read_lock(lock).breakable:
+            return False
+        try:
+            self._lock_one(move.ref)
+        except (Conflict, OSError):
+            return False
+        try:
+            return self._roll_forward(move)
+        except OSError:
+            return False
+        finally:
+            lock.unlink(missing_ok=True)
+
+    def _roll_forward(self, move: RefMove) -> bool:
+        """Under `move.ref`'s lock: if the ref still holds the old side of its newest logged move (or a
+        file a power cut left unreadable), write the new side, durably, with its reflog line."""
+        try:
+            current = self._read(move.ref)
+        except StorageError:
+            current = move.old
+        if current == move.new or current != move.old:
+            return False
+        if move.new is None:
+            self._unlink(move.ref)
+            return True
+        path = self._path(move.ref)
+        if keeps_reflog(move.ref) or self._log_path(move.ref).exists():
+            self._append_log(move.ref, reflog_line(move.ref, move.old, move.new, int(time.time() * 1000), "",
+                                                   "recover: redo from the operation log"), sync=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, format_loose(move.ref, move.new), fsync=True)
+        return True
+
+    def _break_and_redo(self, name: str) -> None:
+        """A dead holder's lock on `name` was just broken and this writer holds the lock now: redo that
+        holder's move if it logged one and died before its rename, so no later write builds on a ref
+        the log says moved elsewhere."""
+        _, moves = self._tail_moves(self._synced())
+        mine = [m for m in moves if m[0] == name]
+        if mine:
+            with suppress(BadInput):
+                self._roll_forward(_move(mine[-1]))
+
+    def _checkpoint(self) -> None:
+        """Past `CHECKPOINT_BYTES` of log since the last checkpoint, fsync every ref (and reflog) the lines
+        since then name and move the checkpoint past them: to the log's end, or to the newest line of a
+        ref whose writer may be between that line and its rename (`_in_flight`)."""
+        synced = self._synced_hint
+        size = _size(self.root / OPS_FILE)
+        if size - synced < CHECKPOINT_BYTES:
+            return
+        synced = self._synced_hint = self._synced()
+        if size - synced < CHECKPOINT_BYTES:
+            return
+        end, lines = self._tail_lines(synced)
+        newest = {m[0]: (at, m[2]) for at, m in lines}
+        end = min([at for ref, (at, new) in newest.items() if self._in_flight(ref, new)], default=end)
+        names = sorted({m[0] for at, m in lines if at < end})
+        dirs = set()
+        for name in names:
+            for path in (self._path(name), self._log_path(name)):
+                with suppress(FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                    _fsync_path(path)
+                dirs.add(path.parent)
+        for d in sorted(dirs):
+            with suppress(FileNotFoundError, NotADirectoryError):
+                fsync_dir(d)
+        if end > synced:
+            atomic_write(self.root / SYNCED_FILE, b"%d" % end, fsync=True)
+        self._synced_hint = end
+
+    def _in_flight(self, name: str, new: str | None) -> bool:
+        """Whether `name` is locked and does not hold `new`, the new side of its newest logged move: its
+        writer may be between that line and its rename."""
+        if not self._path(name + ".lock").exists():
+            return False
+        try:
+            current = self._read(name)
+        except StorageError:
+            return True
+        return (None if current is None else current.hex()) != new
 
     def _prune_dirs(self, d: Path) -> None:
         """Remove empty directories up from `d`, keeping the namespaces themselves (refs/heads, …)."""
@@ -364,19 +589,28 @@ class DiskRefStore(RefStore):
                         (Path(dirpath) / f).unlink(missing_ok=True)
         return removed
 
-    def _append_log(self, name: str, line: str) -> None:
+    def _append_log(self, name: str, line: str, *, sync: bool) -> None:
         path = self._log_path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, line.encode("utf-8"))
-            if self.fsync and durable_reflog(name):
+            if sync and self.fsync and durable_reflog(name):
                 os.fsync(fd)
         finally:
             os.close(fd)
 
     def names(self) -> Iterator[str]:
-        for dirpath, _, files in os.walk(self.root / "refs"):
+        return self.loose_names("refs/")
+
+    def _names_under(self, prefix: str) -> Iterator[str]:
+        """Only the directory `prefix` names is walked (a drain lists `refs/heads/` and `refs/drains/` per
+        effect, which a walk of every view's ref made cost more than the send)."""
+        return self.loose_names(prefix[: prefix.rfind("/") + 1] or "refs/")
+
+    def loose_names(self, top: str) -> Iterator[str]:
+        """The refs under directory `top`."""
+        for dirpath, _, files in os.walk(self.root / top):
             for f in files:
                 name = os.path.relpath(os.path.join(dirpath, f), self.root).replace(os.sep, "/")
                 if is_listable(name):
@@ -390,6 +624,32 @@ class DiskRefStore(RefStore):
         except OSError as exc:
             raise StorageError(f"cannot read the reflog of {name}: {exc}", ref=name) from None
         return parse_reflog(name, data)
+
+
+Logged = tuple[str, str | None, str | None]
+"""A ref move as the operation log holds it: (ref, old id hex, new id hex), None for none."""
+
+
+def _move(logged: Logged) -> RefMove:
+    """The move, its ids checked (E014 for a line whose ids are not full ids)."""
+    ref, old, new = logged
+    check_ref_name(ref)
+    return RefMove(ref, None if old is None else Hash.from_hex(old), None if new is None else Hash.from_hex(new))
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
 
 
 def new_lock(lock: Path) -> None:

@@ -68,7 +68,7 @@ class Repo:
         self.refs = refs
         self.config = config
         refs.before_apply = self._flush_objects
-        refs.after_apply = self._log_moves
+        refs.log_moves = self._log_moves
         self._ops: OpLog | None = None
         self._verbs: VerbLog | None = None
         self._attached: dict[Callable[[Repo], Any], Any] = {}
@@ -113,8 +113,8 @@ class Repo:
 
         return OpLog(self.files)
 
-    def _log_moves(self, message: str, principal: str, moves: list[RefMove], durable: bool) -> None:
-        self.ops.record(message, principal or self.principal(), moves, durable=durable)
+    def _log_moves(self, message: str, principal: str, moves: list[RefMove], durable: bool) -> bool:
+        return self.ops.record(message, principal or self.principal(), moves, durable=durable)
 
     @property
     def objects(self) -> ObjectStore:
@@ -214,6 +214,7 @@ class Repo:
             raise BadInput(f"store format {config.get('core.format')} is not supported (want {FORMAT_VERSION})")
         fsync = config.get_bool("core.fsync", True)
         refs = DiskRefStore(path, fsync=fsync)
+        refs.recover()  # the ref moves the operation log holds that a crash kept from their files
         inflight = refs.inflight = Inflight(path)
 
         def open_objects() -> ObjectStore:

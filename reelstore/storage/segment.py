@@ -125,6 +125,17 @@ class Segment:
             pos = start + length
         self.end += pos
 
+    def _took(self, frame: bytes) -> None:
+        """Index the frame this writer just appended at `end` from its own bytes, rather than reading the
+        file back (the writer is the only one: the file ended at `end` when it wrote)."""
+        payload = memoryview(frame)[FRAME.size :]
+        for off, n in _objects(bytes(payload)) or ():
+            h = Hash.of(bytes(payload[off : off + n]))
+            if h not in self.where:
+                self.where[h] = (self.end + FRAME.size + off, n)
+                self.order.append(h)
+        self.end += len(frame)
+
     @property
     def tail(self) -> Hash | None:
         """The newest object appended, or None."""
@@ -162,7 +173,7 @@ class Segment:
             os.close(fd)
         if created and self.fsync:
             fsync_dir(self.path.parent)
-        self.refresh()
+        self._took(frame)
         if self.order:
             fd = os.open(self.mark_path, os.O_WRONLY | os.O_CREAT, 0o644)
             try:

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from reelstore.errors import BadInput, Conflict, StorageError
-from reelstore.storage.fileio import atomic_write, write_new
+from reelstore.storage.fileio import append_durably, atomic_write, flock_within, write_new
 
 
 class StateFiles(ABC):
@@ -144,11 +143,12 @@ class DiskFiles(StateFiles):
     def append(self, name: str, data: bytes, *, durable: bool = True) -> None:
         path = self._path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
+        if self.fsync and durable:  # concurrent writers share one fsync
+            append_durably(path, data)
+            return
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, data)
-            if self.fsync and durable:
-                os.fsync(fd)
         finally:
             os.close(fd)
 
@@ -164,20 +164,11 @@ class DiskFiles(StateFiles):
 
     @contextmanager
     def lock(self, name: str, wait_s: float) -> Iterator[None]:
-        import fcntl  # only a lock taker needs it; a read-only command opens the store without it
-
         path = self._path(name)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            deadline = time.monotonic() + wait_s
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise Conflict(f"the lock {path} stayed busy for {wait_s:.0f}s") from None
-                    time.sleep(0.002)
+            if not flock_within(fd, wait_s):
+                raise Conflict(f"the lock {path} stayed busy for {wait_s:.0f}s")
             yield
         finally:
             os.close(fd)
