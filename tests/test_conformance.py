@@ -1,8 +1,10 @@
-"""The protocol's promises, one test (or a few) each: types public, immutable and hashed; fork
-isolated; commit atomic; abort silent; effects unreachable after abort and gc; narrowing never
-amplifies; Class A needs no network; stale Class B is E002; fire only from a commit's drain; snapshots
-restore exactly. Then crash-atomic commit, concurrent forks atomic and isolated, and byte-deterministic
-archives (bundles)."""
+"""The protocol's promises, one test (or a few) each, numbered t001-t014 in this order: types public,
+immutable and hashed; fork isolated; commit atomic; abort silent; effects unreachable after abort and
+gc; many random commits and aborts never fire an aborted effect; narrowing never amplifies; Class A
+needs no network; stale Class B is E002; fire only from a commit's drain; the effects block decodes,
+re-hashes and vanishes after abort and gc; restore is exact for Class A, warns for a moved Class B and
+keeps Class C pending. Then crash-atomic commit, concurrent forks atomic and isolated, and
+byte-deterministic archives (bundles)."""
 
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ def _clean() -> None:
     kh.reset()
 
 
-def test_types_public_immutable_and_hashed(mem: Repo) -> None:
+def test_t001_types_public_immutable_and_hashed(mem: Repo) -> None:
     for name in ("Hash", "Blob", "Delta", "Capability", "View", "Effects", "Record"):
         assert hasattr(objects, name)
     assert callable(refs.RefStore.set) and callable(refs.RefStore.transaction)
@@ -58,7 +60,7 @@ def test_types_public_immutable_and_hashed(mem: Repo) -> None:
     assert isinstance(mem.objects.get(view.effects), Effects)
 
 
-def test_fork_is_isolated(mem: Repo) -> None:
+def test_t002_fork_is_isolated(mem: Repo) -> None:
     kernel.fork(mem, "parent")
     kernel.fork(mem, "child", source="parent")
     kernel.put(mem, "child", "x", b"child only")
@@ -69,7 +71,7 @@ def test_fork_is_isolated(mem: Repo) -> None:
         kernel.get(mem, "sibling", "x")
 
 
-def test_commit_is_atomic(mem: Repo) -> None:
+def test_t003_commit_is_atomic(mem: Repo) -> None:
     from reelstore.crashpoints import hooked
 
     class Crash(Exception):
@@ -92,7 +94,7 @@ def test_commit_is_atomic(mem: Repo) -> None:
     assert [n for _, n in kh.FIRED] == [1]
 
 
-def test_abort_silences(tmp_path: Path, repo: Repo) -> None:
+def test_t004_abort_silences(tmp_path: Path, repo: Repo) -> None:
     kernel.fork(repo, "a")
     kernel.effect(repo, "a", "fs", {"action": "write", "path": "out/never.txt", "content": "no"})
     kernel.abort(repo, "a")
@@ -100,7 +102,7 @@ def test_abort_silences(tmp_path: Path, repo: Repo) -> None:
     assert repo.refs.get("refs/drains/main") is None
 
 
-def test_gc_after_drop_makes_effects_unreachable(tmp_path: Path, repo: Repo) -> None:
+def test_t005_gc_after_drop_makes_effects_unreachable(tmp_path: Path, repo: Repo) -> None:
     kernel.fork(repo, "a")
     made = kernel.effect(repo, "a", "fs", {"action": "write", "path": "x", "content": "c"})
     view_id = repo.refs["refs/views/a"]
@@ -117,7 +119,7 @@ def _cli() -> list[str]:
     return [sys.executable, "-c", "from reelstore.cli.main import main; main()"]
 
 
-def test_ten_thousand_random_commit_abort_iterations_never_fire_an_aborted_effect() -> None:
+def test_t006_ten_thousand_random_commit_abort_iterations_never_fire_an_aborted_effect() -> None:
     for seed in range(10):
         _random_iterations(seed, 1_000)
 
@@ -179,7 +181,7 @@ caps_strategy = st.builds(
 
 @settings(max_examples=150, deadline=None)
 @given(parent=st.lists(caps_strategy, min_size=1, max_size=3), child=st.lists(caps_strategy, max_size=3))
-def test_narrowing_rejects_amplification(parent: list[Capability], child: list[Capability]) -> None:
+def test_t007_narrowing_rejects_amplification(parent: list[Capability], child: list[Capability]) -> None:
     mem = Repo.memory()
     kernel.fork(mem, "p", caps=parent)
     covered = all(any(p.widening(c) is None for p in parent) for c in child)
@@ -219,13 +221,13 @@ print("ok")
 """
 
 
-def test_class_a_needs_no_network(tmp_path: Path) -> None:
+def test_t008_class_a_needs_no_network(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", AUDIT, str(tmp_path)], capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.strip() == b"ok"
 
 
-def test_stale_class_b_is_e002_and_leaves_the_parent_unchanged(mem: Repo) -> None:
+def test_t009_stale_class_b_is_e002_and_leaves_the_parent_unchanged(mem: Repo) -> None:
     kernel.fork(mem, "a")
     kernel.put(mem, "a", "x", b"1")
     kernel.effect(mem, "a", "versioned", {"key": "doc"})
@@ -239,7 +241,7 @@ def test_stale_class_b_is_e002_and_leaves_the_parent_unchanged(mem: Repo) -> Non
     assert [k for _, k in kh.FIRED] == ["doc"]
 
 
-def test_fire_capability_only_from_commits_drain(mem: Repo) -> None:
+def test_t010_fire_capability_only_from_commits_drain(mem: Repo) -> None:
     with pytest.raises(CapabilityViolation):
         FireToken()
     kernel.fork(mem, "a")
@@ -255,7 +257,7 @@ def test_fire_capability_only_from_commits_drain(mem: Repo) -> None:
     assert [p.relative_to(ROOT).as_posix() for p in callers] == ["reelstore/drain/drainer.py"]
 
 
-def test_effects_block_decodes_rehashes_and_vanishes_after_abort_and_gc(mem: Repo) -> None:
+def test_t011_effects_block_decodes_rehashes_and_vanishes_after_abort_and_gc(mem: Repo) -> None:
     kernel.fork(mem, "a")
     kernel.effect(mem, "a", "recorder", {"n": 1})
     kernel.effect(mem, "a", "recorder", {"n": 2})
@@ -269,7 +271,7 @@ def test_effects_block_decodes_rehashes_and_vanishes_after_abort_and_gc(mem: Rep
         mem.objects.get(h)
 
 
-def test_snapshot_restores_class_a_exactly(mem: Repo) -> None:
+def test_t012_snapshot_restores_class_a_exactly(mem: Repo) -> None:
     kernel.fork(mem, "a")
     for n in range(40):
         kernel.put(mem, "a", f"docs/{n:02}.txt", f"body {n}".encode())
@@ -283,7 +285,7 @@ def test_snapshot_restores_class_a_exactly(mem: Repo) -> None:
     assert kernel.get(mem, "b", "docs/00.txt") == b"body 0"
 
 
-def test_restore_with_a_changed_class_b_version_warns(mem: Repo) -> None:
+def test_t013_restore_with_a_changed_class_b_version_warns(mem: Repo) -> None:
     kernel.fork(mem, "a")
     kernel.effect(mem, "a", "versioned", {"key": "doc"})
     snapshots.take(mem, "a", "s")
@@ -302,7 +304,7 @@ def test_restore_with_a_changed_class_b_version_warns(mem: Repo) -> None:
     assert kh.FIRED == []
 
 
-def test_restore_keeps_class_c_pending_for_the_user(mem: Repo) -> None:
+def test_t014_restore_keeps_class_c_pending_for_the_user(mem: Repo) -> None:
     kernel.fork(mem, "a")
     kernel.effect(mem, "a", "recorder", {"n": 1})
     kernel.effect(mem, "a", "recorder", {"n": 2})
@@ -318,7 +320,7 @@ def test_restore_keeps_class_c_pending_for_the_user(mem: Repo) -> None:
     assert [n for _, n in kh.FIRED] == [1, 2]
 
 
-def test_restore_in_place_restores_class_a_exactly(mem: Repo) -> None:
+def test_t012_restore_in_place_restores_class_a_exactly(mem: Repo) -> None:
     kernel.fork(mem, "a")
     for n in range(10):
         kernel.put(mem, "a", f"docs/{n}.txt", f"body {n}".encode())
@@ -333,7 +335,7 @@ def test_restore_in_place_restores_class_a_exactly(mem: Repo) -> None:
     assert [live.name for live in live_views(mem)] == ["a"]
 
 
-def test_restore_in_place_with_a_changed_class_b_version_warns(mem: Repo) -> None:
+def test_t013_restore_in_place_with_a_changed_class_b_version_warns(mem: Repo) -> None:
     kernel.fork(mem, "a")
     kernel.effect(mem, "a", "versioned", {"key": "doc"})
     snapshots.take(mem, "a", "s")
@@ -348,7 +350,7 @@ def test_restore_in_place_with_a_changed_class_b_version_warns(mem: Repo) -> Non
     assert kh.FIRED == []
 
 
-def test_restore_in_place_keeps_class_c_pending_for_the_user(mem: Repo) -> None:
+def test_t014_restore_in_place_keeps_class_c_pending_for_the_user(mem: Repo) -> None:
     kernel.fork(mem, "a")
     kernel.effect(mem, "a", "recorder", {"n": 1})
     kernel.effect(mem, "a", "recorder", {"n": 2})
