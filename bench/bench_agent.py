@@ -243,11 +243,11 @@ def drain_report(out: dict[str, list[float]], n: int) -> None:
     if ratio < 0.8:
         extra = (med(out["drain cpu"]) - med(out["loop fsync cpu"])) / n
         print(f"  floor: both make one fsync per effect (the drain's journal frame carries the outcome of effect "
-              f"i and the intent of i+1); the gap is {us(extra)} more CPU per effect: the ownership check of "
-              "each operation (other trunks' journals, the committed-operations cache), the drain lock and "
-              "epoch file taken twice (journal append, fire token), the journal entry's encoding. Next levers: "
-              "one ownership snapshot per drain re-checked under the drain lock, one drain-lock hold per "
-              "effect for the append and the token")
+              f"i and the intent of i+1); the gap is {us(extra)} more CPU per effect: the journal frame (two "
+              "entries built, validated, encoded and hashed; the segment, drain ref and epoch file read again "
+              "under the drain lock to catch another drainer) and the epoch read of the fire token. Next "
+              "levers: build the frame's entries without revalidating what the drain made, and keep the "
+              "segment's state between the drain's own appends, checked by one stat under the lock")
 
 
 # one agent step

@@ -115,6 +115,31 @@ def test_hold_stops_admission_and_commit(mem: Repo) -> None:
     assert [n for _, n in kh.FIRED] == [1]
 
 
+def test_a_handle_sees_every_hold_and_release_another_handle_writes(tmp_path: Path) -> None:
+    """The hold is checked by the HOLD file's stat, its reason remembered per handle: a hold, a new
+    reason, a release and a hold again, each written through another handle (as another process
+    would), are all seen at the next admission, and a hand-edited file too."""
+    Repo.init(tmp_path)
+    agent, operator = Repo.open(tmp_path), Repo.open(tmp_path)
+    kernel.fork(agent, "a")
+    kernel.effect(agent, "a", "recorder", {"n": 1})
+    for why in ("first", "second"):
+        hold.hold(operator, why)
+        with pytest.raises(Held, match=why):
+            kernel.effect(agent, "a", "recorder", {"n": 2})
+    hold.release(operator)
+    kernel.effect(agent, "a", "recorder", {"n": 3})
+    hold.hold(operator, "again")
+    with pytest.raises(Held, match="again"):
+        kernel.effect(agent, "a", "recorder", {"n": 4})
+    (tmp_path / ".reel" / hold.FILE).write_text("edited by hand, longer than before")
+    with pytest.raises(Held, match="edited by hand"):
+        kernel.effect(agent, "a", "recorder", {"n": 5})
+    hold.release(operator)
+    kernel.effect(agent, "a", "recorder", {"n": 6})
+    assert [e.op["n"] for e in inspection.status(agent, "a").effects] == [1, 3, 6]
+
+
 def test_effects_fire_in_order_once_and_children_merge_without_firing(mem: Repo) -> None:
     kernel.fork(mem, "p")
     kernel.effect(mem, "p", "recorder", {"n": 1})

@@ -32,7 +32,7 @@ from urllib3.exceptions import ConnectTimeoutError, HTTPError, NameResolutionErr
 from reelstore.adapters.base import Adapter, Admission, NotSent, Result, known_keys, register
 from reelstore.adapters.http_pool import pool
 from reelstore.adapters.trust import client_context, extra_trust
-from reelstore.codec import freeze, thaw
+from reelstore.codec import FrozenMap, freeze, thaw
 from reelstore.errors import BadInput, Conflict, Unreachable
 from reelstore.objects.hash import Hash
 from reelstore.storage.secrets import MissingSecret, resolve_body, resolve_http, secret_store
@@ -259,7 +259,8 @@ def check_op(op: Mapping[str, Any]) -> None:
     """E014 naming the first unknown key of an http op, or a value the store cannot hold exactly (NaN,
     an infinity: named by its path, e.g. `op.json.amount`). Run at admission, before anything is stored."""
     known_keys(op, OP_KEYS, "http")
-    freeze(op, "op")
+    if not isinstance(op, FrozenMap):  # a frozen op was checked when it was frozen
+        freeze(op, "op")
 
 
 def _method_url(op: Mapping[str, Any]) -> tuple[str, str]:

@@ -106,9 +106,11 @@ class FireToken:
         repo = self._repo()
         if repo is None:
             raise CapabilityViolation("this fire token outlived its store")
-        with epochs.locked(repo):
-            epochs.check(repo, self._epoch)
-            self._used = True
+        # The epoch file is replaced atomically, so this read sees the epoch before or after a recovery's
+        # bump, whole; the send follows outside any lock either way, so taking the drain lock here again
+        # (once per effect, beside the intent's append) would order nothing more.
+        epochs.check(repo, self._epoch)
+        self._used = True
 
 
 def _minting() -> tuple[Callable[[Repo, Hash, int], FireToken], Callable[[FireToken], bool]]:
@@ -170,6 +172,8 @@ class DrainReport:
     """The last outcome, written together with the next intent (one frame) or when the drain ends."""
     journaled: int = field(default=0, repr=False)
     """Journal appends this drain made."""
+    holders: owners.Owners | None = field(default=None, repr=False)
+    """Who holds which operation elsewhere in the store, looked up once per drain (at its first send)."""
     lagging: bool = field(default=False, repr=False)
     """The drain ref is behind the segment (it follows every FOLLOW_EVERY appends and at the end)."""
 
@@ -253,8 +257,9 @@ def unknown_message(outcome: Outcome) -> str:
 
 
 def record_effects(repo: Repo, record: Hash) -> tuple[Hash, ...]:
-    rec = repo.objects.get_as(record, Record)
-    return () if rec.effects is None else repo.objects.get_as(rec.effects, Effects).items
+    """The record's effects in order (a record this process just wrote is decoded already)."""
+    rec = repo.cache.load(record, Record)
+    return () if rec.effects is None else repo.cache.load(rec.effects, Effects).items
 
 
 def drain(repo: Repo, trunk: str, record: Hash, *, epoch: int | None = None, recovering: bool = False) -> DrainReport:
@@ -265,8 +270,10 @@ def drain(repo: Repo, trunk: str, record: Hash, *, epoch: int | None = None, rec
     and CapabilityViolation (E009) if the pre-drain hook refuses (nothing is sent; all stays pending).
     """
     report = DrainReport(trunk, record, epochs.current(repo) if epoch is None else epoch)
-    drainlog.catch_up(repo, trunk)
     items = record_effects(repo, record)
+    if not items:  # nothing to send or journal (a drain ref a crash left behind is caught up by the next drain)
+        return report
+    drainlog.catch_up(repo, trunk)
     idx = drainlog.index(repo, trunk)
     ops = record_ops(repo, trunk, record, items)
     owed = [i for i in range(len(items)) if getattr(idx.latest.get(ops[i]), "state", None) not in FINAL]
@@ -329,7 +336,9 @@ def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: 
         except ReelError as exc:
             return _unsendable(repo, report, effect, index, op, latest, exc)
     if latest is None:
-        held = owners.foreign(repo, report.trunk, report.record, op)
+        if report.holders is None:
+            report.holders = owners.Owners(repo, journals_of=report.trunk)
+        held = report.holders.foreign(report.record, op)
         if held is not None:
             return _refused(repo, report, effect, index, op, held)
         return _send(repo, report, impl, effect, index, op, None, "sent")

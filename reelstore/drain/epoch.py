@@ -46,7 +46,8 @@ def locked(repo: Repo) -> Iterator[None]:
 
 
 def check(repo: Repo, epoch: int) -> None:
-    """Raise StaleEpoch unless `epoch` is still the store's. Call it under `locked(repo)`."""
+    """Raise StaleEpoch unless `epoch` is still the store's. Under `locked(repo)` to decide what to write;
+    a fire token reads it without the lock (the file is replaced whole)."""
     now = current(repo)
     if epoch != now:
         raise StaleEpoch(f"this drainer runs under epoch {epoch} but the store is at epoch {now}: "

@@ -8,11 +8,13 @@ process sees it, and survives restarts until `reel release`.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reelstore.errors import BadInput, Held, StorageError
+from reelstore.storage.state_files import DiskFiles
 
 if TYPE_CHECKING:
     from reelstore.storage.repo import Repo
@@ -32,10 +34,40 @@ class Hold:
         return {"why": self.why, "by": self.by, "time": self.time}
 
 
+class _Seen:
+    """The HOLD file as this store handle last read it: its stat and what it said. Every admission asks
+    whether the store is held; a stat that matches answers without opening the file."""
+
+    def __init__(self) -> None:
+        self.stamp: tuple[int, int, int, int] | None = None
+        self.hold: Hold | None = None
+
+
+def _seen(_repo: Repo) -> _Seen:
+    return _Seen()
+
+
 def status(repo: Repo) -> Hold | None:
     """The store's hold, or None when it is not held. A HOLD file that is not JSON still holds the
     store (its text is the reason); one that is JSON but not a map is damaged (E007)."""
-    raw = repo.files.read(FILE)
+    root = repo.files.root
+    if root is None or not isinstance(repo.files, DiskFiles):  # only a file on disk has a stat to go by
+        return _parse(repo, repo.files.read(FILE))
+    try:
+        st = os.stat(os.path.join(root, FILE))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageError(f"cannot read {repo.files.where(FILE)}: {exc}") from None
+    # A hold is written by an atomic replace (a new inode) and removed by unlink: any change shows here.
+    stamp = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+    seen = repo.attached(_seen)
+    if seen.stamp != stamp:
+        seen.hold, seen.stamp = _parse(repo, repo.files.read(FILE)), stamp
+    return seen.hold
+
+
+def _parse(repo: Repo, raw: bytes | None) -> Hold | None:
     if raw is None:
         return None
     try:

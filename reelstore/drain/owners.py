@@ -185,33 +185,49 @@ def catch_up(repo: Repo) -> _Index:
     return idx
 
 
-def _journaled(repo: Repo, op: str, skip: str | None) -> Owner | None:
-    for name, _ in repo.refs.list("refs/drains/"):
-        trunk = name[len("refs/drains/"):]
-        if trunk == skip:
-            continue
-        entry = drainlog.index(repo, trunk).latest.get(op)
-        if entry is not None:
-            return Owner(op, "journaled", trunk, entry.record)
-    return None
+class Owners:
+    """Who holds which operation here, as of one look: the committed-operations cache caught up and
+    every trunk's journal index but `journals_of`'s. A verb that asks about many operations (a drain,
+    a commit's check) takes one of these instead of listing the trunks and journals per operation."""
+
+    def __init__(self, repo: Repo, journals_of: str | None = None) -> None:
+        self.idx = catch_up(repo)
+        self.journals: list[tuple[str, drainlog.JournalIndex]] = []
+        for name, _ in repo.refs.list("refs/drains/"):
+            trunk = name[len("refs/drains/"):]
+            if trunk != journals_of:
+                self.journals.append((trunk, drainlog.index(repo, trunk)))
+
+    def of(self, op: str, effect: Hash | None = None, fork: str = "") -> Owner | None:
+        """What already holds `op`: a record (the oldest), a journal, or the abort of the view of fork
+        `fork` whose effect `effect` it was."""
+        held = self.idx.committed.get(op)
+        if held is not None:
+            return Owner(op, "committed", held[0], held[1])
+        for trunk, journal in self.journals:
+            entry = journal.latest.get(op)
+            if entry is not None:
+                return Owner(op, "journaled", trunk, entry.record)
+        if effect is not None:
+            gone = self.idx.aborted.get((op, effect, fork))
+            if gone is not None:
+                return Owner(op, "aborted", view=gone[0], view_object=gone[1])
+        return None
+
+    def foreign(self, record: Hash, op: str) -> Owner | None:
+        """For the drain of `record`: an owner of `op` other than this record and its trunk's journal
+        (an abort is checked at commit, where the view's fork is known)."""
+        found = self.of(op)
+        if found is not None and found.fate == "committed" and found.record == record:
+            return None
+        return found
 
 
 def owner(repo: Repo, op: str, effect: Hash | None = None, fork: str = "", *,
           journals_of: str | None = "") -> Owner | None:
     """What already holds `op` here: a record (the oldest), a journal (of any trunk but `journals_of`,
     when given), or the abort of the view of fork `fork` whose effect `effect` it was."""
-    idx = catch_up(repo)
-    held = idx.committed.get(op)
-    if held is not None:
-        return Owner(op, "committed", held[0], held[1])
-    found = _journaled(repo, op, journals_of or None)
-    if found is not None:
-        return found
-    if effect is not None:
-        gone = idx.aborted.get((op, effect, fork))
-        if gone is not None:
-            return Owner(op, "aborted", view=gone[0], view_object=gone[1])
-    return None
+    return Owners(repo, journals_of or None).of(op, effect, fork)
 
 
 def pending_items(repo: Repo, effects: Hash | None) -> tuple[Hash, ...]:
@@ -223,8 +239,11 @@ def check_commit(repo: Repo, name: str, view: View) -> None:
     owned here: committed by a record, drained by a journal, or discarded by an abort of this view."""
     trunk, fork = str(view.meta.get("trunk", "")), str(view.meta.get("fork", "")) or "-"
     items = pending_items(repo, view.effects)
+    if not items:
+        return
+    known = Owners(repo)
     for i, (op, effect) in enumerate(zip(item_ops(repo, trunk, items), items)):
-        found = owner(repo, op, effect, fork)
+        found = known.of(op, effect, fork)
         if found is not None:
             raise ViewTerminal(f"cannot commit view {name!r}: its operation {op} (effect {i}) {found.describe()}; "
                                "an operation reaches its target at most once, so nothing was committed. Abort "
@@ -237,15 +256,6 @@ def check_key(repo: Repo, trunk: str, key: str, op: str) -> None:
     if found is not None:
         raise ViewTerminal(f"task key {key!r} on trunk {trunk}: operation {op} {found.describe()}; it is not "
                            "queued again (its effect happens at most once)", key=key, **found.details())
-
-
-def foreign(repo: Repo, trunk: str, record: Hash, op: str) -> Owner | None:
-    """For the drain of `record`: an owner of `op` other than this record and its trunk's journal
-    (an abort is checked at commit, where the view's fork is known)."""
-    found = owner(repo, op, journals_of=trunk)
-    if found is not None and found.fate == "committed" and found.record == record:
-        return None
-    return found
 
 
 def tombstone(repo: Repo, name: str, view: View) -> None:

@@ -83,5 +83,5 @@ def _fork_source(repo: Repo, source: str) -> tuple[str, Hash, Hash, tuple[Capabi
     head = repo.refs.get(trunk_ref(source)) if only != VIEW_PREFIX else None
     if head is None:
         raise terminal_error(repo, source)
-    rec = repo.objects.get_as(head, Record)  # read once: no decoded-object cache to load
+    rec = repo.cache.load(head, Record)  # in a long-lived process, often the record it just committed
     return HEAD_PREFIX + source, head, rec.namespace, admission.trunk_caps(repo, source), 0, source

@@ -19,8 +19,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
 
-from reelstore.adapters.base import adapter
-from reelstore.codec import freeze
+from reelstore.adapters.base import Adapter, adapter
+from reelstore.codec import FrozenMap, freeze
 from reelstore.crashpoints import crash_point
 from reelstore.drain import hold, owners
 from reelstore.errors import BadInput, Conflict, LockHeld, NotFound, StaleLock
@@ -108,6 +108,10 @@ class Transaction:
         """The running totals of `live`'s buffer plus `effects`, built at the first effect."""
         self._keys: dict[str, int] | None = None
         """Task key -> place in the buffer, of `live`'s buffer plus `effects`: read at the first keyed effect."""
+        self._who = ""
+        """Whom `live`'s effects name (its initiator): read with `_tally`."""
+        self._adapters: dict[str, Adapter] = {}
+        """The adapters this transaction's effects were classified by, made once each."""
         self.state = "open"
         repo.objects.begin_batch()
 
@@ -218,7 +222,9 @@ class Transaction:
         if key is not None:
             check_key(key)
             owners.check_key(self.repo, self.live.trunk, key, owners.task_op_id(self.live.trunk, key))
-        impl = adapter(adapter_name, self.repo)
+        impl = self._adapters.get(adapter_name)
+        if impl is None:
+            impl = self._adapters[adapter_name] = adapter(adapter_name, self.repo)
         named: list[str] = []
         if adapter_name == "http":
             # Credentials leave the operation before it is stored (kept in .reel/secrets).
@@ -226,23 +232,27 @@ class Transaction:
 
             named = named_references(op)
             op = scrub_http(secret_store(self.repo), self.repo.config, op)
+        # Validated and frozen once here; the adapter and the Effect take the frozen value as it is.
+        op = freeze(op, "op")
         decided = impl.classify(op)
-        admission.admit_secrets(admission.view_caps(self.repo, self.live.view), named, decided.resource)
+        if named:
+            admission.admit_secrets(admission.view_caps(self.repo, self.live.view), named, decided.resource)
         klass = effect_class or decided.effect_class
         if klass not in ("B", "C"):
             raise BadInput(f"effect class must be B or C, not {klass!r}")
         ref = version_ref if version_ref is not None else decided.version_ref
         if klass == "B" and not ref:
             raise BadInput("a Class B effect needs a version ref (--version-ref KIND=VALUE)")
-        wanted = _Admission(adapter_name, klass, decided.resource, decided.delivery, freeze(dict(op)),
+        wanted = _Admission(adapter_name, klass, decided.resource, decided.delivery, op,
                             freeze(dict(ref)) if ref else None, dict(link) if link else None, key or "")
         if self._tally is None:
             self._tally = buffer_tally(self.repo, self.live.view)
+            self._who = initiator(self.repo, self.live.view)
         if wanted.key:
             if self._keys is None:
                 self._keys = _task_keys(self.repo, self.live.view)
             _unique_key(wanted.key, self._keys, self.live.name)
-        made = self._make(self.live, self._tally, wanted, initiator(self.repo, self.live.view))
+        made = self._make(self.live, self._tally, wanted, self._who)
         if wanted.key:
             assert self._keys is not None
             self._keys[wanted.key] = self._tally.count - 1
@@ -262,7 +272,8 @@ class Transaction:
             version_ref=w.version_ref,
             principal=principal,
             meta=freeze({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": tally.count,
-                         **(w.link or {}), **({"key": w.key} if w.key else {})}),
+                         **(w.link or {}), **({"key": w.key} if w.key else {})}) if w.link or w.key else
+            FrozenMap({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": tally.count}),
         )
         tally.admit(item)
         return item

@@ -41,9 +41,12 @@ class Inflight:
         text = "".join(h.hex() + "\n" for h in ids)
         if not text:
             return
-        self.dir.mkdir(exist_ok=True)
         path = self._path()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except FileNotFoundError:  # the directory is made on first use, not asked for on every write
+            self.dir.mkdir(exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, text.encode("ascii"))
         finally:

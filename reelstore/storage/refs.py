@@ -286,18 +286,19 @@ class DiskRefStore(RefStore):
                 os.close(fd)
 
     def _create_lock(self, lock: Path, attempts: int = 3) -> None:
-        """Create `lock` exclusively, making its directory; retried if a concurrent prune removed it."""
+        """Create `lock` exclusively, making its directory when it is missing (not asked for first: it is
+        nearly always there); retried if a concurrent prune removed it."""
         for attempt in range(attempts):
-            try:
-                lock.parent.mkdir(parents=True, exist_ok=True)
-            except FileExistsError:
-                raise NotADirectoryError(lock.parent) from None
             try:
                 new_lock(lock)
                 return
             except FileNotFoundError:
                 if attempt == attempts - 1:
                     raise
+            try:
+                lock.parent.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:
+                raise NotADirectoryError(lock.parent) from None
 
     def _clear_way(self, name: str) -> None:
         """Refuse (E002) a name that is a directory of another ref, or under one, written or being
@@ -591,8 +592,11 @@ class DiskRefStore(RefStore):
 
     def _append_log(self, name: str, line: str, *, sync: bool) -> None:
         path = self._log_path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except FileNotFoundError:  # its directory is made on first use, not asked for on every append
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, line.encode("utf-8"))
             if sync and self.fsync and durable_reflog(name):

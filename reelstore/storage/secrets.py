@@ -239,15 +239,16 @@ def named_references(op: Mapping[str, Any]) -> list[str]:
 
 def scrub_http(store: SecretStore, config: Config, op: Mapping[str, Any]) -> dict[str, Any]:
     """The op to store: sensitive values moved to the secret store, references normalized. An op that
-    carries a `secrets` map already (scrubbed before) keeps its references."""
-    out = dict(thaw(op))
+    carries a `secrets` map already (scrubbed before) keeps its references. Only top-level values are
+    replaced (new maps), so the op's nested values are shared, not copied."""
+    out = dict(op)
     given = out.get("secrets") or {}
     if not isinstance(given, Mapping) or not set(given) <= {"headers", "params", "fields"} or not all(
             isinstance(v, Mapping) and all(isinstance(r, str) and _valid_ref(r) for r in v.values())
             for v in given.values()):
         raise BadInput("http op: secrets must map headers / params / fields to store:NAME or env:VAR references")
     refs: dict[str, dict[str, str]] = {k: dict(v) for k, v in given.items()}
-    heads = sensitive_headers(config)
+    heads = config.derived(sensitive_headers)
     headers = out.get("headers")
     if isinstance(headers, Mapping):
         clean: dict[str, Any] = {}
@@ -263,7 +264,7 @@ def scrub_http(store: SecretStore, config: Config, op: Mapping[str, Any]) -> dic
             clean[str(name)] = value
         out["headers"] = clean
     url = out.get("url")
-    params = sensitive_params(config)
+    params = config.derived(sensitive_params)
     if isinstance(url, str):
         out["url"] = _scrub_query(store, url, params, refs)
     if isinstance(out.get("body"), str) and _is_form(out.get("headers")):

@@ -142,7 +142,17 @@ class DiskFiles(StateFiles):
 
     def append(self, name: str, data: bytes, *, durable: bool = True) -> None:
         path = self._path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._append(path, data, durable)
+        except FileNotFoundError:
+            # Its directory (logs/) is made on first use, not asked for on every append. A directory
+            # that is there means the error came later, perhaps after the write: not retried.
+            if path.parent.is_dir():
+                raise
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._append(path, data, durable)
+
+    def _append(self, path: Path, data: bytes, durable: bool) -> None:
         if self.fsync and durable:  # concurrent writers share one fsync
             append_durably(path, data)
             return
