@@ -243,7 +243,7 @@ def _click_command_why(cwd: Path, env: dict[str, str], ref: str) -> str:
 
 def _verb_row(title: str, reel_s: list[tuple], git_s: list[tuple] | None, floor: list[tuple],
               click_floor: list[tuple], command_floor: list[tuple]) -> None:
-    """reel beside git, the issue's floor, the floor with click imported and with a click command run; the
+    """reel beside git, the Python floor, the floor with click imported and with a click command run; the
     goal is reel/(floor+click) <= 1.3, shown as the ratio of medians and as the median of paired rounds."""
     r = med(reel_s, 0)
     parts = [f"{title:<30} reel {r * 1000:6.1f} ms cpu ({med(reel_s, 1) * 1000:6.1f} wall)"]
@@ -266,7 +266,7 @@ def paired(a: list[tuple], b: list[tuple]) -> float:
 def _startup(tmp: Path, repeat: int, cached: bool) -> None:
     """Without cached bytecode (as this environment runs reel: every reelstore module is compiled at
     every start) and with it (after one warm-up run wrote __pycache__). Each verb's runs are interleaved
-    with git's and with the two floors' (the issue's: python + blake3/zstandard/msgpack reading one ref;
+    with git's and with the two floors' (the Python floor: python + blake3/zstandard/msgpack reading one ref;
     and that with `import click`, which every verb pays while the CLI is click)."""
     env = bytecode_env(cached)
     print(f"== one CLI verb, whole process, bytecode {'cached' if cached else 'not cached'}")
@@ -371,7 +371,7 @@ def batch(tmp: Path, n: int, repeat: int) -> None:
     if got != want or pure != want:
         raise RuntimeError("the floor script's or the pure path's output differs from reel's")
     floor_cmd = [sys.executable, str(FLOOR_BATCH)]
-    # The floor after `import click`: the part of reel's start-up that the issue keeps (a script runs from
+    # The floor after `import click`: the part of reel's start-up a click CLI cannot avoid (a script runs from
     # source either way: Python caches no bytecode for the file it is given).
     source = f"open({str(FLOOR_BATCH)!r}).read()"
     click_cmd = [sys.executable, "-c", f"import click; exec(compile({source}, 'floor_batch.py', 'exec'))"]

@@ -1,6 +1,6 @@
 """Large content end to end: time and peak RSS of every command on one big file, beside git.
 
-    python3 bench/bench_large_file.py [--size-mib N]   (default 2048: the issue's 2 GiB)
+    python3 bench/bench_large_file.py [--size-mib N]   (default 2048: 2 GiB, past any single read buffer)
 
 Each command is a real `reel` (or `git`) under an address-space limit (RLIMIT_AS, 6 GiB: mapped packs
 count there), its peak resident memory read from `ru_maxrss`. The goal is every reel step under

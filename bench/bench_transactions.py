@@ -244,7 +244,7 @@ def op_rows(n: int) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", default="1000,17560")
-    ap.add_argument("--size", type=int, default=21000, help="mean file size in bytes (the issue's tree: 21 KB)")
+    ap.add_argument("--size", type=int, default=21000, help="mean file size in bytes (a typical source file: 21 KB)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ops", type=int, default=30)
     args = ap.parse_args()

@@ -1,10 +1,9 @@
-"""What every command shares: the store it acts on, `--json`, and one way to print results and errors.
-
-`json` is imported where a JSON document is written, so a command's plain-text start-up skips it."""
+"""What every command shares: the store it acts on, `--json`, and one way to print results and errors."""
 
 from __future__ import annotations
 
 import io
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +15,29 @@ from reelstore.errors import ReelError
 
 if TYPE_CHECKING:  # imported when a command first needs the store: --help and --version never do
     from reelstore.storage.repo import Repo
+
+
+def json_text(value: Any, *, indent: int | None = 2) -> str:
+    """The command line's one JSON writer: keys sorted (stable output to diff and test), non-ASCII
+    written as it is; indented for a document, one line (`indent=None`) for an error or a field."""
+    return json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=False)
+
+
+def _turn_on_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.ensure_object(Context).json = True
+
+
+def with_json(command: click.Command) -> click.Command:
+    """Give `command` (and each of its subcommands) a `--json` of its own, the same switch as the
+    global one, so `reel CMD ... --json` works as git users type it. Done once per command object."""
+    if not any(isinstance(p, click.Option) and "--json" in p.opts for p in command.params):
+        command.params.append(click.Option(["--json", "json_after"], is_flag=True, expose_value=False, is_eager=True,
+                                           callback=_turn_on_json, help="Print one JSON document on stdout."))
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            with_json(sub)
+    return command
 
 
 class Context:
@@ -45,9 +67,7 @@ class Context:
         """Print `doc` as one JSON document under --json, else `text` (or nothing), coloured as
         configured and, with `page` (long output), through the pager on a terminal."""
         if self.json:
-            import json
-
-            click.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+            click.echo(json_text(doc))
         elif text is not None:
             out = text() if callable(text) else text
             if not out:
@@ -66,9 +86,7 @@ pass_ctx = click.make_pass_decorator(Context)
 def report(err: ReelError, as_json: bool) -> None:
     """Print an error to stderr in the house format."""
     if as_json:
-        import json
-
-        click.echo(json.dumps({"error": err.to_json()}, sort_keys=True), err=True)
+        click.echo(json_text({"error": err.to_json()}, indent=None), err=True)
     else:
         click.echo(f"error: {err.code}: {err.message}", err=True)
 

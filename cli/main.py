@@ -13,7 +13,7 @@ import click
 
 from reelstore import __version__
 from reelstore.cli.command_index import COMMANDS as INDEX
-from reelstore.cli.context import Context, report
+from reelstore.cli.context import Context, json_text, report, with_json
 from reelstore.errors import LOCAL_WRITE_ERRNOS, LocalWriteError, ReelError, StorageError, input_error
 
 if TYPE_CHECKING:
@@ -141,26 +141,7 @@ def report_usage(err: click.UsageError) -> None:
     doc: dict[str, Any] = {"code": "usage", "message": err.format_message(), "exit": err.exit_code}
     if err.ctx is not None:
         doc["usage"] = err.ctx.get_usage()
-    import json
-
-    click.echo(json.dumps({"error": doc}, sort_keys=True), err=True)
-
-
-def _turn_on_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    if value:
-        ctx.ensure_object(Context).json = True
-
-
-def with_json(command: click.Command) -> click.Command:
-    """Give `command` (and each of its subcommands) a `--json` of its own, the same switch as the
-    global one, so `reel CMD ... --json` works as git users type it. Done once per command object."""
-    if not any(isinstance(p, click.Option) and "--json" in p.opts for p in command.params):
-        command.params.append(click.Option(["--json", "json_after"], is_flag=True, expose_value=False,
-                                           callback=_turn_on_json, help="Print one JSON document on stdout."))
-    if isinstance(command, click.Group):
-        for sub in command.commands.values():
-            with_json(sub)
-    return command
+    click.echo(json_text({"error": doc}, indent=None), err=True)
 
 
 def _as_json(ctx: click.Context) -> bool:
@@ -190,7 +171,7 @@ YOUNG_COLLECTION_EVERY = 20_000
 """The executable's first-generation collection threshold (the interpreter's default is 700). What a verb
 allocates after click is loaded (5k-10k container objects: modules, classes, functions, the store's
 state) nearly all lives until the exit, so the default's collections every 700 of them walked it again
-and again for nothing: 1.3-3 ms CPU of a short verb. A long-running command still collects, every
+and again for nothing. A long-running command still collects, every
 20k allocations, so its cyclic garbage stays bounded."""
 
 
@@ -201,5 +182,5 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=argv, prog_name="reel")
     finally:
         # Everything alive now lives until the exit, so it is frozen: the interpreter's last collection at
-        # exit then walks none of it (that walk cost ~6 ms CPU of every short command).
+        # exit then walks none of it.
         gc.freeze()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from reelstore.errors import BadInput
 from reelstore.objects import ZERO_HEX, Hash
 from reelstore.objects.hash import is_full_hex
-from reelstore.storage.refs import check_ref_name
+from reelstore.objects.ref import check_ref_name
 from reelstore.storage.repo import Repo
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import click
 
 from reelstore.cli.complete import REVISIONS
-from reelstore.cli.context import Context, every_byte, pass_ctx, write_bytes
+from reelstore.cli.context import Context, every_byte, json_text, pass_ctx, write_bytes
 from reelstore.errors import BadInput, NotFound
 from reelstore.objects.hash import Hash, is_full_hex, is_prefix
 
@@ -25,13 +25,10 @@ if TYPE_CHECKING:  # the batch modes' own machinery loads when a batch runs: -p,
 
 
 def pretty(obj: Object) -> bytes:
-    """What `cat-file -p` prints: a blob's bytes, any other kind as indented JSON (json.dumps' text,
-    written without importing json: see cli/json_text)."""
-    from reelstore.cli.json_text import dumps
-
+    """What `cat-file -p` prints: a blob's bytes, any other kind as the command line's indented JSON."""
     if obj.kind == "blob":  # a blob's content is its data (asking by kind loads no blob class for a record)
         return obj.content()
-    return (dumps(obj.to_json()) + "\n").encode("utf-8")
+    return (json_text(obj.to_json()) + "\n").encode("utf-8")
 
 
 def _lookup(repo: Repo, name: str) -> tuple[Hash | None, str]:
@@ -134,7 +131,7 @@ def _batch(ctx: Context, names: list[bytes] | None, fmt: formats.Format[Found], 
     out = sys.stdout.buffer
     if _own_process(out):
         # What exists now lives until the process ends, so it is frozen: no collection walks it again, and
-        # the exit skips collecting it, a teardown that cost ~8 ms CPU per run.
+        # the exit skips collecting it.
         gc.freeze()
     repo = ctx.repo
     reader = BulkReader.of_repo(repo)

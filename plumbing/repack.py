@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import click
 
 from reelstore.cli.context import Context, pass_ctx
@@ -20,7 +22,7 @@ def repack(ctx: Context, all_objects: bool, delete: bool) -> None:
     with progress_for(ctx) as progress:
         report = do_repack(ctx.repo, all_objects=all_objects, delete=delete,
                            progress=progress.count if progress else None)
-    doc = dict(report.__dict__)
+    doc = asdict(report)
     text = (f"packed {plural(report.packed, 'object')} into {report.pack}; "
             f"removed {plural(report.packs_removed, 'pack')} and {plural(report.loose_removed, 'loose object')}"
             ) if report.pack else "nothing to pack"

@@ -10,7 +10,7 @@ from reelstore.cli.complete import REFS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, NotFound
 from reelstore.objects import Hash
-from reelstore.storage.refs import check_ref_name
+from reelstore.objects.ref import check_ref_name
 
 
 def tail_matches(pattern: str, name: str) -> bool:

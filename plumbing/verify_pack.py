@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 
 import click
@@ -73,7 +74,7 @@ def verify_pack(ctx: Context, verbose: bool, stat_only: bool, packs: tuple[str, 
         out.append(f"{pack.path}: {'bad' if damage else 'ok'}")
         docs.append({
             "pack": str(pack.path), "ok": not damage, "count": pack.count, "problems": damage,
-            "entries": [{**i.__dict__, "id": i.id.hex()} for i in infos] if verbose else None,
+            "entries": [{**asdict(i), "id": i.id.hex()} for i in infos] if verbose else None,
         })
         pack.close()
     ctx.emit({"packs": docs, "problems": problems}, "\n".join(out))

@@ -10,7 +10,6 @@ import click
 
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, CapabilityViolation, StaleEpoch
-from reelstore.porcelain.ops import json_flag
 
 if TYPE_CHECKING:
     from reelstore.fleet.worker import Drained, WorkerReport
@@ -21,7 +20,6 @@ def _stop(_signum: int, _frame: FrameType | None) -> None:
 
 
 @click.command("drain")
-@json_flag
 @click.option("--worker", is_flag=True, help="Run as a drain worker (the one mode there is).")
 @click.option("--once", is_flag=True, help="Drain what is claimable now, then exit.")
 @click.option("--lease", default=None, metavar="SECONDS",

@@ -6,11 +6,9 @@ import click
 
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.drain.hold import hold as put_on_hold
-from reelstore.porcelain.ops import json_flag
 
 
 @click.command("hold")
-@json_flag
 @click.option("--why", required=True, help="Why the store is held (shown to everyone refused).")
 @pass_ctx
 def hold(ctx: Context, why: str) -> None:

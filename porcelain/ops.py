@@ -3,30 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
 import click
 
 from reelstore.cli.complete import OPS
-from reelstore.cli.context import Context, pass_ctx
+from reelstore.cli.context import Context, json_text, pass_ctx
 from reelstore.drain import operator
 from reelstore.drain.operator import OperatorState
 from reelstore.drain.ops import UNRESOLVED, Operation
 from reelstore.fleet.shared import find, list_ops, source
 from reelstore.objects import OpEvent, Record, View
-
-
-def json_flag(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Accept `--json` after the command name too (`reel ops --unresolved --json`), as the global flag."""
-
-    def turn_on(cctx: click.Context, _param: click.Parameter, value: bool) -> None:
-        if value:
-            cctx.ensure_object(Context).json = True
-
-    return click.option("--json", "local_json", is_flag=True, expose_value=False, is_eager=True, callback=turn_on,
-                        help="Print one JSON document on stdout.")(f)
 
 
 def _when(ms: int | None) -> str:
@@ -38,20 +26,15 @@ def _line(o: Operation) -> str:
     return f"{o.op}  {o.state:<9} {o.effect.delivery:<9} {o.effect.resource}  ({where})"
 
 
-def _compact(value: Any) -> str:
-    import json
-
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def _request_lines(req: dict[str, Any]) -> list[str]:
     if req["adapter"] != "http":
-        return [f"request    {_compact(req['op'])}"]
+        return [f"request    {json_text(req['op'], indent=None)}"]
     lines = [f"request    {req['method']} {req['url']}"]
     if req["headers"]:
-        lines.append(f"headers    {_compact(req['headers'])}")
+        lines.append(f"headers    {json_text(req['headers'], indent=None)}")
     if req["body"] is not None:
-        lines.append(f"body       {req['body'] if isinstance(req['body'], str) else _compact(req['body'])}")
+        body = req["body"]
+        lines.append(f"body       {body if isinstance(body, str) else json_text(body, indent=None)}")
     return lines
 
 
@@ -144,7 +127,6 @@ def _deadline(text: str | None) -> int:
 
 
 @click.group("ops", invoke_without_command=True)
-@json_flag
 @click.option("--unresolved", is_flag=True, help="Only pending, not-sent and unknown operations.")
 @pass_ctx
 def ops(ctx: Context, unresolved: bool) -> None:
@@ -180,7 +162,6 @@ def ops(ctx: Context, unresolved: bool) -> None:
 
 @ops.command("show")
 @click.argument("op", shell_complete=OPS)
-@json_flag
 @pass_ctx
 def show(ctx: Context, op: str) -> None:
     """Show one operation (id or unique prefix) with its whole journal history."""
@@ -202,7 +183,6 @@ def _event(ctx: Context, ev: OpEvent, text: str) -> None:
 @click.argument("op", shell_complete=OPS)
 @click.option("--to", "to", required=True, help="The reconciliation owner.")
 @click.option("--by", "by", help="Who assigns (default: REEL_PRINCIPAL or the user).")
-@json_flag
 @pass_ctx
 def assign(ctx: Context, op: str, to: str, by: str | None) -> None:
     """Make TO the owner of unresolved operation OP's reconciliation (recorded, attributed)."""
@@ -215,7 +195,6 @@ def assign(ctx: Context, op: str, to: str, by: str | None) -> None:
 @click.option("--to", "to", required=True, help="The escalation owner.")
 @click.option("--deadline", help="When OP becomes overdue: an ISO-8601 time or a delay (90s, 30m, 4h, 2d).")
 @click.option("--by", "by", help="Who escalates (default: REEL_PRINCIPAL or the user).")
-@json_flag
 @pass_ctx
 def escalate(ctx: Context, op: str, to: str, deadline: str | None, by: str | None) -> None:
     """Name OP's escalation owner and deadline; past it, `reel ops` flags OP overdue and notices go to TO."""
@@ -224,7 +203,6 @@ def escalate(ctx: Context, op: str, to: str, deadline: str | None, by: str | Non
 
 
 @ops.command("notify")
-@json_flag
 @pass_ctx
 def notify(ctx: Context) -> None:
     """Run .reel/hooks/notify once per unresolved operation (bounded by ops.maxNotices per recipient)
@@ -239,7 +217,6 @@ def notify(ctx: Context) -> None:
 @click.argument("op", shell_complete=OPS)
 @click.option("--by", "by", required=True, help="Who acknowledges the operation.")
 @click.option("--note", default="", help="What they are doing about it.")
-@json_flag
 @pass_ctx
 def ack(ctx: Context, op: str, by: str, note: str) -> None:
     """Record that BY knows of OP, with or without a delivered notice. It does not settle OP nor lift
@@ -253,7 +230,6 @@ def ack(ctx: Context, op: str, by: str, note: str) -> None:
 @click.option("--accept-uncertainty", is_flag=True, help="Required: the outcome stays unknown, for good.")
 @click.option("--by", "by", required=True, help="Who takes the decision.")
 @click.option("--note", default="", help="Why.")
-@json_flag
 @pass_ctx
 def close(ctx: Context, op: str, accept_uncertainty: bool, by: str, note: str) -> None:
     """Close unknown operation OP's incident with its uncertainty accepted. Its effect, journal and

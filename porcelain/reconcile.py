@@ -7,11 +7,9 @@ import click
 from reelstore.cli.complete import OPS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.fleet.shared import reconcile as settle
-from reelstore.porcelain.ops import json_flag
 
 
 @click.command("reconcile")
-@json_flag
 @click.argument("op", shell_complete=OPS)
 @click.option("--outcome", required=True, type=click.Choice(["succeeded", "absent"]),
               help="What you established: the target acted (succeeded) or did not (absent).")

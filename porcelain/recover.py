@@ -7,7 +7,6 @@ import click
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.drain.recovery import RecoveryReport
 from reelstore.fleet.shared import recover as resume
-from reelstore.porcelain.ops import json_flag
 from reelstore.wording import plural
 
 
@@ -21,7 +20,6 @@ def _text(rep: RecoveryReport) -> str:
 
 
 @click.command("recover")
-@json_flag
 @pass_ctx
 def recover(ctx: Context) -> None:
     """Fence every older drainer with a new epoch, then resume: a not-sent effect is sent again (any

@@ -6,11 +6,9 @@ import click
 
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.drain.hold import release as lift
-from reelstore.porcelain.ops import json_flag
 
 
 @click.command("release")
-@json_flag
 @pass_ctx
 def release(ctx: Context) -> None:
     """Lift the hold. Effects that were pending stay pending: `reel recover` drains them."""

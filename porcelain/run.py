@@ -3,7 +3,6 @@ it would do, then commit or abort the whole of it."""
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from typing import Any
@@ -12,7 +11,7 @@ import click
 
 from reelstore.api import Store
 from reelstore.cli.complete import SOURCES
-from reelstore.cli.context import Context, pass_ctx
+from reelstore.cli.context import Context, json_text, pass_ctx
 from reelstore.extras import needs
 from reelstore.intercept.loop import DryRun, default_backends
 from reelstore.intercept.recording import RecordingProxy, calls_total
@@ -20,7 +19,7 @@ from reelstore.storage.service_rules import model_origin
 from reelstore.wording import plural
 
 BLOCKED_EXIT = 6
-"""--commit refused because the command tried to go around the proxy (refused, as DESIGN §8 counts it)."""
+"""--commit refused because the command tried to go around the proxy: a refusal, as a capability violation is."""
 DECLINED_EXIT = 1
 """Not committed for want of a yes: "n" at the prompt, or no terminal to ask and no flag. Both aborted the
 view, so both exit with this one status (as a declined prompt exits in git and apt)."""
@@ -177,7 +176,7 @@ def run(ctx: Context, view: str | None, source: str | None, caps: tuple[str, ...
         from reelstore.intercept.ca import ca_cert_path
 
         path = str(ca_cert_path(ctx.repo))
-        click.echo(json.dumps({"ca": path}) if ctx.json else path)
+        click.echo(json_text({"ca": path}) if ctx.json else path)
         return
     if not cmd:
         raise click.UsageError("missing the command to run (reel run [OPTIONS] -- CMD...)")
@@ -242,7 +241,7 @@ def execute_and_decide(ctx: Context, loop: DryRun, do_commit: bool, do_abort: bo
     doc["reason"] = reason
     decided = f"decision: {loop.decision} ({reason})"
     if ctx.json:
-        click.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+        click.echo(json_text(doc))
     else:
         parts = [decided] if interactive else [_summary_text(doc), decided]
         text = _commit_text(doc["commit"])

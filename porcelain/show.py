@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
 from reelstore import revisions
 from reelstore.cli.complete import REVISIONS
-from reelstore.cli.context import Context, pass_ctx
+from reelstore.cli.context import Context, json_text, pass_ctx
 from reelstore.codec import thaw
 from reelstore.objects import Object, Record, Recording, View
 
@@ -37,8 +36,7 @@ def show(ctx: Context, obj: str) -> None:
         doc["approvals"] = approvals
 
     def text() -> str:
-        out = click.style(f"{o.kind} {h.hex()}", fg="yellow") + "\n" + json.dumps(
-            doc["object"], indent=2, sort_keys=True, ensure_ascii=False)
+        out = click.style(f"{o.kind} {h.hex()}", fg="yellow") + "\n" + json_text(doc["object"])
         if reads:
             out += "\nrecorded reads (reel run --record):\n" + "\n".join(
                 f"  {r['index']}  {r['method']} {r['url']} -> {r['status']}" for r in reads)

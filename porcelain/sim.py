@@ -6,7 +6,6 @@ import click
 
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.kernel.history import MAX_LIMIT
-from reelstore.porcelain.ops import json_flag
 from reelstore.sim.batch import Summary, run_many
 from reelstore.sim.run import run_seed
 from reelstore.wording import plural
@@ -28,7 +27,6 @@ def _text(s: Summary) -> str:
 
 
 @click.command("sim")
-@json_flag
 @click.option("--seeds", type=click.IntRange(1, 10_000_000), default=1000, show_default=True,
               help="How many seeds to run.")
 @click.option("--start", type=click.IntRange(0, MAX_LIMIT), default=0, show_default=True, help="First seed.")

@@ -30,11 +30,11 @@ from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.history import LogEntry, log
 from reelstore.kernel.inspection import NameChange, ViewStatus, ViewSummary
-from reelstore.kernel.names import view_ref
 from reelstore.kernel.transaction import Transaction
 from reelstore.kernel.undo import UndoResult, undo
 from reelstore.kernel.views import initiator, load_live
 from reelstore.objects import Capability, Effect, Hash
+from reelstore.objects.ref import view_ref
 from reelstore.storage import op_log
 from reelstore.storage.config import Config
 from reelstore.storage.repo import DEFAULT_TRUNK, Repo
@@ -352,7 +352,7 @@ class Store:
 
     @classmethod
     def clone(cls, url: str, directory: Path | str) -> tuple[Store, FetchResult]:
-        """A new store at `directory` from the git remote `url` (sync, DESIGN §7)."""
+        """A new store at `directory` from the git remote `url` (see reelstore.sync)."""
         from reelstore import sync
 
         repo, result = sync.clone(url, directory)

@@ -1,7 +1,9 @@
 """The one exception hierarchy. Every failure a user can see carries an E-code and an exit status.
 
-Callers classify by class or code, never by message text. The exit statuses are the contract of
-DESIGN §8; the command line maps an uncaught ReelError to `error: E0NN: message` and that status.
+Callers classify by class or code, never by message text; a sub-kind that callers must tell apart
+(a taken lock, a lost remote race) is a subclass with its parent's code. The exit statuses are a
+contract scripts rely on (docs/errors.md); the command line maps an uncaught ReelError to
+`error: E0NN: message` and that status.
 """
 
 from __future__ import annotations
@@ -58,6 +60,25 @@ class Conflict(ReelError):
 
     code, exit_status = "E002", 5
     hint = "read the current state and try again: commit again, or fork afresh from the trunk"
+
+
+class LockHeld(Conflict):
+    """A ref's lock file is taken: another writer is updating the ref. E002 as any lost swap, but a
+    retry loop treats it apart: the holder, not a moved value, is in the way."""
+
+    def __init__(self, message: str, *, ref: str, lock: str, **details: Any) -> None:
+        super().__init__(message, ref=ref, lock=lock, **details)
+        self.ref = ref
+        self.lock = lock
+        """The lock file's path."""
+
+
+class StaleLock(LockHeld):
+    """A ref's lock whose holder is dead or unknown and old: it will not go away by itself, so a retry
+    loop gives up after one more try and the message names the remedy."""
+
+    def __init__(self, message: str, *, ref: str, lock: str) -> None:
+        super().__init__(message, ref=ref, lock=lock, stale=True)
 
 
 class EffectAfterAbort(ReelError):
@@ -175,6 +196,12 @@ class RemoteConflict(ReelError):
 
     code, exit_status = "E015", 5
     hint = "`reel fetch`, then commit or push again"
+
+
+class RemoteRaceLost(RemoteConflict):
+    """Another store moved the remote first (a ref there moved, or a trunk's earlier remote commit is
+    unsettled): after a fetch, another try may win. Other E015s (a view bound elsewhere, aborted or
+    committed on the remote) are refusals a retry cannot change."""
 
 
 class StaleEpoch(ReelError):

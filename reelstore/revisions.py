@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reelstore.errors import BadInput, NotFound
-from reelstore.frozen import frozen
 from reelstore.objects import Hash
 from reelstore.wording import plural
 
@@ -26,7 +26,7 @@ _STEP = re.compile(r"~(\d*)|\^(\d*)")
 _REFLOG = re.compile(r"^(.*)@\{(-?\d+)\}")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Rev:
     """One parsed revision: a base name, an optional reflog index, ancestor steps, an optional path."""
 

@@ -1,5 +1,10 @@
-"""The reel protocol's conformance criteria t_001 to t_014, one test (or a few) each, and level L3:
-crash-atomic commit, concurrent forks atomic and isolated, byte-deterministic archives (bundles)."""
+"""The protocol's promises, one test (or a few) each, numbered t001-t014 in this order: types public,
+immutable and hashed; fork isolated; commit atomic; abort silent; effects unreachable after abort and
+gc; many random commits and aborts never fire an aborted effect; narrowing never amplifies; Class A
+needs no network; stale Class B is E002; fire only from a commit's drain; the effects block decodes,
+re-hashes and vanishes after abort and gc; restore is exact for Class A, warns for a moved Class B and
+keeps Class C pending. Then crash-atomic commit, concurrent forks atomic and isolated, and
+byte-deterministic archives (bundles)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.drain.drainer import record_ops
 from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel

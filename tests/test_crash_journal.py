@@ -14,7 +14,7 @@ from conftest import REEL
 from target import TIERS, Target, configure, pay_op
 
 from reelstore.api import Store
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.errors import StorageError
 from reelstore.storage.repo import Repo
 

@@ -9,7 +9,7 @@ import pytest
 
 from reelstore import crashpoints
 from reelstore.drain import epoch, hold, recovery
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.drain.drainer import FireToken, _mint, commit_message, drain, op_id, record_ops
 from reelstore.errors import CapabilityViolation, Conflict, Held, OutcomeUnknown, StaleEpoch
 from reelstore.objects import Effect, Effects, Hash, Record

@@ -13,7 +13,17 @@ from pathlib import Path
 
 from conftest import REEL
 
-from reelstore.errors import ReelError, catalogue, table
+import reelstore
+from reelstore.errors import (
+    Conflict,
+    LockHeld,
+    ReelError,
+    RemoteConflict,
+    RemoteRaceLost,
+    StaleLock,
+    catalogue,
+    table,
+)
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "errors.md"
 
@@ -98,3 +108,10 @@ def test_hash_object_and_index_pack_name_a_missing_or_directory_input(tmp_path: 
     folder = reel("index-pack", str(tmp_path))
     assert folder.returncode == 6 and folder.stderr.decode() == f"error: E014: {tmp_path} is a directory, not a file\n"
     assert reel("index-pack", "/nonexistent.pack").returncode == 4
+
+
+def test_sub_kinds_keep_their_parents_codes_and_add_none_to_the_table() -> None:
+    for sub, parent in ((LockHeld, Conflict), (StaleLock, LockHeld), (RemoteRaceLost, RemoteConflict)):
+        assert issubclass(sub, parent) and (sub.code, sub.exit_status) == (parent.code, parent.exit_status)
+        assert sub not in catalogue() and f"| {sub.__name__} |" not in table()
+        assert getattr(reelstore, sub.__name__) is sub

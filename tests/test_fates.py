@@ -27,7 +27,7 @@ from cryptography.x509.oid import NameOID
 from target import ROUTES, TIERS, Target, configure, pay_op
 
 from reelstore.api import Store
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.drain import ops, recovery
 from reelstore.errors import EffectFailed, OutcomeUnknown
 

@@ -65,7 +65,7 @@ def test_missing_object_and_broken_chain(tmp_path: Path, run) -> None:
 def test_a_drain_ref_naming_an_entry_outside_the_segment_is_a_lost_entry(repo: Repo) -> None:
     """On disk the journal lives in its trunk's segment: a drain ref naming an entry stored anywhere else
     (a loose object, as no writer ever leaves one) is a lost entry, E007, never a journal to read."""
-    from reelstore.drain import log as drainlog
+    from reelstore.drain import journal as drainlog
 
     effect = Effect("http", "C", "https://example.invalid/x", {"method": "POST"})
     entry = Journal(None, "main", repo.refs["refs/heads/main"], 0, effect.id, "op-1", "unknown", 1, 5)

@@ -13,7 +13,7 @@ from target import Target, configure, pay_op
 from reelstore.adapters.base import adapter
 from reelstore.api import Store
 from reelstore.codec import thaw
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.errors import BadInput, Conflict
 
 

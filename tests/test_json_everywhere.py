@@ -4,6 +4,8 @@ error (usage errors included) one JSON error object on stderr."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -11,6 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from reelstore.cli.main import ReelGroup, cli
+from reelstore.kernel import verbs as kernel
+from reelstore.storage.repo import Repo
 
 EVERY = sorted(ReelGroup().list_commands(click.Context(cli)))
 
@@ -69,7 +73,8 @@ SUCCEEDS = [
     ["status", "w"], ["views"], ["ls", "w"], ["get", "w", "b.txt"], ["log"], ["diff", "w"], ["show", "main"],
     ["cat-file", "-t", "main"], ["cat-file", "-p", "main:a.txt"], ["show-ref"], ["for-each-ref"],
     ["ls-tree", "main"], ["rev-list", "main"], ["reflog"], ["count-objects"], ["fsck"], ["config", "--list"],
-    ["config", "core.trunk"], ["remote"], ["ops"], ["hash-object", "--stdin"], ["verify-pack"], ["repack"],
+    ["config", "core.trunk"], ["remote"], ["ops"], ["ops", "--unresolved"], ["hash-object", "--stdin"],
+    ["verify-pack"], ["repack"],
     ["fork", "x"], ["put", "w", "c.txt", "-"], ["rm", "w", "b.txt"], ["abort", "w"],
     ["hold", "--why", "test"], ["release"],
     ["update-ref", "refs/tags/t", "main"], ["gc"], ["prune"], ["snapshot", "w", "snap"],
@@ -106,3 +111,26 @@ def test_demo_and_run_take_json(tmp_path: Path) -> None:
     ran = _invoke(tmp_path, "run", "--json", "--abort", "--", "true")
     assert ran.exit_code == 0, ran.stderr
     assert json.loads(ran.stdout)["command"] == ["true"]
+
+
+def test_cat_file_p_prints_the_one_encoders_text(tmp_path: Path) -> None:
+    """`cat-file -p` writes an object as every `--json` document is written: indented, keys sorted,
+    non-ASCII as it is (a name with a quote, a newline and an accent shows each rule)."""
+    repo = Repo.init(tmp_path)
+    kernel.fork(repo, "v")
+    kernel.put(repo, "v", "dir/a.txt", b"x")
+    kernel.put(repo, "v", "b\n\u00e9\"q\".txt", b"y")
+    view = repo.refs["refs/views/v"]
+    shown = repo.objects.get(view)
+    ids = [view, repo.refs["refs/heads/main"], shown.namespace, *shown.caps]  # type: ignore[attr-defined]
+    script = "import sys; from reelstore.cli.main import main; main(sys.argv[1:])"
+    kinds = set()
+    for h in ids:
+        obj = repo.objects.get(h)
+        kinds.add(obj.kind)
+        done = subprocess.run([sys.executable, "-c", script, "cat-file", "-p", h.hex()], cwd=tmp_path,
+                              capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        want = json.dumps(obj.to_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        assert done.stdout == want.encode("utf-8"), obj.kind
+    assert kinds == {"view", "record", "tree", "capability"}

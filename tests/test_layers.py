@@ -13,7 +13,7 @@ PKG = ROOT / "reelstore"
 CLI = ("cli", "plumbing", "porcelain")
 
 LAYERS = [
-    {"errors", "crashpoints", "codec", "stamp", "wording", "frozen", "extras"},
+    {"errors", "crashpoints", "codec", "attribution", "wording", "extras"},
     {"objects", "hooks"},  # hooks: the sample installer and the runner, which needs only a Repo's type
     {"storage"},
     {"namespace"},

@@ -1,4 +1,4 @@
-"""The ten kinds: exact round trips, order-independent ids, and damaged bytes that never pass as valid."""
+"""Every kind: exact round trips, order-independent ids, and damaged bytes that never pass as valid."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from reelstore.objects.capability import OPS
 from reelstore.objects.chunks import CHUNK_MAX, THRESHOLD
 from reelstore.objects.effect import DELIVERIES
 from reelstore.objects.journal import OUTCOMES, STATES
-from reelstore.objects.notice import ACTIONS
+from reelstore.objects.opevent import ACTIONS
 
 hashes = st.binary(min_size=32, max_size=32).map(Hash)
 opt_hashes = st.none() | hashes

@@ -212,4 +212,4 @@ def test_ops_show_gives_the_request_with_secrets_hidden_and_the_findings_source(
     text = reel(tmp_path, "ops", "show", doc["op"]).stdout.decode()
     assert "request    POST http://127.0.0.1:9/pay?order=42\n" in text
     assert "source     the processor's dashboard\n" in text and "scope      order 42 only\n" in text
-    assert '"amount":5' in text and "tok-7f3a9c1e5b" not in text
+    assert '"amount": 5' in text and "tok-7f3a9c1e5b" not in text

@@ -1,4 +1,4 @@
-"""The kernel's commands end to end: exit statuses, --json documents, and the issue's done-when sequence."""
+"""The kernel's commands end to end: exit statuses, --json documents, and a whole session from init to drain."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from conftest import REEL
 
-from reelstore.stamp import principal
+from reelstore.attribution import principal
 
 
 def _reel(cwd: Path, *args: str, input: bytes = b"", **env: str) -> str:

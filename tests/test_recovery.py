@@ -12,7 +12,7 @@ from target import Target, configure, pay_op
 from test_crash_drain import _env, crashed_commit, op_state, reel
 
 from reelstore.api import Store
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.storage.repo import Repo
 
 

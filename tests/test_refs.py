@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import Hash
+from reelstore.objects.ref import check_ref_name
 from reelstore.storage import ref_format
-from reelstore.storage.refs import ANY, DiskRefStore, MemoryRefStore, ReflogEntry, RefStore, check_ref_name
+from reelstore.storage.refs import ANY, DiskRefStore, MemoryRefStore, ReflogEntry, RefStore
 
 A, B, C = (Hash(bytes([i]) * 32) for i in (1, 2, 3))
 

@@ -1,4 +1,4 @@
-"""Record, replay and diff a dry run (KEEL): a script GETs HTTPS resources and POSTs what it read;
+"""Record, replay and diff a dry run: a script GETs HTTPS resources and POSTs what it read;
 its run is recorded, the target is stopped, and the replay reproduces the same effects with no network;
 a changed script's extra read is a reported divergence; `reel diff` shows exactly the changed effect."""
 

@@ -5,7 +5,7 @@ acted but is reported not sent)."""
 from __future__ import annotations
 
 from reelstore.adapters.base import Result
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.sim.batch import run_many
 from reelstore.sim.run import Run, run_seed
 from reelstore.sim.world import World

@@ -1,4 +1,4 @@
-"""Snapshots and restore (t_012–t_014 live in test_conformance.py) and bundles, through the kernel and
+"""Snapshots and restore (restore's promises: test_conformance.py) and bundles, through the kernel and
 the real `reel` command."""
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from reelstore.errors import Conflict, LockHeld, StaleLock
 from reelstore.kernel import verbs as kernel
 from reelstore.storage.refs import LOCK_TIMEOUT
 from reelstore.storage.repo import Repo
@@ -102,3 +103,18 @@ def test_lock_of_another_host_is_stale_only_after_the_timeout_and_removed_only_w
     assert reel(store, "gc", "--clear-stale-locks", "--force").returncode == 0
     assert not path.exists()
     assert reel(store, "put", "v", "x.txt").returncode == 0
+
+
+def test_a_taken_lock_is_its_own_kind_of_e002(store: Path, live_pid: int) -> None:
+    """Callers tell a taken lock, and a stale one, by class: both stay E002 (exit 5) with the same details."""
+    repo = Repo.open(store)
+    path = lock(store, live_pid, socket.gethostname(), time.time())
+    with pytest.raises(LockHeld) as held:
+        kernel.put(repo, "v", "x.txt", b"x")
+    assert not isinstance(held.value, StaleLock) and isinstance(held.value, Conflict)
+    assert (held.value.code, held.value.exit_status, held.value.lock) == ("E002", 5, str(path))
+    assert held.value.to_json()["details"] == {"ref": "refs/views/v", "lock": str(path)}
+    lock(store, dead_pid(), socket.gethostname(), time.time() - 5)
+    with pytest.raises(StaleLock) as stale:
+        kernel.put(repo, "v", "x.txt", b"x")
+    assert stale.value.code == "E002" and stale.value.to_json()["details"]["stale"] is True

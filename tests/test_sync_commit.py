@@ -165,7 +165,7 @@ def test_a_write_racing_a_won_remote_commit_cannot_undo_it(tmp_path: Path) -> No
         a, _ = _bound_view_with_a_blind_effect(tmp_path, target)
         fence = _won_then(write)(a.repo)
         result = a.commit("pay", fence=fence)
-        assert fence.seen and fence.seen[0].startswith("refused: Conflict"), fence.seen
+        assert fence.seen and fence.seen[0].startswith("refused: LockHeld: E002"), fence.seen
         assert result.record is not None and [o.state for o in result.drain.outcomes] == ["succeeded"]
         assert target.count("/blind") == 1
         assert Repo.open(tmp_path / "a").refs.get("refs/views/pay") is None

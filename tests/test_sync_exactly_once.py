@@ -175,7 +175,7 @@ def test_abort_of_a_bound_view_refuses_while_the_remote_is_unreachable(tmp_path:
 
 
 def test_three_clones_commit_the_same_view_at_once(tmp_path: Path, served: tuple[Path, str]) -> None:
-    """ROUNDS rounds (5 in CI; the issue's 20 with REEL_SYNC_RACE_ROUNDS=20): each round, three fresh
+    """ROUNDS rounds (5 in CI; 20 or more with REEL_SYNC_RACE_ROUNDS=20): each round, three fresh
     clones race a commit of one view (their trunks track origin, so a plain commit goes through the
     remote); exactly one drains, the others lose the remote CAS (E015), and after a fetch each sees
     the view committed (E008)."""

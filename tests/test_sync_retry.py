@@ -20,7 +20,7 @@ from target import Target, configure, pay_op
 
 from reelstore import sync
 from reelstore.api import Store
-from reelstore.errors import BadInput, RemoteConflict
+from reelstore.errors import BadInput, RemoteConflict, RemoteRaceLost
 from reelstore.kernel import verbs as kernel
 from reelstore.storage.repo import Repo
 from reelstore.sync.retry import lost_race, wait
@@ -168,10 +168,10 @@ class _Named:
 
 
 def test_only_a_lost_race_is_retried_and_waits_are_jittered() -> None:
-    assert lost_race(RemoteConflict("moved", ref="refs/heads/main"))
-    assert lost_race(RemoteConflict("refused", refs=["refs/reel/heads/main"]))
-    assert lost_race(RemoteConflict("unsettled claim", trunk="main"))
+    assert lost_race(RemoteRaceLost("moved", ref="refs/heads/main"))
+    assert lost_race(RemoteRaceLost("unsettled claim", trunk="main"))
     assert not lost_race(RemoteConflict("bound elsewhere", view="pay", remote="origin"))
+    assert not lost_race(RemoteConflict("refused for good", refs=["refs/reel/heads/main"]))  # the class decides
     waits = [wait(3) for _ in range(200)]
     assert all(0 <= w < 0.4 for w in waits) and len(set(waits)) > 150
     assert max(wait(30) for _ in range(50)) <= 2.0

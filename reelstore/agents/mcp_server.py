@@ -39,9 +39,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from reelstore.api import Store
 from reelstore.errors import BadInput, BudgetExhausted, NotFound, ReelError
 from reelstore.kernel import admission
-from reelstore.kernel.names import HEAD_PREFIX
 from reelstore.kernel.views import load_live
 from reelstore.objects import Capability
+from reelstore.objects.ref import HEAD_PREFIX
 from reelstore.storage.repo import Repo
 from reelstore.wording import plural
 

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reelstore.adapters.base import FATES, Adapter, NotSent, Result, adapter
+from reelstore.attribution import now_ms
 from reelstore.crashpoints import crash_point
 from reelstore.drain import epoch as epochs
 from reelstore.drain import hold as holds
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.drain import owners
 from reelstore.drain.owners import item_ops
 from reelstore.drain.owners import op_id as op_id
@@ -35,7 +36,6 @@ from reelstore.errors import (
 )
 from reelstore.hooks.runner import run_pre_hook
 from reelstore.objects import Effect, Effects, Hash, Journal, Record
-from reelstore.stamp import now_ms
 from reelstore.wording import plural
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reelstore.codec import thaw
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.drain.ops import LOCAL, UNRESOLVED, Operation, OpSource
 from reelstore.errors import BadInput, CapabilityViolation, Conflict
 from reelstore.hooks.runner import hook_path

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from reelstore.codec import thaw
 from reelstore.drain import epoch as epochs
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.drain.drainer import COMMIT_MESSAGE, blind_reason, record_effects, record_ops
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import Effect, Finding, Hash, Journal, Record

@@ -10,7 +10,7 @@ refuses one owned by another record before it journals anything.
 Three sources:
 - records: every trunk's records, scanned incrementally. What was scanned is cached in the state
   file `ops/committed` (lines `C op trunk record` and `H trunk head`): a cache, which fsck rebuilds;
-- journals: each trunk's drain journal (`drain.log`);
+- journals: each trunk's drain journal (`drain.journal`);
 - tombstones: `ops/aborted`, one durable line per operation of each aborted view (`A op effect
   view-object fork view`). Nothing else remembers an abort's effects, so it is the source of truth:
   gc and fsck never drop it. A tombstone names the effect and the aborted view's fork: that view,
@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.errors import BadInput, NotFound, StorageError, ViewTerminal
 from reelstore.objects import Effect, Effects, Hash, Record, View
 

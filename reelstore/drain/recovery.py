@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from reelstore.drain import epoch as epochs
 from reelstore.drain import hold as holds
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.drain.drainer import DrainReport, drain, failed_message, failed_next, record_effects, record_ops
 from reelstore.drain.ops import own_records, ownership, trunks
 from reelstore.errors import EffectFailed, OutcomeUnknown

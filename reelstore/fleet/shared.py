@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from reelstore.attribution import now_ms
 from reelstore.codec import freeze
 from reelstore.drain import epoch as epochs
 from reelstore.drain import hold as holds
@@ -24,7 +25,6 @@ from reelstore.drain.recovery import RecoveryReport
 from reelstore.errors import BadInput, Conflict
 from reelstore.fleet import database
 from reelstore.objects import Effect, Finding, Hash, Journal
-from reelstore.stamp import now_ms
 
 if TYPE_CHECKING:
     from reelstore.fleet.outbox import Conn, Row

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reelstore.adapters.base import Adapter, adapter
+from reelstore.attribution import now_ms
 from reelstore.crashpoints import crash_point
 from reelstore.drain import epoch as epochs
 from reelstore.drain import hold as holds
@@ -31,7 +32,6 @@ from reelstore.errors import BadInput, CapabilityViolation, Held, ReelError, Sta
 from reelstore.fleet import database, outbox
 from reelstore.hooks.runner import run_pre_hook
 from reelstore.objects import Effect, Hash
-from reelstore.stamp import now_ms
 from reelstore.wording import plural
 
 if TYPE_CHECKING:

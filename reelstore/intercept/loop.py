@@ -30,8 +30,8 @@ from reelstore.intercept.http_proxy import HttpProxy
 from reelstore.intercept.sandbox import Sandbox, require_unshare
 from reelstore.intercept.scratch import Scratch
 from reelstore.kernel import verbs as kernel
-from reelstore.kernel.names import view_ref
 from reelstore.objects import Capability, Effect, Hash
+from reelstore.objects.ref import view_ref
 from reelstore.storage.repo import Repo
 from reelstore.storage.secrets import redact, scrubbed_names
 from reelstore.storage.service_rules import model_origin

@@ -1,4 +1,4 @@
-"""Record and replay a dry run's reads (KEEL: make the run deterministic by recording it).
+"""Record and replay a dry run's reads, so a second run sees what the first saw and can be compared.
 
 `RecordingProxy` is `reel run`'s proxy that also keeps every response a real host gave a passed-through
 request; when the command exits, the exchanges become a `recording` object of the view. `ReplayProxy`

@@ -17,15 +17,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from reelstore.attribution import now_ms
 from reelstore.errors import ApprovalRequired, BadInput, CapabilityViolation, Conflict, NotFound
 from reelstore.hooks.runner import hook_path, run_hook, run_pre_hook
 from reelstore.kernel.changes import pending_effects
-from reelstore.kernel.names import VIEW_PREFIX
 from reelstore.kernel.transaction import CAS_ATTEMPTS, backoff, give_up
 from reelstore.kernel.views import Live, fork_id, initiator, live_views, load_live
 from reelstore.objects import Approval, Effect, Hash, Object, View
+from reelstore.objects.ref import VIEW_PREFIX
 from reelstore.objects.view import MAX_APPROVALS
-from reelstore.stamp import now_ms
 from reelstore.storage.repo import Repo
 from reelstore.storage.service_rules import rule_for
 from reelstore.wording import plural

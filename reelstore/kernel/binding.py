@@ -1,4 +1,5 @@
-"""Bound views and tracking trunks: a synced view has one commit point, its remote (DESIGN §7).
+"""Bound views and tracking trunks: a synced view has one commit point, its remote, so
+its effects cannot fire from two stores.
 
 A view that was pushed to, cloned from or fetched from a remote has a copy there that another store
 can commit. Committing it locally as well would drain its effects twice, so it is *bound* to that

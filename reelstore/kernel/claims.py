@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from reelstore.errors import BadInput, RemoteConflict, StorageError
+from reelstore.errors import BadInput, RemoteRaceLost, StorageError
 from reelstore.objects import Hash
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def write(repo: Repo, claim: Claim) -> None:
     """Note `claim` durably before its push. E015 if an earlier claim of the trunk is not settled."""
     earlier = read(repo, claim.trunk)
     if earlier is not None:
-        raise RemoteConflict(
+        raise RemoteRaceLost(
             f"an earlier `commit --remote` on trunk {claim.trunk} (view {earlier.view!r}, record "
             f"{earlier.record.hex()}) did not finish: it may be committed on remote {earlier.remote}. "
             f"`reel fetch {earlier.remote}` settles it first; nothing was committed", trunk=claim.trunk)

@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from reelstore.attribution import now_ms
 from reelstore.codec import freeze
-from reelstore.errors import BadInput, Conflict, ForkDepthExceeded
+from reelstore.errors import BadInput, Conflict, ForkDepthExceeded, LockHeld
 from reelstore.kernel import admission
-from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX, trunk_ref, view_ref
 from reelstore.kernel.views import Live, load_live, terminal_error
 from reelstore.objects import Capability, Hash, Record, View
+from reelstore.objects.ref import HEAD_PREFIX, VIEW_PREFIX, trunk_ref, view_ref
 from reelstore.objects.view import BOUNDARIES, MAX_DEPTH
-from reelstore.stamp import now_ms
 from reelstore.storage.op_log import operation
 from reelstore.storage.repo import Repo
 
@@ -58,7 +58,7 @@ def fork(
             repo.objects.put_many([view])
             repo.refs.transaction(f"fork {name} from {source}", who).create(ref, view.id).commit()
     except Conflict as exc:
-        if "lock" in exc.details:
+        if isinstance(exc, LockHeld):
             raise
         raise Conflict(f"a view named {name!r} already exists", view=name) from None
     repo.verbs.append("fork", name, view.id, parent_ref)

@@ -13,12 +13,12 @@ from itertools import islice
 from typing import Any
 
 from reelstore import revisions
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.drain.drainer import record_ops
 from reelstore.drain.ops import trunk_records
 from reelstore.errors import BadInput
-from reelstore.kernel.names import trunk_ref
 from reelstore.objects import Effect, Effects, Hash, Journal, Record, View
+from reelstore.objects.ref import trunk_ref
 from reelstore.storage.repo import Repo
 
 

@@ -8,9 +8,9 @@ result, not in the CLI (the library never imports the CLI); the human-readable t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from reelstore.frozen import frozen
 from reelstore.kernel import admission
 from reelstore.kernel.changes import base_namespace, changed, current_delta, namespace, pending_effects
 from reelstore.kernel.views import live_views, load_live
@@ -33,7 +33,7 @@ def _op_json(op: DeltaOp) -> dict[str, Any]:
     return {"op": op.op, "name": op.name, "id": op.id.hex() if isinstance(op, Put) else None}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ViewStatus:
     """A live view now: where it came from, what it changed, what its commit would fire, and with
     which capabilities."""
@@ -71,7 +71,7 @@ class ViewStatus:
         }
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class NameChange:
     """One name a view changed against its base: the content there before (`old`) and now (`new`)."""
 
@@ -85,7 +85,7 @@ class NameChange:
                 "old": _hex(self.old), "status": self.status}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ViewSummary:
     """One line of the live-view list: counts instead of the changes and effects themselves."""
 

@@ -1,4 +1,4 @@
-"""`reel diff A B`: what two runs did differently, names and effects (KEEL's fork-and-diff loop).
+"""`reel diff A B`: what two runs did differently, names and effects: fork, run twice, diff.
 
 A and B are views or records (any name `reel` resolves: a view, a trunk, a record id or prefix). Names
 are compared by the two namespaces. Effects are aligned as sequences by what they touch (adapter and
@@ -16,9 +16,9 @@ from typing import Any, Literal
 from reelstore.codec import thaw
 from reelstore.errors import BadInput
 from reelstore.kernel.inspection import ChangeStatus, NameChange
-from reelstore.kernel.names import view_ref
 from reelstore.namespace.tree import Namespace
 from reelstore.objects import Effect, Effects, Hash, Record, View
+from reelstore.objects.ref import view_ref
 from reelstore.storage.repo import Repo
 
 

@@ -1,4 +1,4 @@
-"""Snapshots of views, and restoring them: the reel protocol's t_012–t_014.
+"""Snapshots of views, and restoring them.
 
 A snapshot is a ref, `refs/snapshots/NAME`, at one view object: the object already holds everything
 the protocol's Snapshot names (namespace root, delta, capabilities, the pending effect buffer with
@@ -11,11 +11,11 @@ against its commit target, so the view is either wholly as it was or wholly the 
 commit and a restore never both land. The view keeps its identity (fork id, initiator); effects it
 held that the snapshot does not are dropped, as an abort drops them. A target that is not live is
 made anew, as a fork is, with a fresh fork identity. Either way:
-- Class A is restored exactly: the view has the snapshot's namespace root (t_012).
+- Class A is restored exactly: the view has the snapshot's namespace root.
 - Class B effects are re-checked against their targets now; one whose version moved is kept and
-  reported by an explicit `RestoreWarning` (t_013): committing it would be E002.
+  reported by an explicit `RestoreWarning`: committing it would be E002.
 - Class C effects are restored pending, never fired by restore: committing the restored view fires
-  them, aborting it drops them; the user decides (t_014).
+  them, aborting it drops them; the user decides.
 An effect that already left this store's hands is never restored a second time: one that a trunk
 record since the snapshot's base carries (it was committed, so its drain owns it) or that a live view
 other than the target still holds (it would fire twice) is left out and reported. The test is the
@@ -31,24 +31,23 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reelstore.adapters.base import adapter
+from reelstore.attribution import now_ms
 from reelstore.codec import freeze
 from reelstore.errors import BadInput, Conflict, NotFound, ReelError, ViewTerminal
 from reelstore.kernel import admission
-from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX, view_ref
 from reelstore.kernel.transaction import CAS_ATTEMPTS, backoff, give_up
 from reelstore.kernel.views import Live, commit_target, fork_id, live_views, load_live, read_view, trunk_base
 from reelstore.objects import Effect, Effects, Hash, Record, View
+from reelstore.objects.ref import HEAD_PREFIX, VIEW_PREFIX, check_ref_name, view_ref
 from reelstore.objects.view import MAX_APPROVALS
-from reelstore.stamp import now_ms
 from reelstore.storage.op_log import operation
-from reelstore.storage.refs import check_ref_name
 from reelstore.storage.repo import Repo
 
 SNAPSHOT_PREFIX = "refs/snapshots/"
 
 
 class RestoreWarning(UserWarning):
-    """A restored Class B effect whose target's version has moved since the snapshot (t_013)."""
+    """A restored Class B effect whose target's version has moved since the snapshot."""
 
 
 def snapshot_ref(name: str) -> str:

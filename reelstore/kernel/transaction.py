@@ -23,7 +23,7 @@ from reelstore.adapters.base import Adapter, adapter
 from reelstore.codec import FrozenMap, freeze
 from reelstore.crashpoints import crash_point
 from reelstore.drain import hold, owners
-from reelstore.errors import BadInput, Conflict, NotFound
+from reelstore.errors import BadInput, Conflict, LockHeld, NotFound, StaleLock
 from reelstore.kernel import admission
 from reelstore.kernel.views import Live, initiator, load_live
 from reelstore.namespace.tree import Namespace
@@ -59,9 +59,9 @@ def give_up(exc: Conflict, attempt: int) -> bool:
     """A stale lock (its holder is dead, or it is too old) is worth one retry, not 64: it will not go
     away by itself, and each retry would only repeat the same E002. On the last attempt, a lock still
     held is reported as what it is rather than as a view that kept changing."""
-    if "lock" in exc.details and attempt == CAS_ATTEMPTS - 1:
+    if isinstance(exc, LockHeld) and attempt == CAS_ATTEMPTS - 1:
         return True
-    return bool(exc.details.get("stale")) and attempt >= 1
+    return isinstance(exc, StaleLock) and attempt >= 1
 
 
 MAX_KEY = 512

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
 
 from reelstore.adapters.base import adapter, adapter_class
+from reelstore.attribution import now_ms
 from reelstore.codec import FrozenMap, freeze
 from reelstore.crashpoints import crash_point
 from reelstore.drain import hold, owners
@@ -27,7 +28,6 @@ from reelstore.kernel import admission, approval, binding
 from reelstore.kernel.changes import base_namespace, current_delta, namespace, pending_effects
 from reelstore.kernel.fork import fork as fork
 from reelstore.kernel.merge import changes_of, replay
-from reelstore.kernel.names import VIEW_PREFIX, trunk_ref
 from reelstore.kernel.transaction import CAS_ATTEMPTS, Transaction, backoff, give_up
 from reelstore.kernel.views import (
     Live,
@@ -43,7 +43,7 @@ from reelstore.kernel.views import (
     terminal_error,
 )
 from reelstore.objects import Delta, Effect, Effects, Hash, Object, Record, Recording, View
-from reelstore.stamp import now_ms
+from reelstore.objects.ref import VIEW_PREFIX, trunk_ref
 from reelstore.storage import content
 from reelstore.storage.op_log import operation, riding
 from reelstore.storage.ref_transaction import Owed

@@ -12,14 +12,15 @@ after that CAS but before the view ref was deleted leaves a *leftover* ref; `loa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from reelstore.errors import Conflict, NotFound, ViewTerminal
-from reelstore.frozen import frozen
-from reelstore.kernel.names import VIEW_PREFIX, trunk_ref, view_ref
 from reelstore.objects import Hash, Object, Record, View
+from reelstore.objects.ref import VIEW_PREFIX, trunk_ref, view_ref
 from reelstore.storage.repo import Repo
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Live:
     """A live view: its name, its ref and the view object the ref points at."""
 

@@ -1,4 +1,5 @@
-"""Bundles: a store's refs and everything they reach in one file, byte-deterministic (reel's L3).
+"""Bundles: a store's refs and everything they reach in one file, byte-deterministic, so two
+stores can compare archives by their bytes.
 
 Two stores holding the same objects and refs write the same bytes, whatever order the objects
 arrived in, loose or packed, because nothing in the file depends on how a store keeps them:
@@ -32,7 +33,7 @@ from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.maintenance.reach import walk
 from reelstore.objects import HASH_SIZE, Hash, Object, View, decode
-from reelstore.storage.refs import check_ref_name
+from reelstore.objects.ref import check_ref_name
 from reelstore.storage.repo import Repo
 
 MAGIC = b"REELBUNDLE 1\n"

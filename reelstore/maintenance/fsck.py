@@ -21,9 +21,9 @@ from reelstore.maintenance.age import DEFAULT_REFLOG_EXPIRE, config_cutoff
 from reelstore.maintenance.reach import walk
 from reelstore.objects import Approval, Effect, Effects, Hash, Journal, Object, Record, View
 from reelstore.objects.approval import fault
+from reelstore.objects.ref import required_kind
 from reelstore.storage import binding_log
 from reelstore.storage.object_store import ObjectStore
-from reelstore.storage.refs import required_kind
 from reelstore.storage.repo import Repo
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 import msgpack
@@ -24,25 +25,21 @@ if TYPE_CHECKING:
     from reelstore.objects import Object
 
 
+@dataclass(slots=True)
 class Walk:
-    """What a walk reached and what it could not. A plain class rather than a dataclass: gc and the
-    plumbing verbs that walk need nothing else from `dataclasses`, whose import and class creation would
-    cost them more than a small walk."""
+    """What a walk reached and what it could not."""
 
-    __slots__ = ("reachable", "missing", "damaged", "hints", "kinds", "inflight")
-
-    def __init__(self) -> None:
-        self.reachable: set[Hash] = set()
-        """Every object reached and read soundly."""
-        self.missing: dict[Hash, str] = {}
-        """Referenced but absent: id -> who referenced it (an object id or a root's name)."""
-        self.damaged: dict[Hash, str] = {}
-        """Present but unreadable: id -> the error."""
-        self.hints: dict[Hash, str] = {}
-        """A name each object was reached under (a tree entry or a delta op), to pack versions together."""
-        self.kinds: dict[Hash, str] = {}
-        self.inflight: set[Hash] = set()
-        """gc's fence: reached only from writes not yet referenced by any ref (kept, but not reachable)."""
+    reachable: set[Hash] = field(default_factory=set)
+    """Every object reached and read soundly."""
+    missing: dict[Hash, str] = field(default_factory=dict)
+    """Referenced but absent: id -> who referenced it (an object id or a root's name)."""
+    damaged: dict[Hash, str] = field(default_factory=dict)
+    """Present but unreadable: id -> the error."""
+    hints: dict[Hash, str] = field(default_factory=dict)
+    """A name each object was reached under (a tree entry or a delta op), to pack versions together."""
+    kinds: dict[Hash, str] = field(default_factory=dict)
+    inflight: set[Hash] = field(default_factory=set)
+    """gc's fence: reached only from writes not yet referenced by any ref (kept, but not reachable)."""
 
     @property
     def complete(self) -> bool:

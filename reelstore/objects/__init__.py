@@ -1,5 +1,11 @@
 """The object model: the reel protocol's content-addressed kinds and their one codec.
 
+The protocol's six types, one module each: `hash` (Hash, the id), `block` (Object, the stored unit
+every kind derives from, and the codec), `ref` (the rules of a ref's name), `delta` (what a view
+changed), `capability` (authority a view holds) and `view` (a workspace). The other modules are the
+remaining stored kinds: blob and tree (`data`), record, effect(s), journal and finding, chunks,
+opevent, recording and approval.
+
 The names below are loaded on first use (PEP 562), so a command that needs only `Hash` (show-ref,
 update-ref) does not import the codec and every kind. `KINDS` loads every kind first; `decode` loads
 the module of a kind it meets for the first time.
@@ -20,7 +26,7 @@ if TYPE_CHECKING:
     from reelstore.objects.effect import Effect, Effects
     from reelstore.objects.hash import HASH_SIZE, HEX_SIZE, ZERO_HEX, Hash
     from reelstore.objects.journal import Finding, Journal
-    from reelstore.objects.notice import OpEvent
+    from reelstore.objects.opevent import OpEvent
     from reelstore.objects.record import Record
     from reelstore.objects.recording import Recording
     from reelstore.objects.view import View
@@ -35,7 +41,7 @@ _HOME = {
     "effect": ("Effect", "Effects"),
     "hash": ("HASH_SIZE", "HEX_SIZE", "ZERO_HEX", "Hash"),
     "journal": ("Finding", "Journal"),
-    "notice": ("OpEvent",),
+    "opevent": ("OpEvent",),
     "record": ("Record",),
     "recording": ("Recording",),
     "view": ("View",),
@@ -53,7 +59,7 @@ KIND_HOMES = {
     "journal": "journal",
     "finding": "journal",
     "chunks": "chunks",
-    "opevent": "notice",
+    "opevent": "opevent",
     "recording": "recording",
     "approval": "approval",
 }

@@ -11,9 +11,9 @@ and the committed view, which a record names, keeps the ones its effects carried
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from reelstore.frozen import frozen
 from reelstore.objects.block import Object, register, v_enum, v_hash, v_int, v_opt, v_str
 from reelstore.objects.hash import Hash
 
@@ -26,7 +26,7 @@ VIA = ("REEL_PRINCIPAL", "user.name", "login")
 
 
 @register
-@frozen
+@dataclass(frozen=True)
 class Approval(Object):
     kind: ClassVar[str] = "approval"
     verdict: str

@@ -1,19 +1,18 @@
-"""Block: the stored unit (reel type 2 of 6). Every kind derives from `Object` and registers here.
+"""Block: the stored unit. Every stored kind derives from `Object` here and registers itself in `KINDS`.
 
-A kind is a frozen value class (`reelstore.frozen`, a cheaper `dataclass(frozen=True)`) with a `SPEC`
-mapping body keys to validators. Encoding, decoding and validation are generic, so every kind goes
-through the same canonical codec and the same checks.
+A kind is a `dataclass(frozen=True)` with a `SPEC` mapping body keys to validators. Encoding, decoding
+and validation are generic, so every kind goes through the same canonical codec and the same checks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar, TypeVar
 
 from reelstore.codec import FrozenMap, frame, pack_body, split_frame, thaw, unpack_body
 from reelstore.errors import BadInput
-from reelstore.frozen import frozen
 from reelstore.objects.hash import Hash
 
 Validator = Callable[[Any, str], Any]
@@ -22,9 +21,9 @@ T = TypeVar("T", bound="Object")
 _Item = TypeVar("_Item")
 
 
-@frozen
+@dataclass(frozen=True)
 class Object:
-    """Base of the ten kinds. Immutable; its id is the hash of its canonical bytes."""
+    """Base of every stored kind (`KINDS`). Immutable; its id is the hash of its canonical bytes."""
 
     kind: ClassVar[str] = ""
     SPEC: ClassVar[Mapping[str, tuple[str, Validator]]] = {}

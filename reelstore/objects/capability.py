@@ -1,4 +1,4 @@
-"""Capability (reel type 5 of 6): attenuating authority over names and effect resources.
+"""Capability: attenuating authority over names and effect resources.
 
 `prefix` matches on segment boundaries (`/` and `:`), never as a raw string prefix, so
 `http:POST:http://h/refunds` covers `.../refunds/42` but not `.../refunds-x`. Expiry is an absolute
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import ClassVar
 
 from reelstore.errors import BadInput
-from reelstore.frozen import frozen
 from reelstore.objects.block import Object, register, v_int, v_opt, v_str, v_tuple
 
 OPS = ("read", "write", "delete", "fire_b", "fire_c", "secret")
@@ -52,7 +52,7 @@ def _op(value: object, where: str) -> str:
 
 
 @register
-@frozen
+@dataclass(frozen=True)
 class Capability(Object):
     kind: ClassVar[str] = "capability"
     ops: tuple[str, ...]

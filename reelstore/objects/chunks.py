@@ -13,10 +13,10 @@ cutting the whole content at once.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, BinaryIO, ClassVar
 
 from reelstore.errors import BadInput
-from reelstore.frozen import frozen
 from reelstore.objects.block import Object, register, v_hash, v_int, v_tuple
 from reelstore.objects.hash import Hash
 
@@ -42,7 +42,7 @@ def _part(value: Any, where: str) -> tuple[Hash, int]:
 
 
 @register
-@frozen
+@dataclass(frozen=True)
 class Chunks(Object):
     """A large blob: `parts` are (blob id, size) in content order; `size` is their total."""
 

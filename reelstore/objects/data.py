@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -10,7 +11,6 @@ import msgpack
 
 from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG, frame
 from reelstore.errors import BadInput
-from reelstore.frozen import frozen
 from reelstore.objects.block import Object, register, v_bytes, v_hash, v_int, v_str, v_tuple
 from reelstore.objects.hash import HASH_SIZE, Hash, as_hash
 
@@ -19,7 +19,7 @@ _SECOND = operator.itemgetter(1)
 
 
 @register
-@frozen
+@dataclass(frozen=True)
 class Blob(Object):
     """Raw bytes. Its body is a single msgpack bin, so a blob's size is its data's length."""
 
@@ -100,7 +100,7 @@ def _entries(value: Any, where: str) -> tuple[tuple[str, Hash], ...]:
 
 
 @register
-@frozen
+@dataclass(frozen=True)
 class Tree(Object):
     """One node of a namespace map. Level 0 maps names to value ids; a higher level maps each
     child's first name to the child node. Names are strictly increasing, so a node has one form."""

@@ -1,11 +1,11 @@
-"""Delta (reel type 4 of 6): what a view changed since its base, one operation per name."""
+"""Delta: what a view changed since its base, one operation per name."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, NamedTuple
 
 from reelstore.errors import BadInput
-from reelstore.frozen import frozen
 from reelstore.objects.block import Object, register, v_hash, v_opt, v_str, v_tuple
 from reelstore.objects.data import MAX_NAME
 from reelstore.objects.hash import Hash
@@ -39,7 +39,7 @@ def _op(value: Any, where: str) -> DeltaOp:
 
 
 @register
-@frozen
+@dataclass(frozen=True)
 class Delta(Object):
     """`ops` are `Put`s and `Remove`s, sorted by name, one per name (plain tuples are accepted and
     converted: the bytes and the id are the same)."""

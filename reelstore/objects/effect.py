@@ -6,10 +6,10 @@ at admission: a later config change cannot change how an already-admitted effect
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from reelstore.codec import FrozenMap
-from reelstore.frozen import field, frozen
 from reelstore.objects.block import Object, register, v_enum, v_hash, v_map, v_opt, v_str, v_tuple
 from reelstore.objects.hash import Hash
 
@@ -18,7 +18,7 @@ DELIVERIES = ("keyed", "two-phase", "queryable", "blind")
 
 
 @register
-@frozen
+@dataclass(frozen=True)
 class Effect(Object):
     kind: ClassVar[str] = "effect"
     adapter: str
@@ -42,7 +42,7 @@ class Effect(Object):
 
 
 @register
-@frozen
+@dataclass(frozen=True)
 class Effects(Object):
     """An ordered sequence of effect ids: a view's pending buffer, or a record's drained list."""
 

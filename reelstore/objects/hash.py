@@ -1,4 +1,4 @@
-"""Hash: the 32-byte BLAKE3 id of an object's canonical bytes (reel type 1 of 6)."""
+"""Hash: the 32-byte BLAKE3 id of an object's canonical bytes."""
 
 from __future__ import annotations
 

@@ -6,10 +6,10 @@ verifies. A finding is an operator's attributed evidence about an operation whos
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 from reelstore.codec import FrozenMap
-from reelstore.frozen import frozen
 from reelstore.objects.block import Object, register, v_enum, v_hash, v_int, v_map, v_opt, v_str
 from reelstore.objects.hash import Hash
 
@@ -18,7 +18,7 @@ OUTCOMES = ("succeeded", "absent")
 
 
 @register
-@frozen
+@dataclass(frozen=True)
 class Journal(Object):
     kind: ClassVar[str] = "journal"
     prev: Hash | None
@@ -56,7 +56,7 @@ class Journal(Object):
 
 
 @register
-@frozen
+@dataclass(frozen=True)
 class Finding(Object):
     kind: ClassVar[str] = "finding"
     op: str

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
-from reelstore.frozen import frozen
 from reelstore.objects.block import Object, register, v_hash, v_int, v_opt, v_str
 from reelstore.objects.hash import Hash
 
 
 @register
-@frozen
+@dataclass(frozen=True)
 class Record(Object):
     kind: ClassVar[str] = "record"
     parent: Hash | None

@@ -1,7 +1,7 @@
 """Recording (`recording`): the reads a dry run passed through, so a replay can answer them again.
 
-KEEL's rule: make the run deterministic by recording each source of non-determinism before the
-workflow uses it. A recording is an ordered list of exchanges, each keyed by its request's
+A run can be replayed and compared only if it is deterministic, so each source of non-determinism is
+recorded before the workflow uses it. A recording is an ordered list of exchanges, each keyed by its request's
 fingerprint (method, URL, the headers that select a representation, a digest of the body), with the
 response's status, headers (credentials and hop-by-hop headers left out) and body (a blob). It also
 keeps the clock at the run's start and a digest of the command's environment, so a replay can say
@@ -16,11 +16,11 @@ where the answer said, `tokens_in` and `tokens_out`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from reelstore.codec import FrozenMap
 from reelstore.errors import BadInput
-from reelstore.frozen import frozen
 from reelstore.objects.block import Object, register, v_hash, v_int, v_map, v_str, v_tuple
 from reelstore.objects.hash import Hash
 
@@ -61,7 +61,7 @@ def _model(value: Any, where: str) -> None:
 
 
 @register
-@frozen
+@dataclass(frozen=True)
 class Recording(Object):
     kind: ClassVar[str] = "recording"
     entries: tuple[FrozenMap, ...]

@@ -1,4 +1,4 @@
-"""View (reel type 6 of 6): a workspace forked from a trunk or from another view.
+"""View: a workspace forked from a trunk or from another view.
 
 A view object is immutable; a live view is the ref `refs/views/<name>` pointing at its newest
 object. `parent` is the parent's ref name (a trunk or a view), `base` the parent's object at fork
@@ -7,10 +7,10 @@ time (a record or a view), `namespace` the root of the view's namespace map.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from reelstore.codec import FrozenMap
-from reelstore.frozen import field, frozen
 from reelstore.objects.block import Object, register, v_enum, v_hash, v_int, v_map, v_opt, v_str, v_tuple
 from reelstore.objects.hash import Hash
 
@@ -20,7 +20,7 @@ MAX_APPROVALS = 256
 
 
 @register
-@frozen
+@dataclass(frozen=True)
 class View(Object):
     kind: ClassVar[str] = "view"
     parent: str

@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any
 
 from reelstore import crashpoints
-from reelstore.drain import log as drainlog
+from reelstore.drain import journal as drainlog
 from reelstore.drain import ops, recovery
 from reelstore.errors import ReelError, StaleEpoch
 from reelstore.kernel import verbs as kernel

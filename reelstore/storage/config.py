@@ -53,7 +53,8 @@ def _header(line: str) -> tuple[str, str | None] | None:
     in the subsection (unescaped here) and an optional `;`/`#` comment after it; None otherwise.
 
     Read with string methods, not a regular expression: a verb opening the store parses its config
-    once, and compiling the two patterns cost it ~0.35 ms. `\\s` and str.strip() agree on whitespace."""
+    once, and compiling the two patterns would cost more than the parse. `\\s` and str.strip() agree on
+    whitespace."""
     rest = line.lstrip()
     if rest[:1] != "[":
         return None

@@ -21,8 +21,9 @@ from typing import Any
 from reelstore.crashpoints import crash_point
 from reelstore.errors import Conflict, StorageError
 from reelstore.objects.hash import Hash
+from reelstore.objects.ref import check_ref_name
 from reelstore.storage.postgres import PgDb
-from reelstore.storage.ref_format import NameSet, check_ref_name, keeps_reflog
+from reelstore.storage.ref_format import NameSet, keeps_reflog
 from reelstore.storage.ref_transaction import Owed, RefUpdate
 from reelstore.storage.reflog import ReflogEntry
 from reelstore.storage.refs import RefStore

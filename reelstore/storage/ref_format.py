@@ -1,7 +1,6 @@
-"""A ref's name and its bytes on disk: the name rules, the kind each namespace must point at, the
-CRC that guards every entry, the ref file's format, and the lines a ref write puts
-in its lock file and appends to the reflog (their readers, storage/ref_locks and storage/reflog, load
-only where locks and reflogs are read back).
+"""A ref's bytes on disk (the name rules live in objects/ref.py): the CRC that guards every entry, the
+ref file's format, and the lines a ref write puts in its lock file and appends to the reflog (their
+readers, storage/ref_locks and storage/reflog, load only where locks and reflogs are read back).
 
 Everything a reader needs: `show-ref` reads refs through this, the lock files and `storage.refs`;
 the reflog's reader, the lock reader and ref transactions are modules of their own that only their users load.
@@ -16,6 +15,7 @@ from collections.abc import Iterable
 
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import ZERO_HEX, Hash
+from reelstore.objects.ref import check_ref_name
 
 
 class AnyValue:
@@ -28,7 +28,6 @@ class AnyValue:
 ANY = AnyValue()
 """As an expected old value: no check."""
 
-MAX_REF = 1024
 LOGGED = ("refs/heads/", "refs/views/", "refs/remotes/")
 
 
@@ -45,29 +44,9 @@ def keeps_reflog(name: str) -> bool:
     return name.startswith(LOGGED)
 
 
-_BAD = frozenset(map(chr, range(0x21))) | frozenset("\x7f~^:?*[\\")
-"""Characters no ref name holds: control characters, space, DEL and `~^:?*[\\`."""
 _LOWER_HEX = frozenset(b"0123456789abcdef")
 _LOOSE_SIZE = 64 + 1 + 8 + 1
 """A loose ref file: `ID CRC` and a newline."""
-REQUIRED_KIND = {"refs/heads/": "record", "refs/views/": "view", "refs/drains/": "journal", "refs/snapshots/": "view",
-                 "refs/ops/": "opevent"}
-
-
-def required_kind(name: str) -> str | None:
-    """The object kind a ref of this namespace must point at (None: any kind, e.g. remote-tracking)."""
-    for prefix, kind in REQUIRED_KIND.items():
-        if name.startswith(prefix):
-            return kind
-    return None
-
-
-def check_target(name: str, kind: str) -> None:
-    """E014 unless an object of `kind` may be the target of ref `name` (DESIGN §3: a trunk holds a record,
-    a view ref or a snapshot a view, a drain ref a journal entry, an operation's ref an operator event)."""
-    want = required_kind(name)
-    if want is not None and kind != want:
-        raise BadInput(f"ref {name} must point at a {want}, not a {kind}", ref=name)
 
 
 def checksum(name: str, body: str) -> str:
@@ -117,33 +96,9 @@ def reflog_body(old: Hash | None, new: Hash | None, time_ms: int, principal: str
 def reflog_line(name: str, old: Hash | None, new: Hash | None, time_ms: int, principal: str, message: str) -> str:
     """The line a ref write appends to `name`'s reflog: `CRC OLD NEW TIME WHO<tab>MESSAGE` and a newline,
     the CRC over the ref's name and the rest of the line. Written here, so a ref writer does not load
-    the reflog's reader (storage/reflog, whose entry class costs a start-up ~0.15 ms)."""
+    the reflog's reader (storage/reflog) it never uses."""
     body = reflog_body(old, new, time_ms, principal, message)
     return f"{checksum(name, body)} {body}\n"
-
-
-def check_ref_name(name: str) -> str:
-    """Validate a full ref name (E014): under refs/, no `..`, no control characters, no `.lock`…"""
-    problem = None
-    if not name.startswith("refs/") or len(name) > MAX_REF:
-        problem = "must start with refs/ and be at most 1024 characters"
-    elif not _BAD.isdisjoint(name) or "@{" in name:
-        problem = "contains a control character, a space or one of ~^:?*[\\ or @{"
-    elif ".." in name or "//" in name or name.endswith("/") or name.endswith("."):
-        problem = "contains '..' or '//' or ends with '/' or '.'"
-    else:
-        for part in name.split("/"):
-            if part.startswith(".") or part.startswith("-") or part.endswith(".lock"):
-                problem = "has a component starting with '.' or '-' or ending with '.lock'"
-                break
-    if problem is None:
-        try:
-            name.encode("utf-8")
-        except UnicodeEncodeError:
-            problem = "is not valid UTF-8"
-    if problem:
-        raise BadInput(f"invalid ref name {name!r}: {problem}")
-    return name
 
 
 class NameSet:

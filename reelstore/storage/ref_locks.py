@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import time
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 
-from reelstore.errors import Conflict
-from reelstore.frozen import frozen
+from reelstore.errors import LockHeld, StaleLock
 from reelstore.storage.fileio import pid_alive
 from reelstore.storage.ref_format import BOOT
 from reelstore.storage.ref_format import HOST as _HOST
@@ -25,11 +25,10 @@ LOCK_TIMEOUT = 600.0
 """Seconds after which a lock whose holder cannot be checked (another host) counts as stale."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class LockInfo:
     """A lock file and what it says about its holder (pid and host are unknown for a lock written by
-    an older reel, which left it empty). A frozen value class: half a NamedTuple's class-creation cost,
-    which every ref write paid at start-up."""
+    an older reel, which left it empty)."""
 
     path: Path
     pid: int | None
@@ -101,13 +100,13 @@ Locks = list[LockInfo]
 """A list of lock files (named so the annotation is not shadowed by `RefStore.list`)."""
 
 
-def lock_conflict(name: str, lock: LockInfo) -> Conflict:
+def lock_conflict(name: str, lock: LockInfo) -> LockHeld:
     """E002 for a ref whose lock is taken: the live holder, or the stale lock and its remedy."""
     if lock.stale:
-        return Conflict(
+        return StaleLock(
             f"cannot lock ref {name}: its lock is stale ({lock.describe()}); nothing was written. "
             f"Remove it with `reel gc --clear-stale-locks`{'' if lock.dead else ' --force'} "
             f"(or delete {lock.path} once you know no reel process uses it)",
-            ref=name, lock=str(lock.path), stale=True)
-    return Conflict(f"cannot lock ref {name}: {lock.path} is held by {lock.holder()} for {lock.age:.0f}s; another "
+            ref=name, lock=str(lock.path))
+    return LockHeld(f"cannot lock ref {name}: {lock.path} is held by {lock.holder()} for {lock.age:.0f}s; another "
                     "reel process is updating it", ref=name, lock=str(lock.path))

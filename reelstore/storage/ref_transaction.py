@@ -8,19 +8,18 @@ from typing import TYPE_CHECKING
 
 from reelstore.crashpoints import crash_point
 from reelstore.errors import BadInput, Conflict, NotFound
-from reelstore.frozen import frozen
 from reelstore.objects import Hash
+from reelstore.objects.ref import check_ref_name
 from reelstore.storage.op_log import RefMove
-from reelstore.storage.ref_format import ANY, AnyValue, check_ref_name
+from reelstore.storage.ref_format import ANY, AnyValue
 
 if TYPE_CHECKING:
     from reelstore.storage.refs import RefStore
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RefUpdate:
-    """One ref's change in a transaction (a frozen value class: half a NamedTuple's class-creation cost,
-    which every ref write paid at start-up)."""
+    """One ref's change in a transaction."""
 
     name: str
     new: Hash | None

@@ -1,4 +1,4 @@
-"""Ref (reel type 3 of 6): a name under `refs/` pointing at an object id.
+"""The ref store: names under `refs/` pointing at object ids (the name rules live in objects/ref.py).
 
 Every change is a compare-and-swap against an expected old value, taken under a lock file as git does
 it: create `NAME.lock` exclusively (it names its holder: pid, host, time), re-read the ref under the
@@ -26,6 +26,7 @@ from pathlib import Path
 from reelstore.crashpoints import crash_point
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import Hash
+from reelstore.objects.ref import check_ref_name
 from reelstore.storage.fileio import atomic_write, fsync_dir, pid_alive, temp_name, write_new
 from reelstore.storage.inflight import Inflight
 from reelstore.storage.op_log import FILE as OPS_FILE
@@ -34,8 +35,6 @@ from reelstore.storage.ref_format import (
     ANY,
     AnyValue,
     NameSet,
-    check_ref_name,
-    check_target,
     checksum,
     durable_reflog,
     format_loose,
@@ -44,7 +43,6 @@ from reelstore.storage.ref_format import (
     keeps_reflog,
     parse_loose,
     reflog_line,
-    required_kind,
 )
 from reelstore.storage.ref_locks import LOCK_TIMEOUT, LockInfo, Locks, break_dead, lock_conflict, read_lock
 from reelstore.storage.ref_transaction import Owed, RefTransaction, RefUpdate, Updates
@@ -56,7 +54,7 @@ CHECKPOINT_BYTES = 16 << 10
 """Log bytes between checkpoints: what `recover` reads at most when a store opens."""
 
 __all__ = ["ANY", "LOCK_TIMEOUT", "DiskRefStore", "LockInfo", "MemoryRefStore", "RefStore", "RefTransaction",
-           "RefUpdate", "ReflogEntry", "check_ref_name", "check_target", "checksum", "required_kind"]
+           "RefUpdate", "ReflogEntry", "checksum"]
 
 
 Moves = list[RefMove]

@@ -13,13 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from reelstore.attribution import principal
 from reelstore.errors import BadInput, Conflict, NotFound
 from reelstore.objects import Hash
 from reelstore.objects.hash import is_full_hex, is_prefix
-from reelstore.stamp import principal
+from reelstore.objects.ref import check_ref_name
 from reelstore.storage.config import Config
 from reelstore.storage.inflight import Inflight
-from reelstore.storage.refs import DiskRefStore, MemoryRefStore, RefStore, check_ref_name
+from reelstore.storage.refs import DiskRefStore, MemoryRefStore, RefStore
 
 if TYPE_CHECKING:
     from reelstore.storage.object_cache import ObjectCache

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reelstore.errors import BadInput, NotFound, StorageError
@@ -45,50 +46,27 @@ kinds that reference nothing (counted reached unread; None: none) and a faster r
 `get_raw`). Refuses (E007) if the live set cannot be known in full."""
 
 
+@dataclass
 class GcReport:
-    """What a gc found and did. A plain class with a dataclass's constructor, repr and equality, not a
-    dataclass: `reel gc` otherwise never imports `dataclasses`, whose import and class creation cost more
-    than a small store's gc."""
+    """What a gc found and did."""
 
-    def __init__(
-        self,
-        reachable: int = 0,
-        candidates: int = 0,
-        kept_recent: int = 0,
-        pruned: int = 0,
-        packed: int = 0,
-        pack: str | None = None,
-        packs_removed: int = 0,
-        loose_removed: int = 0,
-        temp_removed: int = 0,
-        dry_run: bool = False,
-        damaged_skipped: list[Hash] | None = None,
-    ) -> None:
-        self.reachable = reachable
-        self.candidates = candidates
-        self.kept_recent = kept_recent
-        """Unreachable but younger than the grace period: kept (and packed, with their mtimes)."""
-        self.pruned = pruned
-        """Unreachable and old: gone (or, with dry_run, would be)."""
-        self.packed = packed
-        """Objects kept (on disk, in the one pack gc leaves)."""
-        self.pack = pack
-        self.packs_removed = packs_removed
-        self.loose_removed = loose_removed
-        self.temp_removed = temp_removed
-        """Temporary files left by a killed writer (older than an hour)."""
-        self.dry_run = dry_run
-        self.damaged_skipped: list[Hash] = [] if damaged_skipped is None else damaged_skipped
-        """Unreachable young objects that could not be read, so not kept (fsck names them)."""
-        self._pruned: Collection[bytes] = []
-
-    def __repr__(self) -> str:
-        return f"GcReport({', '.join(f'{k}={v!r}' for k, v in self.to_json().items())})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is GcReport and self.to_json() == other.to_json()
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable, as a dataclass with eq is
+    reachable: int = 0
+    candidates: int = 0
+    kept_recent: int = 0
+    """Unreachable but younger than the grace period: kept (and packed, with their mtimes)."""
+    pruned: int = 0
+    """Unreachable and old: gone (or, with dry_run, would be)."""
+    packed: int = 0
+    """Objects kept (on disk, in the one pack gc leaves)."""
+    pack: str | None = None
+    packs_removed: int = 0
+    loose_removed: int = 0
+    temp_removed: int = 0
+    """Temporary files left by a killed writer (older than an hour)."""
+    dry_run: bool = False
+    damaged_skipped: list[Hash] = field(default_factory=list)
+    """Unreachable young objects that could not be read, so not kept (fsck names them)."""
+    _pruned: Collection[bytes] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def pruned_ids(self) -> list[Hash]:
@@ -103,42 +81,42 @@ class GcReport:
         self._pruned = ids
 
     def to_json(self) -> dict[str, Any]:
-        doc = {k: v for k, v in self.__dict__.items() if k not in ("_pruned", "damaged_skipped")}
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("_pruned", "damaged_skipped")}
         doc["pruned_ids"] = [h.hex() for h in self.pruned_ids]
         doc["damaged_skipped"] = [h.hex() for h in self.damaged_skipped]
         return doc
 
 
+@dataclass
 class RepackReport:
-    """What a repack did (as JSON, its attributes)."""
+    """What a repack did (as JSON, its fields)."""
 
-    def __init__(self) -> None:
-        self.pack: str | None = None
-        self.packed = 0
-        self.packs_removed = 0
-        self.loose_removed = 0
-        self.methods: dict[str, int] = {}
+    pack: str | None = None
+    packed: int = 0
+    packs_removed: int = 0
+    loose_removed: int = 0
+    methods: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass
 class PruneReport:
     """What a prune removed (or, with dry_run, would) and kept as too young."""
 
-    def __init__(self, dry_run: bool = False) -> None:
-        self.removed: list[Hash] = []
-        self.kept_recent = 0
-        self.dry_run = dry_run
+    dry_run: bool = False
+    removed: list[Hash] = field(default_factory=list)
+    kept_recent: int = 0
 
 
+@dataclass
 class StoreCheck:
     """What a backend's own check found: every id it holds, how they are held, and what is damaged."""
 
-    def __init__(self) -> None:
-        self.ids: set[Hash] = set()
-        self.loose = 0
-        """Objects held one per copy (every object, in a store without packs)."""
-        self.packs = 0
-        self.packed = 0
-        self.problems: list[str] = []
+    ids: set[Hash] = field(default_factory=set)
+    loose: int = 0
+    """Objects held one per copy (every object, in a store without packs)."""
+    packs: int = 0
+    packed: int = 0
+    problems: list[str] = field(default_factory=list)
 
 
 def collect(store: ObjectStore, mark: Mark, cutoff: float | None, *, dry_run: bool = False) -> GcReport:

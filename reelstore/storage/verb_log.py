@@ -9,13 +9,13 @@ a lookup reads only the lines appended since the last one (by any process).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
-from reelstore.frozen import frozen
 from reelstore.objects import Hash
 from reelstore.storage.op_log import TERMINAL_VERBS, OpLine, OpLog
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class VerbEntry:
     """One fork, commit or abort of a view."""
 

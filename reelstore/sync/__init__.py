@@ -1,4 +1,4 @@
-"""Sync: any git remote as the shared store between machines (DESIGN §7).
+"""Sync: any git remote as the shared store between machines.
 
 Reel objects travel as git blobs in fan-out trees under sync commits; reel refs live on the remote
 as `refs/reel/…`; a push moves each remote ref by compare-and-swap; a fetch stores nothing it has

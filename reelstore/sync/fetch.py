@@ -4,7 +4,7 @@ Nothing received is trusted. The pack is staged in a temporary file, every objec
 re-hashed and decoded (see `unpack`), the closure of every fetched ref is checked complete,
 and only then is anything stored: one bad object rejects the whole fetch with E007 and stores nothing.
 
-Then the store catches up (DESIGN §7): every view fetched is bound to the remote; every local trunk
+Then the store catches up: every view fetched is bound to the remote; every local trunk
 the remote's has not diverged from is fast-forwarded (as `git pull --ff-only`); a local view whose
 commit is now on a trunk (this store's, or the remote's as just fetched) is retired as committed,
 naming its own record; and a view the remote no longer holds is reported gone (with `prune`, its
@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from dulwich.errors import HangupException
 
-from reelstore.errors import BadInput, Conflict, ReelError, StorageError
+from reelstore.errors import BadInput, Conflict, LockHeld, ReelError, StaleLock, StorageError
 from reelstore.kernel import binding, claims
-from reelstore.kernel.names import HEAD_PREFIX, VIEW_PREFIX
 from reelstore.kernel.views import committed_in, find_record, live_views, retire
 from reelstore.objects import Hash, Object, Record, View
+from reelstore.objects.ref import HEAD_PREFIX, VIEW_PREFIX, check_ref_name, check_target
 from reelstore.storage.object_store import LooseObjectStore
-from reelstore.storage.refs import ANY, check_ref_name, check_target
+from reelstore.storage.refs import ANY
 from reelstore.storage.repo import DEFAULT_TRUNK, REEL_DIR, Repo
 from reelstore.sync import messages
 from reelstore.sync.mapping import reel_ref, tracking_ref
@@ -200,7 +200,7 @@ def _in_flight(repo: Repo, ref: str, local: Hash | None) -> bool:
     try:
         tx.prepare()
     except Conflict as exc:
-        return "lock" in exc.details and not exc.details.get("stale")
+        return isinstance(exc, LockHeld) and not isinstance(exc, StaleLock)
     tx.abort()
     return False
 

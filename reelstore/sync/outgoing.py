@@ -73,7 +73,7 @@ def entry_header(kind: int, size: int) -> bytes:
 def compressible(data: bytes) -> bool:
     """Does a zstd probe of the start of `data` shrink it by a quarter? (Far cheaper than a deflate.)
     Below that, deflate costs more than the bytes it saves are worth: reel's namespace nodes, mostly
-    32-byte ids, shrink by about 15% for ~40 us each; text and code shrink by half or more."""
+    32-byte ids, shrink by about 15%; text and code shrink by half or more."""
     sample = data[:_SAMPLE]
     return len(sample) >= 64 and len(_PROBE.compress(sample)) * 4 < len(sample) * 3
 
@@ -145,7 +145,7 @@ class OutgoingPack:
     def _spill(self) -> None:
         """Move the entries held in memory to the spool file (made on first use)."""
         if self.spool is None:
-            import tempfile  # a push of fewer than _SPOOL bytes never spills: its import costs ~2 ms
+            import tempfile  # a push of fewer than _SPOOL bytes never spills, so never imports it
 
             self.spool = tempfile.TemporaryFile()
         self.spool.write(self.buf)
@@ -182,7 +182,7 @@ class OutgoingPack:
         """Add the fan-out trees, the `refs` file, the root tree and the commit; the commit's id.
 
         The fan-out trees are stored: they are three quarters hex names and binary SHA-1s, which deflate
-        shrinks by about a quarter for ~100 us a tree (256 of them in a large push). Each holds entries
+        shrinks by only about a quarter (and a large push has 256 of them). Each holds entries
         of one mode, so sorting by name is git's own order."""
         shas = self.shas
         if len(shas) != len(self.ids):

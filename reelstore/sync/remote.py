@@ -6,7 +6,7 @@ import re
 
 from reelstore.crashpoints import crash_point
 from reelstore.errors import BadInput, Conflict, NotFound
-from reelstore.kernel.names import trunk_ref
+from reelstore.objects.ref import trunk_ref
 from reelstore.storage.repo import Repo
 from reelstore.sync.state import SyncState
 

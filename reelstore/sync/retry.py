@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from reelstore.errors import BadInput, RemoteConflict
+from reelstore.errors import BadInput, RemoteConflict, RemoteRaceLost
 from reelstore.storage.repo import Repo
 
 T = TypeVar("T")
@@ -38,9 +38,8 @@ def check_retries(retries: int) -> int:
 
 def lost_race(exc: RemoteConflict) -> bool:
     """Did another store move the remote first (a try after a fetch may win), rather than the commit
-    being refused for good (a bound view at the wrong remote, a view aborted or committed elsewhere)?
-    A lost race names the remote ref, or the trunk whose unsettled claim a fetch settles."""
-    return "view" not in exc.details and any(k in exc.details for k in ("ref", "refs", "trunk"))
+    being refused for good (a bound view at the wrong remote, a view aborted or committed elsewhere)?"""
+    return isinstance(exc, RemoteRaceLost)
 
 
 def wait(attempt: int) -> float:

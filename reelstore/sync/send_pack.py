@@ -227,7 +227,7 @@ def hung_up(errors: IO[bytes] | None) -> Exception:
 
 def error_file(memfd: Callable[[str], int] | None = getattr(os, "memfd_create", None)) -> IO[bytes]:
     """An anonymous file to take a child's error output: a memfd where the system has one (no import of
-    tempfile, ~2.5 ms CPU with shutil, and no probe of the temporary directory on every push), else a
+    tempfile and shutil, and no probe of the temporary directory on every push), else a
     temporary file. A file, not a pipe: the child can never block on it while we write to its input."""
     if memfd is not None:
         try:

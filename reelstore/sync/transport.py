@@ -106,8 +106,7 @@ def _refused(remote: Remote, exc: Exception) -> Unreachable:
 
 def dulwich_error(exc: BaseException, name: str) -> bool:
     """Is `exc` an instance of `dulwich.errors.<name>`? Asked of the module only if it is loaded: nothing
-    raises its errors without loading it first, and a push to a local repository never does (its
-    import was ~0.6 ms of every push)."""
+    raises its errors without loading it first, and a push to a local repository never does."""
     errors = sys.modules.get("dulwich.errors")
     return errors is not None and isinstance(exc, getattr(errors, name))
 

@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 
 def on_path(program: str) -> bool:
     """Is `program` an executable in a directory of PATH? `shutil.which`'s answer on POSIX, without
-    importing shutil: its import (bz2, lzma, fnmatch) was ~1.7 ms CPU of every push and fetch."""
+    importing shutil, whose import (bz2, lzma, fnmatch) every push and fetch would pay."""
     for directory in os.get_exec_path():
         path = os.path.join(directory, program)
         if os.access(path, os.X_OK) and not os.path.isdir(path):

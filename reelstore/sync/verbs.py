@@ -19,9 +19,9 @@ from dataclasses import replace
 from reelstore.errors import BadInput
 from reelstore.kernel import binding
 from reelstore.kernel import verbs as kernel
-from reelstore.kernel.names import VIEW_PREFIX
 from reelstore.kernel.views import descendants, load_live
 from reelstore.objects import Hash
+from reelstore.objects.ref import VIEW_PREFIX
 from reelstore.storage.repo import Repo
 from reelstore.sync.retry import check_retries, retrying
 

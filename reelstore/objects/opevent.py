@@ -9,9 +9,9 @@ the newest event of each operation.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
-from reelstore.frozen import frozen
 from reelstore.objects.block import Object, register, v_enum, v_hash, v_int, v_opt, v_str
 from reelstore.objects.hash import Hash
 
@@ -19,7 +19,7 @@ ACTIONS = ("assign", "escalate", "notify", "ack", "close")
 
 
 @register
-@frozen
+@dataclass(frozen=True)
 class OpEvent(Object):
     kind: ClassVar[str] = "opevent"
     op: str
