@@ -2,7 +2,7 @@
 
     python3 bench/bench_fleet.py [--commits N] [--rounds R] [--sizes 1,4,16]
 
-For each size n, interleaved round by round, on one private PostgreSQL server (tests/pg_server.py) and a
+For each size n, interleaved round by round, on one private PostgreSQL server (tests/helpers/pg_server.py) and a
 no-op loopback HTTP target:
 - floor: n processes each running `INSERT ... ; COMMIT` in a loop on the same server (the least any
   commit there can cost);
@@ -32,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "helpers"))
 sys.path.insert(0, str(HERE))
 from _util import scratch  # noqa: E402
 

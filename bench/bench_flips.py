@@ -1,5 +1,5 @@
 """Issue 11's byte-flip sweep, exhaustive: every byte of every ref, reflog, journal entry,
-config and verb-log file of the sweep store (tests/flipsweep.py), each XORed with each mask, and every
+config and verb-log file of the sweep store (tests/helpers/flipsweep.py), each XORed with each mask, and every
 `--stride`-th byte of its packs, indexes and other loose objects.
 
     python3 bench/bench_flips.py [--masks 01,20,80] [--stride 97] [--kinds loose-ref,reflog,...]
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
 import flipsweep  # noqa: E402
 from target import Target  # noqa: E402

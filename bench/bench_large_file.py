@@ -24,7 +24,7 @@ from pathlib import Path
 import blake3
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _util import scratch  # noqa: E402

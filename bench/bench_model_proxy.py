@@ -2,7 +2,7 @@
 
     python3 bench/bench_model_proxy.py [--calls N] [--rounds N] [--hold-ms MS] [--plain-http] [--no-sandbox]
 
-A loopback model server (tests/model_server.py: OpenAI chat-completions, its own CA, HTTPS unless
+A loopback model server (tests/helpers/model_server.py: OpenAI chat-completions, its own CA, HTTPS unless
 --plain-http) answers a client that makes N plain calls and N streamed calls with httpx (the `openai`
 SDK's transport), timing each: a plain call end to end, and a streamed call to its first content event
 (the server holds the rest back --hold-ms, so the first token is apart from the end). The same client
@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
 from model_server import ModelServer  # noqa: E402
 

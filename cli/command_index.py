@@ -1,6 +1,6 @@
 """The command index: each command's module and one-line help, so `reel --help` (and finding the
 module of the command that runs) needs no command module imported. The module's package (porcelain or
-plumbing) is also the section `reel --help` lists the command under. `tests/test_startup.py` checks
+plumbing) is also the section `reel --help` lists the command under. `tests/project/test_startup.py` checks
 it against the modules themselves and prints the table to paste when a command is added or changed."""
 
 COMMANDS: dict[str, tuple[str, str]] = {

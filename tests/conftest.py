@@ -20,6 +20,9 @@ from reelstore.storage.bulk_read import accelerator_built
 from reelstore.storage.repo import Repo
 
 _BESIDE = Path(sys.executable).with_name("reel")
+HELPERS = Path(__file__).resolve().parent / "helpers"
+"""The modules and programs the tests share (on sys.path through setup.cfg's `pythonpath`)."""
+
 REEL = str(_BESIDE) if _BESIDE.exists() else (shutil.which("reel") or "reel")
 """The `reel` installed with the Python running the tests (a venv's), before any other on PATH."""
 

@@ -14,7 +14,7 @@ from reelstore.adapters.http import HttpAdapter
 from reelstore.api import Store
 from reelstore.errors import BadInput, NotFound
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "config.md"
 
 

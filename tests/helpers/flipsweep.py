@@ -1,6 +1,6 @@
 """Byte-flip sweeps over a store's files (issue 11): each changed byte must be caught (E007, exit 3),
 refused with another clear error, or be harmless; never a re-sent, dropped or mis-reported effect,
-never a traceback. Shared by tests/test_flip_sweep.py (sampled, in CI) and bench/bench_flips.py
+never a traceback. Shared by tests/crash/test_flip_sweep.py (sampled, in CI) and bench/bench_flips.py
 (exhaustive).
 
 The store holds three blind payments: `a` drained (succeeded), `b` sent and then killed (unknown: it

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from target import Target
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _run(*args: str, cwd: Path) -> str:

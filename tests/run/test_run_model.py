@@ -13,13 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import HELPERS
 from model_server import ModelServer
 
 from reelstore import Store
 
-AGENT = Path(__file__).with_name("llm_agent.py")
-NODE_AGENT = Path(__file__).with_name("llm_agent.cjs")
-NODE_MODULES = Path(__file__).parent.parent / ".venv" / "node" / "node_modules"
+AGENT = HELPERS / "llm_agent.py"
+NODE_AGENT = HELPERS / "llm_agent.cjs"
+NODE_MODULES = Path(__file__).resolve().parents[2] / ".venv" / "node" / "node_modules"
 """Where .ci/run installs undici (`npm install --prefix .venv/node undici@6`) for the Node agent."""
 KEY = "sk-test-7f3a9c1e5b2d4f6a8c0e"
 
@@ -178,7 +179,7 @@ def test_an_anthropic_sdk_agent_thinks_and_replays_offline(setup, reel, monkeypa
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     tmp, model = setup
     store, gate = str(tmp / "store"), str(tmp / "gate")
-    agent = str(Path(__file__).with_name("llm_agent_anthropic.py"))
+    agent = str(HELPERS / "llm_agent_anthropic.py")
     doc = _json(reel("-C", store, "--json", "run", "--record", "--keep", "--view", "claude", "--model", model.url,
                      "--", sys.executable, agent, model.url, gate))
     assert doc["status"] == 0 and doc["refused"] == [], doc

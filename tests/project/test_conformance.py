@@ -37,7 +37,7 @@ from reelstore.namespace.tree import Namespace
 from reelstore.objects import OPS, Blob, Capability, Effects, Hash, Record, View, decode, prefix_covers
 from reelstore.storage.repo import Repo
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)

@@ -25,7 +25,7 @@ from reelstore.errors import (
     table,
 )
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "errors.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
 
 
 def test_put_of_a_missing_file_or_a_directory_names_the_path(tmp_path: Path, reel) -> None:  # noqa: ANN001

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REEL
+from conftest import HELPERS, REEL
 from target import Target, configure, pay_op
 
 from reelstore.api import Store
@@ -27,7 +27,7 @@ from reelstore.drain.owners import task_op_id
 from reelstore.errors import BadInput, ViewTerminal
 from reelstore.kernel import snapshot
 
-AGENT = Path(__file__).parent / "refund_agent.py"
+AGENT = HELPERS / "refund_agent.py"
 
 
 def reel(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -208,7 +208,7 @@ def test_an_agent_killed_at_random_points_refunds_each_task_once(tmp_path: Path)
         assert seen.count(n) == 1 or state == "unknown", (n, state, seen)
 
 
-WRITER = Path(__file__).parent / "commit_writer.py"
+WRITER = HELPERS / "commit_writer.py"
 
 
 def test_a_kill_9_soak_of_200_commits_needs_no_operator(tmp_path: Path) -> None:

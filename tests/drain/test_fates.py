@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import REEL
+from conftest import HELPERS, REEL
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -242,7 +242,7 @@ def _isolated() -> list[str]:
 
 
 def test_a_name_that_does_not_resolve_is_not_sent_for_every_tier(tmp_path: Path) -> None:
-    proc = subprocess.run([*_isolated(), sys.executable, "-c", DNS_SCRIPT, str(tmp_path), str(Path(__file__).parent)],
+    proc = subprocess.run([*_isolated(), sys.executable, "-c", DNS_SCRIPT, str(tmp_path), str(HELPERS)],
                           capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr.decode()
     found = json.loads(proc.stdout)

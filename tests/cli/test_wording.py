@@ -7,7 +7,7 @@ from pathlib import Path
 
 from reelstore.wording import plural
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COUNTED = re.compile(r"\{[^{}]+\} (new )?(objects|effects|problems|packs|refs|views|records|reads|drains|operations"
                      r"|invariants|entries|files|changes)\b|[a-z]\(s\) (?!for\b)")
 KEPT = {

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from conftest import REEL
 
-TUTORIAL = Path(__file__).resolve().parent.parent / "docs" / "tutorial.md"
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial.md"
 MARK = re.compile(r"<!-- tested: (?P<session>[\w.-]+)(?: file (?P<file>[\w./-]+))? -->")
 DOC_PORT = "8765"
 """The port the tutorial's service listens on; the test gives it a reserved one and maps it back."""

@@ -304,7 +304,7 @@ def test_the_baseline_build_for_cpus_without_avx2_hashes_alike(tmp_path: Path) -
     does, and runs its BLAKE3 and CRC-32 against the blake3 package's and zlib's."""
     from reelstore.storage import _stored_batch
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     built = subprocess.run([sys.executable, "-c", BASELINE_BUILD, str(tmp_path / "lib"), str(tmp_path / "tmp")],
                            cwd=root, capture_output=True, text=True, check=True)
     baseline = built.stdout.strip().splitlines()[-1]

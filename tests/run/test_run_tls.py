@@ -16,12 +16,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import HELPERS
 from tls_target import TlsTarget
 
 from reelstore import Store
 from reelstore.storage.repo import Repo
 
-CLIENTS = Path(__file__).with_name("clients")
+CLIENTS = HELPERS / "clients"
 TOOLS = ("curl", "wget", "node", "unshare", "git")
 
 

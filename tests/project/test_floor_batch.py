@@ -13,7 +13,7 @@ from reelstore.objects import Blob
 from reelstore.storage.pack_item import PackItem, PackOptions
 from reelstore.storage.repo import Repo
 
-FLOOR = Path(__file__).resolve().parent.parent / "bench" / "floor_batch.py"
+FLOOR = Path(__file__).resolve().parents[2] / "bench" / "floor_batch.py"
 
 
 def _store(tmp_path: Path) -> tuple[Repo, list[bytes]]:

@@ -18,7 +18,7 @@ from reelstore.storage.pack_index import index_bytes
 from reelstore.storage.pack_item import PackItem, PackOptions
 from reelstore.storage.repo import Repo
 
-FLOOR = Path(__file__).resolve().parent.parent / "bench" / "floor_gc.py"
+FLOOR = Path(__file__).resolve().parents[2] / "bench" / "floor_gc.py"
 OLD = int(time.time()) - 30 * 86400
 
 

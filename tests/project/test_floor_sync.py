@@ -18,7 +18,7 @@ from reelstore.objects import Blob, Record, Tree
 from reelstore.storage.pack import Pack
 from reelstore.storage.repo import Repo
 
-FLOOR = Path(__file__).resolve().parent.parent / "bench" / "floor_sync.py"
+FLOOR = Path(__file__).resolve().parents[2] / "bench" / "floor_sync.py"
 REF = "refs/reel/heads/main"
 
 

@@ -12,7 +12,7 @@ import sysconfig
 import tarfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
@@ -34,7 +34,8 @@ def test_sdist_installs_in_a_fresh_venv_and_its_tests_pass(tmp_path: Path) -> No
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
         tar.extractall(tmp_path / "src", filter="data")
     for needed in ("LICENSE", "README.md", "docs/revisions.md", "docs/commands/cat-file.md", "tests/conftest.py",
-                   "tests/gitserver.py", "tests/kernel_helpers.py", "reelstore/py.typed", "reelstore/cli/main.py",
+                   "tests/helpers/gitserver.py", "tests/helpers/kernel_helpers.py", "reelstore/py.typed",
+                   "reelstore/cli/main.py",
                    "reelstore/plumbing/cat_file.py", "reelstore/porcelain/log.py"):
         assert needed in names, f"the sdist lacks {needed}"
     # Everything the shipped tests, docs and benchmarks use: the test suite's helpers (the node client
@@ -60,5 +61,5 @@ def test_sdist_installs_in_a_fresh_venv_and_its_tests_pass(tmp_path: Path) -> No
     assert "Typing :: Typed" in meta and "Programming Language :: Python :: 3.11" in meta
     env = {k: v for k, v in os.environ.items() if k not in ("REEL_DIR", "PYTHONPATH")}
     # From tests/, so that `python -m` puts no source tree on the path: the installed package is tested.
-    out = _run(py, "-m", "pytest", "-p", "no:cacheprovider", "test_smoke.py", cwd=src / "tests", env=env)
+    out = _run(py, "-m", "pytest", "-p", "no:cacheprovider", "cli/test_smoke.py", cwd=src / "tests", env=env)
     assert re.search(r"\b[1-9][0-9]* passed", out) and "failed" not in out, out
