@@ -41,10 +41,10 @@ from typing import Any
 import urllib3
 
 from reelstore.api import Store
+from reelstore.backend.repo import Repo
 from reelstore.kernel import verbs
 from reelstore.kernel.views import load_live
 from reelstore.objects import Effect, Effects
-from reelstore.storage.repo import Repo
 
 SECTIONS = ("admission", "drain", "step", "concurrent", "fsyncs")
 

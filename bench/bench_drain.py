@@ -30,10 +30,10 @@ from dulwich.repo import Repo as GitRepo
 from reelstore import crashpoints
 from reelstore.adapters.base import register
 from reelstore.adapters.http import HttpAdapter
+from reelstore.backend.repo import Repo
 from reelstore.drain.drainer import drain
 from reelstore.objects import Effect, Effects, Record
 from reelstore.sim.batch import run_many
-from reelstore.storage.repo import Repo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import Table, fresh_dir  # noqa: E402

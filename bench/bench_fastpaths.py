@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import GIT_ENV, fast_import_blobs, git, git_init, payloads, scratch  # noqa: E402
 
 import reelstore  # noqa: E402
+from reelstore.backend.repo import Repo  # noqa: E402
 from reelstore.namespace.tree import Namespace  # noqa: E402
 from reelstore.objects import Blob, Record  # noqa: E402
-from reelstore.storage.repo import Repo  # noqa: E402
 
 REEL = shutil.which("reel") or "reel"
 FLOOR = ("import gc, sys, blake3, zstandard, msgpack; from pathlib import Path; "
@@ -349,7 +349,7 @@ def batch(tmp: Path, n: int, repeat: int) -> None:
     (bench/floor_batch.py: the same checks and output in a minimal Python script, no click and no
     reelstore) over the same ids, interleaved, in both bytecode modes (the floor imports no project
     module, so only reel's figures depend on the mode)."""
-    from reelstore.storage.bulk_read import accelerator_built
+    from reelstore.backend.bulk_read import accelerator_built
 
     built = accelerator_built()
     print(f"== cat-file --batch, {n} packed objects (floor: bench/floor_batch.py; C accelerator "
@@ -638,8 +638,8 @@ def _add_ten(store: Path, k: int) -> None:
 def pack_write_alone(tmp: Path, store: Path, repeat: int) -> list[tuple]:
     """CPU of the store's pack writer alone (`write_pack`, in this process) on every object of `store`:
     the part of a clone (and of the clone floor) that stores what was received."""
-    from reelstore.storage.pack_item import PackItem
-    from reelstore.storage.pack_write import write_pack
+    from reelstore.backend.pack_item import PackItem
+    from reelstore.backend.pack_write import write_pack
 
     repo = Repo.open(store)
     items = [(h, repo.objects.get_raw(h)) for h in repo.objects]

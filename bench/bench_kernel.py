@@ -23,9 +23,9 @@ from dulwich.objects import Blob as GitBlob  # noqa: E402
 from dulwich.objects import Commit, Tree  # noqa: E402
 from dulwich.repo import Repo as GitRepo  # noqa: E402
 
+from reelstore.backend.repo import Repo  # noqa: E402
 from reelstore.kernel import verbs as kernel  # noqa: E402
 from reelstore.objects import Blob, Record  # noqa: E402
-from reelstore.storage.repo import Repo  # noqa: E402
 
 
 def trunk_with(repo: Repo, n: int) -> float:

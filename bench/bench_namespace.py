@@ -29,10 +29,10 @@ from dulwich.object_store import MemoryObjectStore as DulwichStore  # noqa: E402
 from dulwich.object_store import commit_tree_changes, iter_tree_contents, tree_lookup_path  # noqa: E402
 from dulwich.objects import Blob as DulwichBlob  # noqa: E402
 
+from reelstore.backend.object_store import MemoryObjectStore  # noqa: E402
+from reelstore.backend.repo import Repo  # noqa: E402
 from reelstore.namespace.tree import Namespace  # noqa: E402
 from reelstore.objects import Blob  # noqa: E402
-from reelstore.storage.object_store import MemoryObjectStore  # noqa: E402
-from reelstore.storage.repo import Repo  # noqa: E402
 
 UPDATES = 200
 GETS = 2000

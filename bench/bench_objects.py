@@ -20,9 +20,9 @@ from pathlib import Path
 from dulwich.object_store import DiskObjectStore
 from dulwich.objects import Blob as GitBlob
 
+from reelstore.backend.object_store import LooseObjectStore
+from reelstore.backend.repo import Repo
 from reelstore.objects import Blob
-from reelstore.storage.object_store import LooseObjectStore
-from reelstore.storage.repo import Repo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import Table, fast_import_blobs, fresh_dir, git, git_init, median_time, payloads, scratch  # noqa: E402

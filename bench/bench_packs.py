@@ -24,8 +24,8 @@ from pathlib import Path
 
 from _util import Table, fast_import_blobs, git, git_init, payloads, reel, scratch, timed
 
+from reelstore.backend.repo import Repo
 from reelstore.objects import Blob, Record, Tree
-from reelstore.storage.repo import Repo
 
 
 def reel_store(path: Path) -> Repo:

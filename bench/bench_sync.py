@@ -32,9 +32,9 @@ from _util import GIT_ENV, Table, git, git_init, payloads, scratch, timed  # noq
 from dulwich import porcelain  # noqa: E402
 
 from reelstore import sync  # noqa: E402
+from reelstore.backend.repo import Repo  # noqa: E402
 from reelstore.namespace.tree import Namespace  # noqa: E402
 from reelstore.objects import Blob, Record  # noqa: E402
-from reelstore.storage.repo import Repo  # noqa: E402
 
 INCREMENT = 100
 REPEAT = 3

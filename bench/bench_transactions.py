@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _util import GIT_ENV, scratch  # noqa: E402
 
+from reelstore.backend.repo import Repo  # noqa: E402
 from reelstore.kernel import verbs as kernel  # noqa: E402
-from reelstore.storage.repo import Repo  # noqa: E402
 
 REEL = [sys.executable, "-c", "from reelstore.cli.main import main; main()"]
 FSYNC_COUNTER = (

@@ -19,7 +19,7 @@ import click
 if TYPE_CHECKING:  # click's completion module loads only when a completer runs, as the store does
     from click.shell_completion import CompletionItem
 
-    from reelstore.storage.repo import Repo
+    from reelstore.backend.repo import Repo
 
 Completer = Callable[[click.Context, click.Parameter, str], "list[CompletionItem]"]
 
@@ -31,7 +31,7 @@ _LIMIT = 2000
 
 
 def _repo(ctx: click.Context) -> Repo:
-    from reelstore.storage.repo import Repo
+    from reelstore.backend.repo import Repo
 
     directory = ctx.find_root().params.get("directory")
     return Repo.discover(Path(directory) if directory else None)

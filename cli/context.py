@@ -14,7 +14,7 @@ import click
 from reelstore.errors import ReelError
 
 if TYPE_CHECKING:  # imported when a command first needs the store: --help and --version never do
-    from reelstore.storage.repo import Repo
+    from reelstore.backend.repo import Repo
 
 
 def json_text(value: Any, *, indent: int | None = 2) -> str:
@@ -53,7 +53,7 @@ class Context:
     @property
     def repo(self) -> Repo:
         if self._repo is None:
-            from reelstore.storage.repo import Repo
+            from reelstore.backend.repo import Repo
 
             self._repo = Repo.discover(Path(self.directory) if self.directory else None)
         return self._repo

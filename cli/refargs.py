@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput
 from reelstore.objects import ZERO_HEX, Hash
 from reelstore.objects.hash import is_full_hex
 from reelstore.objects.ref import check_ref_name
-from reelstore.storage.repo import Repo
 
 
 def full_ref(repo: Repo, name: str) -> str:

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
+    from reelstore.backend.config import Config
     from reelstore.cli.context import Context
-    from reelstore.storage.config import Config
 
 _YES = ("true", "yes", "on", "1", "always")
 _NO = ("false", "no", "off", "0", "never")

@@ -18,10 +18,10 @@ from reelstore.errors import BadInput, NotFound
 from reelstore.objects.hash import Hash, is_full_hex, is_prefix
 
 if TYPE_CHECKING:  # the batch modes' own machinery loads when a batch runs: -p, -t, -s and -e never use it
+    from reelstore.backend.bulk_read import BulkReader
+    from reelstore.backend.repo import Repo
     from reelstore.cli import formats
     from reelstore.objects import Object
-    from reelstore.storage.bulk_read import BulkReader
-    from reelstore.storage.repo import Repo
 
 
 def pretty(obj: Object) -> bytes:
@@ -126,7 +126,7 @@ def _batch(ctx: Context, names: list[bytes] | None, fmt: formats.Format[Found], 
     store. The answers to one chunk of input are written together."""
     from binascii import unhexlify
 
-    from reelstore.storage.bulk_read import BulkReader
+    from reelstore.backend.bulk_read import BulkReader
 
     out = sys.stdout.buffer
     if _own_process(out):
@@ -280,7 +280,7 @@ def cat_file(ctx: Context, show_type: bool, show_size: bool, show_pretty: bool, 
     elif ctx.json:
         ctx.emit({"id": obj.id.hex(), "kind": obj.kind, "object": obj.to_json()})
     elif obj.kind == "chunks":
-        from reelstore.storage import content
+        from reelstore.backend import content
 
         out = sys.stdout.buffer
         for piece in content.read(repo.objects, obj.id):

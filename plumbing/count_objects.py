@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from reelstore.backend.disk_store import on_disk
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.storage.disk_store import on_disk
 
 
 @click.command("count-objects")

@@ -11,12 +11,12 @@ from typing import Any
 import click
 
 from reelstore import revisions
+from reelstore.backend.repo import Repo
 from reelstore.cli import formats
 from reelstore.cli.complete import REFS, REVISIONS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.kernel.history import MAX_LIMIT
 from reelstore.objects import Hash, Object
-from reelstore.storage.repo import Repo
 
 DEFAULT_FORMAT = "%(objectname) %(objecttype)\t%(refname)"
 _SHORT_PREFIXES = ("refs/heads/", "refs/views/", "refs/remotes/", "refs/drains/", "refs/tags/", "refs/")

@@ -7,12 +7,12 @@ from typing import BinaryIO
 
 import click
 
+from reelstore.backend import content
+from reelstore.backend.object_store import ObjectStore
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.codec import MAX_OBJECT_SIZE, frame
 from reelstore.errors import BadInput, input_error
 from reelstore.objects import KINDS, Blob, Object, decode
-from reelstore.storage import content
-from reelstore.storage.object_store import ObjectStore
 
 
 def object_from_content(kind: str, data: bytes) -> Object:

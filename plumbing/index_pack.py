@@ -6,12 +6,12 @@ from pathlib import Path
 
 import click
 
+from reelstore.backend.disk_store import on_disk
+from reelstore.backend.fileio import atomic_write
+from reelstore.backend.pack_import import index_file
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.stdin import spool_stdin
 from reelstore.errors import input_error
-from reelstore.storage.disk_store import on_disk
-from reelstore.storage.fileio import atomic_write
-from reelstore.storage.pack_import import index_file
 
 
 @click.command("index-pack")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import click
 
 from reelstore import revisions
+from reelstore.backend.repo import Repo
 from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.quoting import quote_path
 from reelstore.errors import BadInput
 from reelstore.objects import Hash, Record, Tree, View
-from reelstore.storage.repo import Repo
 
 BLOB_MODE, TREE_MODE = "100644", "040000"
 

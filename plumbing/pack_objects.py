@@ -7,15 +7,15 @@ import sys
 import click
 
 from reelstore import revisions
+from reelstore.backend.disk_store import on_disk
+from reelstore.backend.pack_item import PackItem
+from reelstore.backend.pack_write import write_pack_stream
+from reelstore.backend.repo import Repo
 from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.maintenance.reach import ref_roots, walk
 from reelstore.objects import Hash
-from reelstore.storage.disk_store import on_disk
-from reelstore.storage.pack_item import PackItem
-from reelstore.storage.pack_write import write_pack_stream
-from reelstore.storage.repo import Repo
 
 
 def _selected(repo: Repo, all_refs: bool, revs: bool, names: tuple[str, ...]) -> dict[Hash, str]:

@@ -7,12 +7,12 @@ import tempfile
 
 import click
 
+from reelstore.backend.disk_store import on_disk
+from reelstore.backend.pack import scan_pack
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.stdin import spool_stdin
 from reelstore.errors import StorageError
 from reelstore.objects import Object, decode
-from reelstore.storage.disk_store import on_disk
-from reelstore.storage.pack import scan_pack
 from reelstore.wording import plural
 
 BATCH_BYTES = 16 << 20

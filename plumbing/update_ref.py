@@ -8,15 +8,15 @@ from typing import Any
 
 import click
 
+from reelstore.backend.op_log import operation
+from reelstore.backend.refs import ANY, RefTransaction
+from reelstore.backend.repo import Repo
 from reelstore.cli.complete import REFS
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.refargs import full_ref, new_value, old_value
 from reelstore.errors import BadInput
 from reelstore.objects import Hash
 from reelstore.objects.ref import check_target
-from reelstore.storage.op_log import operation
-from reelstore.storage.refs import ANY, RefTransaction
-from reelstore.storage.repo import Repo
 
 
 def _hex(h: Hash | None) -> str | None:

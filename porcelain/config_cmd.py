@@ -61,7 +61,7 @@ def config(ctx: Context, mode: str | None, key: str | None, value: str | None) -
 
 
 def _services(ctx: Context) -> None:
-    from reelstore.storage.service_rules import services
+    from reelstore.backend.service_rules import services
 
     rules = services(ctx.repo.config)
 

@@ -74,7 +74,7 @@ def _exit_code(call: Callable[[], Any]) -> int:
 
 def _effect_ids(store: Path, view: str) -> list[str]:
     from reelstore.api import Store
-    from reelstore.storage.repo import Repo
+    from reelstore.backend.repo import Repo
 
     return [e.id.hex() for e in Store(Repo.open(store)).status(view).effects]
 

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 
 import click
 
+from reelstore.backend import content
+from reelstore.backend.fileio import write_all
 from reelstore.cli.complete import SOURCES
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.refargs import trunk_namespace
 from reelstore.errors import NotFound
 from reelstore.kernel import verbs as kernel
 from reelstore.namespace.tree import Namespace
-from reelstore.storage import content
-from reelstore.storage.fileio import write_all
 
 
 def _pieces(ctx: Context, view: str, name: str) -> Iterator[bytes]:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
+from reelstore.backend.postgres import check_url
+from reelstore.backend.repo import DEFAULT_TRUNK, Repo
 from reelstore.cli.context import Context, pass_ctx
-from reelstore.storage.postgres import check_url
-from reelstore.storage.repo import DEFAULT_TRUNK, Repo
 
 
 @click.command("init")

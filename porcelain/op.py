@@ -7,10 +7,10 @@ import time
 
 import click
 
+from reelstore.backend.op_log import Operation, RefMove
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.kernel.history import MAX_LIMIT
 from reelstore.objects import Hash
-from reelstore.storage.op_log import Operation, RefMove
 
 
 @click.group("op", invoke_without_command=True)

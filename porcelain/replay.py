@@ -5,11 +5,11 @@ from __future__ import annotations
 import click
 
 from reelstore.api import Store
+from reelstore.backend.service_rules import model_origin
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.intercept.loop import DryRun, default_backends
 from reelstore.intercept.recording import ReplayProxy, recorded_model_origins, recording_of
 from reelstore.porcelain.run import BeforeDashDash, check_decision_flags, execute_and_decide, needs_interception
-from reelstore.storage.service_rules import model_origin
 from reelstore.wording import plural
 
 

@@ -10,12 +10,12 @@ from typing import Any
 import click
 
 from reelstore.api import Store
+from reelstore.backend.service_rules import model_origin
 from reelstore.cli.complete import SOURCES
 from reelstore.cli.context import Context, json_text, pass_ctx
 from reelstore.extras import needs
 from reelstore.intercept.loop import DryRun, default_backends
 from reelstore.intercept.recording import RecordingProxy, calls_total
-from reelstore.storage.service_rules import model_origin
 from reelstore.wording import plural
 
 BLOCKED_EXIT = 6

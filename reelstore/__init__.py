@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from reelstore.adapters.http_request import HttpRequest
     from reelstore.aio import AsyncStore
     from reelstore.api import Store, ViewHandle
+    from reelstore.backend.upkeep import GcReport
     from reelstore.drain.drainer import DrainReport, Outcome
     from reelstore.drain.hold import Hold
     from reelstore.drain.ops import Operation
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
     from reelstore.objects.approval import Approval
     from reelstore.objects.delta import DeltaOp, Put, Remove
     from reelstore.objects.journal import Finding
-    from reelstore.storage.upkeep import GcReport
     from reelstore.sync.fetch import FetchResult
     from reelstore.sync.push import PushResult
 
@@ -66,7 +66,7 @@ _HOMES = {
     "EffectOutcome": "reelstore.kernel.history",
     "FetchResult": "reelstore.sync.fetch",
     "Finding": "reelstore.objects.journal",
-    "GcReport": "reelstore.storage.upkeep",
+    "GcReport": "reelstore.backend.upkeep",
     "Hold": "reelstore.drain.hold",
     "HttpRequest": "reelstore.adapters.http_request",
     "LogEntry": "reelstore.kernel.history",

@@ -34,21 +34,21 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from reelstore.adapters.http_request import HttpRequest
 from reelstore.api import Store, ViewHandle
+from reelstore.backend import op_log
+from reelstore.backend.repo import DEFAULT_TRUNK
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.history import LogEntry
 from reelstore.kernel.inspection import NameChange, ViewStatus, ViewSummary
 from reelstore.kernel.undo import UndoResult
 from reelstore.objects import Capability, Effect, Hash
-from reelstore.storage import op_log
-from reelstore.storage.repo import DEFAULT_TRUNK
 
 if TYPE_CHECKING:  # as in api.py: loaded by the calls that need them
+    from reelstore.backend.upkeep import GcReport
     from reelstore.drain.ops import Operation
     from reelstore.drain.recovery import RecoveryReport
     from reelstore.fleet.worker import WorkerReport
     from reelstore.kernel.approval import Standing
     from reelstore.objects import Approval
-    from reelstore.storage.upkeep import GcReport
 
 T = TypeVar("T")
 

@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from reelstore.adapters.http_request import HttpRequest
+from reelstore.backend import op_log
+from reelstore.backend.config import Config
+from reelstore.backend.repo import DEFAULT_TRUNK, Repo
 from reelstore.errors import BadInput, EffectFailed, NotFound, OutcomeUnknown, ReelError
 from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
@@ -35,20 +38,17 @@ from reelstore.kernel.undo import UndoResult, undo
 from reelstore.kernel.views import initiator, load_live
 from reelstore.objects import Capability, Effect, Hash
 from reelstore.objects.ref import view_ref
-from reelstore.storage import op_log
-from reelstore.storage.config import Config
-from reelstore.storage.repo import DEFAULT_TRUNK, Repo
 from reelstore.sync import verbs as doors
 
 if TYPE_CHECKING:  # imported where used: most callers never need gc, recovery or dulwich
+    from reelstore.backend.secrets import SecretStore
+    from reelstore.backend.upkeep import GcReport
     from reelstore.drain.hold import Hold
     from reelstore.drain.ops import Operation
     from reelstore.drain.recovery import RecoveryReport
     from reelstore.fleet.worker import WorkerReport
     from reelstore.kernel.approval import Standing
     from reelstore.objects import Approval, Finding
-    from reelstore.storage.secrets import SecretStore
-    from reelstore.storage.upkeep import GcReport
     from reelstore.sync import FetchResult, PushResult
 
 
@@ -336,7 +336,7 @@ class Store:
     @property
     def secrets(self) -> SecretStore:
         """Credentials effects refer to as `{"$secret": NAME}`: `store.secrets.put(NAME, VALUE)`."""
-        from reelstore.storage.secrets import secret_store
+        from reelstore.backend.secrets import secret_store
 
         return secret_store(self.repo)
 

@@ -19,8 +19,8 @@ from reelstore.objects import Hash
 from reelstore.wording import plural
 
 if TYPE_CHECKING:
+    from reelstore.backend.repo import Repo
     from reelstore.objects import Object
-    from reelstore.storage.repo import Repo
 
 _STEP = re.compile(r"~(\d*)|\^(\d*)")
 _REFLOG = re.compile(r"^(.*)@\{(-?\d+)\}")

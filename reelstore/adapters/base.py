@@ -23,8 +23,8 @@ from reelstore.errors import BadInput
 if TYPE_CHECKING:
     import importlib.metadata
 
+    from reelstore.backend.repo import Repo
     from reelstore.objects import Effect
-    from reelstore.storage.repo import Repo
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,9 @@ from typing import Any
 import blake3
 
 from reelstore.adapters.base import Adapter, Admission, Result, known_keys, register
+from reelstore.backend.fileio import write_all
 from reelstore.errors import BadInput
 from reelstore.objects import Effect
-from reelstore.storage.fileio import write_all
 
 ACTIONS = ("write", "delete")
 OP_KEYS = ("action", "path", "content", "mode")

@@ -6,7 +6,7 @@ An operation is a map: `{"method": "POST", "url": "http://h/pay", "headers": {..
 send time). Any other key is refused (E014 naming it): a misspelt `"jsn"` would otherwise be stored and
 sent as a request without a body. Numbers in `json` may be floats; they are sent in their shortest
 round-trip text (`0.7`, not `0.69999…`).
-Its resource name is `http:METHOD:URL`; `reelstore.storage.service_rules` classes and delivers it by config.
+Its resource name is `http:METHOD:URL`; `reelstore.backend.service_rules` classes and delivers it by config.
 
 A request goes out in two phases, kept apart by the code's structure rather than guessed from an
 exception's type afterwards: first urllib3's `connect()` (name resolution, TCP connect, the TLS
@@ -32,15 +32,15 @@ from urllib3.exceptions import ConnectTimeoutError, HTTPError, NameResolutionErr
 from reelstore.adapters.base import Adapter, Admission, NotSent, Result, known_keys, register
 from reelstore.adapters.http_pool import pool
 from reelstore.adapters.trust import client_context, extra_trust
+from reelstore.backend.secrets import MissingSecret, resolve_body, resolve_http, secret_store
+from reelstore.backend.service_rules import SAFE_METHODS, Service, classify
 from reelstore.codec import FrozenMap, freeze, thaw
 from reelstore.errors import BadInput, Conflict, Unreachable
 from reelstore.objects.hash import Hash
-from reelstore.storage.secrets import MissingSecret, resolve_body, resolve_http, secret_store
-from reelstore.storage.service_rules import SAFE_METHODS, Service, classify
 
 if TYPE_CHECKING:
+    from reelstore.backend.repo import Repo
     from reelstore.objects import Effect
-    from reelstore.storage.repo import Repo
 
 RECEIPT_HEADERS = ("etag", "location", "content-type", "idempotency-key", "date", "last-modified")
 METHOD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from urllib3.connection import HTTPConnection
 
 if TYPE_CHECKING:
-    from reelstore.storage.repo import Repo
+    from reelstore.backend.repo import Repo
 
 Key = tuple[str, str, int, str]
 """(scheme, host, port, what the TLS context trusts): connections are shared only under one key."""

@@ -8,8 +8,8 @@ import os
 import ssl
 from pathlib import Path
 
+from reelstore.backend.config import Config
 from reelstore.errors import BadInput
-from reelstore.storage.config import Config
 
 TRUST_KEY = "http.trust"
 TRUST_VAR = "REEL_HTTP_TRUST"

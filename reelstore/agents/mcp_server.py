@@ -37,12 +37,12 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from reelstore.api import Store
+from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput, BudgetExhausted, NotFound, ReelError
 from reelstore.kernel import admission
 from reelstore.kernel.views import load_live
 from reelstore.objects import Capability
 from reelstore.objects.ref import HEAD_PREFIX
-from reelstore.storage.repo import Repo
 from reelstore.wording import plural
 
 if TYPE_CHECKING:

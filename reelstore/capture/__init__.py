@@ -17,12 +17,12 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from reelstore.backend.service_rules import SAFE_METHODS, classify
 from reelstore.errors import BadInput, ReelError
-from reelstore.storage.service_rules import SAFE_METHODS, classify
 
 if TYPE_CHECKING:
+    from reelstore.backend.config import Config
     from reelstore.objects import Effect
-    from reelstore.storage.config import Config
 
 HOP_BY_HOP = frozenset(("connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
                         "te", "trailer", "trailers", "transfer-encoding", "upgrade", "host", "content-length"))

@@ -39,7 +39,7 @@ from reelstore.objects import Effect, Effects, Hash, Journal, Record
 from reelstore.wording import plural
 
 if TYPE_CHECKING:
-    from reelstore.storage.repo import Repo
+    from reelstore.backend.repo import Repo
 
 FINAL = drainlog.FINAL
 

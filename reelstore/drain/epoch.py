@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from reelstore.errors import StaleEpoch, StorageError
 
 if TYPE_CHECKING:
-    from reelstore.storage.repo import Repo
+    from reelstore.backend.repo import Repo
 
 FILE = "epoch"
 LOCK = "epoch.lock"

@@ -14,11 +14,11 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from reelstore.backend.state_files import DiskFiles
 from reelstore.errors import BadInput, Held, StorageError
-from reelstore.storage.state_files import DiskFiles
 
 if TYPE_CHECKING:
-    from reelstore.storage.repo import Repo
+    from reelstore.backend.repo import Repo
 
 FILE = "HOLD"
 REF = "refs/hold"

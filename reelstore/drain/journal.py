@@ -6,7 +6,7 @@ newest entry with the one the drainer last saw (a per-operation compare-and-swap
 never both record an intent for the same send).
 
 On disk, an append is one frame of the trunk's journal segment (`objects/journal/<trunk>.seg`, see
-`storage.segment`) and one fsync: the outcome of effect i and the intent of effect i+1 go in the same
+`backend.segment`) and one fsync: the outcome of effect i and the intent of effect i+1 go in the same
 frame, so a drain of N effects costs N + 1 fsyncs. The segment is the durable record and its newest
 entry is the journal's head; `refs/drains/<trunk>` follows it without an fsync of its own (a cache for
 gc, fsck and the reflog-less readers that start from refs): a drain moves it every few appends and at
@@ -27,16 +27,16 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from reelstore.backend.object_store import expect_kind
+from reelstore.backend.segment import Segment
 from reelstore.codec import freeze
 from reelstore.crashpoints import crash_point
 from reelstore.drain import epoch as epochs
 from reelstore.errors import Conflict, NotFound, StorageError
 from reelstore.objects import Hash, Journal
-from reelstore.storage.object_store import expect_kind
-from reelstore.storage.segment import Segment
 
 if TYPE_CHECKING:
-    from reelstore.storage.repo import Repo
+    from reelstore.backend.repo import Repo
 
 FINAL = ("succeeded", "failed", "absent")
 

@@ -20,14 +20,14 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
+from reelstore.backend.repo import Repo
+from reelstore.backend.secrets import SHOWN, hide_params, redact, secret_store, sensitive_headers, sensitive_params
 from reelstore.codec import thaw
 from reelstore.drain import journal as drainlog
 from reelstore.drain.ops import LOCAL, UNRESOLVED, Operation, OpSource
 from reelstore.errors import BadInput, CapabilityViolation, Conflict
 from reelstore.hooks.runner import hook_path
 from reelstore.objects import Hash, OpEvent
-from reelstore.storage.repo import Repo
-from reelstore.storage.secrets import SHOWN, hide_params, redact, secret_store, sensitive_headers, sensitive_params
 
 OPS_PREFIX = "refs/ops/"
 DEFAULT_MAX_NOTICES = 3

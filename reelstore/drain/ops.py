@@ -20,7 +20,7 @@ from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import Effect, Finding, Hash, Journal, Record
 
 if TYPE_CHECKING:
-    from reelstore.storage.repo import Repo
+    from reelstore.backend.repo import Repo
 
 UNRESOLVED = ("pending", "not_sent", "unknown")
 MAX_RECORDS = 1 << 32

@@ -32,7 +32,7 @@ from reelstore.errors import BadInput, NotFound, StorageError, ViewTerminal
 from reelstore.objects import Effect, Effects, Hash, Record, View
 
 if TYPE_CHECKING:
-    from reelstore.storage.repo import Repo
+    from reelstore.backend.repo import Repo
 
 COMMITTED = "ops/committed"
 ABORTED = "ops/aborted"

@@ -22,7 +22,7 @@ from reelstore.objects import Hash
 from reelstore.wording import plural
 
 if TYPE_CHECKING:
-    from reelstore.storage.repo import Repo
+    from reelstore.backend.repo import Repo
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reelstore.storage.repo import Repo
+    from reelstore.backend.repo import Repo
 
 
 def database(repo: Repo) -> str | None:

@@ -27,8 +27,8 @@ from reelstore.fleet import database
 from reelstore.objects import Effect, Finding, Hash, Journal
 
 if TYPE_CHECKING:
+    from reelstore.backend.repo import Repo
     from reelstore.fleet.outbox import Conn, Row
-    from reelstore.storage.repo import Repo
 
 
 def _entry(row: Row, state: str, time: int, note: str, receipt: Any = None, finding: Hash | None = None,

@@ -35,8 +35,8 @@ from reelstore.objects import Effect, Hash
 from reelstore.wording import plural
 
 if TYPE_CHECKING:
+    from reelstore.backend.repo import Repo
     from reelstore.fleet.outbox import Conn, Row
-    from reelstore.storage.repo import Repo
 
 DEFAULT_LEASE_S = 30.0
 MAX_STEPS = 1 << 40

@@ -21,7 +21,7 @@ from reelstore.errors import CapabilityViolation
 from reelstore.hooks import HOOK_NAMES
 
 if TYPE_CHECKING:
-    from reelstore.storage.repo import Repo
+    from reelstore.backend.repo import Repo
 
 DEFAULT_TIMEOUT = 60
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from reelstore.backend.repo import Repo
 from reelstore.errors import ReelError
-from reelstore.storage.repo import Repo
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from reelstore.storage.fileio import atomic_write
-from reelstore.storage.repo import Repo
+from reelstore.backend.fileio import atomic_write
+from reelstore.backend.repo import Repo
 
 CA_DIR = "ca"
 CA_KEY = "ca-key.pem"

@@ -39,15 +39,15 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from reelstore.adapters.trust import extra_trust
+from reelstore.backend.repo import Repo
+from reelstore.backend.secrets import hide_params, sensitive_headers, sensitive_params
+from reelstore.backend.service_rules import SAFE_METHODS, Service, classify, model_origin, model_rules
 from reelstore.capture import end_to_end, http_op, pending, refused
 from reelstore.errors import BadInput, ReelError
 from reelstore.intercept.base import Backend, Launch, Refusal
 from reelstore.intercept.ca import ca_cert_path, system_bundle, write_bundle
 from reelstore.intercept.engine import Answer, EngineFactory, Request, Timing
 from reelstore.kernel import verbs as kernel
-from reelstore.storage.repo import Repo
-from reelstore.storage.secrets import hide_params, sensitive_headers, sensitive_params
-from reelstore.storage.service_rules import SAFE_METHODS, Service, classify, model_origin, model_rules
 
 PROXY_VARS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 BYPASS_VARS = ("NO_PROXY", "no_proxy")

@@ -24,6 +24,9 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from reelstore.api import Store
+from reelstore.backend.repo import Repo
+from reelstore.backend.secrets import redact, scrubbed_names
+from reelstore.backend.service_rules import model_origin
 from reelstore.errors import Conflict
 from reelstore.intercept.base import Backend, Launch, Refusal
 from reelstore.intercept.http_proxy import HttpProxy
@@ -32,9 +35,6 @@ from reelstore.intercept.scratch import Scratch
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Capability, Effect, Hash
 from reelstore.objects.ref import view_ref
-from reelstore.storage.repo import Repo
-from reelstore.storage.secrets import redact, scrubbed_names
-from reelstore.storage.service_rules import model_origin
 
 SENTINELS = ("localhost:80", "localhost:443")
 """Inside the sandbox, direct connections to the usual web ports on loopback are caught too."""

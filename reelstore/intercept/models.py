@@ -25,7 +25,7 @@ import zlib
 from typing import Any
 from urllib.parse import urlsplit
 
-from reelstore.storage.service_rules import GEMINI_SUFFIXES, MODEL_PATHS
+from reelstore.backend.service_rules import GEMINI_SUFFIXES, MODEL_PATHS
 
 MESSAGE_KEYS = ("messages", "system", "prompt", "input", "instructions", "contents", "systemInstruction", "suffix")
 TOOL_KEYS = ("tools", "functions", "tool_choice", "function_call", "toolConfig")

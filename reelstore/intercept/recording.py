@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from reelstore.backend.repo import Repo
+from reelstore.backend.secrets import hide_params, sensitive_headers, sensitive_params
+from reelstore.backend.service_rules import SAFE_METHODS
 from reelstore.capture import HOP_BY_HOP
 from reelstore.codec import freeze
 from reelstore.errors import BadInput, NotFound
@@ -40,9 +43,6 @@ from reelstore.intercept.engine import Answer, Request, Timing
 from reelstore.intercept.http_proxy import QUERY_SECRETS, HttpProxy
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Blob, Hash, Record, Recording, View
-from reelstore.storage.repo import Repo
-from reelstore.storage.secrets import hide_params, sensitive_headers, sensitive_params
-from reelstore.storage.service_rules import SAFE_METHODS
 from reelstore.wording import plural
 
 SELECTING = ("accept", "accept-language", "content-type", "range")

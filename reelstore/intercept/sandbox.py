@@ -35,11 +35,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput
 from reelstore.intercept.acceptor import Acceptor
 from reelstore.intercept.base import Backend, Launch
 from reelstore.intercept.netns import pump
-from reelstore.storage.repo import Repo
 from reelstore.wording import plural
 
 HELPER = Path(__file__).with_name("netns.py")

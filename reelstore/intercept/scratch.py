@@ -17,13 +17,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from reelstore.backend import content
+from reelstore.backend.repo import Repo
 from reelstore.errors import ReelError
 from reelstore.intercept.base import Backend, Launch, Refusal
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.transaction import Transaction
 from reelstore.objects import Hash
-from reelstore.storage import content
-from reelstore.storage.repo import Repo
 
 SCRATCH_VAR = "REEL_SCRATCH"
 

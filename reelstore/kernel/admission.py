@@ -12,9 +12,9 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from reelstore.backend.repo import Repo
 from reelstore.errors import BudgetExhausted, CapabilityViolation
 from reelstore.objects import OPS, Capability, Hash
-from reelstore.storage.repo import Repo
 
 if TYPE_CHECKING:
     from reelstore.objects import Effect, View

@@ -18,6 +18,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from reelstore.attribution import now_ms
+from reelstore.backend.repo import Repo
+from reelstore.backend.service_rules import rule_for
 from reelstore.errors import ApprovalRequired, BadInput, CapabilityViolation, Conflict, NotFound
 from reelstore.hooks.runner import hook_path, run_hook, run_pre_hook
 from reelstore.kernel.changes import pending_effects
@@ -26,8 +28,6 @@ from reelstore.kernel.views import Live, fork_id, initiator, live_views, load_li
 from reelstore.objects import Approval, Effect, Hash, Object, View
 from reelstore.objects.ref import VIEW_PREFIX
 from reelstore.objects.view import MAX_APPROVALS
-from reelstore.storage.repo import Repo
-from reelstore.storage.service_rules import rule_for
 from reelstore.wording import plural
 
 _REFLOG_LOOKBACK = 256

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from reelstore.backend import binding_log
+from reelstore.backend.repo import Repo
 from reelstore.errors import RemoteConflict, StorageError, ViewTerminal
 from reelstore.kernel.views import Live, find_record, fork_id, live_views
 from reelstore.objects import View
-from reelstore.storage import binding_log
-from reelstore.storage.repo import Repo
 
 UNBOUND = binding_log.UNBOUND
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput
 from reelstore.kernel.views import Live
 from reelstore.objects import Hash, Object
-from reelstore.storage.repo import Repo
 
 if TYPE_CHECKING:  # each loaded where it is met: a fresh view has no delta, no effects and no changed name
     from reelstore.namespace.tree import Namespace

@@ -21,7 +21,7 @@ from reelstore.errors import BadInput, RemoteRaceLost, StorageError
 from reelstore.objects import Hash
 
 if TYPE_CHECKING:
-    from reelstore.storage.repo import Repo
+    from reelstore.backend.repo import Repo
 
 PREFIX = "claims/"
 

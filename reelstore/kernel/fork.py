@@ -10,6 +10,8 @@ import os
 from collections.abc import Sequence
 
 from reelstore.attribution import now_ms
+from reelstore.backend.op_log import operation
+from reelstore.backend.repo import Repo
 from reelstore.codec import freeze
 from reelstore.errors import BadInput, Conflict, ForkDepthExceeded, LockHeld
 from reelstore.kernel import admission
@@ -17,8 +19,6 @@ from reelstore.kernel.views import Live, load_live, terminal_error
 from reelstore.objects import Capability, Hash, Record, View
 from reelstore.objects.ref import HEAD_PREFIX, VIEW_PREFIX, trunk_ref, view_ref
 from reelstore.objects.view import BOUNDARIES, MAX_DEPTH
-from reelstore.storage.op_log import operation
-from reelstore.storage.repo import Repo
 
 
 @operation("fork")

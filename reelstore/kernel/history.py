@@ -13,13 +13,13 @@ from itertools import islice
 from typing import Any
 
 from reelstore import revisions
+from reelstore.backend.repo import Repo
 from reelstore.drain import journal as drainlog
 from reelstore.drain.drainer import record_ops
 from reelstore.drain.ops import trunk_records
 from reelstore.errors import BadInput
 from reelstore.objects import Effect, Effects, Hash, Journal, Record, View
 from reelstore.objects.ref import trunk_ref
-from reelstore.storage.repo import Repo
 
 
 @dataclass(frozen=True)

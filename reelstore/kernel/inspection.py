@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from reelstore.backend.repo import Repo
 from reelstore.kernel import admission
 from reelstore.kernel.changes import base_namespace, changed, current_delta, namespace, pending_effects
 from reelstore.kernel.views import live_views, load_live
 from reelstore.objects import Hash
-from reelstore.storage.repo import Repo
 
 if TYPE_CHECKING:  # a status of a view that changed nothing needs none of their modules
     from reelstore.objects import Capability, DeltaOp, Effect

@@ -13,13 +13,13 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from reelstore.backend.repo import Repo
 from reelstore.codec import thaw
 from reelstore.errors import BadInput
 from reelstore.kernel.inspection import ChangeStatus, NameChange
 from reelstore.namespace.tree import Namespace
 from reelstore.objects import Effect, Effects, Hash, Record, View
 from reelstore.objects.ref import view_ref
-from reelstore.storage.repo import Repo
 
 
 @dataclass(frozen=True)

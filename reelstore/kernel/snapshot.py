@@ -32,6 +32,8 @@ from typing import Any
 
 from reelstore.adapters.base import adapter
 from reelstore.attribution import now_ms
+from reelstore.backend.op_log import operation
+from reelstore.backend.repo import Repo
 from reelstore.codec import freeze
 from reelstore.errors import BadInput, Conflict, NotFound, ReelError, ViewTerminal
 from reelstore.kernel import admission
@@ -40,8 +42,6 @@ from reelstore.kernel.views import Live, commit_target, fork_id, live_views, loa
 from reelstore.objects import Effect, Effects, Hash, Record, View
 from reelstore.objects.ref import HEAD_PREFIX, VIEW_PREFIX, check_ref_name, view_ref
 from reelstore.objects.view import MAX_APPROVALS
-from reelstore.storage.op_log import operation
-from reelstore.storage.repo import Repo
 
 SNAPSHOT_PREFIX = "refs/snapshots/"
 

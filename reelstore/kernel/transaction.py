@@ -20,6 +20,8 @@ from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
 
 from reelstore.adapters.base import Adapter, adapter
+from reelstore.backend import content
+from reelstore.backend.repo import Repo
 from reelstore.codec import FrozenMap, freeze
 from reelstore.crashpoints import crash_point
 from reelstore.drain import hold, owners
@@ -28,8 +30,6 @@ from reelstore.kernel import admission
 from reelstore.kernel.views import Live, initiator, load_live
 from reelstore.namespace.tree import Namespace
 from reelstore.objects import Effect, Effects, Hash, View
-from reelstore.storage import content
-from reelstore.storage.repo import Repo
 from reelstore.wording import plural
 
 CAS_ATTEMPTS = 64
@@ -228,7 +228,7 @@ class Transaction:
         named: list[str] = []
         if adapter_name == "http":
             # Credentials leave the operation before it is stored (kept in .reel/secrets).
-            from reelstore.storage.secrets import named_references, scrub_http, secret_store
+            from reelstore.backend.secrets import named_references, scrub_http, secret_store
 
             named = named_references(op)
             op = scrub_http(secret_store(self.repo), self.repo.config, op)

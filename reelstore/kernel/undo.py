@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reelstore.backend.op_log import Operation, RefMove, operation
+from reelstore.backend.repo import Repo
 from reelstore.drain import journal as drainlog
 from reelstore.drain.drainer import record_effects, record_ops
 from reelstore.errors import BadInput, Conflict, NotFound
 from reelstore.kernel import binding
 from reelstore.objects import Hash, Object, Record, View
 from reelstore.objects.ref import HEAD_PREFIX, VIEW_PREFIX
-from reelstore.storage.op_log import Operation, RefMove, operation
-from reelstore.storage.repo import Repo
 from reelstore.wording import plural
 
 UNDOABLE = frozenset({"fork", "put", "rm", "effect", "transaction", "commit", "abort", "snapshot", "restore",

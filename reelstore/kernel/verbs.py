@@ -18,6 +18,11 @@ from typing import Any, BinaryIO
 
 from reelstore.adapters.base import adapter, adapter_class
 from reelstore.attribution import now_ms
+from reelstore.backend import content
+from reelstore.backend.op_log import operation, riding
+from reelstore.backend.ref_transaction import Owed
+from reelstore.backend.refs import RefTransaction
+from reelstore.backend.repo import Repo
 from reelstore.codec import FrozenMap, freeze
 from reelstore.crashpoints import crash_point
 from reelstore.drain import hold, owners
@@ -44,11 +49,6 @@ from reelstore.kernel.views import (
 )
 from reelstore.objects import Delta, Effect, Effects, Hash, Object, Record, Recording, View
 from reelstore.objects.ref import VIEW_PREFIX, trunk_ref
-from reelstore.storage import content
-from reelstore.storage.op_log import operation, riding
-from reelstore.storage.ref_transaction import Owed
-from reelstore.storage.refs import RefTransaction
-from reelstore.storage.repo import Repo
 from reelstore.wording import plural
 
 # Class A: namespace writes and reads

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reelstore.backend.repo import Repo
 from reelstore.errors import Conflict, NotFound, ViewTerminal
 from reelstore.objects import Hash, Object, Record, View
 from reelstore.objects.ref import VIEW_PREFIX, trunk_ref, view_ref
-from reelstore.storage.repo import Repo
 
 
 @dataclass(frozen=True, slots=True)

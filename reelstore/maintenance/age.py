@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 import time
 
+from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput
-from reelstore.storage.repo import Repo
 
 DEFAULT_PRUNE_EXPIRE = "2.weeks.ago"
 DEFAULT_REFLOG_EXPIRE = "90.days.ago"

@@ -29,12 +29,12 @@ from typing import BinaryIO
 import blake3
 import zstandard
 
+from reelstore.backend.repo import Repo
 from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.maintenance.reach import walk
 from reelstore.objects import HASH_SIZE, Hash, Object, View, decode
 from reelstore.objects.ref import check_ref_name
-from reelstore.storage.repo import Repo
 
 MAGIC = b"REELBUNDLE 1\n"
 DEFAULT_REFS = ("refs/heads/", "refs/views/", "refs/snapshots/")

@@ -14,6 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from reelstore.backend import binding_log
+from reelstore.backend.object_store import ObjectStore
+from reelstore.backend.repo import Repo
 from reelstore.drain import owners
 from reelstore.drain.ops import ownership
 from reelstore.errors import BadInput, NotFound, StorageError
@@ -22,9 +25,6 @@ from reelstore.maintenance.reach import walk
 from reelstore.objects import Approval, Effect, Effects, Hash, Journal, Object, Record, View
 from reelstore.objects.approval import fault
 from reelstore.objects.ref import required_kind
-from reelstore.storage import binding_log
-from reelstore.storage.object_store import ObjectStore
-from reelstore.storage.repo import Repo
 
 
 @dataclass

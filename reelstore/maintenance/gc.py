@@ -1,6 +1,6 @@
 """Garbage collection: maintenance decides what is live (mark.py: the refs, young reflog entries and
 the writes in flight) and the backend decides how its copies go (`ObjectStore.gc`: the disk store packs
-what stays and deletes old files, storage/pack_gc.py; a store without files deletes object by object),
+what stays and deletes old files, backend/pack_gc.py; a store without files deletes object by object),
 all under gc.lock (lock.py).
 
 Safety beside concurrent writers rests on three rules, as in git: the backend lists its candidates
@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import time
 
+from reelstore.backend.repo import Repo
+from reelstore.backend.upkeep import GcReport, Progress
 from reelstore.maintenance.age import DEFAULT_PRUNE_EXPIRE, config_cutoff, parse_age
 from reelstore.maintenance.lock import gc_lock, no_cycle_collection
 from reelstore.maintenance.mark import marker
-from reelstore.storage.repo import Repo
-from reelstore.storage.upkeep import GcReport, Progress
 
 
 def gc(

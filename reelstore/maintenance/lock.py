@@ -9,12 +9,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from reelstore.backend.fileio import pid_alive
+from reelstore.backend.gc_lock import GC_LOCK as LOCK_NAME
+from reelstore.backend.gc_lock import gc_lock_line
+from reelstore.backend.ref_format import HOST
+from reelstore.backend.repo import Repo
 from reelstore.errors import Conflict
-from reelstore.storage.fileio import pid_alive
-from reelstore.storage.gc_lock import GC_LOCK as LOCK_NAME
-from reelstore.storage.gc_lock import gc_lock_line
-from reelstore.storage.ref_format import HOST
-from reelstore.storage.repo import Repo
 
 
 @contextmanager

@@ -8,12 +8,12 @@ import itertools
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 
+from reelstore.backend.repo import Repo
+from reelstore.backend.upkeep import Mark, Progress
 from reelstore.errors import StorageError
 from reelstore.maintenance.age import DEFAULT_REFLOG_EXPIRE, config_cutoff
 from reelstore.maintenance.reach import Walk, ref_roots, walk
 from reelstore.objects import Hash
-from reelstore.storage.repo import Repo
-from reelstore.storage.upkeep import Mark, Progress
 
 
 def require_complete(w: Walk, what: str) -> None:
@@ -55,7 +55,7 @@ FENCE_ROUNDS = 3
 def _fence(repo: Repo, w: Walk, roots: list[tuple[str, Hash]], since_ms: int,
            leaves: AbstractSet[bytes] | None, read: Callable[[Hash], bytes] | None = None) -> None:
     """After marking, add what concurrent writers may reference next: every id a live writer registered
-    and has not yet referenced from a landed ref transaction (storage/inflight.py), then the refs as they
+    and has not yet referenced from a landed ref transaction (backend/inflight.py), then the refs as they
     are now. One round suffices for a writer that registers: if gc reads its registration before it
     settles, its objects are kept; if after, its ref move landed before gc re-reads the refs. So an
     object listed as a candidate before the mark and unreachable after the fence is not about to be

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import time
 
+from reelstore.backend.disk_store import on_disk
+from reelstore.backend.repo import Repo
+from reelstore.backend.upkeep import PruneReport
 from reelstore.maintenance.age import DEFAULT_PRUNE_EXPIRE, config_cutoff, parse_age
 from reelstore.maintenance.lock import gc_lock
 from reelstore.maintenance.mark import marker
-from reelstore.storage.disk_store import on_disk
-from reelstore.storage.repo import Repo
-from reelstore.storage.upkeep import PruneReport
 
 
 def prune(repo: Repo, expire: str | None = None, *, dry_run: bool = False, now: float | None = None) -> PruneReport:

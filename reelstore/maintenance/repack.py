@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 
+from reelstore.backend.disk_store import on_disk
+from reelstore.backend.repo import Repo
+from reelstore.backend.upkeep import Progress, RepackReport
 from reelstore.maintenance.lock import gc_lock, no_cycle_collection
 from reelstore.maintenance.reach import Walk, ref_roots, walk
 from reelstore.objects import Hash
-from reelstore.storage.disk_store import on_disk
-from reelstore.storage.repo import Repo
-from reelstore.storage.upkeep import Progress, RepackReport
 
 
 def repack(

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
+from reelstore.backend.object_store import ObjectStore
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.namespace.node import (
     MAX_ENTRIES,
@@ -31,7 +32,6 @@ from reelstore.objects import Hash, Tree
 from reelstore.objects.block import v_hash
 from reelstore.objects.data import MAX_NAME
 from reelstore.objects.hash import as_hash
-from reelstore.storage.object_store import ObjectStore
 
 _EMPTY = Tree(0, ())
 _INNER_CACHE = 4096

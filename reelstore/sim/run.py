@@ -20,13 +20,13 @@ from functools import partial
 from typing import Any
 
 from reelstore import crashpoints
+from reelstore.backend.repo import Repo
 from reelstore.drain import journal as drainlog
 from reelstore.drain import ops, recovery
 from reelstore.errors import ReelError, StaleEpoch
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Effect, Effects, Journal, Record
 from reelstore.sim.world import TIERS, Rates, World, make_repo
-from reelstore.storage.repo import Repo
 from reelstore.wording import plural
 
 LOCKED_POINTS = frozenset({"journal:object-written", "refs:prepared"})

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reelstore.adapters.base import Adapter, Admission, NotSent, Result, register
+from reelstore.backend.object_store import MemoryObjectStore
+from reelstore.backend.refs import MemoryRefStore, RefUpdate
+from reelstore.backend.repo import Repo
+from reelstore.backend.state_files import MemoryFiles
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import Hash, Object
-from reelstore.storage.object_store import MemoryObjectStore
-from reelstore.storage.refs import MemoryRefStore, RefUpdate
-from reelstore.storage.repo import Repo
-from reelstore.storage.state_files import MemoryFiles
 
 if TYPE_CHECKING:
     from reelstore.objects import Effect

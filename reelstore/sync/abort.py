@@ -9,9 +9,9 @@ view was committed there meanwhile, it is retired as committed (E008).
 
 from __future__ import annotations
 
+from reelstore.backend.repo import Repo
 from reelstore.kernel import binding
 from reelstore.kernel.views import descendants, load_live, terminal_error
-from reelstore.storage.repo import Repo
 from reelstore.sync.fetch import fetch
 from reelstore.sync.push import delete, same_view
 from reelstore.sync.state import SyncState

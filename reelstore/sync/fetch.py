@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from dulwich.errors import HangupException
 
+from reelstore.backend.object_store import LooseObjectStore
+from reelstore.backend.refs import ANY
+from reelstore.backend.repo import DEFAULT_TRUNK, REEL_DIR, Repo
 from reelstore.errors import BadInput, Conflict, LockHeld, ReelError, StaleLock, StorageError
 from reelstore.kernel import binding, claims
 from reelstore.kernel.views import committed_in, find_record, live_views, retire
 from reelstore.objects import Hash, Object, Record, View
 from reelstore.objects.ref import HEAD_PREFIX, VIEW_PREFIX, check_ref_name, check_target
-from reelstore.storage.object_store import LooseObjectStore
-from reelstore.storage.refs import ANY
-from reelstore.storage.repo import DEFAULT_TRUNK, REEL_DIR, Repo
 from reelstore.sync import messages
 from reelstore.sync.mapping import reel_ref, tracking_ref
 from reelstore.sync.remote import DEFAULT_REMOTE, add_remote, remote_url

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from reelstore.backend.object_store import ObjectStore
 from reelstore.codec import MAX_OBJECT_SIZE, MAX_TAG
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import Hash, decode
-from reelstore.storage.object_store import ObjectStore
 from reelstore.sync.pack_budget import check_sizes
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from typing import IO
 from zlib import decompressobj
 
+from reelstore.backend.pack import read_varint
 from reelstore.errors import StorageError
-from reelstore.storage.pack import read_varint
 
 _HEADER = struct.Struct(">4sII")
 _OFS_DELTA, _REF_DELTA = 6, 7

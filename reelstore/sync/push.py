@@ -17,10 +17,10 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput, NotFound, ReelError, RemoteConflict, RemoteRaceLost, StorageError
 from reelstore.objects import Hash, Record
 from reelstore.objects.ref import VIEW_PREFIX, check_ref_name
-from reelstore.storage.repo import Repo
 from reelstore.sync import messages
 from reelstore.sync.mapping import REMOTE_PREFIX, git_ref, tracking_ref
 from reelstore.sync.outgoing import OutgoingPack

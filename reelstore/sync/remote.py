@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
+from reelstore.backend.repo import Repo
 from reelstore.crashpoints import crash_point
 from reelstore.errors import BadInput, Conflict, NotFound
 from reelstore.objects.ref import trunk_ref
-from reelstore.storage.repo import Repo
 from reelstore.sync.state import SyncState
 
 DEFAULT_REMOTE = "origin"

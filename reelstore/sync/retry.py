@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput, RemoteConflict, RemoteRaceLost
-from reelstore.storage.repo import Repo
 
 T = TypeVar("T")
 

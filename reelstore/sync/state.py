@@ -17,10 +17,10 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import Hash
 from reelstore.objects.ref import check_ref_name
-from reelstore.storage.repo import Repo
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS known (remote TEXT NOT NULL, id BLOB NOT NULL, PRIMARY KEY (remote, id)) WITHOUT ROWID;

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from reelstore.backend.config import Config
 from reelstore.errors import ReelError, Unreachable
-from reelstore.storage.config import Config
 from reelstore.sync.dulwich_client import open_client
 from reelstore.sync.transport_base import local_repository, on_path, text
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import blake3
 
+from reelstore.backend.object_store import ObjectStore
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import Blob, Hash, Object, decode_verified
 from reelstore.objects.hash import as_hash, is_hex
-from reelstore.storage.object_store import ObjectStore
 from reelstore.sync.incoming import MAX_RAW, TYPE_NAMES, ReceivedPack
 from reelstore.sync.mapping import BLOB_MODE, TREE_MODE
 from reelstore.sync.state import parse_refs

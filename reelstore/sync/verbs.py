@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput
 from reelstore.kernel import binding
 from reelstore.kernel import verbs as kernel
 from reelstore.kernel.views import descendants, load_live
 from reelstore.objects import Hash
 from reelstore.objects.ref import VIEW_PREFIX
-from reelstore.storage.repo import Repo
 from reelstore.sync.retry import check_retries, retrying
 
 Fence = Callable[[str, Hash, Hash], None]

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 import msgpack
 
+from reelstore.backend.bulk_read import BulkReader, Take
+from reelstore.backend.repo import Repo
 from reelstore.objects import HASH_SIZE, Hash, decode
-from reelstore.storage.bulk_read import BulkReader, Take
-from reelstore.storage.repo import Repo
 from reelstore.sync.state import SyncState
 
 _TREE = b"tree\0"

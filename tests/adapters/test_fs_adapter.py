@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from reelstore.adapters.fs import FsAdapter
+from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput
 from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
-from reelstore.storage.repo import Repo
 
 
 def test_write_and_delete_fire_through_commit(tmp_path: Path, repo: Repo) -> None:

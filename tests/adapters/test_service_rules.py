@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from reelstore.backend import service_rules as sr
+from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput
-from reelstore.storage import service_rules as sr
-from reelstore.storage.repo import Repo
 
 
 def test_builtin_model_paths_are_read_like_and_other_routes_are_not() -> None:

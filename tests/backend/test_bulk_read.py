@@ -12,15 +12,15 @@ import pytest
 from click.testing import CliRunner
 from pack_objects import every_method
 
+from reelstore.backend.bulk_read import BulkReader
+from reelstore.backend.disk_store import DiskObjectStore
+from reelstore.backend.pack_index import index_columns
+from reelstore.backend.pack_item import PackItem, PackOptions
+from reelstore.backend.pack_write import write_pack_stream
+from reelstore.backend.repo import Repo
 from reelstore.cli.main import cli
 from reelstore.errors import StorageError
 from reelstore.objects import Blob, Hash, Record, Tree
-from reelstore.storage.bulk_read import BulkReader
-from reelstore.storage.disk_store import DiskObjectStore
-from reelstore.storage.pack_index import index_columns
-from reelstore.storage.pack_item import PackItem, PackOptions
-from reelstore.storage.pack_write import write_pack_stream
-from reelstore.storage.repo import Repo
 
 
 def _expected(obj: Blob | Tree | Record) -> tuple[str, bytes]:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from reelstore.backend.bulk_read import BulkReader
+from reelstore.backend.repo import Repo
 from reelstore.errors import StorageError
 from reelstore.objects import Blob, Hash
-from reelstore.storage.bulk_read import BulkReader
-from reelstore.storage.repo import Repo
 
 
 def test_read_raw_reads_packed_objects_from_their_pack_and_the_rest_through_the_store(

@@ -6,14 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from reelstore.backend.repo import Repo
 from reelstore.objects import Blob
-from reelstore.storage.repo import Repo
 
 WORKER = r"""
 import random, sys, time
 from reelstore.errors import Conflict
 from reelstore.objects import Blob
-from reelstore.storage.repo import Repo
+from reelstore.backend.repo import Repo
 
 repo = Repo.open(sys.argv[1])
 name, increments = sys.argv[2], int(sys.argv[3])

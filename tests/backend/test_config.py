@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reelstore.backend import config
+from reelstore.backend.config import Config, split_key
 from reelstore.errors import BadInput, StorageError
-from reelstore.storage import config
-from reelstore.storage.config import Config, split_key
 
 
 def test_split_key():

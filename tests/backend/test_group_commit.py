@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from reelstore.api import Store
+from reelstore.backend import fileio
+from reelstore.backend.repo import Repo
 from reelstore.kernel import verbs as kernel
-from reelstore.storage import fileio
-from reelstore.storage.repo import Repo
 
 
 def test_appenders_that_wait_on_one_fsync_share_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from memlimit import MiB, run_reel
 
+from reelstore.backend import content
+from reelstore.backend.object_store import MemoryObjectStore
+from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Blob, Chunks
 from reelstore.objects.block import decode
 from reelstore.objects.chunks import CHUNK_MAX, CHUNK_MIN, MAX_EXPANSION, THRESHOLD, pieces
-from reelstore.storage import content
-from reelstore.storage.object_store import MemoryObjectStore
-from reelstore.storage.repo import Repo
 
 SIZE = 80 * MiB
 """Over the 64 MiB object limit: before chunking, such a put succeeded and could never be read (E007)."""

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from reelstore.backend.object_store import LooseObjectStore, MemoryObjectStore, ObjectStore
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.objects import Blob, Hash, Record, Tree
-from reelstore.storage.object_store import LooseObjectStore, MemoryObjectStore, ObjectStore
 
 
 @pytest.fixture(params=["memory", "loose", "postgres"])
@@ -19,7 +19,7 @@ def store(request, tmp_path: Path) -> ObjectStore:
     if request.param == "memory":
         return MemoryObjectStore()
     if request.param == "postgres":
-        from reelstore.storage.postgres import PgDb, PgObjectStore
+        from reelstore.backend.postgres import PgDb, PgObjectStore
 
         return PgObjectStore(PgDb(request.getfixturevalue("pg_url")))
     return LooseObjectStore(tmp_path / "objects", fsync=False)

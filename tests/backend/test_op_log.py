@@ -15,6 +15,9 @@ from conftest import REEL
 
 from reelstore.aio import AsyncStore
 from reelstore.api import Store
+from reelstore.backend.op_log import OpLog, operation
+from reelstore.backend.ref_format import format_loose
+from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput, Conflict, NotFound, ViewTerminal
 from reelstore.kernel import snapshot
 from reelstore.kernel import verbs as kernel
@@ -22,9 +25,6 @@ from reelstore.kernel.undo import undo
 from reelstore.kernel.views import load_live
 from reelstore.maintenance.gc import gc
 from reelstore.objects import Record
-from reelstore.storage.op_log import OpLog, operation
-from reelstore.storage.ref_format import format_loose
-from reelstore.storage.repo import Repo
 
 FS_WRITE = json.dumps({"action": "write", "path": "out.txt", "content": "x\n"})
 

@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reelstore.backend.disk_store import DiskObjectStore
+from reelstore.backend.pack import Pack, scan_pack
+from reelstore.backend.pack_item import PackItem, PackOptions
+from reelstore.backend.pack_verify import verify_pack
+from reelstore.backend.pack_write import write_pack
 from reelstore.errors import NotFound, StorageError
 from reelstore.objects import Blob, Hash, Record, Tree
-from reelstore.storage.disk_store import DiskObjectStore
-from reelstore.storage.pack import Pack, scan_pack
-from reelstore.storage.pack_item import PackItem, PackOptions
-from reelstore.storage.pack_verify import verify_pack
-from reelstore.storage.pack_write import write_pack
 
 
 def versioned(files: int = 6, versions: int = 8, seed: int = 1) -> list[tuple[Blob, str]]:
@@ -82,7 +82,7 @@ def test_index_lookup_mtimes_and_absent(tmp_path: Path) -> None:
 
 
 def _index(tmp_path: Path, ids: list[bytes]):
-    from reelstore.storage.pack_index import PackIndex, index_bytes
+    from reelstore.backend.pack_index import PackIndex, index_bytes
 
     path = tmp_path / "t.idx"
     path.write_bytes(index_bytes([(Hash(h), 10 * n, n, n) for n, h in enumerate(ids)], b"\0" * 32))
@@ -305,7 +305,7 @@ def test_a_miss_waits_as_long_as_a_live_writer_holds_the_index_on_its_way(tmp_pa
     """A loaded machine can keep a writer between renaming its pack and its index much longer than the
     brief wait (200 ms) a miss allows any index-less pack: while the pack's writer lives and holds its
     temporary index, the reader keeps waiting (gc's fence used to call the object damaged: a false E007)."""
-    from reelstore.storage.fileio import temp_name
+    from reelstore.backend.fileio import temp_name
 
     # temp_name carries this process's pid: a live writer between its two renames
     _read_while_the_index_is_away(tmp_path / "objects", b"in a pack whose slow writer still holds its index",
@@ -316,7 +316,7 @@ def test_an_imported_pack_is_never_seen_without_an_index_or_a_live_writers_tempo
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`reel index-pack` writes the index under its temporary name before the pack is renamed in: at
     the moment the pack appears, a reader finds a live writer's temporary index and waits for it."""
-    from reelstore.storage import pack_import
+    from reelstore.backend import pack_import
 
     root = tmp_path / "objects"
     store = DiskObjectStore(root, fsync=False)
@@ -343,8 +343,8 @@ def test_an_imported_pack_is_never_seen_without_an_index_or_a_live_writers_tempo
 
 @pytest.fixture(scope="module")
 def packed_store(tmp_path_factory):
+    from reelstore.backend.repo import Repo
     from reelstore.maintenance.gc import gc
-    from reelstore.storage.repo import Repo
 
     repo = Repo.init(tmp_path_factory.mktemp("flip"))
     rec = repo.refs["refs/heads/main"]
@@ -362,8 +362,8 @@ def packed_store(tmp_path_factory):
 @settings(max_examples=40, deadline=None)
 @given(which=st.sampled_from(["pack", "idx"]), where=st.floats(0, 1, exclude_max=True), bit=st.integers(0, 7))
 def test_any_flipped_bit_is_caught_by_fsck(packed_store, which: str, where: float, bit: int) -> None:
+    from reelstore.backend.repo import Repo
     from reelstore.maintenance.fsck import fsck
-    from reelstore.storage.repo import Repo
 
     root, pack_path, idx_path = packed_store
     path = pack_path if which == "pack" else idx_path
@@ -388,8 +388,8 @@ def test_frame_declaring_a_huge_size_is_refused_before_allocation(tmp_path: Path
     import blake3
     import zstandard
 
-    from reelstore.storage.pack import PACK_HEADER, PACK_MAGIC, ZSTD, _varint
-    from reelstore.storage.pack_index import VERSION, index_bytes
+    from reelstore.backend.pack import PACK_HEADER, PACK_MAGIC, ZSTD, _varint
+    from reelstore.backend.pack_index import VERSION, index_bytes
 
     blob = Blob(b"z" * 100)
     params = zstandard.ZstdCompressionParameters.from_level(
@@ -407,8 +407,8 @@ def test_frame_declaring_a_huge_size_is_refused_before_allocation(tmp_path: Path
 
 
 def test_a_large_put_packs_only_what_is_not_already_loose(tmp_path) -> None:
+    from reelstore.backend.repo import Repo
     from reelstore.objects import Blob
-    from reelstore.storage.repo import Repo
 
     repo = Repo.init(tmp_path)
     store = repo.objects
@@ -426,8 +426,8 @@ def test_a_chain_past_the_limit_is_refused_when_indexed_and_reported_by_verify(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A pack chained 20 deep read by a reader whose limit is 10: reading in order keeps each base
     cached, which used to hide the depth from index-pack and verify-pack while a cold read failed."""
-    from reelstore.storage import pack as packmod
-    from reelstore.storage.pack_import import index_file
+    from reelstore.backend import pack as packmod
+    from reelstore.backend.pack_import import index_file
 
     blobs = versioned(files=1, versions=20)
     pack = make_pack(tmp_path, [b for b, _ in blobs], {b.id: n for b, n in blobs}, depth=20)

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import zstandard
 
+from reelstore.backend.pack import Pack
+from reelstore.backend.pack_item import PackItem
+from reelstore.backend.pack_write import write_pack
 from reelstore.objects import Blob, Hash, Record, Tree
-from reelstore.storage.pack import Pack
-from reelstore.storage.pack_item import PackItem
-from reelstore.storage.pack_write import write_pack
 
 
 def _write(tmp_path: Path, objs: list) -> tuple[Pack, dict[str, int]]:

@@ -19,11 +19,11 @@ import pytest
 from conftest import REEL
 from pg_server import PgServer
 
+from reelstore.backend.ref_transaction import Owed
+from reelstore.backend.repo import Repo
 from reelstore.errors import Conflict
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Blob, Hash, Record
-from reelstore.storage.ref_transaction import Owed
-from reelstore.storage.repo import Repo
 
 FS_WRITE = json.dumps({"action": "write", "path": "out.txt", "content": "x\n"})
 
@@ -272,7 +272,7 @@ def test_a_writer_of_a_locked_ref_waits_for_the_holder_then_compares(tmp_path: P
 
 
 def test_a_ref_held_past_the_lock_timeout_is_e002(tmp_path: Path, pg_url: str) -> None:
-    from reelstore.storage.postgres_refs import PgRefStore
+    from reelstore.backend.postgres_refs import PgRefStore
 
     a, b = Repo.init(tmp_path / "a", backend=pg_url), Repo.init(tmp_path / "b", backend=pg_url)
     assert isinstance(b.refs, PgRefStore)
@@ -305,7 +305,7 @@ def test_the_python_apis_make_and_join_a_shared_store(tmp_path: Path, pg_url: st
 
 
 def test_writing_an_old_object_again_makes_it_young_and_keeps_its_bytes(pg_url: str) -> None:
-    from reelstore.storage.postgres import PgDb, PgObjectStore
+    from reelstore.backend.postgres import PgDb, PgObjectStore
 
     store = PgObjectStore(PgDb(pg_url))
     blob = Blob(b"kept")
@@ -395,9 +395,9 @@ def test_without_the_client_a_shared_store_names_the_extra_to_install(tmp_path: 
 
 
 def test_a_commit_whose_answer_is_lost_is_e007_saying_so_and_the_handle_goes_on(tmp_path: Path, pg_url: str) -> None:
+    from reelstore.backend.postgres_refs import PgRefStore
     from reelstore.crashpoints import hooked
     from reelstore.errors import StorageError
-    from reelstore.storage.postgres_refs import PgRefStore
 
     repo = Repo.init(tmp_path, backend=pg_url)
     assert isinstance(repo.refs, PgRefStore)
@@ -430,8 +430,8 @@ def test_an_effect_aborted_on_one_machine_is_never_committed_from_another(tmp_pa
 
 
 def test_refs_are_listed_in_code_point_order_whatever_the_database_collation(pg_server: PgServer) -> None:
-    from reelstore.storage.postgres import PgDb
-    from reelstore.storage.postgres_refs import PgRefStore
+    from reelstore.backend.postgres import PgDb
+    from reelstore.backend.postgres_refs import PgRefStore
 
     db = f"icu_{os.urandom(4).hex()}"
     with psycopg.connect(pg_server.url(), autocommit=True) as admin:  # a database that sorts `a` before `B`

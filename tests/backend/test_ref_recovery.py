@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from reelstore.backend import refs as refs_module
+from reelstore.backend.ref_format import format_loose
+from reelstore.backend.repo import Repo
 from reelstore.kernel import verbs as kernel
-from reelstore.storage import refs as refs_module
-from reelstore.storage.ref_format import format_loose
-from reelstore.storage.repo import Repo
 
 REEL = [sys.executable, "-c", "from reelstore.cli.main import main; main()"]
 

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reelstore.backend import ref_format
+from reelstore.backend.refs import ANY, DiskRefStore, MemoryRefStore, ReflogEntry, RefStore
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import Hash
 from reelstore.objects.ref import check_ref_name
-from reelstore.storage import ref_format
-from reelstore.storage.refs import ANY, DiskRefStore, MemoryRefStore, ReflogEntry, RefStore
 
 A, B, C = (Hash(bytes([i]) * 32) for i in (1, 2, 3))
 
@@ -23,8 +23,8 @@ def refs(request, tmp_path: Path) -> RefStore:
     if request.param == "memory":
         return MemoryRefStore()
     if request.param == "postgres":
-        from reelstore.storage.postgres import PgDb
-        from reelstore.storage.postgres_refs import PgRefStore
+        from reelstore.backend.postgres import PgDb
+        from reelstore.backend.postgres_refs import PgRefStore
 
         return PgRefStore(PgDb(request.getfixturevalue("pg_url")))
     return DiskRefStore(tmp_path, fsync=False)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from reelstore.backend.repo import Repo
+from reelstore.backend.state_files import DiskFiles, MemoryFiles, StateFiles
 from reelstore.errors import BadInput, Conflict
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Hash
-from reelstore.storage.repo import Repo
-from reelstore.storage.state_files import DiskFiles, MemoryFiles, StateFiles
 
 
 @pytest.fixture(params=["memory", "disk"])

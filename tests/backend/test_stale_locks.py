@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from reelstore.backend.refs import LOCK_TIMEOUT
+from reelstore.backend.repo import Repo
 from reelstore.errors import Conflict, LockHeld, StaleLock
 from reelstore.kernel import verbs as kernel
-from reelstore.storage.refs import LOCK_TIMEOUT
-from reelstore.storage.repo import Repo
 
 REEL = [sys.executable, "-c", "from reelstore.cli.main import main; main()"]
 

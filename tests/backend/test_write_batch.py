@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from reelstore.backend.repo import Repo
 from reelstore.crashpoints import hooked
 from reelstore.kernel import admission
 from reelstore.kernel import verbs as kernel
@@ -17,7 +18,6 @@ from reelstore.maintenance.fsck import fsck
 from reelstore.maintenance.gc import gc
 from reelstore.maintenance.lock import gc_lock
 from reelstore.objects import Capability, View
-from reelstore.storage.repo import Repo
 
 REEL = [sys.executable, "-c", "from reelstore.cli.main import main; main()"]
 
@@ -152,8 +152,8 @@ def test_a_fork_killed_around_its_loose_view_leaves_no_view_and_forks_again(tmp_
 def test_a_large_batch_finds_the_loose_copies_among_its_objects_and_only_freshens_them(repo: Repo) -> None:
     """From LIST_LOOSE_AT objects a batch lists the shards once instead of a lookup per object: those
     already loose are freshened, not packed; the rest go into the one new pack."""
+    from reelstore.backend.disk_store import LIST_LOOSE_AT
     from reelstore.objects import Blob
-    from reelstore.storage.disk_store import LIST_LOOSE_AT
 
     old = [Blob(b"already loose %d" % i) for i in range(5)]
     repo.objects.loose.put_many(old)

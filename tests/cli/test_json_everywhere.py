@@ -12,9 +12,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from reelstore.backend.repo import Repo
 from reelstore.cli.main import ReelGroup, cli
 from reelstore.kernel import verbs as kernel
-from reelstore.storage.repo import Repo
 
 EVERY = sorted(ReelGroup().list_commands(click.Context(cli)))
 

@@ -7,9 +7,9 @@ import json
 import os
 from pathlib import Path
 
+from reelstore.backend.pack_verify import verify_pack
+from reelstore.backend.repo import Repo
 from reelstore.objects import Blob, Hash, Record, Tree
-from reelstore.storage.pack_verify import verify_pack
-from reelstore.storage.repo import Repo
 
 
 def populate(repo: Repo, versions: int = 4) -> list[Hash]:

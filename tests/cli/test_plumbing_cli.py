@@ -12,8 +12,8 @@ from pathlib import Path
 
 from conftest import REEL
 
+from reelstore.backend.repo import Repo
 from reelstore.objects import ZERO_HEX, Blob, Record, Tree, View
-from reelstore.storage.repo import Repo
 
 HEX = re.compile(r"[0-9a-f]{64}")
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from reelstore.storage.repo import Repo
+from reelstore.backend.repo import Repo
 
 
 def _main(tmp_path) -> str:

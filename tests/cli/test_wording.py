@@ -14,7 +14,7 @@ KEPT = {
     # git's own output format, which scripts parse: `git count-objects` says "1 objects" too.
     "plumbing/count_objects.py": 'text = f"{stats[\'count\']} objects, {stats[\'size\']} kilobytes"',
     # always two or more.
-    "reelstore/storage/object_store.py": 'is ambiguous: {len(found)} objects match',
+    "reelstore/backend/object_store.py": 'is ambiguous: {len(found)} objects match',
 }
 
 

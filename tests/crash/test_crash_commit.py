@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from reelstore.backend.repo import Repo
 from reelstore.drain import journal as drainlog
 from reelstore.drain.drainer import record_ops
 from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Record
-from reelstore.storage.repo import Repo
 
 REEL = [sys.executable, "-c", "from reelstore.cli.main import main; main()"]
 BEFORE_COMMIT_POINT = ("commit:checked", "commit:record-written")

@@ -17,15 +17,15 @@ from pathlib import Path
 
 from conftest import REEL
 
+from reelstore.backend.repo import Repo
 from reelstore.errors import Conflict
 from reelstore.objects import Blob
-from reelstore.storage.repo import Repo
 
 WRITER = r"""
 import random, sys
 from reelstore.errors import Conflict
 from reelstore.objects import Blob, Tree
-from reelstore.storage.repo import Repo
+from reelstore.backend.repo import Repo
 
 repo = Repo.open(sys.argv[1])
 rnd = random.Random(int(sys.argv[2]))

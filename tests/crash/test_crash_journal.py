@@ -14,9 +14,9 @@ from conftest import REEL
 from target import TIERS, Target, configure, pay_op
 
 from reelstore.api import Store
+from reelstore.backend.repo import Repo
 from reelstore.drain import journal as drainlog
 from reelstore.errors import StorageError
-from reelstore.storage.repo import Repo
 
 POINTS = ("journal:object-written", "journal:ref-moved")
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from reelstore.backend.repo import Repo
 from reelstore.kernel import verbs as kernel
-from reelstore.storage.repo import Repo
 
 REEL = [sys.executable, "-c", "from reelstore.cli.main import main; main()"]
 POINTS = ("refs:prepared", "batch:pack-synced", "batch:pack-renamed", "batch:renamed", "refs:lock-written",
@@ -62,9 +62,9 @@ def test_killed_tree_import_lands_whole_or_not_at_all(tmp_path: Path, point: str
 
 
 def test_a_roll_up_killed_after_writing_its_pack_leaves_a_lock_gc_takes_over(tmp_path: Path) -> None:
+    from reelstore.backend.disk_store import ROLL_UP_PACKS
     from reelstore.maintenance.fsck import fsck
     from reelstore.maintenance.lock import gc_lock
-    from reelstore.storage.disk_store import ROLL_UP_PACKS
 
     repo = Repo.init(tmp_path)
     kernel.fork(repo, "v")

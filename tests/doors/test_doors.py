@@ -22,8 +22,8 @@ from mcp.client.stdio import stdio_client
 from reelstore import sync
 from reelstore.aio import AsyncStore
 from reelstore.api import Store
+from reelstore.backend.repo import Repo
 from reelstore.objects import Record
-from reelstore.storage.repo import Repo
 
 NOTE = "notes/plan.txt"
 TEXT = "refund order 42\n"

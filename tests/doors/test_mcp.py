@@ -24,7 +24,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from target import Target
 
-from reelstore.storage.repo import Repo
+from reelstore.backend.repo import Repo
 
 TOOLS = {"fork", "ls", "get", "put", "rm", "diff", "status", "effect", "commit", "abort", "views", "log", "ops",
          "operation", "capabilities"}

@@ -21,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from target import Target
 from test_mcp import until_listening
 
-from reelstore.storage.repo import Repo
+from reelstore.backend.repo import Repo
 
 TOKEN = "session-test-token-42"
 READS = {"ls", "get", "diff", "status", "views", "log", "ops", "operation", "capabilities"}

@@ -62,7 +62,7 @@ def test_reveal_type_of_store_open_is_store(tmp_path: Path) -> None:
         "list[reelstore.drain.ops.Operation]",
         "reelstore.drain.drainer.DrainReport | None",
         "reelstore.drain.hold.Hold",
-        "reelstore.storage.upkeep.GcReport",
+        "reelstore.backend.upkeep.GcReport",
         "reelstore.objects.hash.Hash",
         "reelstore.kernel.inspection.ViewStatus",
         "list[reelstore.kernel.inspection.NameChange]",

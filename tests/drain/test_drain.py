@@ -8,13 +8,13 @@ import random
 import pytest
 
 from reelstore import crashpoints
+from reelstore.backend.repo import Repo
 from reelstore.drain import epoch, hold, recovery
 from reelstore.drain import journal as drainlog
 from reelstore.drain.drainer import FireToken, _mint, commit_message, drain, op_id, record_ops
 from reelstore.errors import CapabilityViolation, Conflict, Held, OutcomeUnknown, StaleEpoch
 from reelstore.objects import Effect, Effects, Hash, Record
 from reelstore.sim.world import TIERS, Rates, World, attach, make_repo
-from reelstore.storage.repo import Repo
 
 
 def committed(repo: Repo, tiers: list[str]) -> Hash:

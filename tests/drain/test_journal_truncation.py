@@ -17,7 +17,7 @@ from conftest import REEL
 from target import Target
 
 from reelstore.api import Store
-from reelstore.storage.segment import FRAME
+from reelstore.backend.segment import FRAME
 
 
 def reel(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

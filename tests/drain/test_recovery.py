@@ -12,8 +12,8 @@ from target import Target, configure, pay_op
 from test_crash_drain import _env, crashed_commit, op_state, reel
 
 from reelstore.api import Store
+from reelstore.backend.repo import Repo
 from reelstore.drain import journal as drainlog
-from reelstore.storage.repo import Repo
 
 
 def test_a_killed_recovery_is_recovered_again(tmp_path: Path) -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 import psycopg
 
 from reelstore.api import Store
+from reelstore.backend.repo import Repo
 from reelstore.drain.owners import item_ops
 from reelstore.objects import Effect, Effects, Hash, View
-from reelstore.storage.repo import Repo
 
 HERE = Path(__file__).resolve().parent
 

@@ -26,10 +26,10 @@ from click.testing import CliRunner
 from target import Target, pay_op
 
 from reelstore.api import Store
+from reelstore.backend.repo import Repo
 from reelstore.cli.main import cli
 from reelstore.maintenance.gc import gc
 from reelstore.objects import Blob, Journal, decode
-from reelstore.storage.repo import Repo
 
 FLIPS = (0x01, 0x20, 0x80)
 """XOR masks: a neighbouring character, a case change, a byte that is not UTF-8."""

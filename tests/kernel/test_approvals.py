@@ -20,11 +20,11 @@ from target import Target, pay_op
 from reelstore import sync
 from reelstore.aio import AsyncStore
 from reelstore.api import Store
+from reelstore.backend.repo import Repo
 from reelstore.errors import ApprovalRequired, CapabilityViolation, Conflict
 from reelstore.kernel import approval
 from reelstore.maintenance.fsck import fsck
 from reelstore.objects import Approval, Record, View
-from reelstore.storage.repo import Repo
 
 
 @pytest.fixture

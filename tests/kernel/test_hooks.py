@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from reelstore.backend.repo import Repo
 from reelstore.errors import CapabilityViolation
 from reelstore.kernel import verbs as kernel
-from reelstore.storage.repo import Repo
 
 
 def install(repo: Repo, name: str, body: str, executable: bool = True) -> Path:

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from reelstore.backend.repo import Repo
 from reelstore.errors import (
     BadInput,
     CapabilityViolation,
@@ -17,7 +18,6 @@ from reelstore.errors import (
 from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Capability, Record
-from reelstore.storage.repo import Repo
 
 
 def head_record(repo: Repo) -> Record:

@@ -8,12 +8,12 @@ from pathlib import Path
 import kernel_helpers as kh
 import pytest
 
+from reelstore.backend.repo import Repo
 from reelstore.drain import hold
 from reelstore.errors import BadInput, BudgetExhausted, CapabilityViolation, Conflict, Held
 from reelstore.kernel import admission, inspection
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Capability
-from reelstore.storage.repo import Repo
 
 
 @pytest.fixture(autouse=True)

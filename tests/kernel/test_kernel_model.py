@@ -8,10 +8,10 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reelstore.backend.repo import Repo
 from reelstore.errors import Conflict
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Record
-from reelstore.storage.repo import Repo
 
 NAMES = [f"n{i}" for i in range(6)]
 

@@ -16,12 +16,12 @@ from test_approvals import rule
 
 from reelstore import crashpoints
 from reelstore.api import Store
+from reelstore.backend.repo import Repo
 from reelstore.errors import ApprovalRequired, BadInput, CapabilityViolation, Conflict, NotFound
 from reelstore.kernel import snapshot as snapshots
 from reelstore.kernel import verbs as kernel
 from reelstore.maintenance import bundle as bundles
 from reelstore.objects import View
-from reelstore.storage.repo import Repo
 
 
 @pytest.fixture(autouse=True)

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from reelstore import Store
+from reelstore.backend.disk_store import DiskObjectStore
+from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput, CapabilityViolation, NotFound
 from reelstore.kernel import inspection
 from reelstore.kernel import verbs as kernel
 from reelstore.objects import Capability, Record
-from reelstore.storage.disk_store import DiskObjectStore
-from reelstore.storage.repo import Repo
 
 REEL = [sys.executable, "-c", "from reelstore.cli.main import main; main()"]
 
@@ -126,7 +126,7 @@ def test_store_view_block_is_one_transaction_unless_flushed(repo: Repo) -> None:
 def test_durable_put_and_fork_cost_at_most_four_fsyncs(repo: Repo) -> None:
     """Objects: one pack fsync + its directory (a fork's lone view: its loose file + its shard); the ref:
     its new value + its directory. A view's reflog and a fork's operation-log lines ride on that point (see
-    VerbLog.append and storage/op_log)."""
+    VerbLog.append and backend/op_log)."""
     with fsynced_files() as calls:
         kernel.fork(repo, "v")
     assert len(calls) <= 4
@@ -182,8 +182,8 @@ def test_cli_tree_import_and_stdin_paths(tmp_path: Path) -> None:
 
 
 def test_small_packs_are_rolled_up_geometrically_and_nothing_is_lost(repo: Repo) -> None:
+    from reelstore.backend.disk_store import ROLL_UP_PACKS
     from reelstore.maintenance.fsck import fsck
-    from reelstore.storage.disk_store import ROLL_UP_PACKS
 
     kernel.fork(repo, "v")
     for i in range(ROLL_UP_PACKS + 8):
@@ -198,10 +198,10 @@ def test_small_packs_are_rolled_up_geometrically_and_nothing_is_lost(repo: Repo)
 def test_a_roll_up_holds_gcs_lock_and_waits_for_no_gc(repo: Repo) -> None:
     """A roll-up deletes the packs it merged; a gc beside it would see them go (index first, so as packs
     without an index) and refuse with E007. So it holds gc's lock, and is skipped while gc holds it."""
+    from reelstore.backend.disk_store import ROLL_UP_PACKS
     from reelstore.crashpoints import hooked
     from reelstore.maintenance.fsck import fsck
     from reelstore.maintenance.lock import gc_lock
-    from reelstore.storage.disk_store import ROLL_UP_PACKS
 
     lock = repo.path / "gc.lock"  # type: ignore[operator]
     kernel.fork(repo, "v")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from reelstore.backend.repo import Repo
 from reelstore.errors import StorageError
 from reelstore.maintenance.fsck import fsck
 from reelstore.objects import Blob, Effect, Journal, Record, Tree
-from reelstore.storage.repo import Repo
 
 
 def test_clean_store_and_unreachable_listing(tmp_path: Path, run) -> None:

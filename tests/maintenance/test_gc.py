@@ -11,6 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reelstore.backend.pack_item import PackItem, PackOptions
+from reelstore.backend.pack_verify import verify_pack
+from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput, Conflict, StorageError
 from reelstore.maintenance.age import parse_age
 from reelstore.maintenance.fsck import fsck
@@ -19,9 +22,6 @@ from reelstore.maintenance.lock import gc_lock
 from reelstore.maintenance.prune import prune
 from reelstore.maintenance.repack import repack
 from reelstore.objects import Blob, Effect, Effects, Hash, Record, Tree, View
-from reelstore.storage.pack_item import PackItem, PackOptions
-from reelstore.storage.pack_verify import verify_pack
-from reelstore.storage.repo import Repo
 
 
 def view_objects(tag: str, base: Hash, also: Hash) -> tuple[View, list]:

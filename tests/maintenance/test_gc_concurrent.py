@@ -13,16 +13,16 @@ from pathlib import Path
 
 from conftest import REEL
 
+from reelstore.backend.repo import Repo
 from reelstore.maintenance.fsck import fsck
 from reelstore.maintenance.gc import gc
 from reelstore.maintenance.reach import ref_roots, walk
 from reelstore.objects import Blob, Record
-from reelstore.storage.repo import Repo
 
 WRITER = r'''
 import os, sys, time
 from reelstore.objects import Blob, Record, Tree, View
-from reelstore.storage.repo import Repo
+from reelstore.backend.repo import Repo
 
 repo = Repo.open(sys.argv[1])
 stop = sys.argv[2]

@@ -14,8 +14,8 @@ import pytest
 import zstandard
 from memlimit import MiB, run_reel
 
+from reelstore.backend.pack import _FLAGS, _FORMAT, KIND_CODES, PACK_HEADER, PACK_MAGIC, VERSION, ZSTD, _varint
 from reelstore.codec import MAX_OBJECT_SIZE
-from reelstore.storage.pack import _FLAGS, _FORMAT, KIND_CODES, PACK_HEADER, PACK_MAGIC, VERSION, ZSTD, _varint
 
 ENTRIES = 6
 RSS_LIMIT = 300 * MiB

@@ -9,12 +9,12 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reelstore.backend.object_store import MemoryObjectStore
 from reelstore.codec import frame, pack_body
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.namespace.node import MAX_ENTRIES, TARGET_FANOUT, is_boundary, parse_node
 from reelstore.namespace.tree import Namespace
 from reelstore.objects import Blob, Hash, Tree, decode
-from reelstore.storage.object_store import MemoryObjectStore
 
 VALUES = [Blob(f"v{i}".encode()).id for i in range(8)]
 NAMES = st.text(alphabet="abcd/:é", min_size=1, max_size=6) | st.integers(0, 2999).map(lambda i: f"n/{i:04d}")

@@ -23,8 +23,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import reelstore.backend.refs as refs
 import reelstore.objects as objects
-import reelstore.storage.refs as refs
+from reelstore.backend.repo import Repo
 from reelstore.drain.drainer import FireToken
 from reelstore.errors import CapabilityViolation, Conflict, NotFound, ViewTerminal
 from reelstore.kernel import snapshot as snapshots
@@ -35,7 +36,6 @@ from reelstore.maintenance.gc import gc
 from reelstore.maintenance.reach import walk as reach_walk
 from reelstore.namespace.tree import Namespace
 from reelstore.objects import OPS, Blob, Capability, Effects, Hash, Record, View, decode, prefix_covers
-from reelstore.storage.repo import Repo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -205,7 +205,7 @@ def refuse(event, args):
     if event.startswith("socket.") or event == "urllib.Request":
         raise RuntimeError("network used: " + event)
 sys.addaudithook(refuse)
-from reelstore.storage.repo import Repo
+from reelstore.backend.repo import Repo
 from reelstore.kernel import snapshot as snapshots
 from reelstore.kernel.views import live_views
 from reelstore.kernel import verbs as kernel
@@ -366,7 +366,7 @@ def test_t014_restore_in_place_keeps_class_c_pending_for_the_user(mem: Repo) -> 
 
 def test_l3_concurrent_forks_are_atomic_and_isolated(tmp_path: Path) -> None:
     repo = Repo.init(tmp_path)
-    script = ("import sys; from reelstore.storage.repo import Repo; from reelstore.kernel import verbs as k; "
+    script = ("import sys; from reelstore.backend.repo import Repo; from reelstore.kernel import verbs as k; "
               "r = Repo.open(sys.argv[1]); n = sys.argv[2]; "
               "k.fork(r, 'v' + n); k.put(r, 'v' + n, 'own/' + n, n.encode())")
     procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), str(n)]) for n in range(8)]

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from pack_objects import every_method
 
+from reelstore.backend.pack_item import PackItem, PackOptions
+from reelstore.backend.repo import Repo
 from reelstore.objects import Blob
-from reelstore.storage.pack_item import PackItem, PackOptions
-from reelstore.storage.repo import Repo
 
 FLOOR = Path(__file__).resolve().parents[2] / "bench" / "floor_batch.py"
 

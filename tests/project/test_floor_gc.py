@@ -11,12 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+from reelstore.backend.pack import Pack
+from reelstore.backend.pack_index import index_bytes
+from reelstore.backend.pack_item import PackItem, PackOptions
+from reelstore.backend.repo import Repo
 from reelstore.namespace.tree import Namespace
 from reelstore.objects import Blob, Record
-from reelstore.storage.pack import Pack
-from reelstore.storage.pack_index import index_bytes
-from reelstore.storage.pack_item import PackItem, PackOptions
-from reelstore.storage.repo import Repo
 
 FLOOR = Path(__file__).resolve().parents[2] / "bench" / "floor_gc.py"
 OLD = int(time.time()) - 30 * 86400

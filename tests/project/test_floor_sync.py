@@ -14,9 +14,9 @@ from pathlib import Path
 from gitserver import bare, fsck, git
 
 from reelstore import sync
+from reelstore.backend.pack import Pack
+from reelstore.backend.repo import Repo
 from reelstore.objects import Blob, Record, Tree
-from reelstore.storage.pack import Pack
-from reelstore.storage.repo import Repo
 
 FLOOR = Path(__file__).resolve().parents[2] / "bench" / "floor_sync.py"
 REF = "refs/reel/heads/main"

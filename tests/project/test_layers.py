@@ -15,9 +15,9 @@ CLI = ("cli", "plumbing", "porcelain")
 LAYERS = [
     {"errors", "crashpoints", "codec", "attribution", "wording", "extras"},
     {"objects", "hooks"},  # hooks: the sample installer and the runner, which needs only a Repo's type
-    {"storage"},
+    {"backend"},
     {"namespace"},
-    {"adapters"},  # fired by the drain; the service rules they read live in storage
+    {"adapters"},  # fired by the drain; the service rules they read live in the backend
     {"drain", "maintenance", "fleet"},  # fleet: drain workers on a shared Postgres outbox (imports drain)
     {"kernel", "revisions"},
     {"sync", "sim", "capture"},  # capture: in-process http capture, shared with the proxy
@@ -124,8 +124,8 @@ def test_no_import_cycles_between_units() -> None:
 
 
 def test_the_checker_sees_a_cycle() -> None:
-    assert _cycle({"adapters": {"drain"}, "drain": {"storage", "adapters"}}) == ["adapters", "drain", "adapters"]
-    assert _cycle({"drain": {"adapters"}, "adapters": {"storage"}}) == []
+    assert _cycle({"adapters": {"drain"}, "drain": {"backend", "adapters"}}) == ["adapters", "drain", "adapters"]
+    assert _cycle({"drain": {"adapters"}, "adapters": {"backend"}}) == []
 
 
 def _modules() -> dict[str, Path]:
@@ -165,13 +165,13 @@ def test_no_import_cycles_between_modules_of_one_package() -> None:
 
 
 def test_the_checker_sees_a_cycle_inside_a_package_even_in_a_function() -> None:
-    known = {"reelstore.storage.a": Path(), "reelstore.storage.b": Path(), "reelstore.storage": Path()}
-    a = ast.parse("from reelstore.storage import b\n")
-    b = ast.parse("def f():\n    from reelstore.storage.a import x\n")
-    graph = {"reelstore.storage.a": _module_imports(a, known), "reelstore.storage.b": _module_imports(b, known)}
-    assert _cycle(graph) == ["reelstore.storage.a", "reelstore.storage.b", "reelstore.storage.a"]
-    hidden = ast.parse("if TYPE_CHECKING:\n    from reelstore.storage.a import x\n")
-    assert _cycle({**graph, "reelstore.storage.b": _module_imports(hidden, known)}) == []
+    known = {"reelstore.backend.a": Path(), "reelstore.backend.b": Path(), "reelstore.backend": Path()}
+    a = ast.parse("from reelstore.backend import b\n")
+    b = ast.parse("def f():\n    from reelstore.backend.a import x\n")
+    graph = {"reelstore.backend.a": _module_imports(a, known), "reelstore.backend.b": _module_imports(b, known)}
+    assert _cycle(graph) == ["reelstore.backend.a", "reelstore.backend.b", "reelstore.backend.a"]
+    hidden = ast.parse("if TYPE_CHECKING:\n    from reelstore.backend.a import x\n")
+    assert _cycle({**graph, "reelstore.backend.b": _module_imports(hidden, known)}) == []
 
 
 def test_the_library_never_imports_the_cli_or_click() -> None:
@@ -187,14 +187,14 @@ def test_the_library_never_imports_the_cli_or_click() -> None:
 def test_the_checker_sees_an_upward_arrow() -> None:
     tree = ast.parse("from reelstore.api import Store\nif TYPE_CHECKING:\n    from reelstore.kernel import verbs\n")
     assert _runtime_imports(tree) == ["reelstore.api"]
-    assert LEVEL[_unit("reelstore.api")] > LEVEL["storage"]
+    assert LEVEL[_unit("reelstore.api")] > LEVEL["backend"]
 
 
 def test_the_storage_layer_loads_psycopg_only_through_extras_needs() -> None:
-    """The Postgres client is an optional extra: no storage module imports it directly, so a store without
+    """The Postgres client is an optional extra: no backend module imports it directly, so a store without
     it installed opens, and one that needs it says which extra to install (E014) instead of a traceback."""
-    direct = [f"{path.relative_to(ROOT)} imports {module}" for unit, path in _library() if unit == "storage"
+    direct = [f"{path.relative_to(ROOT)} imports {module}" for unit, path in _library() if unit == "backend"
               for module in _runtime_imports(ast.parse(path.read_text("utf-8")))
               if module == "psycopg" or module.startswith("psycopg.")]
     assert direct == []
-    assert "needs(\"psycopg\"" in (PKG / "storage" / "postgres.py").read_text("utf-8")
+    assert "needs(\"psycopg\"" in (PKG / "backend" / "postgres.py").read_text("utf-8")

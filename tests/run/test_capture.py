@@ -13,8 +13,8 @@ import openai
 from openai_shaped import REPLY, ModelServer
 
 from reelstore import AsyncStore, Store
+from reelstore.backend.service_rules import model_rules
 from reelstore.capture.requests_adapter import requests_session
-from reelstore.storage.service_rules import model_rules
 
 
 def _store(tmp_path: Path, server: ModelServer) -> Store:

@@ -20,7 +20,7 @@ from conftest import HELPERS
 from tls_target import TlsTarget
 
 from reelstore import Store
-from reelstore.storage.repo import Repo
+from reelstore.backend.repo import Repo
 
 CLIENTS = HELPERS / "clients"
 TOOLS = ("curl", "wget", "node", "unshare", "git")

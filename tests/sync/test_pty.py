@@ -12,8 +12,8 @@ from ptyrun import run
 from test_sync import grow
 
 from reelstore import sync
+from reelstore.backend.repo import Repo
 from reelstore.objects import Blob, Record, Tree
-from reelstore.storage.repo import Repo
 
 XTERM = {"TERM": "xterm"}
 _PARTS = re.compile(r"[\r\n]")

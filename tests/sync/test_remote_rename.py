@@ -13,10 +13,10 @@ from conftest import REEL
 from gitserver import bare
 from test_sync import grow
 
+from reelstore.backend.repo import Repo
 from reelstore.crashpoints import ENV
 from reelstore.kernel.binding import bound_remote
 from reelstore.kernel.views import load_live
-from reelstore.storage.repo import Repo
 from reelstore.sync.state import SyncState
 
 

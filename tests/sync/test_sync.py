@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from test_sync_outgoing import pack_bytes
 
 from reelstore import sync
+from reelstore.backend.repo import Repo
 from reelstore.codec import FrozenMap
 from reelstore.errors import NotFound, RemoteConflict, StorageError
 from reelstore.maintenance.fsck import fsck as reel_fsck
 from reelstore.objects import Blob, Hash, Record, Tree, View
-from reelstore.storage.repo import Repo
 from reelstore.sync.outgoing import OutgoingPack
 
 

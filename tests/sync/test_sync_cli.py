@@ -12,8 +12,8 @@ from gitserver import bare, fsck, git
 from test_sync import _plant, grow
 
 from reelstore import sync
+from reelstore.backend.repo import Repo
 from reelstore.objects import Blob
-from reelstore.storage.repo import Repo
 
 
 def test_remote_push_clone_fetch_round_trip(tmp_path: Path, reel) -> None:

@@ -14,8 +14,8 @@ from target import Target, configure, pay_op
 
 from reelstore import sync
 from reelstore.api import Store
+from reelstore.backend.repo import Repo
 from reelstore.drain import recovery
-from reelstore.storage.repo import Repo
 
 
 def test_concurrent_commit_remote_drains_once(tmp_path: Path) -> None:

@@ -10,10 +10,10 @@ from gitserver import GitDaemon, GitHttp, bare, fsck, git
 from test_sync import add_view, closure, grow, reread_all
 
 from reelstore import sync
+from reelstore.backend.repo import Repo
 from reelstore.errors import RemoteConflict, StorageError, Unreachable
 from reelstore.maintenance.fsck import fsck as reel_fsck
 from reelstore.objects import Blob
-from reelstore.storage.repo import Repo
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from conftest import REEL
 from gitserver import GitDaemon, bare, git
 from target import Target, configure, pay_op
 
-from reelstore.storage.repo import Repo
+from reelstore.backend.repo import Repo
 
 TIERS = ("keyed", "queryable", "blind")
 ROUNDS = int(os.environ.get("REEL_SYNC_RACE_ROUNDS", "5"))

@@ -15,9 +15,9 @@ from target import Target, configure, pay_op
 
 from reelstore import sync
 from reelstore.api import Store
+from reelstore.backend.repo import Repo
 from reelstore.kernel import binding
 from reelstore.kernel.views import load_live
-from reelstore.storage.repo import Repo
 
 
 def _env() -> dict[str, str]:

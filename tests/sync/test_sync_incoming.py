@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from test_sync import closure
 
 from reelstore import sync
+from reelstore.backend.repo import Repo
 from reelstore.errors import StorageError
 from reelstore.objects import Blob, Hash, Record
-from reelstore.storage.repo import Repo
 from reelstore.sync import incoming
 from reelstore.sync.unpack import canonical_blob, commit_links, tree_entries, unpack
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from memlimit import MiB, run_reel
 
+from reelstore.backend import content
+from reelstore.backend.repo import Repo
 from reelstore.kernel.verbs import namespace
 from reelstore.objects import Chunks, Hash, Record
-from reelstore.storage import content
-from reelstore.storage.repo import Repo
 from reelstore.sync.state import format_refs
 
 RSS_LIMIT = 200 * MiB

@@ -20,9 +20,9 @@ from target import Target, configure, pay_op
 
 from reelstore import sync
 from reelstore.api import Store
+from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput, RemoteConflict, RemoteRaceLost
 from reelstore.kernel import verbs as kernel
-from reelstore.storage.repo import Repo
 from reelstore.sync.retry import lost_race, wait
 
 WORKERS = 4

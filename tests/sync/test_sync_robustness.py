@@ -16,9 +16,9 @@ from test_sync import add_view, add_view_object, grow
 
 from reelstore import sync
 from reelstore.api import Store
+from reelstore.backend.repo import Repo
 from reelstore.errors import RemoteConflict, Unreachable
 from reelstore.objects import Blob
-from reelstore.storage.repo import Repo
 
 
 @pytest.fixture

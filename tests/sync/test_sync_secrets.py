@@ -17,8 +17,8 @@ from target import Target, configure, pay_op
 
 from reelstore import sync
 from reelstore.api import Store
+from reelstore.backend.secrets import env_name, secret_store
 from reelstore.errors import BadInput
-from reelstore.storage.secrets import env_name, secret_store
 
 TOKEN = "Bearer sk-live-4f1c9a7e"
 

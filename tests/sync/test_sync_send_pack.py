@@ -16,9 +16,9 @@ from dulwich.errors import HangupException
 from gitserver import GIT_ENV, bare, fsck, git
 
 from reelstore import sync
+from reelstore.backend.repo import Repo
 from reelstore.errors import Unreachable
 from reelstore.objects import Blob
-from reelstore.storage.repo import Repo
 from reelstore.sync.outgoing import OutgoingPack
 from reelstore.sync.send_pack import ZERO_SHA, GitService, error_file, send_pack
 from reelstore.sync.transport import connect
@@ -120,7 +120,7 @@ def test_a_push_to_a_local_repository_in_a_fresh_process_sends_its_objects(tmp_p
     remote = bare(tmp_path / "r.git")
     repo = Repo.init(tmp_path / "a")
     sync.add_remote(repo, "origin", str(remote))
-    script = ("import sys; from reelstore import sync; from reelstore.storage.repo import Repo; "
+    script = ("import sys; from reelstore import sync; from reelstore.backend.repo import Repo; "
               "print(sync.push(Repo.open(sys.argv[1]), 'origin').objects)")
     shown = subprocess.run([sys.executable, "-c", script, str(tmp_path / "a")], capture_output=True, text=True,
                            check=True, timeout=120).stdout.split()
