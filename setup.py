@@ -10,7 +10,11 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("reelstore.backend._stored_batch", ["reelstore/backend/_stored_batch.c"],
-                  depends=["reelstore/backend/_blake3.h"], optional=True),
+        Extension(
+            "reelstore.backend._stored_batch",
+            ["reelstore/backend/_stored_batch.c"],
+            depends=["reelstore/backend/_blake3.h"],
+            optional=True,
+        ),
     ],
 )

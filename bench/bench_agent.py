@@ -51,6 +51,7 @@ SECTIONS = ("admission", "drain", "step", "concurrent", "fsyncs")
 
 # The loopback target: another process, HTTP/1.1 keep-alive, counting the connections it accepts.
 
+
 class _Fast(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     connections = 0
@@ -127,13 +128,23 @@ def verdict(ok: bool) -> str:
 
 # admission
 
+
 def seed_pending(repo: Repo, name: str, n: int, url: str) -> None:
     """View `name` with `n` http effects already pending (written directly: the setup is not timed)."""
     verbs.fork(repo, name, None, None, None)
     live = load_live(repo, name)
-    effects = [Effect("http", "C", f"http:POST:{url}/x", {"method": "POST", "url": f"{url}/x", "json": {"n": i}},
-                      "keyed", principal="bench", meta={"view": name, "fork": live.view.meta.get("fork", ""), "seq": i})
-               for i in range(n)]
+    effects = [
+        Effect(
+            "http",
+            "C",
+            f"http:POST:{url}/x",
+            {"method": "POST", "url": f"{url}/x", "json": {"n": i}},
+            "keyed",
+            principal="bench",
+            meta={"view": name, "fork": live.view.meta.get("fork", ""), "seq": i},
+        )
+        for i in range(n)
+    ]
     block = Effects(tuple(e.id for e in effects))
     view = replace(live.view, effects=block.id)
     repo.objects.put_many([*effects, block, view])
@@ -168,19 +179,25 @@ def admission_report(out: dict[str, list[float]], pendings: list[int]) -> None:
     print("== admission: CPU per effect, http effects into a view with N pending (goal <= 50 us, flat)")
     print(f"  {'pending':>8}  {'each (median)':>14}  {'first of a tx':>14}  {'one-shot, fresh handle':>22}")
     for n in pendings:
-        print(f"  {n:>8,}  {us(med(out[f'each {n}'])):>14}  {us(med(out[f'first {n}'])):>14}  "
-              f"{ms(med(out[f'oneshot {n}'])):>22}")
+        print(
+            f"  {n:>8,}  {us(med(out[f'each {n}'])):>14}  {us(med(out[f'first {n}'])):>14}  "
+            f"{ms(med(out[f'oneshot {n}'])):>22}"
+        )
     each = [med(out[f"each {n}"]) for n in pendings]
-    print(f"  goal <= 50 us per effect: {verdict(max(each) <= 50e-6)}; flat (10k / 10 pending): "
-          f"{each[-1] / each[0]:.2f}x")
+    print(
+        f"  goal <= 50 us per effect: {verdict(max(each) <= 50e-6)}; flat (10k / 10 pending): {each[-1] / each[0]:.2f}x"
+    )
     if max(each) > 50e-6:
-        print("  floor (cProfile of 2,000 admissions): the op is validated and frozen three times (the http "
-              "adapter's check, the admission, the Effect's meta), the hold file is opened on every admission, "
-              "and the http classify and secret scrub walk the op and every service rule. Next lever: freeze "
-              "the op once and hand the frozen value on; check the hold by its file's stat")
+        print(
+            "  floor (cProfile of 2,000 admissions): the op is validated and frozen three times (the http "
+            "adapter's check, the admission, the Effect's meta), the hold file is opened on every admission, "
+            "and the http classify and secret scrub walk the op and every service rule. Next lever: freeze "
+            "the op once and hand the frozen value on; check the hold by its file's stat"
+        )
 
 
 # drain
+
 
 def drain_round(base: Path, target: Target, n: int, out: dict[str, list[float]]) -> None:
     path = base / "drain"
@@ -216,8 +233,9 @@ def drain_round(base: Path, target: Target, n: int, out: dict[str, list[float]])
                 f.flush()
                 if fsync:
                     os.fsync(f.fileno())
-                r = http.request("POST", "/pay", body=body, headers={"Content-Type": "application/json",
-                                                                      "Idempotency-Key": f"op{i}"})
+                r = http.request(
+                    "POST", "/pay", body=body, headers={"Content-Type": "application/json", "Idempotency-Key": f"op{i}"}
+                )
                 f.write(b"outcome %d %d\n" % (i, r.status))
         c1, w1 = cpu(), time.perf_counter()
         http.close()
@@ -229,28 +247,35 @@ def drain_round(base: Path, target: Target, n: int, out: dict[str, list[float]])
 
 def drain_report(out: dict[str, list[float]], n: int) -> None:
     print(f"== drain: commit+drain of {n:,} keyed http effects to a loopback keep-alive server")
-    rows = [("reelstore commit+drain", "drain wall", "drain cpu", "connections"),
-            ("urllib3 loop, fsync per request", "loop fsync wall", "loop fsync cpu", "loop fsync connections"),
-            ("urllib3 loop, no fsync", "loop nofsync wall", "loop nofsync cpu", "loop nofsync connections")]
+    rows = [
+        ("reelstore commit+drain", "drain wall", "drain cpu", "connections"),
+        ("urllib3 loop, fsync per request", "loop fsync wall", "loop fsync cpu", "loop fsync connections"),
+        ("urllib3 loop, no fsync", "loop nofsync wall", "loop nofsync cpu", "loop nofsync connections"),
+    ]
     print(f"  {'':34}{'effects/s':>10}  {'wall/effect':>12}  {'CPU/effect':>11}  {'TCP conns':>9}")
     for label, wall, cpu_, conns in rows:
         w, c = med(out[wall]), med(out[cpu_])
         print(f"  {label:34}{n / w:>10,.0f}  {us(w / n):>12}  {us(c / n):>11}  {med(out[conns]):>9.0f}")
     print(f"  (admitting the {n:,} effects first: {ms(med(out['admit cpu']))} CPU)")
     ratio = med(out["loop fsync wall"]) / med(out["drain wall"])
-    print(f"  goal >= 0.8x the fsync loop: {ratio:.2f}x, {verdict(ratio >= 0.8)}; one connection per host: "
-          f"{verdict(med(out['connections']) <= 1)}")
+    print(
+        f"  goal >= 0.8x the fsync loop: {ratio:.2f}x, {verdict(ratio >= 0.8)}; one connection per host: "
+        f"{verdict(med(out['connections']) <= 1)}"
+    )
     if ratio < 0.8:
         extra = (med(out["drain cpu"]) - med(out["loop fsync cpu"])) / n
-        print(f"  floor: both make one fsync per effect (the drain's journal frame carries the outcome of effect "
-              f"i and the intent of i+1); the gap is {us(extra)} more CPU per effect: the journal frame (two "
-              "entries built, validated, encoded and hashed; the segment, drain ref and epoch file read again "
-              "under the drain lock to catch another drainer) and the epoch read of the fire token. Next "
-              "levers: build the frame's entries without revalidating what the drain made, and keep the "
-              "segment's state between the drain's own appends, checked by one stat under the lock")
+        print(
+            f"  floor: both make one fsync per effect (the drain's journal frame carries the outcome of effect "
+            f"i and the intent of i+1); the gap is {us(extra)} more CPU per effect: the journal frame (two "
+            "entries built, validated, encoded and hashed; the segment, drain ref and epoch file read again "
+            "under the drain lock to catch another drainer) and the epoch read of the fire token. Next "
+            "levers: build the frame's entries without revalidating what the drain made, and keep the "
+            "segment's state between the drain's own appends, checked by one stat under the lock"
+        )
 
 
 # one agent step
+
 
 def step_round(base: Path, target: Target, steps: int, out: dict[str, list[float]]) -> None:
     path = base / "step"
@@ -296,8 +321,12 @@ def step_round(base: Path, target: Target, steps: int, out: dict[str, list[float
         db.execute("INSERT OR REPLACE INTO files VALUES (?, ?)", (f"notes/{i}.txt", b"step %d" % i))
         cur = db.execute("INSERT INTO effects (op) VALUES (?)", (json.dumps({"i": i}),))
         db.execute("COMMIT")
-        r = http.request("POST", "/pay", body=json.dumps({"i": i}).encode(),
-                         headers={"Content-Type": "application/json", "Idempotency-Key": f"op{cur.lastrowid}"})
+        r = http.request(
+            "POST",
+            "/pay",
+            body=json.dumps({"i": i}).encode(),
+            headers={"Content-Type": "application/json", "Idempotency-Key": f"op{cur.lastrowid}"},
+        )
         db.execute("UPDATE effects SET outcome = ? WHERE id = ?", (str(r.status), cur.lastrowid))
         c1, w1 = cpu(), time.perf_counter()
         cpus.append(c1 - c0)
@@ -312,21 +341,28 @@ def step_report(out: dict[str, list[float]]) -> None:
     print("== one agent step (fork, put, one http effect, commit, drain), long-lived process, median per step")
     print(f"  {'':40}{'CPU':>10}  {'wall':>10}")
     print(f"  {'reelstore':40}{ms(med(out['reel cpu'])):>10}  {ms(med(out['reel wall'])):>10}")
-    print(f"  {'SQLite WAL synchronous=FULL + urllib3':40}{ms(med(out['sqlite cpu'])):>10}  "
-          f"{ms(med(out['sqlite wall'])):>10}")
+    print(
+        f"  {'SQLite WAL synchronous=FULL + urllib3':40}{ms(med(out['sqlite cpu'])):>10}  "
+        f"{ms(med(out['sqlite wall'])):>10}"
+    )
     ratio_c = med(out["reel cpu"]) / med(out["sqlite cpu"])
     ratio_w = med(out["reel wall"]) / med(out["sqlite wall"])
-    print(f"  goal <= 2x SQLite: CPU {ratio_c:.2f}x ({verdict(ratio_c <= 2)}), wall {ratio_w:.2f}x "
-          f"({verdict(ratio_w <= 2)}); under 5 ms per step: {verdict(med(out['reel wall']) < 5e-3)}")
+    print(
+        f"  goal <= 2x SQLite: CPU {ratio_c:.2f}x ({verdict(ratio_c <= 2)}), wall {ratio_w:.2f}x "
+        f"({verdict(ratio_w <= 2)}); under 5 ms per step: {verdict(med(out['reel wall']) < 5e-3)}"
+    )
     fsyncs, each = med(out["reel fsyncs"]), med(out["fsync wall"])
-    print(f"  floor: {fsyncs:.1f} fsyncs per reelstore step (SQLite: 2, its two commits) at {ms(each)} each here "
-          f"= {ms(fsyncs * each)} of the wall; the rest of the CPU is Python per verb (fork, put, effect, commit, "
-          "drain each open, encode and hash their objects). Next levers: a small batch's objects appended to "
-          "an existing segment (one fsync, no pack directory fsync, for fork, put and commit alike), then one "
-          "fsync for a fork+put+commit made in one `with store.view()`")
+    print(
+        f"  floor: {fsyncs:.1f} fsyncs per reelstore step (SQLite: 2, its two commits) at {ms(each)} each here "
+        f"= {ms(fsyncs * each)} of the wall; the rest of the CPU is Python per verb (fork, put, effect, commit, "
+        "drain each open, encode and hash their objects). Next levers: a small batch's objects appended to "
+        "an existing segment (one fsync, no pack directory fsync, for fork, put and commit alike), then one "
+        "fsync for a fork+put+commit made in one `with store.view()`"
+    )
 
 
 # concurrent committers
+
 
 def _agent(path: str, who: int, commits: int, start: Any) -> None:
     store = Store.open(path)
@@ -425,13 +461,15 @@ def concurrent_report(out: dict[str, list[float]], commits: int) -> None:
     if ratio < 1 and out.get("fsync wall") and AGENT_CPU.get(16):
         each, per = med(out["fsync wall"]), med(AGENT_CPU[16])
         cores = os.cpu_count() or 1
-        print(f"  floor: CPU. Each agent commit (fork, put, commit) costs {ms(per)} of CPU with 16 running "
-              f"({ms(med(AGENT_CPU[1]))} alone): {cores} cores give at most {cores / per:,.0f} commits/s. The "
-              f"fsyncs are not what holds it: commits into one trunk take turns, and a turn holds 3 (the record's "
-              f"pack, its directory, the operation log) at {ms(each)} each here, at most {1 / (3 * each):,.0f}/s. "
-              "Next levers: the CPU of fork, put and commit (each opens the view, encodes and hashes its "
-              "objects, and a pack per write feeds the roll-up); then the record's objects appended to an "
-              "existing segment before the turn, leaving the log's fsync alone in it")
+        print(
+            f"  floor: CPU. Each agent commit (fork, put, commit) costs {ms(per)} of CPU with 16 running "
+            f"({ms(med(AGENT_CPU[1]))} alone): {cores} cores give at most {cores / per:,.0f} commits/s. The "
+            f"fsyncs are not what holds it: commits into one trunk take turns, and a turn holds 3 (the record's "
+            f"pack, its directory, the operation log) at {ms(each)} each here, at most {1 / (3 * each):,.0f}/s. "
+            "Next levers: the CPU of fork, put and commit (each opens the view, encodes and hashes its "
+            "objects, and a pack per write feeds the roll-up); then the record's objects appended to an "
+            "existing segment before the turn, leaving the log's fsync alone in it"
+        )
     if FAILURES:
         print(f"  {len(FAILURES)} agent commits FAILED (not counted above); kinds:")
         kinds: dict[str, int] = {}
@@ -443,6 +481,7 @@ def concurrent_report(out: dict[str, list[float]], commits: int) -> None:
 
 
 # fsyncs of a small commit
+
 
 def _fsync_kind(fd: int, root: Path) -> str:
     """What an fsync'd descriptor is, by its path under the store: `objects/pack/` (a directory), `pack`..."""
@@ -489,10 +528,12 @@ def fsyncs_report(out: dict[str, list[float]]) -> None:
     print(f"== fsyncs of a small commit alone (one put, no effect): {n:.0f}; goal <= 2: {verdict(n <= 2)}")
     print(f"  fsynced, in order: {', '.join(FSYNC_KINDS)}")
     if n > 2:
-        print("  floor: the objects' new pack needs its file and its directory fsynced (a new name each commit)"
-              " before the operation log's line, the commit point. Next lever: append a small commit's"
-              " objects to an existing segment file (one fsync, no new name), rolled into packs by the"
-              " roll-up")
+        print(
+            "  floor: the objects' new pack needs its file and its directory fsynced (a new name each commit)"
+            " before the operation log's line, the commit point. Next lever: append a small commit's"
+            " objects to an existing segment file (one fsync, no new name), rolled into packs by the"
+            " roll-up"
+        )
 
 
 def main() -> None:

@@ -65,10 +65,15 @@ def main() -> int:
             sync.clone(str(remote), tmp / f"w{k}")
             dirs.append(tmp / f"w{k}")
         start = time.perf_counter()
-        procs = [subprocess.Popen([sys.executable, "-c", _WORKER, str(d), f"w{k}", str(args.commits), str(args.retry),
-                                   str(args.pause)],
-                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                 for k, d in enumerate(dirs)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _WORKER, str(d), f"w{k}", str(args.commits), str(args.retry), str(args.pause)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for k, d in enumerate(dirs)
+        ]
         results = []
         for p in procs:
             out, err = p.communicate(timeout=3600)
@@ -78,17 +83,23 @@ def main() -> int:
             results.append(json.loads(out))
         took = time.perf_counter() - start
         total = args.workers * args.commits
-        print(f"{args.workers} workers x {args.commits} commits, retry={args.retry}, pause<={args.pause}s: "
-              f"{total} landed in {took:.1f}s ({total / took:.1f} commits/s)")
+        print(
+            f"{args.workers} workers x {args.commits} commits, retry={args.retry}, pause<={args.pause}s: "
+            f"{total} landed in {took:.1f}s ({total / took:.1f} commits/s)"
+        )
         print("worker  won-at-once  mean-tries  max-tries  total-tries")
         for k, tries in enumerate(results):
-            print(f"w{k:<6} {sum(1 for t in tries if t == 1):>11}  {statistics.mean(tries):>10.2f}  "
-                  f"{max(tries):>9}  {sum(tries):>11}")
+            print(
+                f"w{k:<6} {sum(1 for t in tries if t == 1):>11}  {statistics.mean(tries):>10.2f}  "
+                f"{max(tries):>9}  {sum(tries):>11}"
+            )
         for k, tries in enumerate(results):
             print(f"w{k} tries in order: {tries}")
         every = [t for tries in results for t in tries]
-        print(f"all     {sum(1 for t in every if t == 1):>11}  {statistics.mean(every):>10.2f}  {max(every):>9}  "
-              f"{sum(every):>11}")
+        print(
+            f"all     {sum(1 for t in every if t == 1):>11}  {statistics.mean(every):>10.2f}  {max(every):>9}  "
+            f"{sum(every):>11}"
+        )
     return 0
 
 

@@ -84,8 +84,12 @@ def drain_overhead(base: Path, url: str, n: int, fsync: bool) -> tuple[list[floa
     repo.config.set("core.fsync", "true" if fsync else "false")
     repo = Repo.open(repo.path)
     head = repo.refs["refs/heads/main"]
-    effects = [Effect("timed-http", "C", f"http:POST:{url}/x", {"method": "POST", "url": f"{url}/x", "json": {"n": i}},
-                      "keyed") for i in range(n)]
+    effects = [
+        Effect(
+            "timed-http", "C", f"http:POST:{url}/x", {"method": "POST", "url": f"{url}/x", "json": {"n": i}}, "keyed"
+        )
+        for i in range(n)
+    ]
     block = Effects(tuple(e.id for e in effects))
     rec = Record(head, repo.objects.get(head).namespace, block.id, message="bench")
     repo.objects.put_many([*effects, block, rec])
@@ -143,8 +147,12 @@ def main() -> None:
                 totals, overhead, fsyncs[(disk, fsync)] = drain_overhead(base, url, args.effects, fsync)
                 label = f"{disk}, fsync {'on' if fsync else 'off'}"
                 git_like = dulwich_two_durable_steps(base, args.effects) if fsync else None
-                table.add(f"drain overhead median, {label}", statistics.median(overhead), None,
-                          statistics.median(git_like) if git_like else None)
+                table.add(
+                    f"drain overhead median, {label}",
+                    statistics.median(overhead),
+                    None,
+                    statistics.median(git_like) if git_like else None,
+                )
                 table.add(f"drain overhead p99, {label}", p99(overhead), None, p99(git_like) if git_like else None)
                 table.add(f"whole effect median (incl. HTTP), {label}", statistics.median(totals))
         finally:
@@ -152,11 +160,15 @@ def main() -> None:
     server.shutdown()
     table.print()
     print("  (dulwich column: an object write + a ref compare-and-swap, twice per effect)")
-    print("  fsync calls per effect: " + ", ".join(f"{d} fsync {'on' if f else 'off'}: {n:.1f}"
-                                                  for (d, f), n in fsyncs.items()))
+    print(
+        "  fsync calls per effect: "
+        + ", ".join(f"{d} fsync {'on' if f else 'off'}: {n:.1f}" for (d, f), n in fsyncs.items())
+    )
     summary = run_many(args.sim_seeds)
-    print(f"== simulation: {summary.seeds} seeds in {summary.seconds:.1f}s = {summary.per_second:.0f} seeds/s, "
-          f"{summary.counts.get('failed-seeds', 0)} failed")
+    print(
+        f"== simulation: {summary.seeds} seeds in {summary.seconds:.1f}s = {summary.per_second:.0f} seeds/s, "
+        f"{summary.counts.get('failed-seeds', 0)} failed"
+    )
     print("  " + ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())))
     for f in summary.failures[:5]:
         print(f"  seed {f.seed}: {f.violations[0]}")

@@ -114,8 +114,11 @@ def _run(jobs: list[list[str]]) -> dict[str, float]:
         if p.returncode != 0:
             raise SystemExit(f"a bench process exited {p.returncode}")
         docs.append(json.loads(out))
-    return {"start": min(d["start"] for d in docs), "end": max(d["end"] for d in docs),
-            "cpu": sum(d["cpu"] for d in docs)}
+    return {
+        "start": min(d["start"] for d in docs),
+        "end": max(d["end"] for d in docs),
+        "cpu": sum(d["cpu"] for d in docs),
+    }
 
 
 def floor(url: str, n: int, total: int) -> dict[str, float]:
@@ -147,8 +150,9 @@ def pg(url: str, root: Path, base: str, n: int, total: int, tag: str) -> dict[st
         d = root / f"pg-{tag}-{k}"
         _init(d, base, url)
         dirs.append(d)
-    workers = [subprocess.Popen([REEL, "drain", "--worker", "--lease", "30"], cwd=d, stdout=subprocess.DEVNULL)
-               for d in dirs]
+    workers = [
+        subprocess.Popen([REEL, "drain", "--worker", "--lease", "30"], cwd=d, stdout=subprocess.DEVNULL) for d in dirs
+    ]
     per = total // n
     got = _run([["commit", str(d), str(per), f"{tag}{k}", base] for k, d in enumerate(dirs)])
     with psycopg.connect(url, autocommit=True) as conn:
@@ -162,8 +166,12 @@ def pg(url: str, root: Path, base: str, n: int, total: int, tag: str) -> dict[st
         w.terminate()
     for w in workers:
         w.wait(timeout=60)
-    return {"commits": per * n, "commit_wall": got["end"] - got["start"], "drain_wall": drained - got["start"],
-            "cpu": got["cpu"]}
+    return {
+        "commits": per * n,
+        "commit_wall": got["end"] - got["start"],
+        "drain_wall": drained - got["start"],
+        "cpu": got["cpu"],
+    }
 
 
 def drain_only(url: str, root: Path, base: str, n: int, total: int, tag: str) -> dict[str, float]:
@@ -180,16 +188,18 @@ def drain_only(url: str, root: Path, base: str, n: int, total: int, tag: str) ->
         w = root / f"pgd-{tag}-{k}"
         _init(w, base, url)
         dirs.append(w)
-    workers = [subprocess.Popen([REEL, "drain", "--worker", "--lease", "30"], cwd=w, stdout=subprocess.DEVNULL)
-               for w in dirs]
+    workers = [
+        subprocess.Popen([REEL, "drain", "--worker", "--lease", "30"], cwd=w, stdout=subprocess.DEVNULL) for w in dirs
+    ]
     with psycopg.connect(url, autocommit=True) as conn:
         for _ in range(60000):
             row = conn.execute("SELECT count(*) FROM outbox WHERE state <> 'done'").fetchone()
             if row is not None and row[0] == 0:
                 break
             time.sleep(0.005)
-        span = conn.execute("SELECT extract(epoch from max(updated)) - min((outcome->>'intent_ms')::bigint) / 1000.0 "
-                            "FROM outbox").fetchone()
+        span = conn.execute(
+            "SELECT extract(epoch from max(updated)) - min((outcome->>'intent_ms')::bigint) / 1000.0 FROM outbox"
+        ).fetchone()
         conn.execute("DELETE FROM outbox")
     for w in workers:
         w.terminate()
@@ -229,8 +239,9 @@ def main() -> None:
                     runs.setdefault(("floor", n), []).append(floor(url, n, args.commits))
                     runs.setdefault(("pg", n), []).append(pg(url, root, base, n, args.commits, f"r{r}n{n}"))
                     runs.setdefault(("disk", n), []).append(disk(root, base, n, args.commits, f"r{r}n{n}"))
-                    runs.setdefault(("drain", n), []).append(drain_only(pgs.fresh_url(), root, base, n, args.commits,
-                                                                        f"r{r}n{n}"))
+                    runs.setdefault(("drain", n), []).append(
+                        drain_only(pgs.fresh_url(), root, base, n, args.commits, f"r{r}n{n}")
+                    )
                     print(f"round {r + 1}/{args.rounds}, {n} processes done", file=sys.stderr)
     finally:
         pgs.close()
@@ -249,10 +260,20 @@ def main() -> None:
                 eff, rate = rate, 0.0
             floor_rate = rate if kind == "floor" else floor_rate
             pct = f"{100 * rate / floor_rate:.1f}" if kind in ("pg", "disk") else "100" if kind == "floor" else "-"
-            print(f"{kind:<6} {n:>5} {rate:>10.1f} {eff if eff is None else round(eff, 1)!s:>10} {pct:>8} "
-                  f"{wall:>7.2f} {mid['cpu']:>7.2f}")
-            out.append({"store": kind, "procs": n, "commits_per_s": rate, "effects_per_s": eff, "wall_s": wall,
-                        "cpu_s": mid["cpu"]})
+            print(
+                f"{kind:<6} {n:>5} {rate:>10.1f} {eff if eff is None else round(eff, 1)!s:>10} {pct:>8} "
+                f"{wall:>7.2f} {mid['cpu']:>7.2f}"
+            )
+            out.append(
+                {
+                    "store": kind,
+                    "procs": n,
+                    "commits_per_s": rate,
+                    "effects_per_s": eff,
+                    "wall_s": wall,
+                    "cpu_s": mid["cpu"],
+                }
+            )
     print(json.dumps(out), file=sys.stderr)
 
 

@@ -50,8 +50,10 @@ def main() -> int:
         result = flipsweep.run(template, scratch, target, iter(todo), base)
         took = time.perf_counter() - start
     print(result.table())
-    print(f"{len(todo)} flips in {took:.0f} s ({1000 * took / max(len(todo), 1):.0f} ms each); masks {args.masks}; "
-          f"packs, indexes and loose objects every {args.stride}th byte")
+    print(
+        f"{len(todo)} flips in {took:.0f} s ({1000 * took / max(len(todo), 1):.0f} ms each); masks {args.masks}; "
+        f"packs, indexes and loose objects every {args.stride}th byte"
+    )
     for line in result.bad:
         print("BAD", line)
     return 1 if result.bad else 0

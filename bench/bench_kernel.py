@@ -97,8 +97,7 @@ def bench_fork(big: int, table: Table) -> tuple[float, float]:
         git("init", "-q", "--bare", str(git_init))
         tree = git("hash-object", "-w", "-t", "tree", "--stdin", cwd=git_init, input=b"").strip()
         commit = git("commit-tree", tree.decode(), "-m", "m", cwd=git_init).strip().decode()
-        git_t = statistics.median(timed(lambda i=i: git("branch", f"b{i}", commit, cwd=git_init))[0]
-                                  for i in range(20))
+        git_t = statistics.median(timed(lambda i=i: git("branch", f"b{i}", commit, cwd=git_init))[0] for i in range(20))
     table.add("fork, 1,000 names (memory store)", small, None, dul)
     table.add(f"fork, {big:,} names (memory store)", large, None, dul)
     table.add("fork, 1,000 names (disk, fsync)", disk, git_t, dul)
@@ -124,11 +123,14 @@ def bench_put(count: int, table: Table) -> None:
         t_dul, _ = timed(lambda: [dul.object_store.add_object(GitBlob.from_string(b)) for b in data])
         git_dir = d / "g.git"
         git("init", "-q", "--bare", str(git_dir))
-        t_git, _ = timed(lambda: git("hash-object", "-w", "--stdin-paths", cwd=git_dir,
-                                     input=b"".join(_paths(d, data))))
-    print(f"put throughput: {count / t_reel:,.0f}/s on disk, {count / t_quick:,.0f}/s on disk without fsync, "
-          f"{count / t_mem:,.0f}/s in memory "
-          f"(each put: blob + namespace update + delta + view object + ref CAS)")
+        t_git, _ = timed(
+            lambda: git("hash-object", "-w", "--stdin-paths", cwd=git_dir, input=b"".join(_paths(d, data)))
+        )
+    print(
+        f"put throughput: {count / t_reel:,.0f}/s on disk, {count / t_quick:,.0f}/s on disk without fsync, "
+        f"{count / t_mem:,.0f}/s in memory "
+        f"(each put: blob + namespace update + delta + view object + ref CAS)"
+    )
     table.add(f"put x{count} (disk; git: hash-object -w; dulwich: add_object)", t_reel, t_git, t_dul)
     table.add(f"put x{count} (disk, core.fsync=false)", t_quick, t_git, t_dul)
     table.add(f"put x{count} (memory store)", t_mem, None, None)
@@ -197,8 +199,10 @@ def main() -> None:
     bench_put(args.puts, table)
     bench_commit(args.changed, table)
     table.print()
-    print(f"fork ratio {args.big:,} / 1,000 names: {large / small:.2f} (target <= 1.2); "
-          f"fork at {args.big:,}: {large * 1000:.3f} ms (target <= 1 ms)")
+    print(
+        f"fork ratio {args.big:,} / 1,000 names: {large / small:.2f} (target <= 1.2); "
+        f"fork at {args.big:,}: {large * 1000:.3f} ms (target <= 1 ms)"
+    )
 
 
 if __name__ == "__main__":

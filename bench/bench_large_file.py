@@ -48,14 +48,22 @@ sys.exit(code)
 rows: list[tuple[str, str, float, int, int]] = []
 
 
-def measure(label: str, tool: str, cmd: list[str], cwd: Path, stdin: Path | None = None,
-            stdout: Path | None = None, expect: int = 0) -> None:
+def measure(
+    label: str,
+    tool: str,
+    cmd: list[str],
+    cwd: Path,
+    stdin: Path | None = None,
+    stdout: Path | None = None,
+    expect: int = 0,
+) -> None:
     fin = open(stdin, "rb") if stdin else subprocess.DEVNULL
     fout = open(stdout, "wb") if stdout else subprocess.DEVNULL
     start = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-c", _WRAPPER, str(LIMIT), *cmd], cwd=cwd, stdin=fin,
-                              stdout=fout, stderr=subprocess.PIPE)
+        proc = subprocess.run(
+            [sys.executable, "-c", _WRAPPER, str(LIMIT), *cmd], cwd=cwd, stdin=fin, stdout=fout, stderr=subprocess.PIPE
+        )
     finally:
         for f in (fin, fout):
             if hasattr(f, "close"):
@@ -120,9 +128,21 @@ def main() -> None:
         # Served by git daemon on loopback, so git's own processes are not reel's children and their
         # memory (git maps its packs) is not counted as reel's.
         port = free_port()
-        daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack",
-                                   f"--base-path={tmp}", "--listen=127.0.0.1", f"--port={port}", str(tmp)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        daemon = subprocess.Popen(
+            [
+                "git",
+                "daemon",
+                "--reuseaddr",
+                "--export-all",
+                "--enable=receive-pack",
+                f"--base-path={tmp}",
+                "--listen=127.0.0.1",
+                f"--port={port}",
+                str(tmp),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_for(port)
         url = f"git://127.0.0.1:{port}/remote.git"
         subprocess.run([REEL, "remote", "add", "origin", url], cwd=a, check=True)
@@ -152,12 +172,21 @@ def main() -> None:
         r = tmp / "r"
         r.mkdir()
         subprocess.run([REEL, "init"], cwd=r, check=True, capture_output=True)
-        measure("run -- truncate -s 2G big.bin", "reel",
-                [REEL, "run", "--commit", "--", "truncate", "-s", "2G", "big.bin"], r)
+        measure(
+            "run -- truncate -s 2G big.bin",
+            "reel",
+            [REEL, "run", "--commit", "--", "truncate", "-s", "2G", "big.bin"],
+            r,
+        )
         bomb = tmp / "bomb.pack"
         packed = _bomb_pack(bomb, 16)
-        measure(f"unpack-objects -n ({packed // 1024} KB pack, 1 GiB)", "reel", [REEL, "unpack-objects", "-n"], r,
-                stdin=bomb)
+        measure(
+            f"unpack-objects -n ({packed // 1024} KB pack, 1 GiB)",
+            "reel",
+            [REEL, "unpack-objects", "-n"],
+            r,
+            stdin=bomb,
+        )
         measure("index-pack --stdin (same pack)", "reel", [REEL, "index-pack", "--stdin"], r, stdin=bomb)
         evil = tmp / "evil.git"
         subprocess.run(["git", "init", "-q", "--bare", str(evil)], check=True)
@@ -168,8 +197,11 @@ def main() -> None:
             f.truncate(1 << 30)
 
         def git_out(*args: str, data: bytes | None = None) -> str:
-            return subprocess.run(["git", *args], cwd=evil, input=data, check=True,
-                                  capture_output=True).stdout.decode().strip()
+            return (
+                subprocess.run(["git", *args], cwd=evil, input=data, check=True, capture_output=True)
+                .stdout.decode()
+                .strip()
+            )
 
         sha = git_out("hash-object", "-w", "--no-filters", str(zeros))
         name = "cd" * 32

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
 from model_server import ModelServer  # noqa: E402
 
-CLIENT = r'''
+CLIENT = r"""
 import json, sys, time
 import httpx
 base, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -48,7 +48,7 @@ with httpx.Client(timeout=30) as client:
                     seen = (time.perf_counter() - t) * 1000
             first.append(seen)
 json.dump({"plain": plain, "first": first}, open(out, "w"))
-'''
+"""
 
 
 def percentile(xs: list[float], q: float) -> float:
@@ -73,8 +73,10 @@ def main() -> None:
             subprocess.run([reel, "init", str(tmp / "store")], check=True, capture_output=True)
             subprocess.run([reel, "-C", str(tmp / "store"), "config", "http.trust", str(model.ca)], check=True)
             direct_env = {**os.environ, "SSL_CERT_FILE": str(model.ca)}
-            results: dict[str, dict[str, list[float]]] = {"direct": {"plain": [], "first": []},
-                                                          "reel run": {"plain": [], "first": []}}
+            results: dict[str, dict[str, list[float]]] = {
+                "direct": {"plain": [], "first": []},
+                "reel run": {"plain": [], "first": []},
+            }
             for i in range(args.rounds):
                 for arm in ("direct", "reel run") if i % 2 == 0 else ("reel run", "direct"):
                     out = tmp / f"{arm.replace(' ', '-')}-{i}.json"
@@ -82,23 +84,41 @@ def main() -> None:
                     if arm == "direct":
                         subprocess.run(cmd, check=True, env=direct_env)
                     else:
-                        subprocess.run([reel, "-C", str(tmp / "store"), "run", "--abort", "--model", model.url,
-                                        *(["--no-sandbox"] if args.no_sandbox else []), "--", *cmd],
-                                       check=True, capture_output=True)
+                        subprocess.run(
+                            [
+                                reel,
+                                "-C",
+                                str(tmp / "store"),
+                                "run",
+                                "--abort",
+                                "--model",
+                                model.url,
+                                *(["--no-sandbox"] if args.no_sandbox else []),
+                                "--",
+                                *cmd,
+                            ],
+                            check=True,
+                            capture_output=True,
+                        )
                     got = json.loads(out.read_text())
                     for k in ("plain", "first"):
                         results[arm][k] += got[k]
     scheme = "http" if args.plain_http else "https"
     sandbox = ", no sandbox" if args.no_sandbox else ""
-    print(f"== model calls through reel run ({scheme}{sandbox}, loopback, {args.rounds} rounds x {args.calls} calls, "
-          f"interleaved; ms)")
-    print(f"{'measure':<28}{'direct p50':>12}{'p99':>9}{'reel run p50':>14}{'p99':>9}{'added p50':>11}"
-          f"{'added p99':>11}")
+    print(
+        f"== model calls through reel run ({scheme}{sandbox}, loopback, {args.rounds} rounds x {args.calls} calls, "
+        f"interleaved; ms)"
+    )
+    print(
+        f"{'measure':<28}{'direct p50':>12}{'p99':>9}{'reel run p50':>14}{'p99':>9}{'added p50':>11}{'added p99':>11}"
+    )
     for k, label in (("plain", "plain call, end to end"), ("first", "streamed, to first token")):
         d, r = results["direct"][k], results["reel run"][k]
-        print(f"{label:<28}{statistics.median(d):>12.2f}{percentile(d, 0.99):>9.2f}"
-              f"{statistics.median(r):>14.2f}{percentile(r, 0.99):>9.2f}"
-              f"{statistics.median(r) - statistics.median(d):>11.2f}{percentile(r, 0.99) - percentile(d, 0.99):>11.2f}")
+        print(
+            f"{label:<28}{statistics.median(d):>12.2f}{percentile(d, 0.99):>9.2f}"
+            f"{statistics.median(r):>14.2f}{percentile(r, 0.99):>9.2f}"
+            f"{statistics.median(r) - statistics.median(d):>11.2f}{percentile(r, 0.99) - percentile(d, 0.99):>11.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,10 @@ def main() -> None:
     data = payloads(args.count, 50, 500, seed=42)
     reel_blobs = [Blob(d) for d in data]
     dul_blobs = [GitBlob.from_string(d) for d in data]
-    print(f"{args.count} objects, {sum(map(len, data)) / 1e6:.1f} MB of payload (50-500 bytes each), "
-          f"median of {args.repeat} runs; ratios are reelstore / other")
+    print(
+        f"{args.count} objects, {sum(map(len, data)) / 1e6:.1f} MB of payload (50-500 bytes each), "
+        f"median of {args.repeat} runs; ratios are reelstore / other"
+    )
     table = Table(f"bench_objects: {args.count} small objects")
     with scratch() as tmp:
         state: dict = {}
@@ -74,10 +76,10 @@ def main() -> None:
         table.add(
             "write: bulk put_many / fast-import / add_objects",
             median_time(lambda: state["repo"].objects.put_many(reel_blobs), args.repeat, setup=reel_repo),
-            median_time(lambda: git("fast-import", "--quiet", cwd=state["git"], input=stream), args.repeat,
-                        setup=git_repo),
-            median_time(lambda: state["dul"].add_objects([(b, None) for b in dul_blobs]), args.repeat,
-                        setup=dul_repo),
+            median_time(
+                lambda: git("fast-import", "--quiet", cwd=state["git"], input=stream), args.repeat, setup=git_repo
+            ),
+            median_time(lambda: state["dul"].add_objects([(b, None) for b in dul_blobs]), args.repeat, setup=dul_repo),
         )
 
         # Loose writes: one file per object.
@@ -101,8 +103,11 @@ def main() -> None:
 
             return (
                 median_time(lambda: state["loose"].put_many(reel_blobs[:n]), args.repeat, setup=reel_loose),
-                median_time(lambda: git(*sync, "hash-object", "-w", "--stdin-paths", cwd=state["git"], input=paths),
-                            args.repeat, setup=git_repo),
+                median_time(
+                    lambda: git(*sync, "hash-object", "-w", "--stdin-paths", cwd=state["git"], input=paths),
+                    args.repeat,
+                    setup=git_repo,
+                ),
                 median_time(dul, args.repeat, setup=dul_setup),
             )
 
@@ -139,11 +144,12 @@ def main() -> None:
         def check(out: bytes) -> None:
             if out.count(b" blob ") != len(data):
                 raise RuntimeError("cat-file did not report every object")
+
         for mode in ("--batch", "--batch-check"):
-            r = median_time(lambda m=mode: check(run_batch([*reel, "cat-file", m], repo_dir, reel_names)),
-                            args.repeat)
-            g = median_time(lambda m=mode: check(run_batch(["git", "cat-file", m], state["git"], git_names)),
-                            args.repeat)
+            r = median_time(lambda m=mode: check(run_batch([*reel, "cat-file", m], repo_dir, reel_names)), args.repeat)
+            g = median_time(
+                lambda m=mode: check(run_batch(["git", "cat-file", m], state["git"], git_names)), args.repeat
+            )
             table.add(f"read: cat-file {mode}, {args.count} ids, one process", r, g, None)
         table.add(
             "process start (reel --version / git --version)",

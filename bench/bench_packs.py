@@ -100,8 +100,10 @@ def versioned_history(files: int, versions: int, seed: int = 7) -> list[tuple[st
 def git_history(path: Path, edits: list[tuple[str, bytes]]) -> None:
     parts = []
     for i, (name, data) in enumerate(edits, 1):
-        parts.append(b"commit refs/heads/main\nmark :%d\ncommitter bench <b@example.invalid> %d +0000\n"
-                     b"data 4\nedit\n" % (i, 1700000000 + i))
+        parts.append(
+            b"commit refs/heads/main\nmark :%d\ncommitter bench <b@example.invalid> %d +0000\n"
+            b"data 4\nedit\n" % (i, 1700000000 + i)
+        )
         if i > 1:
             parts.append(b"from :%d\n" % (i - 1))
         parts.append(b"M 100644 inline %s\ndata %d\n%s\n" % (name.encode(), len(data), data))
@@ -165,10 +167,12 @@ def bench_versioned(root: Path, files: int, versions: int, table: Table) -> tupl
     table.add(f"pack {len(edits)} edits of {files} files (reel gc vs git repack -adf)", reel_s, git_s)
     rp, ri = pack_size(root / "vreel/.reel/objects/pack")
     gp, gi = pack_size(root / "vgit/objects/pack")
-    print(f"versioned content: {len(edits)} versions, {raw / 1e6:.2f} MB of text; "
-          f"reel pack {rp} B (+ idx {ri} B), git pack {gp} B (+ idx {gi} B); "
-          f"pack size reel/git = {rp / gp:.2f}x (target <= 1.00x: {'met' if rp <= gp else 'NOT met'}); "
-          f"pack+idx reel/git = {(rp + ri) / (gp + gi):.2f}x")
+    print(
+        f"versioned content: {len(edits)} versions, {raw / 1e6:.2f} MB of text; "
+        f"reel pack {rp} B (+ idx {ri} B), git pack {gp} B (+ idx {gi} B); "
+        f"pack size reel/git = {rp / gp:.2f}x (target <= 1.00x: {'met' if rp <= gp else 'NOT met'}); "
+        f"pack+idx reel/git = {(rp + ri) / (gp + gi):.2f}x"
+    )
     return rp, gp
 
 
@@ -218,8 +222,10 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=40)
     parser.add_argument("--versions", type=int, default=50)
     args = parser.parse_args()
-    print(f"git: {subprocess.run(['git', '--version'], capture_output=True, text=True).stdout.strip()}, "
-          f"python {sys.version.split()[0]}")
+    print(
+        f"git: {subprocess.run(['git', '--version'], capture_output=True, text=True).stdout.strip()}, "
+        f"python {sys.version.split()[0]}"
+    )
     table = Table("packs, gc and packed reads (seconds; ratio = reel / other, lower is better)")
     with scratch("reelbench-packs-") as root:
         # Byte-compiled modules, as an installed reel has them (this sandbox sets PYTHONDONTWRITEBYTECODE).
@@ -233,10 +239,12 @@ def main() -> None:
         gc_ratio = bench_gc(root, args.objects, table)
         speed = bench_batch(root, table)
     table.print()
-    print(f"targets: pack size reel/git {reel_pack / git_pack:.2f}x (<= 1.00x: "
-          f"{'met' if reel_pack <= git_pack else 'NOT met'}); batch read speed reel/git {speed:.2f}x "
-          f"(>= 0.50x: {'met' if speed >= 0.5 else 'NOT met'}); gc time reel/git {gc_ratio:.2f}x "
-          f"(<= 2.00x: {'met' if gc_ratio <= 2 else 'NOT met'})")
+    print(
+        f"targets: pack size reel/git {reel_pack / git_pack:.2f}x (<= 1.00x: "
+        f"{'met' if reel_pack <= git_pack else 'NOT met'}); batch read speed reel/git {speed:.2f}x "
+        f"(>= 0.50x: {'met' if speed >= 0.5 else 'NOT met'}); gc time reel/git {gc_ratio:.2f}x "
+        f"(<= 2.00x: {'met' if gc_ratio <= 2 else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":

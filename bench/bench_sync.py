@@ -63,8 +63,9 @@ def git_import(path: Path, blobs: list[bytes], parent: bool) -> None:
         parts.append(b"from refs/heads/main^0\n")
     for raw in blobs:
         name = Hash.of(raw).hex()
-        parts.append(b"M 100644 inline objects/%s/%s\ndata %d\n%s\n" % (name[:2].encode(), name[2:].encode(),
-                                                                          len(raw), raw))
+        parts.append(
+            b"M 100644 inline objects/%s/%s\ndata %d\n%s\n" % (name[:2].encode(), name[2:].encode(), len(raw), raw)
+        )
     git("fast-import", "--quiet", cwd=path, input=b"".join(parts))
 
 
@@ -74,9 +75,21 @@ class Daemon:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.proc = subprocess.Popen(
-            ["git", "daemon", "--reuseaddr", f"--base-path={base}", "--export-all", "--enable=receive-pack",
-             "--listen=127.0.0.1", f"--port={self.port}", str(base)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**GIT_ENV, "PATH": "/usr/bin:/bin"})
+            [
+                "git",
+                "daemon",
+                "--reuseaddr",
+                f"--base-path={base}",
+                "--export-all",
+                "--enable=receive-pack",
+                "--listen=127.0.0.1",
+                f"--port={self.port}",
+                str(base),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**GIT_ENV, "PATH": "/usr/bin:/bin"},
+        )
         for _ in range(200):
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
@@ -113,8 +126,11 @@ def full(tmp: Path, n: int, daemon: Daemon, table: Table, notes: list[str]) -> N
     git_target = git_init(tmp / "git-target.git")
     t_git_push, _ = timed(lambda: git("push", "-q", str(git_target), "main", cwd=work))
     dul_target = git_init(tmp / "dulwich-target.git")
-    t_dul_push, _ = timed(lambda: porcelain.push(str(work), str(dul_target), [b"refs/heads/main"],
-                                                 outstream=io.BytesIO(), errstream=io.BytesIO()))
+    t_dul_push, _ = timed(
+        lambda: porcelain.push(
+            str(work), str(dul_target), [b"refs/heads/main"], outstream=io.BytesIO(), errstream=io.BytesIO()
+        )
+    )
     table.add(f"push {n:,} blobs (path remote)", t_path, t_git_push, t_dul_push)
     table.add(f"push {n:,} blobs (reel via git daemon)", t_daemon, t_git_push)
 
@@ -129,8 +145,9 @@ def full(tmp: Path, n: int, daemon: Daemon, table: Table, notes: list[str]) -> N
     fetch_into = tmp / "git-fetch"
     git("init", "-q", str(fetch_into), cwd=tmp)
     t_git_fetch, _ = timed(lambda: git("fetch", "-q", str(git_target), "main", cwd=fetch_into))
-    t_dul_fetch, _ = timed(lambda: porcelain.clone(str(git_target), str(tmp / "dulwich-clone"), bare=True,
-                                                   errstream=io.BytesIO()).close())
+    t_dul_fetch, _ = timed(
+        lambda: porcelain.clone(str(git_target), str(tmp / "dulwich-clone"), bare=True, errstream=io.BytesIO()).close()
+    )
     table.add(f"fetch {n:,} blobs (path remote)", t_fetch, t_git_fetch, t_dul_fetch)
     table.add(f"fetch {n:,} blobs (reel via git daemon)", t_fetch_d, t_git_fetch)
 
@@ -158,10 +175,15 @@ def incremental(tmp: Path, existing: int, table: Table, notes: list[str]) -> Non
         reel_times.append(t_reel)
         git_times.append(t_git)
         sent.add(res.objects)
-    table.add(f"push {INCREMENT} new into {existing:,} (path remote)", statistics.median(reel_times),
-              statistics.median(git_times))
-    notes.append(f"incremental push into {existing:,}: {'/'.join(map(str, sorted(sent)))} objects sent per push "
-                 f"(median of {REPEAT})")
+    table.add(
+        f"push {INCREMENT} new into {existing:,} (path remote)",
+        statistics.median(reel_times),
+        statistics.median(git_times),
+    )
+    notes.append(
+        f"incremental push into {existing:,}: {'/'.join(map(str, sorted(sent)))} objects sent per push "
+        f"(median of {REPEAT})"
+    )
 
 
 def main() -> None:
@@ -185,8 +207,10 @@ def main() -> None:
         print(f"  {note}")
     inc = [r for r in table.rows if r[0].startswith("push 100")]
     if len(inc) == 2 and inc[0][1]:
-        print(f"  incremental push time at {args.n:,} / at {args.small:,} existing objects: "
-              f"{inc[1][1] / inc[0][1]:.2f}x (store {args.n / args.small:.0f}x larger)")
+        print(
+            f"  incremental push time at {args.n:,} / at {args.small:,} existing objects: "
+            f"{inc[1][1] / inc[0][1]:.2f}x (store {args.n / args.small:.0f}x larger)"
+        )
 
 
 if __name__ == "__main__":

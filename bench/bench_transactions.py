@@ -90,10 +90,13 @@ def strace_fsyncs(cmd: list[str], cwd: Path, env: dict[str, str]) -> int | None:
     """fsync + fdatasync calls of `cmd` and its children, by strace; None without strace."""
     if shutil.which("strace") is None:
         return None
-    out = subprocess.run(["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", *cmd], cwd=cwd, env=env,
-                         capture_output=True, check=True).stderr.decode()
-    return sum(int(m.group(1)) for m in re.finditer(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?f(?:data)?sync",
-                                                     out, re.M))
+    out = subprocess.run(
+        ["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", *cmd], cwd=cwd, env=env, capture_output=True, check=True
+    ).stderr.decode()
+    return sum(
+        int(m.group(1))
+        for m in re.finditer(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?f(?:data)?sync", out, re.M)
+    )
 
 
 def import_rows(count: int, mean: int, rounds: int) -> list[str]:
@@ -114,16 +117,16 @@ def import_rows(count: int, mean: int, rounds: int) -> list[str]:
                         env = reel_env(counter)
                         subprocess.run([*REEL, "init"], cwd=work, env=env, check=True, capture_output=True)
                         subprocess.run([*REEL, "fork", "v"], cwd=work, env=env, check=True, capture_output=True)
-                        samples[name].append(run([sys.executable, "-c", FSYNC_COUNTER, "put", "v", "tree"],
-                                                 work, env))
+                        samples[name].append(run([sys.executable, "-c", FSYNC_COUNTER, "put", "v", "tree"], work, env))
                         fsyncs[name] = int(counter.read_text())
                     else:
                         env = git_env(work)
                         subprocess.run(["git", "init", "-q"], cwd=work, env=env, check=True)
                         if name == "git-fsync-all":
                             subprocess.run(["git", "config", "core.fsync", "all"], cwd=work, env=env, check=True)
-                            subprocess.run(["git", "config", "core.fsyncMethod", "fsync"], cwd=work, env=env,
-                                           check=True)
+                            subprocess.run(
+                                ["git", "config", "core.fsyncMethod", "fsync"], cwd=work, env=env, check=True
+                            )
                         script = "git add -A && git commit -q -m import"
                         if r == 0:
                             fsyncs[name] = strace_fsyncs(["sh", "-c", script], work, env)
@@ -135,14 +138,18 @@ def import_rows(count: int, mean: int, rounds: int) -> list[str]:
                 finally:
                     os.rename(work / "tree", tree)
                     shutil.rmtree(work, ignore_errors=True)
-        med = {n: (statistics.median(s[0] for s in v), statistics.median(s[1] for s in v), max(s[2] for s in v))
-               for n, v in samples.items()}
+        med = {
+            n: (statistics.median(s[0] for s in v), statistics.median(s[1] for s in v), max(s[2] for s in v))
+            for n, v in samples.items()
+        }
         for name in ("git", "git-fsync-all"):
             rw, rc, rss = med["reel"]
             gw, gc, _ = med[name]
-            out.append(f"import {count} files ({total / 1e6:.1f} MB)  reel wall {rw:.2f}s cpu {rc:.2f}s "
-                       f"fsyncs {fsyncs['reel']} rss {rss / 1024:.0f} MB | {name} wall {gw:.2f}s cpu {gc:.2f}s "
-                       f"fsyncs {fsyncs[name]} | ratio wall {rw / gw:.2f}x cpu {rc / gc:.2f}x")
+            out.append(
+                f"import {count} files ({total / 1e6:.1f} MB)  reel wall {rw:.2f}s cpu {rc:.2f}s "
+                f"fsyncs {fsyncs['reel']} rss {rss / 1024:.0f} MB | {name} wall {gw:.2f}s cpu {gc:.2f}s "
+                f"fsyncs {fsyncs[name]} | ratio wall {rw / gw:.2f}x cpu {rc / gc:.2f}x"
+            )
     return out
 
 
@@ -208,8 +215,11 @@ def op_rows(n: int) -> list[str]:
         env = git_env(tmp)
         subprocess.run(["git", "init", "-q", str(git_dir)], env=env, check=True)
         subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "x"], cwd=git_dir, env=env, check=True)
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=git_dir, env=env, capture_output=True,
-                              check=True).stdout.decode().strip()
+        head = (
+            subprocess.run(["git", "rev-parse", "HEAD"], cwd=git_dir, env=env, capture_output=True, check=True)
+            .stdout.decode()
+            .strip()
+        )
         reel_cli, git_ur, git_br = [], [], []
         for i in range(n):
             reel_cli.append(run([*REEL, "put", "base", f"cli/{i}", "-"], tmp / "reel", reel_env(tmp / "c"))[0])
@@ -219,25 +229,33 @@ def op_rows(n: int) -> list[str]:
         git_br_f = strace_fsyncs(["git", "branch", "strace-b"], git_dir, env)
         all_ur, all_br = [], []
         for i in range(n):
-            all_ur.append(run(["git", "-c", "core.fsync=all", "update-ref", f"refs/heads/ua{i}", head], git_dir,
-                              env)[0])
+            all_ur.append(
+                run(["git", "-c", "core.fsync=all", "update-ref", f"refs/heads/ua{i}", head], git_dir, env)[0]
+            )
             all_br.append(run(["git", "-c", "core.fsync=all", "branch", f"ba{i}"], git_dir, env)[0])
-        all_ur_f = strace_fsyncs(["git", "-c", "core.fsync=all", "update-ref", "refs/heads/strace-a", head], git_dir,
-                                 env)
+        all_ur_f = strace_fsyncs(
+            ["git", "-c", "core.fsync=all", "update-ref", "refs/heads/strace-a", head], git_dir, env
+        )
         all_br_f = strace_fsyncs(["git", "-c", "core.fsync=all", "branch", "strace-ba"], git_dir, env)
         reel_put_f = strace_fsyncs([*REEL, "put", "base", "cli/strace", "/dev/null"], tmp / "reel", reel_env(tmp / "c"))
         out.append(f"fork in process: {fork_t * 1000:.2f} ms, {fork_f:.1f} fsyncs")
         out.append(f"durable put in process: {put_t * 1000:.2f} ms, {put_f:.1f} fsyncs")
-        out.append(f"commit + drain of {effects} fs effects: {commit_t * 1000:.1f} ms, {drain_calls} fsyncs: "
-                   f"commit {commit_only}, fs adapter {adapter}, journal {journal} "
-                   f"({journal / effects:.2f} per effect; {(journal + adapter) / effects:.2f} with the adapter's)")
+        out.append(
+            f"commit + drain of {effects} fs effects: {commit_t * 1000:.1f} ms, {drain_calls} fsyncs: "
+            f"commit {commit_only}, fs adapter {adapter}, journal {journal} "
+            f"({journal / effects:.2f} per effect; {(journal + adapter) / effects:.2f} with the adapter's)"
+        )
         out.append(f"reel put CLI: {statistics.median(reel_cli) * 1000:.1f} ms wall, {reel_put_f} fsyncs (strace)")
         out.append(f"git update-ref CLI: {statistics.median(git_ur) * 1000:.1f} ms wall, {git_ur_f} fsyncs (strace)")
         out.append(f"git branch CLI: {statistics.median(git_br) * 1000:.1f} ms wall, {git_br_f} fsyncs (strace)")
-        out.append(f"git -c core.fsync=all update-ref CLI: {statistics.median(all_ur) * 1000:.1f} ms wall, "
-                   f"{all_ur_f} fsyncs (strace)")
-        out.append(f"git -c core.fsync=all branch CLI: {statistics.median(all_br) * 1000:.1f} ms wall, "
-                   f"{all_br_f} fsyncs (strace)")
+        out.append(
+            f"git -c core.fsync=all update-ref CLI: {statistics.median(all_ur) * 1000:.1f} ms wall, "
+            f"{all_ur_f} fsyncs (strace)"
+        )
+        out.append(
+            f"git -c core.fsync=all branch CLI: {statistics.median(all_br) * 1000:.1f} ms wall, "
+            f"{all_br_f} fsyncs (strace)"
+        )
     return out
 
 

@@ -23,8 +23,21 @@ from collections.abc import Callable
 import blake3
 import zstandard
 
-KINDS = {1: b"blob", 2: b"tree", 3: b"delta", 4: b"capability", 5: b"effect", 6: b"effects", 7: b"view",
-         8: b"record", 9: b"journal", 10: b"finding", 11: b"chunks", 12: b"opevent", 13: b"recording"}
+KINDS = {
+    1: b"blob",
+    2: b"tree",
+    3: b"delta",
+    4: b"capability",
+    5: b"effect",
+    6: b"effects",
+    7: b"view",
+    8: b"record",
+    9: b"journal",
+    10: b"finding",
+    11: b"chunks",
+    12: b"opevent",
+    13: b"recording",
+}
 TAGS = {code: kind + b"\0" for code, kind in KINDS.items()}
 BIN = {0xC4: 1, 0xC5: 2, 0xC6: 4}
 FMT = zstandard.FORMAT_ZSTD1_MAGICLESS
@@ -66,8 +79,13 @@ class Pack:
         with open(path, "rb") as f:
             self.m = m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         dlen = int.from_bytes(m[12:16], "big")
-        if m[:8] != b"RPAK\0\0\0\1" or int.from_bytes(m[8:12], "big") != n or m[-32:] != ix[-64:-32] \
-                or dlen > 1 << 20 or 16 + dlen > len(m) - 32:
+        if (
+            m[:8] != b"RPAK\0\0\0\1"
+            or int.from_bytes(m[8:12], "big") != n
+            or m[-32:] != ix[-64:-32]
+            or dlen > 1 << 20
+            or 16 + dlen > len(m) - 32
+        ):
             fail(f"{path}: bad pack")
         self.start, self.end = 16 + dlen, len(m) - 32
         self.plain = zstandard.ZstdDecompressor(format=FMT, max_window_size=1 << 27)

@@ -31,8 +31,21 @@ import zstandard
 
 LEAVES = frozenset({1, 4, 5})
 """blob, capability, effect: the kinds that reference nothing."""
-TAGS = {1: b"blob", 2: b"tree", 3: b"delta", 4: b"capability", 5: b"effect", 6: b"effects", 7: b"view",
-        8: b"record", 9: b"journal", 10: b"finding", 11: b"chunks", 12: b"opevent", 13: b"recording"}
+TAGS = {
+    1: b"blob",
+    2: b"tree",
+    3: b"delta",
+    4: b"capability",
+    5: b"effect",
+    6: b"effects",
+    7: b"view",
+    8: b"record",
+    9: b"journal",
+    10: b"finding",
+    11: b"chunks",
+    12: b"opevent",
+    13: b"recording",
+}
 CODES = {kind: code for code, kind in TAGS.items()}
 FMT = zstandard.FORMAT_ZSTD1_MAGICLESS
 STORED, ZSTD, DICT, BASE = 0, 1, 2, 3
@@ -86,8 +99,11 @@ class Pack:
         self.ids = list(itertools.chain.from_iterable(IDS.iter_unpack(memoryview(ix)[1036 : 1036 + 32 * whole])))
         self.ids += struct.unpack_from("32s" * (n - whole), ix, 1036 + 32 * whole)
         at = 1036 + 32 * n
-        self.offsets, self.crcs, self.mtimes = column(ix, "Q", at, n), column(ix, "I", at + 8 * n, n), column(
-            ix, "Q", at + 12 * n, n)
+        self.offsets, self.crcs, self.mtimes = (
+            column(ix, "Q", at, n),
+            column(ix, "I", at + 8 * n, n),
+            column(ix, "Q", at + 12 * n, n),
+        )
         with open(path, "rb") as f:
             self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         m = self.map
@@ -106,8 +122,13 @@ class Pack:
         self.codes = bytes(operator.itemgetter(*self.offsets)(m)) if n > 1 else bytes(m[o] for o in self.offsets)
         m.madvise(mmap.MADV_DONTNEED)
         self.plain = zstandard.ZstdDecompressor(format=FMT)
-        self.with_dict = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(
-            self.dict, dict_type=zstandard.DICT_TYPE_FULLDICT), format=FMT) if self.dict else None
+        self.with_dict = (
+            zstandard.ZstdDecompressor(
+                dict_data=zstandard.ZstdCompressionDict(self.dict, dict_type=zstandard.DICT_TYPE_FULLDICT), format=FMT
+            )
+            if self.dict
+            else None
+        )
 
     def head(self, off: int) -> tuple[int, int, int, int | None, int, int]:
         """code, method, size, base offset, data start, data end."""
@@ -131,8 +152,9 @@ class Pack:
             return code, self.with_dict.decompress(data, max_output_size=size)
         if method == BASE and base is not None:
             prefix = self.body(base)[1]
-            dec = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(
-                prefix, dict_type=zstandard.DICT_TYPE_RAWCONTENT), format=FMT)
+            dec = zstandard.ZstdDecompressor(
+                dict_data=zstandard.ZstdCompressionDict(prefix, dict_type=zstandard.DICT_TYPE_RAWCONTENT), format=FMT
+            )
             return code, dec.decompress(data, max_output_size=size)
         fail(f"{self.path}: entry at {off} has an unknown method")
         raise AssertionError
@@ -180,8 +202,10 @@ def main() -> None:
     os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
     objects = os.path.join(reel, "objects")
     pack_dir = os.path.join(objects, "pack")
-    packs = sorted((Pack(os.path.join(pack_dir, p)) for p in os.listdir(pack_dir) if p.endswith(".pack")),
-                   key=lambda p: -len(p.ids))
+    packs = sorted(
+        (Pack(os.path.join(pack_dir, p)) for p in os.listdir(pack_dir) if p.endswith(".pack")),
+        key=lambda p: -len(p.ids),
+    )
     loose = {}
     for shard in os.listdir(objects):
         if len(shard) == 2:
@@ -251,8 +275,9 @@ def main() -> None:
         keys.append(2 * p.data_end)
         tags = bytes(map((1).__and__, keys))
         offs = list(map(operator.rshift, itertools.compress(keys, tags), itertools.repeat(1)))
-        ends = list(map(operator.rshift, itertools.compress(itertools.islice(keys, 1, None), tags),
-                        itertools.repeat(1)))
+        ends = list(
+            map(operator.rshift, itertools.compress(itertools.islice(keys, 1, None), tags), itertools.repeat(1))
+        )
         rank = dict(zip(chosen, range(len(chosen))))
         order = list(map(rank.__getitem__, offs))
         m = p.map
@@ -304,12 +329,17 @@ def main() -> None:
     tmp = os.path.join(pack_dir, f".tmp-floor-{os.getpid()}.pack")
     hasher = blake3.blake3()
     first = 16 + len(dict_bytes)
-    comp = zstandard.ZstdCompressor(compression_params=zstandard.ZstdCompressionParameters.from_level(
-        3, format=FMT, write_content_size=False, write_checksum=False, write_dict_id=False))
+    comp = zstandard.ZstdCompressor(
+        compression_params=zstandard.ZstdCompressionParameters.from_level(
+            3, format=FMT, write_content_size=False, write_checksum=False, write_dict_id=False
+        )
+    )
     with open(tmp, "wb") as f:
+
         def out(data: "bytes | memoryview") -> None:
             hasher.update(data)
             f.write(data)
+
         out(struct.pack(">4sIII", b"RPAK", 1, len(out_ids) + len(fresh), len(dict_bytes)) + dict_bytes)
         for m, head, start, end in spans:
             if head:
@@ -357,10 +387,17 @@ def main() -> None:
     joined = b"".join(map(out_ids.__getitem__, order))
     n = len(order)
     fan = list(itertools.accumulate(bytes(joined[::32]).count(bytes([b])) for b in range(256)))
-    body = b"".join([struct.pack(">4sII", b"RIDX", 1, n), struct.pack(">256I", *fan), joined,
-                     struct.pack(f">{n}Q", *map(out_at.__getitem__, order)),
-                     struct.pack(f">{n}I", *map(out_crc.__getitem__, order)),
-                     struct.pack(f">{n}Q", *map(out_mtime.__getitem__, order)), trailer])
+    body = b"".join(
+        [
+            struct.pack(">4sII", b"RIDX", 1, n),
+            struct.pack(">256I", *fan),
+            joined,
+            struct.pack(f">{n}Q", *map(out_at.__getitem__, order)),
+            struct.pack(f">{n}I", *map(out_crc.__getitem__, order)),
+            struct.pack(f">{n}Q", *map(out_mtime.__getitem__, order)),
+            trailer,
+        ]
+    )
     idx = body + blake3.blake3(body).digest()
     name = os.path.join(pack_dir, f"pack-{trailer.hex()}")
     with open(name + ".idx.tmp", "wb") as f:

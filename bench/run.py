@@ -1,6 +1,6 @@
 """Run every `bench/bench_*.py` in turn and report which ones failed.
 
-    python3 bench/run.py [NAME-FILTER…] [-- ARGS passed to each script]
+python3 bench/run.py [NAME-FILTER…] [-- ARGS passed to each script]
 """
 
 from __future__ import annotations

@@ -23,8 +23,13 @@ if TYPE_CHECKING:  # click's completion module loads only when a completer runs,
 
 Completer = Callable[[click.Context, click.Parameter, str], "list[CompletionItem]"]
 
-_SHORT = (("refs/heads/", "trunk"), ("refs/views/", "view"), ("refs/tags/", "tag"),
-          ("refs/remotes/", "remote-tracking ref"), ("refs/snapshots/", "snapshot"))
+_SHORT = (
+    ("refs/heads/", "trunk"),
+    ("refs/views/", "view"),
+    ("refs/tags/", "tag"),
+    ("refs/remotes/", "remote-tracking ref"),
+    ("refs/snapshots/", "snapshot"),
+)
 """Prefixes whose names a revision may give short (reelstore.revisions searches these and more)."""
 _LIMIT = 2000
 """At most this many suggestions: a shell is no place for a store's every ref."""
@@ -45,8 +50,11 @@ def _guarded(names: Callable[[Repo, str], Iterable[tuple[str, str]]]) -> Complet
         from click.shell_completion import CompletionItem
 
         try:
-            found = [CompletionItem(name, help=help or None) for name, help in names(_repo(ctx), incomplete)
-                     if name.startswith(incomplete)]
+            found = [
+                CompletionItem(name, help=help or None)
+                for name, help in names(_repo(ctx), incomplete)
+                if name.startswith(incomplete)
+            ]
         except Exception:  # completion must never raise into the user's shell
             return []
         return found[:_LIMIT]
@@ -55,7 +63,7 @@ def _guarded(names: Callable[[Repo, str], Iterable[tuple[str, str]]]) -> Complet
 
 
 def _under(repo: Repo, prefix: str) -> list[str]:
-    return [ref[len(prefix):] for ref, _ in repo.refs.list(prefix)]
+    return [ref[len(prefix) :] for ref, _ in repo.refs.list(prefix)]
 
 
 def _views(repo: Repo, _incomplete: str) -> list[tuple[str, str]]:
@@ -99,7 +107,7 @@ def _revisions(repo: Repo, incomplete: str) -> list[tuple[str, str]]:
     if rest.startswith("refs/"):
         names = _full_refs(repo, rest)
     else:
-        names = [(ref[len(prefix):], kind) for prefix, kind in _SHORT for ref, _ in repo.refs.list(prefix)]
+        names = [(ref[len(prefix) :], kind) for prefix, kind in _SHORT for ref, _ in repo.refs.list(prefix)]
     return [(head + name, kind) for name, kind in names]
 
 

@@ -32,8 +32,16 @@ def with_json(command: click.Command) -> click.Command:
     """Give `command` (and each of its subcommands) a `--json` of its own, the same switch as the
     global one, so `reel CMD ... --json` works as git users type it. Done once per command object."""
     if not any(isinstance(p, click.Option) and "--json" in p.opts for p in command.params):
-        command.params.append(click.Option(["--json", "json_after"], is_flag=True, expose_value=False, is_eager=True,
-                                           callback=_turn_on_json, help="Print one JSON document on stdout."))
+        command.params.append(
+            click.Option(
+                ["--json", "json_after"],
+                is_flag=True,
+                expose_value=False,
+                is_eager=True,
+                callback=_turn_on_json,
+                help="Print one JSON document on stdout.",
+            )
+        )
     if isinstance(command, click.Group):
         for sub in command.commands.values():
             with_json(sub)

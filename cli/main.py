@@ -20,8 +20,10 @@ if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
 
-SECTIONS = {"porcelain": "Porcelain commands (the everyday verbs)",
-            "plumbing": "Plumbing commands (low level, for scripts: objects, refs, packs)"}
+SECTIONS = {
+    "porcelain": "Porcelain commands (the everyday verbs)",
+    "plumbing": "Plumbing commands (low level, for scripts: objects, refs, packs)",
+}
 """`reel --help`'s section titles, by the package a command's module lives in (reelstore.PACKAGE.…)."""
 
 
@@ -46,8 +48,11 @@ class ReelGroup(click.Group):
         `reel <TAB>` imports no command module; the global options as click completes them."""
         from click.shell_completion import CompletionItem
 
-        commands = [CompletionItem(n, help=click.Command(n, help=INDEX[n][1]).get_short_help_str())
-                    for n in self.list_commands(ctx) if n.startswith(incomplete)]
+        commands = [
+            CompletionItem(n, help=click.Command(n, help=INDEX[n][1]).get_short_help_str())
+            for n in self.list_commands(ctx)
+            if n.startswith(incomplete)
+        ]
         return commands + click.Command.shell_complete(self, ctx, incomplete)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -61,11 +66,13 @@ class ReelGroup(click.Group):
         for package, members in groups.items():
             if members:
                 with formatter.section(SECTIONS.get(package, f"{package.capitalize()} commands")):
-                    formatter.write_dl([(n, click.Command(n, help=INDEX[n][1]).get_short_help_str(limit))
-                                        for n in members])
+                    formatter.write_dl(
+                        [(n, click.Command(n, help=INDEX[n][1]).get_short_help_str(limit)) for n in members]
+                    )
 
-    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
-                                                                             list[str]]:
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
         """An unknown command name is a usage error that names the closest commands, as git's does."""
         name = args[0] if args else ""
         if name and name not in INDEX and not name.startswith("-") and not ctx.resilient_parsing:
@@ -76,8 +83,9 @@ class ReelGroup(click.Group):
                 ctx.fail(f"No such command {name!r}. Did you mean {' or '.join(close)}?")
         return super().resolve_command(ctx, args)
 
-    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
-                     **extra: Any) -> click.Context:
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
         """Parse the global options; a usage error in them is a JSON error object when --json is asked."""
         try:
             return super().make_context(info_name, args, parent, **extra)
@@ -117,8 +125,7 @@ def _os_error(ctx: click.Context, exc: OSError) -> ReelError:
     store is the user's input (E001 / E014 with its path)."""
     name = exc.filename
     if exc.errno in LOCAL_WRITE_ERRNOS:
-        return LocalWriteError(f"cannot write {name or 'the output'}: {exc.strerror or exc}",
-                               path=name)
+        return LocalWriteError(f"cannot write {name or 'the output'}: {exc.strerror or exc}", path=name)
     obj = ctx.find_object(Context)
     store = obj.opened.path if obj is not None and obj.opened is not None else None
     if name is not None and (store is None or not Path(os.path.abspath(name)).is_relative_to(store.resolve())):
@@ -152,15 +159,20 @@ def _as_json(ctx: click.Context) -> bool:
 @click.group(cls=ReelGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-C", "directory", metavar="DIR", help="Run as if started in DIR (or DIR is the .reel directory).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@click.option("--color", "color", type=click.Choice(["auto", "always", "never"]), metavar="WHEN",
-              help="Colour the output: auto (on a terminal), always or never; default: config color.ui, "
-                   "NO_COLOR, auto.")
+@click.option(
+    "--color",
+    "color",
+    type=click.Choice(["auto", "always", "never"]),
+    metavar="WHEN",
+    help="Colour the output: auto (on a terminal), always or never; default: config color.ui, NO_COLOR, auto.",
+)
 @click.option("--no-color", is_flag=True, help="Same as --color=never.")
 @click.option("-P", "--no-pager", is_flag=True, help="Never page the output (log, show, diff, views).")
 @click.version_option(version=__version__, prog_name="reel")
 @click.pass_context
-def cli(ctx: click.Context, directory: str | None, as_json: bool, color: str | None, no_color: bool,
-        no_pager: bool) -> None:
+def cli(
+    ctx: click.Context, directory: str | None, as_json: bool, color: str | None, no_color: bool, no_pager: bool
+) -> None:
     """reel: fork, commit and abort views whose side effects fire only on commit."""
     ctx.obj = Context(directory, as_json)
     ctx.obj.color = "never" if no_color else color

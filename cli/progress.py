@@ -161,9 +161,20 @@ def _set_quiet(ctx: click.Context, _param: click.Parameter, value: bool) -> None
 
 def progress_options(command: F) -> F:
     """`-q`/`--quiet` and `--progress`/`--no-progress`, as git's long commands take them."""
-    command = click.option("--progress/--no-progress", "progress", default=None, expose_value=False,
-                           callback=_set_progress,
-                           help="Show progress on stderr even when it is not a terminal (or never); "
-                                "--progress wins over -q, as in git.")(command)
-    return click.option("-q", "--quiet", is_flag=True, default=False, expose_value=False, callback=_set_quiet,
-                        help="Show no progress on stderr (fsck: nor its summary line).")(command)
+    command = click.option(
+        "--progress/--no-progress",
+        "progress",
+        default=None,
+        expose_value=False,
+        callback=_set_progress,
+        help="Show progress on stderr even when it is not a terminal (or never); --progress wins over -q, as in git.",
+    )(command)
+    return click.option(
+        "-q",
+        "--quiet",
+        is_flag=True,
+        default=False,
+        expose_value=False,
+        callback=_set_quiet,
+        help="Show no progress on stderr (fsck: nor its summary line).",
+    )(command)

@@ -3,8 +3,17 @@ a newline cannot forge or split a line."""
 
 from __future__ import annotations
 
-_ESCAPES = {0x07: "\\a", 0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0B: "\\v", 0x0C: "\\f", 0x0D: "\\r",
-            0x22: '\\"', 0x5C: "\\\\"}
+_ESCAPES = {
+    0x07: "\\a",
+    0x08: "\\b",
+    0x09: "\\t",
+    0x0A: "\\n",
+    0x0B: "\\v",
+    0x0C: "\\f",
+    0x0D: "\\r",
+    0x22: '\\"',
+    0x5C: "\\\\",
+}
 
 
 def quote_path(name: str, fully: bool = True) -> str:

@@ -33,11 +33,14 @@ def script(url: str, give_up: bool) -> list[AIMessage]:
 
     last = [call("abandon", 4, reason="the customer withdrew the request")] if give_up else []
     return [
-        AIMessage(content="", tool_calls=[
-            call("queue_http", 1, method="POST", url=f"{url}/refunds", body={"customer": 7, "amount": 12.5}),
-            call("queue_http", 2, method="POST", url=f"{url}/notify", body={"text": "refund sent"}),
-            call("write_file", 3, path="notes/7.md", text="refunded 12.50\n"),
-        ]),
+        AIMessage(
+            content="",
+            tool_calls=[
+                call("queue_http", 1, method="POST", url=f"{url}/refunds", body={"customer": 7, "amount": 12.5}),
+                call("queue_http", 2, method="POST", url=f"{url}/notify", body={"text": "refund sent"}),
+                call("write_file", 3, path="notes/7.md", text="refunded 12.50\n"),
+            ],
+        ),
         AIMessage(content="", tool_calls=[call("queue_http", 5, method="POST", url="http://127.0.0.1:9/other")]),
         *([AIMessage(content="", tool_calls=last)] if last else []),
         AIMessage(content="done"),

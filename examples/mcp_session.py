@@ -31,15 +31,20 @@ def result(reply) -> object:
 async def main(store: str, url: str) -> None:
     Store.open_or_init(store)
     reel = shutil.which("reel") or "reel"
-    server = StdioServerParameters(command=reel, args=["-C", store, "mcp", "--cap", "read,write=notes/",
-                                                       "--cap", f"fire_c=http:POST:{url};budget=2"])
+    server = StdioServerParameters(
+        command=reel,
+        args=["-C", store, "mcp", "--cap", "read,write=notes/", "--cap", f"fire_c=http:POST:{url};budget=2"],
+    )
     async with stdio_client(server) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         op = {"method": "POST", "url": f"{url}/refund", "json": {"order": 42}}
         for name, decision in (("try-1", "abort"), ("try-2", "commit")):
             result(await s.call_tool("fork", {"name": name}))
-            result(await s.call_tool("put", {"view": name, "files": [{"path": "notes/plan.md",
-                                                                     "text": "refund order 42\n"}]}))
+            result(
+                await s.call_tool(
+                    "put", {"view": name, "files": [{"path": "notes/plan.md", "text": "refund order 42\n"}]}
+                )
+            )
             result(await s.call_tool("effect", {"view": name, "adapter": "http", "op": op}))
             done = result(await s.call_tool(decision, {"view": name}))
             print(f"{name}: {decision} -> {json.dumps(done, sort_keys=True)[:120]}")

@@ -38,12 +38,19 @@ def call(name: str, i: int, **args: Any) -> ResponseFunctionToolCall:
 
 
 def script(url: str, give_up: bool) -> list[list[Any]]:
-    done = ResponseOutputMessage(id="m1", type="message", role="assistant", status="completed",
-                                 content=[ResponseOutputText(type="output_text", text="done", annotations=[])])
+    done = ResponseOutputMessage(
+        id="m1",
+        type="message",
+        role="assistant",
+        status="completed",
+        content=[ResponseOutputText(type="output_text", text="done", annotations=[])],
+    )
     return [
-        [call("queue_http", 1, method="POST", url=f"{url}/refunds", body={"customer": 7, "amount": 12.5}),
-         call("queue_http", 2, method="POST", url=f"{url}/notify", body={"text": "refund sent"}),
-         call("write_file", 3, path="notes/7.md", text="refunded 12.50\n")],
+        [
+            call("queue_http", 1, method="POST", url=f"{url}/refunds", body={"customer": 7, "amount": 12.5}),
+            call("queue_http", 2, method="POST", url=f"{url}/notify", body={"text": "refund sent"}),
+            call("write_file", 3, path="notes/7.md", text="refunded 12.50\n"),
+        ],
         [call("queue_http", 5, method="POST", url="http://127.0.0.1:9/other")],
         *([[call("abandon", 4, reason="the customer withdrew the request")]] if give_up else []),
         [done],

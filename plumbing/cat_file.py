@@ -71,8 +71,9 @@ def batch_format(spec: str) -> formats.Format[Found]:
     return formats.Format(spec, atoms, hex_escapes=False)
 
 
-def _entry(repo: Repo, reader: BulkReader, line: str, fmt: formats.Format[Found], with_content: bool,
-           as_json: bool) -> list[bytes | memoryview] | dict[str, Any]:
+def _entry(
+    repo: Repo, reader: BulkReader, line: str, fmt: formats.Format[Found], with_content: bool, as_json: bool
+) -> list[bytes | memoryview] | dict[str, Any]:
     """One batch answer: FMT's line (and the content), or its JSON form. With %(rest) in FMT the
     name ends at the first whitespace and the remainder is echoed, as git does."""
     name, rest = line, ""
@@ -117,8 +118,9 @@ DIRECT = 4096
 chunk holds in memory stays small whatever the objects' sizes)."""
 
 
-def _batch(ctx: Context, names: list[bytes] | None, fmt: formats.Format[Found], with_content: bool,
-           buffered: bool, sep: bytes) -> None:
+def _batch(
+    ctx: Context, names: list[bytes] | None, fmt: formats.Format[Found], with_content: bool, buffered: bool, sep: bytes
+) -> None:
     """Objects are read as re-hashed bytes, not decoded: the batch prints kind, size and raw content.
     Under the default format, a full lowercase hex id that the store's packs hold takes the short way:
     in C when the accelerator is on (`BulkReader.answer`), else one probe of the reader's map per pack,
@@ -212,18 +214,40 @@ def _listed(names: list[bytes]) -> Iterator[bytes]:
 @click.option("-s", "show_size", is_flag=True, help="Print the object's content size.")
 @click.option("-p", "show_pretty", is_flag=True, help="Pretty-print the content.")
 @click.option("-e", "show_exists", is_flag=True, help="Exit 0 if the object exists and is sound, 4 if missing.")
-@click.option("--batch", "batch", is_flag=False, flag_value=DEFAULT_FORMAT, metavar="[=FORMAT]",
-              help="For each name on stdin: FORMAT's line (default '<id> <kind> <size>') and the content.")
-@click.option("--batch-check", "batch_check", is_flag=False, flag_value=DEFAULT_FORMAT, metavar="[=FORMAT]",
-              help="For each name on stdin: FORMAT's line (default '<id> <kind> <size>').")
+@click.option(
+    "--batch",
+    "batch",
+    is_flag=False,
+    flag_value=DEFAULT_FORMAT,
+    metavar="[=FORMAT]",
+    help="For each name on stdin: FORMAT's line (default '<id> <kind> <size>') and the content.",
+)
+@click.option(
+    "--batch-check",
+    "batch_check",
+    is_flag=False,
+    flag_value=DEFAULT_FORMAT,
+    metavar="[=FORMAT]",
+    help="For each name on stdin: FORMAT's line (default '<id> <kind> <size>').",
+)
 @click.option("--batch-all-objects", is_flag=True, help="With --batch/--batch-check: every object, not stdin.")
 @click.option("--buffer", is_flag=True, help="Do not flush after each batch entry.")
 @click.option("-z", "nul", is_flag=True, help="Batch input names are separated by NUL, not newline.")
 @click.argument("args", nargs=-1, shell_complete=REVISIONS)
 @pass_ctx
-def cat_file(ctx: Context, show_type: bool, show_size: bool, show_pretty: bool, show_exists: bool,
-             batch: str | None, batch_check: str | None, batch_all_objects: bool, buffer: bool, nul: bool,
-             args: tuple[str, ...]) -> None:
+def cat_file(
+    ctx: Context,
+    show_type: bool,
+    show_size: bool,
+    show_pretty: bool,
+    show_exists: bool,
+    batch: str | None,
+    batch_check: str | None,
+    batch_all_objects: bool,
+    buffer: bool,
+    nul: bool,
+    args: tuple[str, ...],
+) -> None:
     """Show object NAME (a revision: an id, a unique prefix of 4+ hex digits, a ref, NAME~N, NAME:PATH…).
 
     \b
@@ -232,9 +256,18 @@ def cat_file(ctx: Context, show_type: bool, show_size: bool, show_pretty: bool, 
     reel cat-file (--batch[=FORMAT] | --batch-check[=FORMAT]) [-z] [--buffer] [--batch-all-objects]
     FORMAT atoms: %(objectname) (also :short, :short=N), %(objecttype), %(objectsize), %(rest).
     """
-    modes = [flag for flag, on in (("-t", show_type), ("-s", show_size), ("-p", show_pretty),
-                                   ("-e", show_exists), ("--batch", batch is not None),
-                                   ("--batch-check", batch_check is not None)) if on]
+    modes = [
+        flag
+        for flag, on in (
+            ("-t", show_type),
+            ("-s", show_size),
+            ("-p", show_pretty),
+            ("-e", show_exists),
+            ("--batch", batch is not None),
+            ("--batch-check", batch_check is not None),
+        )
+        if on
+    ]
     if len(modes) > 1:
         raise click.UsageError(f"{modes[0]} and {modes[1]} cannot be used together")
     spec = batch if batch is not None else batch_check

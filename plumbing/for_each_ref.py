@@ -78,31 +78,45 @@ def sort_key(spec: str) -> tuple[Callable[[RefItem], Any], bool]:
 
 
 @click.command("for-each-ref")
-@click.option("--format", "fmt", default=DEFAULT_FORMAT, show_default=True,
-              help="Atoms: %(refname) [:short, :lstrip=N, :rstrip=N], %(objectname) [:short, :short=N], "
-                   "%(objecttype), %(objectsize).")
-@click.option("--sort", "sorts", multiple=True, metavar="KEY",
-              help="Sort by an atom (e.g. refname, -objectsize); repeatable, the last is the primary key.")
+@click.option(
+    "--format",
+    "fmt",
+    default=DEFAULT_FORMAT,
+    show_default=True,
+    help="Atoms: %(refname) [:short, :lstrip=N, :rstrip=N], %(objectname) [:short, :short=N], "
+    "%(objecttype), %(objectsize).",
+)
+@click.option(
+    "--sort",
+    "sorts",
+    multiple=True,
+    metavar="KEY",
+    help="Sort by an atom (e.g. refname, -objectsize); repeatable, the last is the primary key.",
+)
 @click.option("--count", type=click.IntRange(0, MAX_LIMIT), help="Stop after this many refs.")
-@click.option("--points-at", "points_at", metavar="OBJECT", shell_complete=REVISIONS,
-              help="Only refs whose value is OBJECT.")
+@click.option(
+    "--points-at", "points_at", metavar="OBJECT", shell_complete=REVISIONS, help="Only refs whose value is OBJECT."
+)
 @click.argument("patterns", nargs=-1, shell_complete=REFS)
 @pass_ctx
-def for_each_ref(ctx: Context, fmt: str, sorts: tuple[str, ...], count: int | None, points_at: str | None,
-                 patterns: tuple[str, ...]) -> None:
+def for_each_ref(
+    ctx: Context, fmt: str, sorts: tuple[str, ...], count: int | None, points_at: str | None, patterns: tuple[str, ...]
+) -> None:
     """Print each ref matching PATTERNS (a prefix such as refs/views, or a glob) through FMT."""
     repo = ctx.repo
     render = formats.Format(fmt, ATOMS).render
     keys = [sort_key(s) for s in sorts]
     target = revisions.resolve(repo, points_at) if points_at is not None else None
-    refs = [RefItem(repo, n, h) for n, h in repo.refs.list()
-            if matches(patterns, n) and (target is None or h == target)]
+    refs = [
+        RefItem(repo, n, h) for n, h in repo.refs.list() if matches(patterns, n) and (target is None or h == target)
+    ]
     for key, reverse in keys:
         refs.sort(key=key, reverse=reverse)
     refs = refs[:count]
     if ctx.json:
-        ctx.emit([{"ref": r.name, "short": short_name(repo, r.name), "id": r.id.hex(), "kind": r.obj.kind}
-                  for r in refs])
+        ctx.emit(
+            [{"ref": r.name, "short": short_name(repo, r.name), "id": r.id.hex(), "kind": r.obj.kind} for r in refs]
+        )
         return
     for r in refs:
         click.echo(render(r))

@@ -12,8 +12,12 @@ from reelstore.wording import plural
 
 
 @click.command("fsck")
-@click.option("--full/--connectivity-only", default=True, show_default=True,
-              help="Also verify every pack byte by byte (trailers, index, every entry), as git's default.")
+@click.option(
+    "--full/--connectivity-only",
+    default=True,
+    show_default=True,
+    help="Also verify every pack byte by byte (trailers, index, every entry), as git's default.",
+)
 @click.option("--unreachable", is_flag=True, help="List objects that no ref or young reflog entry reaches.")
 @progress_options
 @pass_ctx
@@ -33,8 +37,9 @@ def fsck(ctx: Context, full: bool, unreachable: bool) -> None:
     stale = repo.refs.stale_locks()
     lines += [f"stale lock {lock.describe()}: remove it with `reel gc --clear-stale-locks`" for lock in stale]
     doc = report.to_json()
-    doc["stale_locks"] = [{"path": str(lock.path), "holder": lock.holder(), "age": round(lock.age), "dead": lock.dead}
-                          for lock in stale]
+    doc["stale_locks"] = [
+        {"path": str(lock.path), "holder": lock.holder(), "age": round(lock.age), "dead": lock.dead} for lock in stale
+    ]
     if not unreachable:
         doc.pop("unreachable")
     ctx.emit(doc, "\n".join(lines))
@@ -42,8 +47,11 @@ def fsck(ctx: Context, full: bool, unreachable: bool) -> None:
         found = report.problems
         raise StorageError(f"fsck found {plural(len(found), 'problem')}; first: {found[0]}", problems=len(found))
     if not ctx.json and not ctx.quiet:
-        click.echo(f"checked {plural(report.objects, 'object')} ({report.loose} loose, {report.packed} in "
-                   f"{plural(report.packs, 'pack')}), {report.reachable} reachable: ok", err=True)
+        click.echo(
+            f"checked {plural(report.objects, 'object')} ({report.loose} loose, {report.packed} in "
+            f"{plural(report.packs, 'pack')}), {report.reachable} reachable: ok",
+            err=True,
+        )
 
 
 COMMANDS = [fsck]

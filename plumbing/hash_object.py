@@ -21,15 +21,22 @@ def object_from_content(kind: str, data: bytes) -> Object:
 
 
 @click.command("hash-object")
-@click.option("-t", "kind", type=click.Choice(sorted(KINDS)), default="blob", show_default=True,
-              help="Object kind; for kinds other than blob the input is the canonical msgpack body.")
+@click.option(
+    "-t",
+    "kind",
+    type=click.Choice(sorted(KINDS)),
+    default="blob",
+    show_default=True,
+    help="Object kind; for kinds other than blob the input is the canonical msgpack body.",
+)
 @click.option("-w", "write", is_flag=True, help="Store the object.")
 @click.option("--stdin", "use_stdin", is_flag=True, help="Read the content from standard input.")
 @click.option("--stdin-paths", is_flag=True, help="Read file paths, one per line, from standard input.")
 @click.argument("files", nargs=-1, type=click.Path())
 @pass_ctx
-def hash_object(ctx: Context, kind: str, write: bool, use_stdin: bool, stdin_paths: bool,
-                files: tuple[str, ...]) -> None:
+def hash_object(
+    ctx: Context, kind: str, write: bool, use_stdin: bool, stdin_paths: bool, files: tuple[str, ...]
+) -> None:
     """Print the id of each FILE's (or stdin's) content as an object of KIND; -w also stores it."""
     if use_stdin and stdin_paths:
         raise click.UsageError("--stdin and --stdin-paths both read standard input; give one")

@@ -62,8 +62,7 @@ def pack_objects(ctx: Context, to_stdout: bool, all_refs: bool, revs: bool, refs
         out.flush()
         return
     result = on_disk(store, "pack-objects without --stdout").add_pack(items)
-    ctx.emit({"pack": result.name, "count": result.count, "size": result.size, "methods": result.methods},
-             result.name)
+    ctx.emit({"pack": result.name, "count": result.count, "size": result.size, "methods": result.methods}, result.name)
 
 
 COMMANDS = [pack_objects]

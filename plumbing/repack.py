@@ -20,12 +20,18 @@ from reelstore.wording import plural
 def repack(ctx: Context, all_objects: bool, delete: bool) -> None:
     """Pack objects. Unlike gc, repack never drops an object, reachable or not."""
     with progress_for(ctx) as progress:
-        report = do_repack(ctx.repo, all_objects=all_objects, delete=delete,
-                           progress=progress.count if progress else None)
+        report = do_repack(
+            ctx.repo, all_objects=all_objects, delete=delete, progress=progress.count if progress else None
+        )
     doc = asdict(report)
-    text = (f"packed {plural(report.packed, 'object')} into {report.pack}; "
+    text = (
+        (
+            f"packed {plural(report.packed, 'object')} into {report.pack}; "
             f"removed {plural(report.packs_removed, 'pack')} and {plural(report.loose_removed, 'loose object')}"
-            ) if report.pack else "nothing to pack"
+        )
+        if report.pack
+        else "nothing to pack"
+    )
     ctx.emit(doc, text)
 
 

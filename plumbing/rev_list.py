@@ -16,11 +16,16 @@ from reelstore.objects import Object
 
 
 @click.command("rev-list")
-@click.option("--objects", "objects", is_flag=True,
-              help="Every object reachable (through every kind's references), as `ID [NAME]`.")
+@click.option(
+    "--objects",
+    "objects",
+    is_flag=True,
+    help="Every object reachable (through every kind's references), as `ID [NAME]`.",
+)
 @click.option("--all", "all_refs", is_flag=True, help="Start from every ref.")
-@click.option("-n", "--max-count", "limit", type=click.IntRange(1, MAX_LIMIT),
-              help="Without --objects: at most N entries.")
+@click.option(
+    "-n", "--max-count", "limit", type=click.IntRange(1, MAX_LIMIT), help="Without --objects: at most N entries."
+)
 @click.argument("refs", nargs=-1, shell_complete=REVISIONS)
 @pass_ctx
 def rev_list(ctx: Context, objects: bool, all_refs: bool, limit: int | None, refs: tuple[str, ...]) -> None:

@@ -35,8 +35,17 @@ def _missing(quiet: bool, err: NotFound) -> NoReturn:
 @click.option("--verify", is_flag=True, help="Each argument must be a full ref name (refs/…) that exists.")
 @click.argument("patterns", nargs=-1, shell_complete=REFS)
 @pass_ctx
-def show_ref(ctx: Context, heads: bool, tags: bool, views: bool, hash_only: bool, abbrev: int | None, quiet: bool,
-             verify: bool, patterns: tuple[str, ...]) -> None:
+def show_ref(
+    ctx: Context,
+    heads: bool,
+    tags: bool,
+    views: bool,
+    hash_only: bool,
+    abbrev: int | None,
+    quiet: bool,
+    verify: bool,
+    patterns: tuple[str, ...],
+) -> None:
     """List refs whose names end with one of PATTERNS (all refs if none); E001 if nothing matches."""
     repo = ctx.repo
     found: list[tuple[str, Hash]] = []

@@ -46,8 +46,7 @@ class Session:
         if self.tx is None:
             if self.closed:
                 raise BadInput("transaction is closed; send start to begin another")
-            self.tx = self.repo.refs.transaction(self.message, self.repo.principal(),
-                                                 create_reflog=self.create_reflog)
+            self.tx = self.repo.refs.transaction(self.message, self.repo.principal(), create_reflog=self.create_reflog)
         return self.tx
 
     def _ack(self, word: str) -> None:
@@ -222,8 +221,16 @@ def _changes(repo: Repo, tx: RefTransaction) -> list[dict[str, Any]]:
 @click.argument("args", nargs=-1, shell_complete=REFS)
 @pass_ctx
 @operation("update-ref")
-def update_ref(ctx: Context, delete: bool, message: str, use_stdin: bool, nul: bool, no_deref: bool,
-               create_reflog: bool, args: tuple[str, ...]) -> None:
+def update_ref(
+    ctx: Context,
+    delete: bool,
+    message: str,
+    use_stdin: bool,
+    nul: bool,
+    no_deref: bool,
+    create_reflog: bool,
+    args: tuple[str, ...],
+) -> None:
     """Set REF to NEW if it currently holds OLD (zeros or '' for OLD: REF must not exist).
 
     \b

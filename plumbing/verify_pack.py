@@ -45,8 +45,12 @@ def _packs(ctx: Context, paths: tuple[str, ...]) -> tuple[list[Pack], list[str]]
 
 
 @click.command("verify-pack")
-@click.option("-v", "verbose", is_flag=True,
-              help="List every entry as git does: id, kind, size, packed size, offset (a delta: depth, base id).")
+@click.option(
+    "-v",
+    "verbose",
+    is_flag=True,
+    help="List every entry as git does: id, kind, size, packed size, offset (a delta: depth, base id).",
+)
 @click.option("-s", "stat_only", is_flag=True, help="Only the histogram of delta chain lengths.")
 @click.argument("packs", nargs=-1, type=click.Path())
 @pass_ctx
@@ -72,10 +76,15 @@ def verify_pack(ctx: Context, verbose: bool, stat_only: bool, packs: tuple[str, 
             out.append(f"non delta: {plural(depths.get(0, 0), 'object')}")
             out.extend(f"chain length = {d}: {plural(n, 'object')}" for d, n in sorted(depths.items()) if d)
         out.append(f"{pack.path}: {'bad' if damage else 'ok'}")
-        docs.append({
-            "pack": str(pack.path), "ok": not damage, "count": pack.count, "problems": damage,
-            "entries": [{**asdict(i), "id": i.id.hex()} for i in infos] if verbose else None,
-        })
+        docs.append(
+            {
+                "pack": str(pack.path),
+                "ok": not damage,
+                "count": pack.count,
+                "problems": damage,
+                "entries": [{**asdict(i), "id": i.id.hex()} for i in infos] if verbose else None,
+            }
+        )
         pack.close()
     ctx.emit({"packs": docs, "problems": problems}, "\n".join(out))
     if problems:

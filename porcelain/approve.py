@@ -14,8 +14,10 @@ from reelstore.objects import Approval, Hash
 def said(a: Approval, what: str) -> str:
     """One line for a recorded approval or refusal."""
     effects = a.effects.hex()[:12] if a.effects else "no effects"
-    return (f"{what} view {a.view} (pending effects {effects}, names {a.namespace.hex()[:12]}) by {a.by}, "
-            f"recorded by {a.principal} (principal from {a.via}): {a.id.hex()}")
+    return (
+        f"{what} view {a.view} (pending effects {effects}, names {a.namespace.hex()[:12]}) by {a.by}, "
+        f"recorded by {a.principal} (principal from {a.via}): {a.id.hex()}"
+    )
 
 
 def expected(text: str | None) -> Hash | None:
@@ -24,11 +26,21 @@ def expected(text: str | None) -> Hash | None:
 
 @click.command("approve")
 @click.argument("view", shell_complete=VIEWS)
-@click.option("--by", "by", required=True, metavar="NAME", help="Who approves (not the view's initiator, nor whoever "
-              "queued its effects).")
+@click.option(
+    "--by",
+    "by",
+    required=True,
+    metavar="NAME",
+    help="Who approves (not the view's initiator, nor whoever queued its effects).",
+)
 @click.option("-m", "--message", "note", default="", metavar="WHY", help="Why, kept in the approval.")
-@click.option("--effects", "expect", metavar="ID", help="The pending-effects id you reviewed (`effects` in "
-              "`reel show VIEW`): refused (E002) if the view now holds other effects.")
+@click.option(
+    "--effects",
+    "expect",
+    metavar="ID",
+    help="The pending-effects id you reviewed (`effects` in "
+    "`reel show VIEW`): refused (E002) if the view now holds other effects.",
+)
 @pass_ctx
 def approve(ctx: Context, view: str, by: str, note: str, expect: str | None) -> None:
     """Approve VIEW's pending effects and names exactly as they are now.

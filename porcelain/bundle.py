@@ -27,9 +27,12 @@ def bundle() -> None:
 def create(ctx: Context, file: str, refs: tuple[str, ...]) -> None:
     """Write FILE with REFS (default: every trunk, live view and snapshot) and everything they reach."""
     info = bundles.create(ctx.repo, file, refs)
-    ctx.emit(info.to_json(), f"wrote {file}: {plural(len(info.refs), 'ref')}, {plural(info.objects, 'object')}, "
-             f"{plural(info.size, 'byte')}, "
-                             f"blake3 {info.digest}")
+    ctx.emit(
+        info.to_json(),
+        f"wrote {file}: {plural(len(info.refs), 'ref')}, {plural(info.objects, 'object')}, "
+        f"{plural(info.size, 'byte')}, "
+        f"blake3 {info.digest}",
+    )
 
 
 @bundle.command("verify")
@@ -38,8 +41,10 @@ def create(ctx: Context, file: str, refs: tuple[str, ...]) -> None:
 def verify(ctx: Context, file: str) -> None:
     """Check FILE whole (every object re-hashed and decoded, closure complete, trailer); list its refs."""
     info = bundles.verify(file)
-    ctx.emit(info.to_json(), f"{_refs_text(info)}\n{file} is okay: {plural(len(info.refs), 'ref')}, "
-             f"{plural(info.objects, 'object')}")
+    ctx.emit(
+        info.to_json(),
+        f"{_refs_text(info)}\n{file} is okay: {plural(len(info.refs), 'ref')}, {plural(info.objects, 'object')}",
+    )
 
 
 @bundle.command("list-heads")
@@ -53,9 +58,12 @@ def list_heads(ctx: Context, file: str) -> None:
 
 @bundle.command("unbundle")
 @click.option("--update-refs", is_flag=True, help="Create the bundle's refs this store lacks.")
-@click.option("--with-pending-effects", is_flag=True,
-              help="With --update-refs, also make live the views that hold pending effects (dangerous if the "
-                   "store the bundle came from still commits them).")
+@click.option(
+    "--with-pending-effects",
+    is_flag=True,
+    help="With --update-refs, also make live the views that hold pending effects (dangerous if the "
+    "store the bundle came from still commits them).",
+)
 @click.argument("file", type=click.Path(dir_okay=False))
 @pass_ctx
 def unbundle(ctx: Context, update_refs: bool, with_pending_effects: bool, file: str) -> None:
@@ -67,16 +75,24 @@ def unbundle(ctx: Context, update_refs: bool, with_pending_effects: bool, file: 
     report = None
     if update_refs:
         report = bundles.update_refs(ctx.repo, info, pending_effects=with_pending_effects)
-        doc.update(created=report.created, unchanged=report.unchanged, conflicting=report.conflicting,
-                   held_back=report.held_back)
+        doc.update(
+            created=report.created,
+            unchanged=report.unchanged,
+            conflicting=report.conflicting,
+            held_back=report.held_back,
+        )
         lines += [f"created {name}" for name in report.created]
         lines += [f"left {name}: this store has it at another object" for name in report.conflicting]
-        lines += [f"held back {name}: a live view with pending effects (see --with-pending-effects)"
-                  for name in report.held_back]
+        lines += [
+            f"held back {name}: a live view with pending effects (see --with-pending-effects)"
+            for name in report.held_back
+        ]
     ctx.emit(doc, "\n".join(lines))
     if report is not None and report.conflicting:
-        raise Conflict(f"{len(report.conflicting)} of the bundle's refs differ here and were left as they are: "
-                       + ", ".join(report.conflicting))
+        raise Conflict(
+            f"{len(report.conflicting)} of the bundle's refs differ here and were left as they are: "
+            + ", ".join(report.conflicting)
+        )
 
 
 COMMANDS = [bundle]

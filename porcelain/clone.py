@@ -29,8 +29,10 @@ def clone(ctx: Context, url: str, directory: str | None) -> None:
     with progress_for(ctx) as progress:
         repo, res = sync.clone(url, base, progress.text if progress else None)
     local = sorted(name for name, _ in repo.refs.list("refs/") if name.startswith(("refs/heads/", "refs/views/")))
-    ctx.emit({"path": str(repo.path), "trunk": repo.trunk, **res.to_json(), "checked_out": local},
-             f"Cloned {url} into {repo.path} ({plural(res.objects, 'object')}; {', '.join(local)})")
+    ctx.emit(
+        {"path": str(repo.path), "trunk": repo.trunk, **res.to_json(), "checked_out": local},
+        f"Cloned {url} into {repo.path} ({plural(res.objects, 'object')}; {', '.join(local)})",
+    )
 
 
 COMMANDS = [clone]

@@ -24,12 +24,22 @@ def _text(res: CommitResult, notes: tuple[str, ...]) -> str:
 @click.command("commit")
 @click.argument("view", shell_complete=VIEWS)
 @click.option("-m", "--message", default="", help="Record message.")
-@click.option("--remote", metavar="REMOTE", shell_complete=REMOTES,
-              help="First advance the trunk on REMOTE by compare-and-swap; drain only if that wins (else E015). "
-                   "The default is the remote the trunk tracks, if any.")
-@click.option("--retry", "retry", type=click.IntRange(0, 100), default=0, metavar="N",
-              help="If another store wins the remote trunk first, fetch, replay the view onto its trunk and try "
-                   "again, up to N more times, after a jittered, growing wait (default 0).")
+@click.option(
+    "--remote",
+    metavar="REMOTE",
+    shell_complete=REMOTES,
+    help="First advance the trunk on REMOTE by compare-and-swap; drain only if that wins (else E015). "
+    "The default is the remote the trunk tracks, if any.",
+)
+@click.option(
+    "--retry",
+    "retry",
+    type=click.IntRange(0, 100),
+    default=0,
+    metavar="N",
+    help="If another store wins the remote trunk first, fetch, replay the view onto its trunk and try "
+    "again, up to N more times, after a jittered, growing wait (default 0).",
+)
 @pass_ctx
 def commit(ctx: Context, view: str, message: str, remote: str | None, retry: int) -> None:
     """Commit VIEW: checks, then the target's compare-and-swap, then (into a trunk) the drain.

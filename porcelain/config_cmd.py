@@ -15,8 +15,12 @@ from reelstore.errors import BadInput, NotFound
 @click.option("--unset", "mode", flag_value="unset", help="Remove KEY (E014 if it has several values).")
 @click.option("--unset-all", "mode", flag_value="unset-all", help="Remove every value of KEY.")
 @click.option("-l", "--list", "mode", flag_value="list", help="Print every key=value.")
-@click.option("--services", "mode", flag_value="services",
-              help="List every service rule in force, configured and built-in (marked), as requests are classed.")
+@click.option(
+    "--services",
+    "mode",
+    flag_value="services",
+    help="List every service rule in force, configured and built-in (marked), as requests are classed.",
+)
 @click.argument("key", required=False)
 @click.argument("value", required=False)
 @pass_ctx

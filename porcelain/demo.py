@@ -80,8 +80,12 @@ def _effect_ids(store: Path, view: str) -> list[str]:
 
 
 @click.command("demo")
-@click.option("--dir", "directory", type=click.Path(file_okay=False), help="Run in DIR and keep it (default: a "
-              "temporary directory, removed afterwards).")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    help="Run in DIR and keep it (default: a temporary directory, removed afterwards).",
+)
 @pass_ctx
 def demo(ctx: Context, directory: str | None) -> None:
     """Fork two views, queue fs effects, commit one, abort the other, gc, and show what fired and what vanished."""
@@ -91,8 +95,16 @@ def demo(ctx: Context, directory: str | None) -> None:
     try:
         fired, kept, dropped, leaked = _demo(run)
         if ctx.json:
-            ctx.emit({"store": str(base), "steps": run.steps, "fired": fired, "kept_effect": kept,
-                      "dropped_effect": dropped, "dropped_effect_fired": leaked})
+            ctx.emit(
+                {
+                    "store": str(base),
+                    "steps": run.steps,
+                    "fired": fired,
+                    "kept_effect": kept,
+                    "dropped_effect": dropped,
+                    "dropped_effect_fired": leaked,
+                }
+            )
     finally:
         if directory is None:
             shutil.rmtree(base, ignore_errors=True)

@@ -22,9 +22,13 @@ def _stop(_signum: int, _frame: FrameType | None) -> None:
 @click.command("drain")
 @click.option("--worker", is_flag=True, help="Run as a drain worker (the one mode there is).")
 @click.option("--once", is_flag=True, help="Drain what is claimable now, then exit.")
-@click.option("--lease", default=None, metavar="SECONDS",
-              help="How long a claim holds an effect (default: config drain.lease, else 30); a dead worker's "
-                   "effects are taken over after it.")
+@click.option(
+    "--lease",
+    default=None,
+    metavar="SECONDS",
+    help="How long a claim holds an effect (default: config drain.lease, else 30); a dead worker's "
+    "effects are taken over after it.",
+)
 @click.option("--name", default=None, help="This worker's name in the outbox (default HOST:PID).")
 @click.option("--trunk", default=None, help="Drain only this trunk's effects.")
 @pass_ctx
@@ -34,8 +38,10 @@ def drain(ctx: Context, worker: bool, once: bool, lease: str | None, name: str |
     unknown). Without --once it waits for commits until SIGINT/SIGTERM. Exit 6 (E016) if another
     worker took over this one's effect."""
     if not worker:
-        raise BadInput("`reel drain` runs a drain worker: give --worker (and --once to drain what is owed now and "
-                       "exit)", field="worker")
+        raise BadInput(
+            "`reel drain` runs a drain worker: give --worker (and --once to drain what is owed now and exit)",
+            field="worker",
+        )
 
     from reelstore.fleet.worker import work  # loads the Postgres client (E014 naming the extra without it)
 

@@ -29,14 +29,30 @@ def _version_ref(text: str | None) -> dict[str, str] | None:
 @click.option("--op", "op_text", required=True, metavar="JSON", help="The operation, a JSON object.")
 @click.option("--class", "effect_class", type=click.Choice(["B", "C"]), help="Override the adapter's class.")
 @click.option("--version-ref", metavar="KIND=VALUE", help="Class B: the version the precondition checks.")
-@click.option("--supersedes", metavar="OP", shell_complete=OPS,
-              help="A fresh attempt at operation OP (linked; OP keeps its state).")
+@click.option(
+    "--supersedes",
+    metavar="OP",
+    shell_complete=OPS,
+    help="A fresh attempt at operation OP (linked; OP keeps its state).",
+)
 @click.option("--approved-by", default="", metavar="NAME", help="With --supersedes: who authorised it (not you).")
-@click.option("--key", metavar="TASK", help="Task key: the operation id derives from (trunk, TASK), so the task is "
-              "never queued or sent twice.")
+@click.option(
+    "--key",
+    metavar="TASK",
+    help="Task key: the operation id derives from (trunk, TASK), so the task is never queued or sent twice.",
+)
 @pass_ctx
-def effect(ctx: Context, view: str, adapter_name: str, op_text: str, effect_class: str | None,
-           version_ref: str | None, supersedes: str | None, approved_by: str, key: str | None) -> None:
+def effect(
+    ctx: Context,
+    view: str,
+    adapter_name: str,
+    op_text: str,
+    effect_class: str | None,
+    version_ref: str | None,
+    supersedes: str | None,
+    approved_by: str,
+    key: str | None,
+) -> None:
     """Admit an effect into VIEW's buffer; it fires only when the view's changes reach a trunk."""
     try:
         op = json.loads(op_text)
@@ -44,10 +60,26 @@ def effect(ctx: Context, view: str, adapter_name: str, op_text: str, effect_clas
         raise BadInput(f"--op is not JSON: {exc}") from None
     if not isinstance(op, dict):
         raise BadInput("--op must be a JSON object")
-    made = Store(ctx.repo).handle(view).effect(adapter_name, op, effect_class, _version_ref(version_ref),
-                                               supersedes=supersedes, approved_by=approved_by, key=key)
-    doc = {"view": view, "id": made.id.hex(), "class": made.effect_class, "resource": made.resource,
-           "delivery": made.delivery}
+    made = (
+        Store(ctx.repo)
+        .handle(view)
+        .effect(
+            adapter_name,
+            op,
+            effect_class,
+            _version_ref(version_ref),
+            supersedes=supersedes,
+            approved_by=approved_by,
+            key=key,
+        )
+    )
+    doc = {
+        "view": view,
+        "id": made.id.hex(),
+        "class": made.effect_class,
+        "resource": made.resource,
+        "delivery": made.delivery,
+    }
     if key is not None:
         doc["key"] = key
         doc["op"] = task_op_id(load_live(ctx.repo, view, settle=False).trunk, key)

@@ -9,16 +9,22 @@ from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.progress import progress_for, progress_options
 from reelstore.wording import plural
 
-_SAID = {"fast-forward": "fast-forwarded to", "up-to-date": "up to date at",
-         "ahead": "is ahead of the remote, not moved; at",
-         "diverged": "has diverged from the remote, not moved; it has"}
+_SAID = {
+    "fast-forward": "fast-forwarded to",
+    "up-to-date": "up to date at",
+    "ahead": "is ahead of the remote, not moved; at",
+    "diverged": "has diverged from the remote, not moved; it has",
+}
 
 
 @click.command("fetch")
 @click.argument("remote", required=False, default="origin", shell_complete=REMOTES)
-@click.option("--prune", is_flag=True,
-              help="Delete remote-tracking refs the remote no longer has, and abort local views bound to it "
-                   "whose copy there is gone.")
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="Delete remote-tracking refs the remote no longer has, and abort local views bound to it "
+    "whose copy there is gone.",
+)
 @progress_options
 @pass_ctx
 def fetch(ctx: Context, remote: str, prune: bool) -> None:
@@ -38,8 +44,9 @@ def fetch(ctx: Context, remote: str, prune: bool) -> None:
                 where = t.new if t.status in ("fast-forward", "up-to-date") else t.old
                 lines.append(f"trunk {t.trunk} {_SAID[t.status]} {where.hex()[:12]}")
         lines += [f"view {name} was committed as {h.hex()}" for name, h in sorted(res.retired.items())]
-        lines += [f"{ref} is gone from {remote}" for ref in res.gone
-                  if ref.removeprefix("refs/views/") not in res.retired]
+        lines += [
+            f"{ref} is gone from {remote}" for ref in res.gone if ref.removeprefix("refs/views/") not in res.retired
+        ]
         lines += [f"pruned {ref}" for ref in res.pruned]
         lines += [f"aborted view {name} (its copy on {remote} is gone)" for name in res.aborted]
         lines += [f"view {name} is live here, bound to {remote}" for name in res.materialized]

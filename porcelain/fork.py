@@ -13,12 +13,25 @@ from reelstore.objects import Capability
 
 
 @click.command("fork")
-@click.option("--from", "source", metavar="SOURCE", shell_complete=SOURCES,
-              help="Trunk or view to fork (default: the store's trunk).")
-@click.option("--cap", "caps", multiple=True, metavar="SPEC",
-              help="Capability OPS=PREFIX[;expires=ISO-8601][;budget=N]; repeatable. Default: the source's.")
-@click.option("--boundary", type=click.Choice(["isolated", "autonomous"]),
-              help="isolated: commit merges into the parent view; autonomous: commit goes to the trunk.")
+@click.option(
+    "--from",
+    "source",
+    metavar="SOURCE",
+    shell_complete=SOURCES,
+    help="Trunk or view to fork (default: the store's trunk).",
+)
+@click.option(
+    "--cap",
+    "caps",
+    multiple=True,
+    metavar="SPEC",
+    help="Capability OPS=PREFIX[;expires=ISO-8601][;budget=N]; repeatable. Default: the source's.",
+)
+@click.option(
+    "--boundary",
+    type=click.Choice(["isolated", "autonomous"]),
+    help="isolated: commit merges into the parent view; autonomous: commit goes to the trunk.",
+)
 @click.argument("name")
 @pass_ctx
 def fork(ctx: Context, source: str | None, caps: tuple[str, ...], boundary: str | None, name: str) -> None:

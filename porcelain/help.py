@@ -20,8 +20,10 @@ def help_(cctx: click.Context, ctx: Context, topic: str | None) -> None:
     command name (the same as `reel COMMAND --help`); with no TOPIC, the list of commands."""
     group = cctx.parent.command if cctx.parent is not None else None
     if topic == "errors":
-        rows = [{"code": c.code, "exit": c.exit_status, "name": c.__name__, "meaning": meaning(c),
-                 "next_action": c.hint} for c in catalogue()]
+        rows = [
+            {"code": c.code, "exit": c.exit_status, "name": c.__name__, "meaning": meaning(c), "next_action": c.hint}
+            for c in catalogue()
+        ]
         ctx.emit(rows, table())
         return
     if not isinstance(group, click.Group) or cctx.parent is None:

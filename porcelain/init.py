@@ -13,9 +13,13 @@ from reelstore.cli.context import Context, pass_ctx
 
 @click.command("init")
 @click.option("--trunk", default=DEFAULT_TRUNK, show_default=True, help="Name of the first trunk.")
-@click.option("--backend", metavar="URL", default=None,
-              help="Keep objects, refs and the operation log in this Postgres database (postgresql://USER@HOST/DB, "
-                   "no password: use PGPASSWORD or ~/.pgpass); a database that already holds the trunk is joined.")
+@click.option(
+    "--backend",
+    metavar="URL",
+    default=None,
+    help="Keep objects, refs and the operation log in this Postgres database (postgresql://USER@HOST/DB, "
+    "no password: use PGPASSWORD or ~/.pgpass); a database that already holds the trunk is joined.",
+)
 @click.argument("directory", required=False, type=click.Path(file_okay=False))
 @pass_ctx
 def init(ctx: Context, trunk: str, backend: str | None, directory: str | None) -> None:
@@ -25,8 +29,11 @@ def init(ctx: Context, trunk: str, backend: str | None, directory: str | None) -
         check_url(backend, "--backend")  # before anything is created
     base.mkdir(parents=True, exist_ok=True)
     repo = Repo.init(base, trunk, backend)
-    text = f"Initialized reel store in {repo.path} on {backend}" if backend else (
-        f"Initialized empty reel store in {repo.path}")
+    text = (
+        f"Initialized reel store in {repo.path} on {backend}"
+        if backend
+        else (f"Initialized empty reel store in {repo.path}")
+    )
     ctx.emit({"path": str(repo.path), "trunk": trunk, "backend": backend}, text)
 
 

@@ -15,8 +15,10 @@ from reelstore.kernel.history import LogEntry, log_revisions
 def _oneline(entries: list[LogEntry], graph: bool) -> str:
     """git's `--oneline`: the short id and the message's first line (`* ` in front with --graph)."""
     mark = "* " if graph else ""
-    return "\n".join(f"{mark}{click.style(e.record.short, fg='yellow')} "
-                     f"{e.message.splitlines()[0] if e.message else ''}".rstrip() for e in entries)
+    return "\n".join(
+        f"{mark}{click.style(e.record.short, fg='yellow')} {e.message.splitlines()[0] if e.message else ''}".rstrip()
+        for e in entries
+    )
 
 
 def _graphed(text: str) -> str:

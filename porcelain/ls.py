@@ -23,8 +23,10 @@ def ls(ctx: Context, view: str, prefix: str) -> None:
         rows = list(Namespace(ctx.repo.objects).items(root, prefix))
     else:
         rows = Store(ctx.repo).handle(view).ls(prefix)
-    ctx.emit({"view": view, "entries": [{"name": n, "id": h.hex()} for n, h in rows]},
-             lambda: "\n".join(f"{h.hex()}\t{n}" for n, h in rows))
+    ctx.emit(
+        {"view": view, "entries": [{"name": n, "id": h.hex()} for n, h in rows]},
+        lambda: "\n".join(f"{h.hex()}\t{n}" for n, h in rows),
+    )
 
 
 COMMANDS = [ls]

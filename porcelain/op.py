@@ -23,8 +23,9 @@ def op(click_ctx: click.Context) -> None:
 
 
 @op.command("log")
-@click.option("-n", "--max-count", "limit", type=click.IntRange(0, MAX_LIMIT),
-              help="Show at most this many operations.")
+@click.option(
+    "-n", "--max-count", "limit", type=click.IntRange(0, MAX_LIMIT), help="Show at most this many operations."
+)
 @pass_ctx
 def log(ctx: Context, limit: int | None) -> None:
     """List operations, newest first: id, time, principal, verb and message, then each ref's old and new value."""
@@ -33,8 +34,14 @@ def log(ctx: Context, limit: int | None) -> None:
 
 
 def _doc(o: Operation) -> dict[str, object]:
-    return {"id": o.id, "time_ms": o.time_ms, "principal": o.principal, "verb": o.verb, "message": o.message,
-            "refs": [{"ref": m.ref, "old": _hex(m.old), "new": _hex(m.new)} for m in o.net()]}
+    return {
+        "id": o.id,
+        "time_ms": o.time_ms,
+        "principal": o.principal,
+        "verb": o.verb,
+        "message": o.message,
+        "refs": [{"ref": m.ref, "old": _hex(m.old), "new": _hex(m.new)} for m in o.net()],
+    }
 
 
 def _text(o: Operation) -> str:

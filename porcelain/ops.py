@@ -42,16 +42,26 @@ def _finding(o: Operation) -> dict[str, Any] | None:
     f = o.finding
     if f is None:
         return None
-    return {"finding": f.id.hex(), "outcome": f.outcome, "observer": f.observer, "evidence": f.evidence,
-            "time": f.time, "source": f.source or None, "scope": f.scope or None}
+    return {
+        "finding": f.id.hex(),
+        "outcome": f.outcome,
+        "observer": f.observer,
+        "evidence": f.evidence,
+        "time": f.time,
+        "source": f.source or None,
+        "scope": f.scope or None,
+    }
 
 
 def _finding_lines(o: Operation) -> list[str]:
     f = o.finding
     if f is None:
         return []
-    return [f"finding    {f.outcome} by {f.observer} [{_when(f.time)}] ({f.id.hex()[:12]})",
-            f"source     {f.source or '-'}", f"scope      {f.scope or '-'}"]
+    return [
+        f"finding    {f.outcome} by {f.observer} [{_when(f.time)}] ({f.id.hex()[:12]})",
+        f"source     {f.source or '-'}",
+        f"scope      {f.scope or '-'}",
+    ]
 
 
 def detail(o: Operation, view: str, st: OperatorState, req: dict[str, Any]) -> str:
@@ -68,11 +78,17 @@ def detail(o: Operation, view: str, st: OperatorState, req: dict[str, Any]) -> s
         f"class      {o.effect.effect_class}, delivery {o.effect.delivery}",
         f"principal  {o.effect.principal or '-'}",
         *_request_lines(req),
-        *([f"supersedes {o.effect.meta['supersedes']} (approved by {o.effect.meta.get('approved_by', '?')}; "
-           f"the predecessor was {o.effect.meta.get('predecessor_state', '?')} and keeps its duplicate risk)"]
-          if "supersedes" in o.effect.meta else []),
+        *(
+            [
+                f"supersedes {o.effect.meta['supersedes']} (approved by {o.effect.meta.get('approved_by', '?')}; "
+                f"the predecessor was {o.effect.meta.get('predecessor_state', '?')} and keeps its duplicate risk)"
+            ]
+            if "supersedes" in o.effect.meta
+            else []
+        ),
         f"assignee   {st.assignee or '-'}",
-        f"escalation {st.escalated_to or '-'}" + (f", deadline {_when(st.deadline)}" if st.deadline else "")
+        f"escalation {st.escalated_to or '-'}"
+        + (f", deadline {_when(st.deadline)}" if st.deadline else "")
         + (" (OVERDUE)" if st.overdue(now) else ""),
         f"intent     {_intent(o)}",
         f"evidence   {o.evidence} [{_when(o.evidence_time)}]",
@@ -97,8 +113,12 @@ def _intent(o: Operation) -> str:
 
 
 def _event_detail(ev: OpEvent) -> str:
-    parts = [f" to {ev.to}" if ev.to else "", f" deadline {_when(ev.deadline)}" if ev.deadline else "",
-             f": {ev.result}" if ev.result else "", f" ({ev.note})" if ev.note else ""]
+    parts = [
+        f" to {ev.to}" if ev.to else "",
+        f" deadline {_when(ev.deadline)}" if ev.deadline else "",
+        f": {ev.result}" if ev.result else "",
+        f" ({ev.note})" if ev.note else "",
+    ]
     return "".join(parts)
 
 
@@ -144,8 +164,13 @@ def ops(ctx: Context, unresolved: bool) -> None:
             st = states.get(o.op)
             flags = ""
             if st is not None:
-                flags = "".join([f"  [assigned {st.assignee}]" if st.assignee else "",
-                                 "  [OVERDUE]" if st.overdue(now) else "", "  [closed]" if st.closed else ""])
+                flags = "".join(
+                    [
+                        f"  [assigned {st.assignee}]" if st.assignee else "",
+                        "  [OVERDUE]" if st.overdue(now) else "",
+                        "  [closed]" if st.closed else "",
+                    ]
+                )
             out.append(_line(o) + flags)
             if o.state in UNRESOLVED and not (st and st.closed):
                 out.append(f"    next: {o.next_action}")
@@ -175,8 +200,18 @@ def show(ctx: Context, op: str) -> None:
 
 
 def _event(ctx: Context, ev: OpEvent, text: str) -> None:
-    ctx.emit({"op": ev.op, "action": ev.action, "event": ev.id.hex(), "actor": ev.actor, "to": ev.to or None,
-              "deadline": ev.deadline or None, "time": ev.time}, text)
+    ctx.emit(
+        {
+            "op": ev.op,
+            "action": ev.action,
+            "event": ev.id.hex(),
+            "actor": ev.actor,
+            "to": ev.to or None,
+            "deadline": ev.deadline or None,
+            "time": ev.time,
+        },
+        text,
+    )
 
 
 @ops.command("assign")

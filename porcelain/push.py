@@ -13,8 +13,12 @@ from reelstore.wording import plural
 @click.command("push")
 @click.argument("remote", required=False, default="origin", shell_complete=REMOTES)
 @click.argument("refs", nargs=-1, shell_complete=REVISIONS)
-@click.option("--delete", "delete", is_flag=True,
-              help="Delete REFS on the remote instead (each by compare-and-swap against what was last seen).")
+@click.option(
+    "--delete",
+    "delete",
+    is_flag=True,
+    help="Delete REFS on the remote instead (each by compare-and-swap against what was last seen).",
+)
 @progress_options
 @pass_ctx
 def push(ctx: Context, remote: str, refs: tuple[str, ...], delete: bool) -> None:
@@ -37,8 +41,9 @@ def push(ctx: Context, remote: str, refs: tuple[str, ...], delete: bool) -> None
 
     def text() -> str:
         lines = [f"{r.status:>12}  {r.ref}  {r.new.hex()[:12] if r.new else ''}".rstrip() for r in res.refs]
-        head = f"To {res.url}" + (f" (sync commit {res.commit[:12]}, {plural(res.objects, 'object')})"
-                                  if res.commit else "")
+        head = f"To {res.url}" + (
+            f" (sync commit {res.commit[:12]}, {plural(res.objects, 'object')})" if res.commit else ""
+        )
         return "\n".join([*(f"note: {n}" for n in res.notes), head, *lines])
 
     ctx.emit(res.to_json(), text)

@@ -11,8 +11,12 @@ from reelstore.fleet.shared import reconcile as settle
 
 @click.command("reconcile")
 @click.argument("op", shell_complete=OPS)
-@click.option("--outcome", required=True, type=click.Choice(["succeeded", "absent"]),
-              help="What you established: the target acted (succeeded) or did not (absent).")
+@click.option(
+    "--outcome",
+    required=True,
+    type=click.Choice(["succeeded", "absent"]),
+    help="What you established: the target acted (succeeded) or did not (absent).",
+)
 @click.option("--evidence", required=True, help="What you saw, e.g. the target's transaction id.")
 @click.option("--observer", required=True, help="Who established it.")
 @click.option("--source", default="", help="Where the evidence came from (the target's API, a statement, …).")
@@ -24,8 +28,11 @@ def reconcile(ctx: Context, op: str, outcome: str, evidence: str, observer: str,
     found, finding = settle(ctx.repo, op, outcome, evidence, observer, source=source, scope=scope)
     doc = found.to_json()
     doc["finding"] = finding.id.hex()
-    ctx.emit(doc, f"{found.op}: {outcome} (finding {finding.id.hex()} by {observer}); "
-                  "run `reel recover` to drain the record's later effects, if any")
+    ctx.emit(
+        doc,
+        f"{found.op}: {outcome} (finding {finding.id.hex()} by {observer}); "
+        "run `reel recover` to drain the record's later effects, if any",
+    )
 
 
 COMMANDS = [reconcile]

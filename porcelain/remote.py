@@ -21,10 +21,17 @@ def remote(click_ctx: click.Context, verbose: bool) -> None:
 @remote.command("add")
 @click.argument("name")
 @click.argument("url")
-@click.option("--track", is_flag=True,
-              help="Make the store's trunk track NAME: its commits then default to --remote NAME.")
-@click.option("--trunk", "trunks_opt", multiple=True, metavar="TRUNK", shell_complete=TRUNKS,
-              help="With --track: track NAME from TRUNK instead (repeatable).")
+@click.option(
+    "--track", is_flag=True, help="Make the store's trunk track NAME: its commits then default to --remote NAME."
+)
+@click.option(
+    "--trunk",
+    "trunks_opt",
+    multiple=True,
+    metavar="TRUNK",
+    shell_complete=TRUNKS,
+    help="With --track: track NAME from TRUNK instead (repeatable).",
+)
 @pass_ctx
 def add(ctx: Context, name: str, url: str, track: bool, trunks_opt: tuple[str, ...]) -> None:
     """Record remote NAME at URL (a path, file://, git://, ssh:// or http(s)://)."""
@@ -34,14 +41,17 @@ def add(ctx: Context, name: str, url: str, track: bool, trunks_opt: tuple[str, .
         raise click.UsageError("--trunk needs --track")
     trunks = sorted(set(trunks_opt) or {ctx.repo.trunk}) if track else []
     sync.add_remote(ctx.repo, name, url, track=trunks)
-    ctx.emit({"name": name, "url": url, "tracked_by": trunks},
-             "\n".join(f"trunk {t} tracks {name}: its commits default to --remote {name}" for t in trunks))
+    ctx.emit(
+        {"name": name, "url": url, "tracked_by": trunks},
+        "\n".join(f"trunk {t} tracks {name}: its commits default to --remote {name}" for t in trunks),
+    )
 
 
 @remote.command("remove")
 @click.argument("name", shell_complete=REMOTES)
-@click.option("--force", is_flag=True,
-              help="Remove it although live views are bound to it (they stay bound to the name).")
+@click.option(
+    "--force", is_flag=True, help="Remove it although live views are bound to it (they stay bound to the name)."
+)
 @pass_ctx
 def remove(ctx: Context, name: str, force: bool) -> None:
     """Forget remote NAME, its remote-tracking refs and what this store knew of it; refused while live views
@@ -84,8 +94,9 @@ def list_cmd(ctx: Context, verbose: bool = False) -> None:
     from reelstore import sync  # on use: it loads dulwich, which most commands never need
 
     rows = sync.list_remotes(ctx.repo)
-    ctx.emit({"remotes": [{"name": n, "url": u} for n, u in rows]},
-             "\n".join(f"{n}\t{u}" if verbose else n for n, u in rows))
+    ctx.emit(
+        {"remotes": [{"name": n, "url": u} for n, u in rows]}, "\n".join(f"{n}\t{u}" if verbose else n for n, u in rows)
+    )
 
 
 COMMANDS = [remote]

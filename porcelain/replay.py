@@ -17,31 +17,68 @@ class _Replay(BeforeDashDash):
     positionals = 1
 
 
-@click.command("replay", cls=_Replay,
-               context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command(
+    "replay", cls=_Replay, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
 @click.option("--view", "view", metavar="NAME", help="Name of the replay's view (default: run-<time>-<hex>).")
 @click.option("--commit", "do_commit", is_flag=True, help="Commit a clean replay without asking.")
 @click.option("--abort", "do_abort", is_flag=True, help="Abort the replay's view after showing what it holds.")
 @click.option("--keep", is_flag=True, help="Leave the replay's view live (to `reel diff` it against the recording).")
 @click.option("--allow-live", is_flag=True, help="Fetch a read the recording lacks from the network (reported).")
-@click.option("--allow", "allow", multiple=True, metavar="HOST:PORT",
-              help="With --allow-live: a loopback target the command may reach, through the proxy only.")
-@click.option("--live-models", is_flag=True,
-              help="Send model calls to the model; every other read still comes from the recording.")
-@click.option("--model", "models", multiple=True, metavar="ORIGIN",
-              help="With --live-models: a local model server to send them to (the recorded ones are known).")
-@click.option("--dir", "prefix", default="", metavar="PREFIX",
-              help="Scratch directory holds, and takes back, only names under PREFIX.")
+@click.option(
+    "--allow",
+    "allow",
+    multiple=True,
+    metavar="HOST:PORT",
+    help="With --allow-live: a loopback target the command may reach, through the proxy only.",
+)
+@click.option(
+    "--live-models",
+    is_flag=True,
+    help="Send model calls to the model; every other read still comes from the recording.",
+)
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    metavar="ORIGIN",
+    help="With --live-models: a local model server to send them to (the recorded ones are known).",
+)
+@click.option(
+    "--dir",
+    "prefix",
+    default="",
+    metavar="PREFIX",
+    help="Scratch directory holds, and takes back, only names under PREFIX.",
+)
 @click.option("-m", "--message", default="", help="Record message (default: reel run: CMD).")
 @click.option("--force", is_flag=True, help="With --commit: commit even if something was refused or diverged.")
-@click.option("--no-sandbox", "no_sandbox", is_flag=True,
-              help="Run without a network namespace: a client that ignores the proxy can reach the network.")
+@click.option(
+    "--no-sandbox",
+    "no_sandbox",
+    is_flag=True,
+    help="Run without a network namespace: a client that ignores the proxy can reach the network.",
+)
 @click.argument("source")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 @pass_ctx
-def replay(ctx: Context, view: str | None, do_commit: bool, do_abort: bool, keep: bool, allow_live: bool,
-           allow: tuple[str, ...], live_models: bool, models: tuple[str, ...], prefix: str, message: str,
-           force: bool, no_sandbox: bool, source: str, cmd: tuple[str, ...]) -> None:
+def replay(
+    ctx: Context,
+    view: str | None,
+    do_commit: bool,
+    do_abort: bool,
+    keep: bool,
+    allow_live: bool,
+    allow: tuple[str, ...],
+    live_models: bool,
+    models: tuple[str, ...],
+    prefix: str,
+    message: str,
+    force: bool,
+    no_sandbox: bool,
+    source: str,
+    cmd: tuple[str, ...],
+) -> None:
     """Run CMD with its reads answered from SOURCE's recording (a view or a record made by
     `reel run --record`), in order and with no network; its effects go into a new view of the same
     trunk. A read the recording does not hold is a divergence: reported, and the run is unclean.

@@ -14,8 +14,13 @@ from reelstore.wording import plural
 
 
 @click.command("restore")
-@click.option("--as", "as_view", metavar="VIEW", shell_complete=VIEWS,
-              help="The view to restore onto, reset in place if live (default: the snapshot's own view).")
+@click.option(
+    "--as",
+    "as_view",
+    metavar="VIEW",
+    shell_complete=VIEWS,
+    help="The view to restore onto, reset in place if live (default: the snapshot's own view).",
+)
 @click.option("--no-effects", is_flag=True, help="Restore the namespace (Class A) only; leave every effect out.")
 @click.argument("snapshot", shell_complete=SNAPSHOTS)
 @pass_ctx
@@ -27,8 +32,10 @@ def restore(ctx: Context, as_view: str | None, no_effects: bool, snapshot: str) 
 
     def text() -> str:
         how = "onto live view" if result.in_place else "as new view"
-        lines = [f"restored snapshot {snapshot} {how} {result.view} ({result.id.hex()[:12]}): "
-                 f"{plural(len(result.pending), 'effect')} pending"]
+        lines = [
+            f"restored snapshot {snapshot} {how} {result.view} ({result.id.hex()[:12]}): "
+            f"{plural(len(result.pending), 'effect')} pending"
+        ]
         for e in result.pending:
             lines.append(f"  pending  {e.effect_class} {e.effect.hex()[:12]} {e.adapter} {e.resource}")
         for e in result.changed:
@@ -38,8 +45,9 @@ def restore(ctx: Context, as_view: str | None, no_effects: bool, snapshot: str) 
         for e in result.dropped:
             lines.append(f"dropped  {e.effect_class} {e.effect.hex()[:12]} {e.resource}: not in the snapshot")
         if result.pending:
-            lines.append(f"nothing was sent: `reel commit {result.view}` fires them, `reel abort {result.view}` "
-                         "drops them")
+            lines.append(
+                f"nothing was sent: `reel commit {result.view}` fires them, `reel abort {result.view}` drops them"
+            )
         return "\n".join(lines)
 
     if ctx.json:  # the text form carries the warnings itself

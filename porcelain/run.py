@@ -55,8 +55,10 @@ def _summary_text(doc: dict[str, Any]) -> str:
                 lines.append(f"  model call {d['index']} ({d['model']}): {d['method']} {d['url']}")
                 lines += [f"    {line}" for line in d["diff"].splitlines()]
                 continue
-            lines.append(f"  read {d['index']}: {d['method']} {d['url']}"
-                         + (f" (nearest recorded: {near['method']} {near['url']})" if near else ""))
+            lines.append(
+                f"  read {d['index']}: {d['method']} {d['url']}"
+                + (f" (nearest recorded: {near['method']} {near['url']})" if near else "")
+            )
     if doc["refused"]:
         lines.append("refused (not in the view):")
         lines += [f"  {r['what']}: {r['code']}: {r['message']}" for r in doc["refused"]]
@@ -71,17 +73,23 @@ def _summary_text(doc: dict[str, Any]) -> str:
 
 def model_call_lines(calls: list[dict[str, Any]]) -> list[str]:
     """Model calls as `reel run` and `reel show` list them: model, tokens in/out, latency, then a total."""
+
     def n(v: int | None) -> str:
         return "?" if v is None else str(v)
 
     def stream(c: dict[str, Any]) -> str:
         return f" (streamed, first byte {c['first_ms']} ms)" if c["stream"] else ""
 
-    lines = [f"  {c['index']}  {c['provider']} {c['model'] or '?'}  tokens {n(c['tokens_in'])} in / "
-             f"{n(c['tokens_out'])} out  {c['latency_ms']} ms{stream(c)}" for c in calls]
+    lines = [
+        f"  {c['index']}  {c['provider']} {c['model'] or '?'}  tokens {n(c['tokens_in'])} in / "
+        f"{n(c['tokens_out'])} out  {c['latency_ms']} ms{stream(c)}"
+        for c in calls
+    ]
     t = calls_total(calls)
-    lines.append(f"  total: {plural(t['calls'], 'call')}, tokens {t['tokens_in']} in / {t['tokens_out']} out, "
-                 f"{t['latency_ms']} ms")
+    lines.append(
+        f"  total: {plural(t['calls'], 'call')}, tokens {t['tokens_in']} in / {t['tokens_out']} out, "
+        f"{t['latency_ms']} ms"
+    )
     return lines
 
 
@@ -97,8 +105,9 @@ def _commit_text(doc: dict[str, Any] | None) -> str:
         return f"merged view {doc['view']} into {doc['target']}"
     lines = [f"committed view {doc['view']} to {doc['target']} as record {doc['record']}"]
     for o in (doc["drain"] or {}).get("outcomes", []):
-        lines.append(f"  effect {o['index']} {o['op']}: {o['state']} ({o['action']})"
-                     f"{' - ' + o['note'] if o['note'] else ''}")
+        lines.append(
+            f"  effect {o['index']} {o['op']}: {o['state']} ({o['action']}){' - ' + o['note'] if o['note'] else ''}"
+        )
     return "\n".join(lines)
 
 
@@ -116,7 +125,7 @@ class BeforeDashDash(click.Command):
     """How many positional arguments come before CMD."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if "--" in args and self._only_ours(args[:args.index("--")]):
+        if "--" in args and self._only_ours(args[: args.index("--")]):
             ctx.allow_interspersed_args = True
         return super().parse_args(ctx, args)
 
@@ -142,33 +151,78 @@ class BeforeDashDash(click.Command):
         return words <= self.positionals
 
 
-@click.command("run", cls=BeforeDashDash,
-               context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command(
+    "run", cls=BeforeDashDash, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
 @click.option("--view", "view", metavar="NAME", help="Name of the view to fork (default: run-<time>-<hex>).")
-@click.option("--from", "source", metavar="SOURCE", shell_complete=SOURCES,
-              help="Trunk or view to fork (default: the store's trunk).")
-@click.option("--cap", "caps", multiple=True, metavar="SPEC",
-              help="Capability OPS=PREFIX[;expires=ISO-8601][;budget=N] for the view; repeatable.")
+@click.option(
+    "--from",
+    "source",
+    metavar="SOURCE",
+    shell_complete=SOURCES,
+    help="Trunk or view to fork (default: the store's trunk).",
+)
+@click.option(
+    "--cap",
+    "caps",
+    multiple=True,
+    metavar="SPEC",
+    help="Capability OPS=PREFIX[;expires=ISO-8601][;budget=N] for the view; repeatable.",
+)
 @click.option("--commit", "do_commit", is_flag=True, help="Commit a clean run without asking.")
 @click.option("--abort", "do_abort", is_flag=True, help="Abort the view after showing what it holds.")
-@click.option("--dir", "prefix", default="", metavar="PREFIX",
-              help="Scratch directory holds, and takes back, only names under PREFIX.")
+@click.option(
+    "--dir",
+    "prefix",
+    default="",
+    metavar="PREFIX",
+    help="Scratch directory holds, and takes back, only names under PREFIX.",
+)
 @click.option("-m", "--message", default="", help="Record message (default: reel run: CMD).")
-@click.option("--allow", "allow", multiple=True, metavar="HOST:PORT",
-              help="Let the command reach this loopback target, through the proxy only; repeatable.")
+@click.option(
+    "--allow",
+    "allow",
+    multiple=True,
+    metavar="HOST:PORT",
+    help="Let the command reach this loopback target, through the proxy only; repeatable.",
+)
 @click.option("--force", is_flag=True, help="With --commit: commit even if something was refused or blocked.")
-@click.option("--no-sandbox", "no_sandbox", is_flag=True,
-              help="Run without a network namespace: a client that ignores the proxy can send effects.")
+@click.option(
+    "--no-sandbox",
+    "no_sandbox",
+    is_flag=True,
+    help="Run without a network namespace: a client that ignores the proxy can send effects.",
+)
 @click.option("--ca-path", "ca_path", is_flag=True, help="Print the path of the store's local CA certificate.")
 @click.option("--record", is_flag=True, help="Keep every passed-through response in the view, for `reel replay`.")
-@click.option("--model", "models", multiple=True, metavar="ORIGIN",
-              help="A local model server (http://127.0.0.1:8000): its model paths pass through; repeatable.")
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    metavar="ORIGIN",
+    help="A local model server (http://127.0.0.1:8000): its model paths pass through; repeatable.",
+)
 @click.option("--keep", is_flag=True, help="Leave the view live after the summary: neither commit nor abort it.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 @pass_ctx
-def run(ctx: Context, view: str | None, source: str | None, caps: tuple[str, ...], do_commit: bool, do_abort: bool,
-        prefix: str, message: str, allow: tuple[str, ...], force: bool, no_sandbox: bool, ca_path: bool,
-        record: bool, keep: bool, models: tuple[str, ...], cmd: tuple[str, ...]) -> None:
+def run(
+    ctx: Context,
+    view: str | None,
+    source: str | None,
+    caps: tuple[str, ...],
+    do_commit: bool,
+    do_abort: bool,
+    prefix: str,
+    message: str,
+    allow: tuple[str, ...],
+    force: bool,
+    no_sandbox: bool,
+    ca_path: bool,
+    record: bool,
+    keep: bool,
+    models: tuple[str, ...],
+    cmd: tuple[str, ...],
+) -> None:
     """Run CMD in a fresh view: http(s) requests through a capturing proxy, the network sealed off
     around it, files in a scratch directory."""
     needs_interception("reel run")
@@ -185,8 +239,11 @@ def run(ctx: Context, view: str | None, source: str | None, caps: tuple[str, ...
     proxy = (lambda repo, v: RecordingProxy(repo, v, allow, models)) if record else None
     backends = default_backends(prefix, allow, sandbox=not no_sandbox, proxy=proxy, models=models)
     if no_sandbox:
-        click.echo("warning: --no-sandbox: the command shares this machine's network; a client that ignores "
-                   "the proxy sends its requests for real, before any commit", err=True)
+        click.echo(
+            "warning: --no-sandbox: the command shares this machine's network; a client that ignores "
+            "the proxy sends its requests for real, before any commit",
+            err=True,
+        )
     loop = DryRun(Store(ctx.repo), cmd, view, source, list(caps) or None, backends)
     execute_and_decide(ctx, loop, do_commit, do_abort, force, message, no_sandbox, keep)
 
@@ -198,8 +255,16 @@ def check_decision_flags(do_commit: bool, do_abort: bool, keep: bool, force: boo
         raise click.UsageError("--force goes with --commit")
 
 
-def execute_and_decide(ctx: Context, loop: DryRun, do_commit: bool, do_abort: bool, force: bool, message: str,
-                       no_sandbox: bool, keep: bool = False) -> None:
+def execute_and_decide(
+    ctx: Context,
+    loop: DryRun,
+    do_commit: bool,
+    do_abort: bool,
+    force: bool,
+    message: str,
+    no_sandbox: bool,
+    keep: bool = False,
+) -> None:
     """Run the loop's command, show what it would land, then commit or abort it as asked (or as the
     user answers on a terminal); `reel run` and `reel replay` share it."""
     if no_sandbox:
@@ -225,8 +290,10 @@ def execute_and_decide(ctx: Context, loop: DryRun, do_commit: bool, do_abort: bo
     elif keep:
         reason = "--keep: the view stays live; commit or abort it later"
     elif do_commit:
-        reason = (f"{len(loop.refused)} refused, {len(loop.blocked)} blocked; --commit lands only a run where "
-                  f"nothing was refused or blocked (--force to commit anyway)")
+        reason = (
+            f"{len(loop.refused)} refused, {len(loop.blocked)} blocked; --commit lands only a run where "
+            f"nothing was refused or blocked (--force to commit anyway)"
+        )
         exit_status = loop.refused[0].exit_status if loop.refused else BLOCKED_EXIT
     else:
         reason = "no terminal to ask and neither --commit nor --abort given"

@@ -39,13 +39,16 @@ def show(ctx: Context, obj: str) -> None:
         out = click.style(f"{o.kind} {h.hex()}", fg="yellow") + "\n" + json_text(doc["object"])
         if reads:
             out += "\nrecorded reads (reel run --record):\n" + "\n".join(
-                f"  {r['index']}  {r['method']} {r['url']} -> {r['status']}" for r in reads)
+                f"  {r['index']}  {r['method']} {r['url']} -> {r['status']}" for r in reads
+            )
         if calls:
             out += "\nmodel calls:\n" + "\n".join(model_call_lines(calls))
         if approvals:
             out += "\napprovals its effects carried:\n" + "\n".join(
                 f"  {a['verdict']} by {a['by']} (recorded by {a['principal']}, principal from {a['via']}) "
-                f"{a['id'][:12]}" + (f": {a['note']}" if a["note"] else "") for a in approvals)
+                f"{a['id'][:12]}" + (f": {a['note']}" if a["note"] else "")
+                for a in approvals
+            )
         return out
 
     ctx.emit(doc, text, page=True)
@@ -76,8 +79,16 @@ def _recorded_reads(ctx: Context, o: Object) -> list[dict[str, Any]] | None:
         if "model" in e:
             call = call_line(calls, e)
             calls += 1
-        out.append({"index": i, "method": e["method"], "url": e["url"], "status": e["status"], "fingerprint": e["fp"],
-                    "call": call})
+        out.append(
+            {
+                "index": i,
+                "method": e["method"],
+                "url": e["url"],
+                "status": e["status"],
+                "fingerprint": e["fp"],
+                "call": call,
+            }
+        )
     return out
 
 

@@ -18,8 +18,10 @@ def _fail(message: str) -> None:
 
 
 def _text(s: Summary) -> str:
-    lines = [f"{s.seeds} seeds from {s.start} in {s.seconds:.1f}s ({s.per_second:.0f} seeds/s), "
-             f"{s.counts.get('failed-seeds', 0)} failed"]
+    lines = [
+        f"{s.seeds} seeds from {s.start} in {s.seconds:.1f}s ({s.per_second:.0f} seeds/s), "
+        f"{s.counts.get('failed-seeds', 0)} failed"
+    ]
     lines.append("faults and events: " + ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items())))
     for f in s.failures:
         lines.append(f"seed {f.seed}: {'; '.join(f.violations[:3])} (reproduce: reel sim --seed {f.seed})")
@@ -27,8 +29,9 @@ def _text(s: Summary) -> str:
 
 
 @click.command("sim")
-@click.option("--seeds", type=click.IntRange(1, 10_000_000), default=1000, show_default=True,
-              help="How many seeds to run.")
+@click.option(
+    "--seeds", type=click.IntRange(1, 10_000_000), default=1000, show_default=True, help="How many seeds to run."
+)
 @click.option("--start", type=click.IntRange(0, MAX_LIMIT), default=0, show_default=True, help="First seed.")
 @click.option("--seed", type=click.IntRange(0, MAX_LIMIT), default=None, help="Replay one seed, printing its trace.")
 @pass_ctx
@@ -38,8 +41,12 @@ def sim(ctx: Context, seeds: int, start: int, seed: int | None) -> None:
     Exits 1 if any seed breaks one."""
     if seed is not None:
         result = run_seed(seed)
-        ctx.emit(result.to_json(), lambda: "\n".join(result.events + [f"violation: {v}" for v in result.violations]
-                                                     + [f"counts: {dict(result.counts)}"]))
+        ctx.emit(
+            result.to_json(),
+            lambda: "\n".join(
+                result.events + [f"violation: {v}" for v in result.violations] + [f"counts: {dict(result.counts)}"]
+            ),
+        )
         if not result.ok:
             _fail(f"seed {seed} broke {plural(len(result.violations), 'invariant')}")
         return

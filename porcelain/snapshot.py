@@ -22,8 +22,10 @@ def snapshot(ctx: Context, listing: bool, delete: str | None, force: bool, view:
         raise click.UsageError("give VIEW [NAME], or --list, or --delete NAME")
     if listing:
         rows = snapshots.list_snapshots(ctx.repo)
-        ctx.emit({"snapshots": [s.to_json() for s in rows]},
-                 "\n".join(f"{s.name}\t{s.id.hex()[:12]}\tof view {s.view}" for s in rows))
+        ctx.emit(
+            {"snapshots": [s.to_json() for s in rows]},
+            "\n".join(f"{s.name}\t{s.id.hex()[:12]}\tof view {s.view}" for s in rows),
+        )
         return
     if delete is not None:
         old = snapshots.delete(ctx.repo, delete)

@@ -11,15 +11,23 @@ from reelstore.kernel.inspection import ViewStatus
 
 
 def _text(info: ViewStatus) -> str:
-    lines = [f"view {info.view} ({info.boundary}, depth {info.depth})  {info.id.hex()}",
-             f"parent  {info.parent}", f"base    {info.base.hex() if info.base else None}", "capabilities:"]
+    lines = [
+        f"view {info.view} ({info.boundary}, depth {info.depth})  {info.id.hex()}",
+        f"parent  {info.parent}",
+        f"base    {info.base.hex() if info.base else None}",
+        "capabilities:",
+    ]
     lines += [f"  {c.spec()}" for c in info.caps] or ["  (none)"]
     lines.append(f"changes ({len(info.changes)}):")
-    lines += [f"  {click.style('put   ', fg='green') if c.op == 'put' else click.style('remove', fg='red')} {c.name}"
-              for c in info.changes]
+    lines += [
+        f"  {click.style('put   ', fg='green') if c.op == 'put' else click.style('remove', fg='red')} {c.name}"
+        for c in info.changes
+    ]
     lines.append(f"pending effects ({len(info.effects)}), in the order they would fire on commit:")
-    lines += [f"  {i}. {click.style(e.id.hex()[:12], fg='yellow')} class {e.effect_class} {e.delivery:9} {e.resource}"
-              for i, e in enumerate(info.effects)]
+    lines += [
+        f"  {i}. {click.style(e.id.hex()[:12], fg='yellow')} class {e.effect_class} {e.delivery:9} {e.resource}"
+        for i, e in enumerate(info.effects)
+    ]
     return "\n".join(lines)
 
 

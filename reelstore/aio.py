@@ -81,13 +81,20 @@ class AsyncStore:
         return cls(Store.open(path), executor)
 
     @classmethod
-    def init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK, executor: Executor | None = None, *,
-             backend: str | None = None) -> AsyncStore:
+    def init(
+        cls,
+        path: Path | str = ".",
+        trunk: str = DEFAULT_TRUNK,
+        executor: Executor | None = None,
+        *,
+        backend: str | None = None,
+    ) -> AsyncStore:
         return cls(Store.init(path, trunk, backend=backend), executor)
 
     @classmethod
-    def open_or_init(cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK,
-                     executor: Executor | None = None) -> AsyncStore:
+    def open_or_init(
+        cls, path: Path | str = ".", trunk: str = DEFAULT_TRUNK, executor: Executor | None = None
+    ) -> AsyncStore:
         return cls(Store.open_or_init(path, trunk), executor)
 
     @classmethod
@@ -107,6 +114,7 @@ class AsyncStore:
     async def run(self, fn: Callable[[Store], T]) -> T:
         """Run `fn(store)` in a thread of this store's executor with that thread's `Store`; the result or
         its exception. The caller's context variables go along, as with `asyncio.to_thread`."""
+
         def call() -> T:
             if self._lock is None:
                 return fn(self.store)
@@ -117,8 +125,13 @@ class AsyncStore:
         loop = asyncio.get_running_loop()
         return await asyncio.shield(loop.run_in_executor(self.executor, context.run, call))
 
-    async def fork(self, name: str, source: str | None = None, caps: Iterable[Capability | str] | None = None,
-                   boundary: str | None = None) -> AsyncViewHandle:
+    async def fork(
+        self,
+        name: str,
+        source: str | None = None,
+        caps: Iterable[Capability | str] | None = None,
+        boundary: str | None = None,
+    ) -> AsyncViewHandle:
         caps = list(caps) if caps is not None else None
         await self.run(lambda s: s.fork(name, source, caps, boundary))
         return AsyncViewHandle(self, name)
@@ -127,9 +140,15 @@ class AsyncStore:
         return AsyncViewHandle(self, name)
 
     @asynccontextmanager
-    async def view(self, name: str, source: str | None = None, caps: Iterable[Capability | str] | None = None,
-                   boundary: str | None = None, message: str = "", check: bool = True
-                   ) -> AsyncIterator[AsyncViewHandle]:
+    async def view(
+        self,
+        name: str,
+        source: str | None = None,
+        caps: Iterable[Capability | str] | None = None,
+        boundary: str | None = None,
+        message: str = "",
+        check: bool = True,
+    ) -> AsyncIterator[AsyncViewHandle]:
         """Fork a view for the block: commit on clean exit, abort if the block raises (or is cancelled).
         The commit raises EffectFailed / OutcomeUnknown as `Store.view`'s does, unless `check=False`."""
         handle = await self.fork(name, source, caps, boundary)
@@ -142,8 +161,9 @@ class AsyncStore:
         if await handle.live():
             await handle.commit(message, check=check)
 
-    async def commit(self, name: str, message: str = "", check: bool = True, remote: str | None = None,
-                     retry: int = 0) -> kernel.CommitResult:
+    async def commit(
+        self, name: str, message: str = "", check: bool = True, remote: str | None = None, retry: int = 0
+    ) -> kernel.CommitResult:
         """`Store.commit`: with `remote`, fenced on that remote's trunk; `retry` tries again after a lost race."""
         return await self.run(lambda s: s.commit(name, message, check=check, remote=remote, retry=retry))
 
@@ -168,8 +188,9 @@ class AsyncStore:
     async def undo(self) -> UndoResult:
         return await self.run(lambda s: s.undo())
 
-    async def drain_worker(self, *, once: bool = False, lease: float | None = None, name: str | None = None,
-                           trunk: str | None = None) -> WorkerReport:
+    async def drain_worker(
+        self, *, once: bool = False, lease: float | None = None, name: str | None = None, trunk: str | None = None
+    ) -> WorkerReport:
         return await self.run(lambda s: s.drain_worker(once=once, lease=lease, name=name, trunk=trunk))
 
     async def recover(self) -> RecoveryReport:
@@ -215,8 +236,15 @@ class AsyncViewHandle:
     async def ls(self, prefix: str = "") -> list[tuple[str, Hash]]:
         return await self._on(lambda h: h.ls(prefix))
 
-    async def effect(self, adapter: str, op: Mapping[str, Any] | HttpRequest, effect_class: str | None = None,
-                     version_ref: Mapping[str, Any] | None = None, *, key: str | None = None) -> Effect:
+    async def effect(
+        self,
+        adapter: str,
+        op: Mapping[str, Any] | HttpRequest,
+        effect_class: str | None = None,
+        version_ref: Mapping[str, Any] | None = None,
+        *,
+        key: str | None = None,
+    ) -> Effect:
         """`ViewHandle.effect`; `key` is the task key."""
         return await self._on(lambda h: h.effect(adapter, op, effect_class, version_ref, key=key))
 
@@ -228,6 +256,7 @@ class AsyncViewHandle:
 
     async def commit(self, message: str = "", check: bool = True) -> kernel.CommitResult:
         """Commit; `result` is set before EffectFailed / OutcomeUnknown is raised (unless `check=False`)."""
+
         def run(h: ViewHandle) -> kernel.CommitResult:
             try:
                 return h.commit(message, check=check)
@@ -239,8 +268,9 @@ class AsyncViewHandle:
     async def abort(self) -> list[str]:
         return await self._on(lambda h: h.abort())
 
-    async def fork(self, name: str, caps: Iterable[Capability | str] | None = None,
-                   boundary: str | None = None) -> AsyncViewHandle:
+    async def fork(
+        self, name: str, caps: Iterable[Capability | str] | None = None, boundary: str | None = None
+    ) -> AsyncViewHandle:
         return await self.store.fork(name, f"refs/views/{self.name}", caps, boundary)
 
     def http_client(self, package: str = "httpx", **kwargs: Any) -> Any:

@@ -191,8 +191,7 @@ class ViewHandle:
                 from reelstore.fleet.shared import source
 
                 view = load_live(self.repo, self.name, settle=False).view
-                link = supersede_link(self.repo, supersedes, approved_by, initiator(self.repo, view),
-                                      source(self.repo))
+                link = supersede_link(self.repo, supersedes, approved_by, initiator(self.repo, view), source(self.repo))
             tx = self._open_tx()
             if tx is not None:
                 return tx.effect(adapter, op, effect_class, version_ref, link, key)
@@ -411,9 +410,15 @@ class Store:
         is bound to (its one commit point), if any."""
         return inspection.views(self.repo)
 
-    def commit(self, name: str, message: str = "",
-               fence: Callable[[str, Hash, Hash], None] | None = None, check: bool = True,
-               remote: str | None = None, retry: int = 0) -> kernel.CommitResult:
+    def commit(
+        self,
+        name: str,
+        message: str = "",
+        fence: Callable[[str, Hash, Hash], None] | None = None,
+        check: bool = True,
+        remote: str | None = None,
+        retry: int = 0,
+    ) -> kernel.CommitResult:
         """Commit view `name`; raises as `ViewHandle.commit` does unless `check=False`. `remote` is
         `commit --remote`: the record first wins that remote's trunk by compare-and-swap; by default
         the remote the trunk tracks (a clone's origin), as every door does (`sync.verbs.commit`).
@@ -460,16 +465,18 @@ class Store:
 
         return list_ops(self.repo, unresolved)
 
-    def reconcile(self, op: str, outcome: str, evidence: str, observer: str, *, source: str = "",
-                  scope: str = "") -> tuple[Operation, Finding]:
+    def reconcile(
+        self, op: str, outcome: str, evidence: str, observer: str, *, source: str = "", scope: str = ""
+    ) -> tuple[Operation, Finding]:
         """Settle an unknown operation with an operator's attributed evidence (`succeeded` or
         `absent`, where the adapter's evidence rule allows absence); nothing is sent."""
         from reelstore.fleet.shared import reconcile
 
         return reconcile(self.repo, op, outcome, evidence, observer, source=source, scope=scope)
 
-    def drain_worker(self, *, once: bool = False, lease: float | None = None, name: str | None = None,
-                     trunk: str | None = None) -> WorkerReport:
+    def drain_worker(
+        self, *, once: bool = False, lease: float | None = None, name: str | None = None, trunk: str | None = None
+    ) -> WorkerReport:
         """Drain a shared Postgres store's outbox as one worker (as `reel drain --worker`): claim each
         owed effect with a lease of `lease` seconds (default config drain.lease, else 30), journal the
         intent in its row, send, settle; take over rows whose worker's lease ran out, by tier. `once`:
@@ -537,5 +544,12 @@ def checked(result: kernel.CommitResult, check: bool = True) -> kernel.CommitRes
     return result
 
 
-__all__: Sequence[str] = ("EffectFailed", "HttpRequest", "OutcomeUnknown", "ReelError", "Store", "StoreConfig",
-                          "ViewHandle")
+__all__: Sequence[str] = (
+    "EffectFailed",
+    "HttpRequest",
+    "OutcomeUnknown",
+    "ReelError",
+    "Store",
+    "StoreConfig",
+    "ViewHandle",
+)

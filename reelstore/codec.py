@@ -65,8 +65,11 @@ class FrozenMap(Mapping[str, Any]):
 def _finite(value: float, where: str) -> float:
     """`value` as a plain IEEE double; E014 naming `where` for NaN and the infinities."""
     if not math.isfinite(value):
-        raise BadInput(f"{where or 'value'}: {value!r} is not a finite number; JSON and this store accept only "
-                       "finite numbers (send it as a string if you mean it)", field=where or "value")
+        raise BadInput(
+            f"{where or 'value'}: {value!r} is not a finite number; JSON and this store accept only "
+            "finite numbers (send it as a string if you mean it)",
+            field=where or "value",
+        )
     return float(value)
 
 

@@ -115,8 +115,10 @@ class ViewTerminal(ReelError):
     resurrected effect) already belongs to a record or an abort here."""
 
     code, exit_status = "E008", 8
-    hint = ("fork a new view; a committed or aborted view takes no more verbs. An operation already owned (the "
-            "message names its record or abort) is done or discarded: do not queue it again")
+    hint = (
+        "fork a new view; a committed or aborted view takes no more verbs. An operation already owned (the "
+        "message names its record or abort) is done or discarded: do not queue it again"
+    )
 
 
 class CapabilityViolation(ReelError):
@@ -146,9 +148,19 @@ class EffectsIncomplete(ReelError):
     effects that have one.
     """
 
-    def __init__(self, message: str, *, ops: list[str] | tuple[str, ...] = (), next_action: str = "",
-                 result: Any = None, committed: str | None = None, owed: list[str] | tuple[str, ...] = (),
-                 settled_by: str = "", keys: dict[str, str] | None = None, **details: Any) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        ops: list[str] | tuple[str, ...] = (),
+        next_action: str = "",
+        result: Any = None,
+        committed: str | None = None,
+        owed: list[str] | tuple[str, ...] = (),
+        settled_by: str = "",
+        keys: dict[str, str] | None = None,
+        **details: Any,
+    ) -> None:
         if committed is not None:
             details.update(committed=committed, owed=list(owed), settled_by=settled_by, keys=dict(keys or {}))
         super().__init__(message, ops=list(ops), next_action=next_action, **details)
@@ -165,8 +177,10 @@ class OutcomeUnknown(EffectsIncomplete):
     """An effect's outcome cannot be established; an operator must reconcile it."""
 
     code, exit_status = "E011", 7
-    hint = ("`reel ops --unresolved`, establish what happened, `reel reconcile OP --outcome succeeded` (or "
-            "`absent`), then `reel recover`")
+    hint = (
+        "`reel ops --unresolved`, establish what happened, `reel reconcile OP --outcome succeeded` (or "
+        "`absent`), then `reel recover`"
+    )
 
 
 class Held(ReelError):
@@ -223,8 +237,10 @@ class ApprovalRequired(ReelError):
     principals other than the view's initiator, or that someone refused: nothing was committed or sent."""
 
     code, exit_status = "E018", 10
-    hint = ("`reel views --awaiting` says who must approve what; an approver runs `reel approve VIEW --by NAME`, "
-            "then commit again (a change to the view after that voids the approval)")
+    hint = (
+        "`reel views --awaiting` says who must approve what; an approver runs `reel approve VIEW --by NAME`, "
+        "then commit again (a change to the view after that voids the approval)"
+    )
 
 
 class LocalWriteError(ReelError):

@@ -18,5 +18,8 @@ def needs(module: str, extra: str, what: str = "this") -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise BadInput(f"{what} needs {module}, which is not installed: pip install 'reelstore[{extra}]'",
-                       module=module, extra=extra) from None
+        raise BadInput(
+            f"{what} needs {module}, which is not installed: pip install 'reelstore[{extra}]'",
+            module=module,
+            extra=extra,
+        ) from None

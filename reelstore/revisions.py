@@ -184,7 +184,7 @@ def trunk_of(repo: Repo, text: str) -> str | None:
     if name == "@":
         return repo.trunk
     full = repo.ref_name(name)
-    return full[len("refs/heads/"):] if full is not None and full.startswith("refs/heads/") else None
+    return full[len("refs/heads/") :] if full is not None and full.startswith("refs/heads/") else None
 
 
 def _base(repo: Repo, rev: Rev) -> Hash:

@@ -129,8 +129,9 @@ def reel(tmp_path: Path):
     def call(*args: str, input: bytes | None = None, check: bool = False, cwd: Path | None = None):
         env = dict(os.environ)
         env.pop("REEL_DIR", None)
-        proc = subprocess.run([REEL, *args], input=input, capture_output=True, cwd=cwd or tmp_path, env=env,
-                              timeout=120)
+        proc = subprocess.run(
+            [REEL, *args], input=input, capture_output=True, cwd=cwd or tmp_path, env=env, timeout=120
+        )
         if check and proc.returncode != 0:
             raise AssertionError(f"reel {' '.join(args)} exited {proc.returncode}: {proc.stderr.decode()}")
         return proc

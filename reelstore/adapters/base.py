@@ -119,8 +119,10 @@ def known_keys(op: Mapping[str, Any], allowed: Sequence[str], adapter: str) -> N
     unknown = sorted(str(k) for k in op if k not in allowed)
     if unknown:
         also = f" (and {', '.join(map(repr, unknown[1:]))})" if unknown[1:] else ""
-        raise BadInput(f"{adapter} op: unknown key {unknown[0]!r}{also}; an {adapter} op takes only "
-                       f"{', '.join(allowed)}", field=f"op.{unknown[0]}")
+        raise BadInput(
+            f"{adapter} op: unknown key {unknown[0]!r}{also}; an {adapter} op takes only {', '.join(allowed)}",
+            field=f"op.{unknown[0]}",
+        )
 
 
 def register(cls: type[Adapter]) -> type[Adapter]:
@@ -170,14 +172,18 @@ def adapter_class(name: str) -> type[Adapter]:
         return cls
     point = _installed().get(name)
     if point is None:
-        raise BadInput(f"no adapter named {name!r} can be loaded here: none is registered in this process and no "
-                       f"installed distribution declares one in the entry-point group {ENTRY_POINTS!r}; "
-                       f"known: {', '.join(known())}", adapter=name)
+        raise BadInput(
+            f"no adapter named {name!r} can be loaded here: none is registered in this process and no "
+            f"installed distribution declares one in the entry-point group {ENTRY_POINTS!r}; "
+            f"known: {', '.join(known())}",
+            adapter=name,
+        )
     try:
         loaded = point.load()
     except Exception as exc:  # noqa: BLE001  (any import failure of a plugin means it cannot be used)
-        raise BadInput(f"adapter {name!r} (entry point {point.value}) cannot be loaded: {exc!r}",
-                       adapter=name) from None
+        raise BadInput(
+            f"adapter {name!r} (entry point {point.value}) cannot be loaded: {exc!r}", adapter=name
+        ) from None
     if not (isinstance(loaded, type) and issubclass(loaded, Adapter)):
         raise BadInput(f"adapter {name!r} (entry point {point.value}) is not an Adapter subclass", adapter=name)
     REGISTRY[name] = loaded

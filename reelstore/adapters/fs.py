@@ -126,8 +126,10 @@ class FsAdapter(Adapter):
             limit = NAME_MAX if held is None else _name_max(held)
             for part in parts:
                 if len(part.encode("utf-8")) > limit:
-                    raise _Unwritable(f"fs path {path!r}: component {part[:40]!r}… is longer than the "
-                                      f"file system's limit of {limit} bytes")
+                    raise _Unwritable(
+                        f"fs path {path!r}: component {part[:40]!r}… is longer than the "
+                        f"file system's limit of {limit} bytes"
+                    )
             for i, part in enumerate(parts[:-1]):
                 if held is None:
                     break

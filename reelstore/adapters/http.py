@@ -103,8 +103,10 @@ class HttpAdapter(Adapter):
     def absence_unprovable(self, effect: Effect) -> str:
         svc = classify(self.repo.config, effect.resource, str(effect.op.get("method", "GET")))
         if svc.absence == "unprovable":
-            return (f"service {svc.name!r} declares absence = unprovable: the target can still act late, "
-                    "so finding no record of the request proves nothing")
+            return (
+                f"service {svc.name!r} declares absence = unprovable: the target can still act late, "
+                "so finding no record of the request proves nothing"
+            )
         return ""
 
     def check_precondition(self, effect: Effect) -> None:
@@ -116,12 +118,17 @@ class HttpAdapter(Adapter):
         try:
             status, headers, _ = self._request("GET", url, {}, None)
         except (Unsent, Lost) as exc:
-            raise Unreachable(f"cannot check the precondition of {effect.resource}: {exc}; nothing was committed",
-                              resource=effect.resource) from None
+            raise Unreachable(
+                f"cannot check the precondition of {effect.resource}: {exc}; nothing was committed",
+                resource=effect.resource,
+            ) from None
         have = headers.get("etag")
         if status >= 400 or have != want:
-            raise Conflict(f"precondition failed for {effect.resource}: expected ETag {want!r}, the target has "
-                           f"{have!r} (status {status}); nothing was sent", resource=effect.resource)
+            raise Conflict(
+                f"precondition failed for {effect.resource}: expected ETag {want!r}, the target has "
+                f"{have!r} (status {status}); nothing was sent",
+                resource=effect.resource,
+            )
 
     def fire(self, effect: Effect, token: Any, op_id: str) -> Result:
         svc = self.service(effect)
@@ -176,24 +183,30 @@ class HttpAdapter(Adapter):
         receipt = {"prepare": prepared, "commit": dict(done.receipt)} if prepared else dict(done.receipt)
         return Result(done.state, receipt, done.note or "prepared and committed")
 
-    def _send(self, method: str, url: str, headers: dict[str, str], body: bytes | None, *,
-              fresh: bool = False) -> Result:
+    def _send(
+        self, method: str, url: str, headers: dict[str, str], body: bytes | None, *, fresh: bool = False
+    ) -> Result:
         try:
             status, got, data = self._request(method, url, headers, body, fresh=fresh)
         except Unsent as exc:
             return Result("not_sent", note=f"not sent: {exc.why}; no byte of the request left this process")
         except Lost as exc:
             return Result("unknown", note=f"sent, but no answer came back ({exc}); the target may have acted")
-        receipt = {"status": status, "headers": {k: v for k, v in got.items() if k in RECEIPT_HEADERS},
-                   "body_blake3": Hash.of(data).hex(), "body_len": len(data)}
+        receipt = {
+            "status": status,
+            "headers": {k: v for k, v in got.items() if k in RECEIPT_HEADERS},
+            "body_blake3": Hash.of(data).hex(),
+            "body_len": len(data),
+        }
         if 200 <= status < 300:
             return Result("succeeded", receipt, f"HTTP {status}")
         if 400 <= status < 500:
             return Result("failed", receipt, f"HTTP {status}: the target refused the request")
         return Result("unknown", receipt, f"HTTP {status}: the answer does not say whether the target acted")
 
-    def _request(self, method: str, url: str, headers: dict[str, str], body: bytes | None, *,
-                 fresh: bool = False) -> tuple[int, dict[str, str], bytes]:
+    def _request(
+        self, method: str, url: str, headers: dict[str, str], body: bytes | None, *, fresh: bool = False
+    ) -> tuple[int, dict[str, str], bytes]:
         """One request, on a kept-alive connection to the host if one is open (`http_pool`), else (or
         if `fresh`) on a new one. Raises Unsent if a new connection (and, for https, the verified TLS
         session) could not be made, Lost if anything failed after that."""
@@ -206,8 +219,11 @@ class HttpAdapter(Adapter):
         kept = pool(self.repo)
         conn = None if fresh else kept.take(key)
         if conn is None:
-            conn = (HTTPSConnection(host, port, timeout=self.timeout, ssl_context=client_context(self.repo.config))
-                    if https else HTTPConnection(host, port, timeout=self.timeout))
+            conn = (
+                HTTPSConnection(host, port, timeout=self.timeout, ssl_context=client_context(self.repo.config))
+                if https
+                else HTTPConnection(host, port, timeout=self.timeout)
+            )
             try:
                 conn.connect()
             except Exception as exc:  # noqa: BLE001  (the whole connect phase precedes the request)
@@ -224,8 +240,12 @@ class HttpAdapter(Adapter):
                 raise Lost(repr(exc)) from exc
             answer = {k.lower(): v for k, v in resp.headers.items()}
             # Kept only when nothing is in doubt: the whole answer read, and the target keeps the connection.
-            keep = (not fresh and len(data) < MAX_ANSWER and resp.version == 11
-                    and answer.get("connection", "").lower() != "close")
+            keep = (
+                not fresh
+                and len(data) < MAX_ANSWER
+                and resp.version == 11
+                and answer.get("connection", "").lower() != "close"
+            )
             return resp.status, answer, data
         finally:
             if keep:
@@ -290,8 +310,9 @@ def check_headers(headers: Mapping[str, Any]) -> None:
         if not isinstance(name, str) or not _TOKEN.fullmatch(name):
             raise BadInput(f"http op: header name {name!r} is not a valid HTTP field name", field=f"headers.{name}")
         if not _FIELD_VALUE.fullmatch(str(value)):
-            raise BadInput(f"http op: header {name} has a control character (CR, LF, NUL…) in its value",
-                           field=f"headers.{name}")
+            raise BadInput(
+                f"http op: header {name} has a control character (CR, LF, NUL…) in its value", field=f"headers.{name}"
+            )
 
 
 def _body(op: Mapping[str, Any]) -> tuple[bytes | None, str]:

@@ -78,10 +78,13 @@ class HttpOp(BaseModel):
     method: str = Field(default="GET", description="Upper-case HTTP method, e.g. POST")
     url: str = Field(description="Absolute http:// or https:// URL")
     headers: dict[str, str | dict[str, str]] | None = Field(
-        default=None, description='Header name to value; a value may be {"$secret": NAME} or {"$env": VAR}, '
-                                  "resolved when the request is sent")
-    json_body: Any = Field(default=None, alias="json",
-                           description="JSON body (sent canonically: sorted keys; floats in shortest form)")
+        default=None,
+        description='Header name to value; a value may be {"$secret": NAME} or {"$env": VAR}, '
+        "resolved when the request is sent",
+    )
+    json_body: Any = Field(
+        default=None, alias="json", description="JSON body (sent canonically: sorted keys; floats in shortest form)"
+    )
     body: str | None = Field(default=None, description="Raw text body instead of json")
     etag: str | None = Field(default=None, description="Makes it Class B: sent as If-Match and re-checked at commit")
 
@@ -119,7 +122,8 @@ class CommitReport(BaseModel):
     record: str | None = Field(description="The trunk record written, or null for a merge into a parent view")
     state: Literal["done", "owed", "failed", "merged"] = Field(
         description="done: every effect succeeded; owed: some are pending or unknown and the store settles "
-                    "them; failed: the target refused some (final); merged: committed into a parent view")
+        "them; failed: the target refused some (final); merged: committed into a parent view"
+    )
     do_not_queue_again: bool = Field(description="True when effects are owed: queueing them again sends them twice")
     summary: str
     operations: list[OperationState]
@@ -148,20 +152,32 @@ class Capabilities(BaseModel):
 def settled_by(o: Operation) -> str:
     """Who settles an owed operation, in words a model can act on ('' when it is settled)."""
     if o.state in ("pending", "not_sent"):
-        return ("the store's operator: `reel recover` sends it (nothing of it left the store), or "
-                "`reel reconcile` gives it up")
+        return (
+            "the store's operator: `reel recover` sends it (nothing of it left the store), or "
+            "`reel reconcile` gives it up"
+        )
     if o.state != "unknown":
         return ""
     if o.effect.delivery == "blind":
-        return ("the store's operator: inspects the target and records what happened with `reel reconcile`; "
-                "nothing resends it automatically")
+        return (
+            "the store's operator: inspects the target and records what happened with `reel reconcile`; "
+            "nothing resends it automatically"
+        )
     return f"the store's operator: `reel recover` establishes it with the target ({o.effect.delivery} delivery)"
 
 
 def operation_state(o: Operation) -> OperationState:
-    return OperationState(op=o.op, index=o.index, resource=o.effect.resource, delivery=o.effect.delivery,
-                          state=o.state, owed=o.state in ("pending", "not_sent", "unknown"), evidence=o.evidence,
-                          settled_by=settled_by(o), next_action=o.next_action)
+    return OperationState(
+        op=o.op,
+        index=o.index,
+        resource=o.effect.resource,
+        delivery=o.effect.delivery,
+        state=o.state,
+        owed=o.state in ("pending", "not_sent", "unknown"),
+        evidence=o.evidence,
+        settled_by=settled_by(o),
+        next_action=o.next_action,
+    )
 
 
 def commit_report(store: Store, result: CommitResult) -> CommitReport:
@@ -169,10 +185,17 @@ def commit_report(store: Store, result: CommitResult) -> CommitReport:
     from reelstore.fleet.shared import record_operations
 
     if result.record is None:
-        return CommitReport(committed=True, view=result.view, target=result.target, record=None, state="merged",
-                            do_not_queue_again=False, operations=[],
-                            summary="Committed into the parent view; its effects fire when the parent commits.")
-    trunk = result.drain.trunk if result.drain is not None else result.target[len(HEAD_PREFIX):]
+        return CommitReport(
+            committed=True,
+            view=result.view,
+            target=result.target,
+            record=None,
+            state="merged",
+            do_not_queue_again=False,
+            operations=[],
+            summary="Committed into the parent view; its effects fire when the parent commits.",
+        )
+    trunk = result.drain.trunk if result.drain is not None else result.target[len(HEAD_PREFIX) :]
     ops = [operation_state(o) for o in record_operations(store.repo, trunk, result.record)]
     owed = [s for s in ops if s.owed]
     failed = [s for s in ops if s.state in ("failed", "absent")]
@@ -181,22 +204,33 @@ def commit_report(store: Store, result: CommitResult) -> CommitReport:
         held = result.drain.held if result.drain is not None else None
         why = f" Draining is on hold ({held})." if held else ""
         are = "is" if len(owed) == 1 else "are"
-        summary = (f"Committed: record {record} stands.{why} {plural(len(owed), 'effect')} {are} owed "
-                   f"({', '.join(s.op for s in owed)}): the store settles them, see settled_by. Do NOT queue them "
-                   "again in this or another view: that would send them twice. Ask the operation tool for their "
-                   "state later.")
+        summary = (
+            f"Committed: record {record} stands.{why} {plural(len(owed), 'effect')} {are} owed "
+            f"({', '.join(s.op for s in owed)}): the store settles them, see settled_by. Do NOT queue them "
+            "again in this or another view: that would send them twice. Ask the operation tool for their "
+            "state later."
+        )
         state: Literal["done", "owed", "failed"] = "owed"
     elif failed:
-        summary = (f"Committed: record {record} stands. The target refused {plural(len(failed), 'effect')} "
-                   f"({', '.join(s.op for s in failed)}): final, they did not happen. Another attempt, if the task "
-                   "still needs one, is a new effect in a new view.")
+        summary = (
+            f"Committed: record {record} stands. The target refused {plural(len(failed), 'effect')} "
+            f"({', '.join(s.op for s in failed)}): final, they did not happen. Another attempt, if the task "
+            "still needs one, is a new effect in a new view."
+        )
         state = "failed"
     else:
         summary = f"Committed: record {record}; every effect succeeded."
         state = "done"
-    return CommitReport(committed=True, view=result.view, target=result.target, record=record, state=state,
-                        do_not_queue_again=bool(owed), summary=summary,
-                        operations=ops)
+    return CommitReport(
+        committed=True,
+        view=result.view,
+        target=result.target,
+        record=record,
+        state=state,
+        do_not_queue_again=bool(owed),
+        summary=summary,
+        operations=ops,
+    )
 
 
 class SessionBudget:
@@ -214,10 +248,13 @@ class SessionBudget:
 
     def _check(self, more: int, what: str) -> None:
         if self.limit is not None and self.used + more > self.limit:
-            raise BudgetExhausted(f"{what} would exceed this server's session budget: {self.used} of "
-                                  f"{plural(self.limit, 'effect')} already committed, {more} more asked; "
-                                  "nothing was sent",
-                                  budget=self.limit, used=self.used)
+            raise BudgetExhausted(
+                f"{what} would exceed this server's session budget: {self.used} of "
+                f"{plural(self.limit, 'effect')} already committed, {more} more asked; "
+                "nothing was sent",
+                budget=self.limit,
+                used=self.used,
+            )
 
     def reserve(self, n: int, what: str) -> None:
         with self._lock:
@@ -254,6 +291,7 @@ class ReelTools:
 
     async def call(self, fn: Callable[[], T]) -> T:
         """Run one verb in a worker thread; a ReelError becomes a tool error carrying its code."""
+
         def run() -> T:
             if self._lock is None:
                 return fn()
@@ -285,8 +323,9 @@ class ReelTools:
         self.store.fork(name, HEAD_PREFIX + self.trunk, narrowed)
         return self.store.status(name).to_json()
 
-    def effect(self, view: str, adapter: str, op: HttpOp | FsOp, effect_class: str | None,
-               key: str | None) -> dict[str, Any]:
+    def effect(
+        self, view: str, adapter: str, op: HttpOp | FsOp, effect_class: str | None, key: str | None
+    ) -> dict[str, Any]:
         want = "http" if isinstance(op, HttpOp) else "fs"
         if adapter != want:
             raise BadInput(f"adapter {adapter!r} takes an {adapter} op; this op has the {want} op's fields")
@@ -296,8 +335,14 @@ class ReelTools:
         # null means "not given", except as a JSON body, where it is the value null
         plain = {k: v for k, v in given.items() if v is not None or k == "json"}
         e = store.open_view(view).effect(adapter, plain, effect_class, key=key)
-        return {"effect": e.id.hex(), "adapter": e.adapter, "class": e.effect_class, "resource": e.resource,
-                "delivery": e.delivery, "key": key or ""}
+        return {
+            "effect": e.id.hex(),
+            "adapter": e.adapter,
+            "class": e.effect_class,
+            "resource": e.resource,
+            "delivery": e.delivery,
+            "key": key or "",
+        }
 
     def commit(self, view: str, message: str, retry: int = 0) -> CommitReport:
         store = self.store
@@ -323,10 +368,15 @@ class ReelTools:
 
     def propose(self, view: str) -> Proposal:
         status = self.store.status(view)
-        return Proposal(state="proposed", view=view, effects=len(status.effects), changes=len(status.changes),
-                        next_action=f"a person reviews it (`reel status {view}`, `reel diff {view}`), approves it "
-                                    f"where a rule requires (`reel approve {view} --by NAME`, not the agent), and "
-                                    f"commits it with `reel commit {view}`, or discards it with `reel abort {view}`")
+        return Proposal(
+            state="proposed",
+            view=view,
+            effects=len(status.effects),
+            changes=len(status.changes),
+            next_action=f"a person reviews it (`reel status {view}`, `reel diff {view}`), approves it "
+            f"where a rule requires (`reel approve {view} --by NAME`, not the agent), and "
+            f"commits it with `reel commit {view}`, or discards it with `reel abort {view}`",
+        )
 
 
 def _exists(store: Store, view: str) -> bool:
@@ -350,20 +400,34 @@ def _content(f: FileWrite) -> bytes:
 
 def _instructions(trunk: str, caps: Sequence[Capability], budget: SessionBudget, propose_only: bool) -> str:
     limits = "; ".join(c.spec() for c in caps) or "none"
-    end = ("You cannot commit: `propose` leaves a view for a person, who reviews and commits it. "
-           if propose_only else
-           "`commit` lands the view and sends its effects; its result says which effects are owed: an owed "
-           "effect is settled by the store's operator and must never be queued again. ")
-    return (f"A reel store's trunk {trunk!r}. Fork a view, read and write files in it and queue effects (HTTP "
-            "requests, file writes): nothing is sent until the view is committed; abort discards the view and "
-            f"its effects never fire. {end}Your capabilities (every view is bounded by them): {limits}. "
-            + (f"Session budget: at most {plural(budget.limit, 'effect')} committed through this server in total. "
-               if budget.limit is not None else "")
-            + "The capabilities tool says the same, with what is used.")
+    end = (
+        "You cannot commit: `propose` leaves a view for a person, who reviews and commits it. "
+        if propose_only
+        else "`commit` lands the view and sends its effects; its result says which effects are owed: an owed "
+        "effect is settled by the store's operator and must never be queued again. "
+    )
+    return (
+        f"A reel store's trunk {trunk!r}. Fork a view, read and write files in it and queue effects (HTTP "
+        "requests, file writes): nothing is sent until the view is committed; abort discards the view and "
+        f"its effects never fire. {end}Your capabilities (every view is bounded by them): {limits}. "
+        + (
+            f"Session budget: at most {plural(budget.limit, 'effect')} committed through this server in total. "
+            if budget.limit is not None
+            else ""
+        )
+        + "The capabilities tool says the same, with what is used."
+    )
 
 
-def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capability | str] | None = None,
-                 port: int = 8000, *, session_budget: int | None = None, propose_only: bool = False) -> FastMCP:
+def build_server(
+    store: Store,
+    trunk: str | None = None,
+    caps: Iterable[Capability | str] | None = None,
+    port: int = 8000,
+    *,
+    session_budget: int | None = None,
+    propose_only: bool = False,
+) -> FastMCP:
     """An MCP server over `store`'s trunk (default: the store's), bounded by `caps` (default: the trunk's,
     less every `secret` grant: an agent names no credential unless the server was started with one)
     and, if given, by `session_budget` effects committed in total; `propose_only` withholds `commit`.
@@ -373,35 +437,47 @@ def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capabili
     if session_budget is not None and session_budget < 0:
         raise BadInput(f"a session budget is a count of effects, not {session_budget}")
     bound = admission.trunk_caps(store.repo, trunk)
-    chosen = admission.without_secrets(bound) if caps is None else admission.narrow(
-        bound, [c if isinstance(c, Capability) else Capability.parse(c) for c in caps])
+    chosen = (
+        admission.without_secrets(bound)
+        if caps is None
+        else admission.narrow(bound, [c if isinstance(c, Capability) else Capability.parse(c) for c in caps])
+    )
     budget = SessionBudget(session_budget)
     tools = ReelTools(store, trunk, chosen, budget)
-    server = FastMCP("reelstore", host="127.0.0.1", port=port,
-                     instructions=_instructions(trunk, chosen, budget, propose_only))
+    server = FastMCP(
+        "reelstore", host="127.0.0.1", port=port, instructions=_instructions(trunk, chosen, budget, propose_only)
+    )
 
     def tool(annotations: ToolAnnotations) -> Callable[[Callable[..., Awaitable[Any]]], Any]:
         return server.tool(annotations=annotations, structured_output=True)
 
     @tool(WRITE)
-    async def fork(name: Annotated[str, Field(description="A new view name")],
-                   caps: Annotated[list[str] | None, Field(
-                       description="Capability specs OPS=PREFIX[;budget=N] narrowing the server's own; "
-                                   "default: the server's")] = None) -> dict[str, Any]:
+    async def fork(
+        name: Annotated[str, Field(description="A new view name")],
+        caps: Annotated[
+            list[str] | None,
+            Field(
+                description="Capability specs OPS=PREFIX[;budget=N] narrowing the server's own; default: the server's"
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
         """Fork a new view NAME from the trunk. A capability wider than the server's is refused (E009).
         Returns the view's status."""
         return await tools.call(lambda: tools.fork(name, caps))
 
     @tool(READ)
-    async def ls(view: ViewName, prefix: Annotated[str, Field(description="Only names under this prefix")] = ""
-                 ) -> list[dict[str, str]]:
+    async def ls(
+        view: ViewName, prefix: Annotated[str, Field(description="Only names under this prefix")] = ""
+    ) -> list[dict[str, str]]:
         """Names under prefix in the view, with their object ids."""
-        return await tools.on_view(view, lambda: [{"name": n, "id": h.hex()}
-                                                  for n, h in tools.store.open_view(view).ls(prefix)])
+        return await tools.on_view(
+            view, lambda: [{"name": n, "id": h.hex()} for n, h in tools.store.open_view(view).ls(prefix)]
+        )
 
     @tool(READ)
-    async def get(view: ViewName, path: Annotated[str, Field(description="The file's name in the view")]
-                  ) -> dict[str, str]:
+    async def get(
+        view: ViewName, path: Annotated[str, Field(description="The file's name in the view")]
+    ) -> dict[str, str]:
         """A file of the view: {"text"} when it is UTF-8, else {"base64"}."""
         data = await tools.on_view(view, lambda: tools.store.open_view(view).get(path))
         try:
@@ -410,9 +486,11 @@ def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capabili
             return {"path": path, "base64": base64.b64encode(data).decode()}
 
     @tool(WRITE)
-    async def put(view: ViewName, files: Annotated[list[FileWrite], Field(description="The files to write")]
-                  ) -> dict[str, str]:
+    async def put(
+        view: ViewName, files: Annotated[list[FileWrite], Field(description="The files to write")]
+    ) -> dict[str, str]:
         """Write several files into the view in one call; returns each path's object id."""
+
         def run() -> dict[str, str]:
             handle = tools.store.open_view(view)
             contents = [(f.path, _content(f)) for f in files]  # every file checked before any is written
@@ -423,6 +501,7 @@ def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capabili
     @tool(WRITE)
     async def rm(view: ViewName, paths: Annotated[list[str], Field(description="Names to remove")]) -> list[str]:
         """Remove names from the view."""
+
         def run() -> list[str]:
             handle = tools.store.open_view(view)
             for p in paths:
@@ -442,33 +521,54 @@ def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capabili
         return await tools.on_view(view, lambda: tools.store.status(view).to_json())
 
     @tool(QUEUE)
-    async def effect(view: ViewName,
-                     adapter: Annotated[Literal["http", "fs"], Field(description="http or fs; matches op's kind")],
-                     op: Annotated[HttpOp | FsOp, Field(description="The operation: an http request or an fs "
-                                                                    "write/delete; unknown keys are refused")],
-                     effect_class: Annotated[Literal["B", "C"] | None, Field(
-                         description="Override the adapter's class (B: precondition re-checked at commit)")] = None,
-                     key: Annotated[str | None, Field(
-                         description="The task this effect does, e.g. refund:ticket-42: the same task queued "
-                                     "again, in any view or after a restart, is refused instead of sent "
-                                     "twice")] = None,
-                     ) -> dict[str, Any]:
+    async def effect(
+        view: ViewName,
+        adapter: Annotated[Literal["http", "fs"], Field(description="http or fs; matches op's kind")],
+        op: Annotated[
+            HttpOp | FsOp,
+            Field(description="The operation: an http request or an fs write/delete; unknown keys are refused"),
+        ],
+        effect_class: Annotated[
+            Literal["B", "C"] | None,
+            Field(description="Override the adapter's class (B: precondition re-checked at commit)"),
+        ] = None,
+        key: Annotated[
+            str | None,
+            Field(
+                description="The task this effect does, e.g. refund:ticket-42: the same task queued "
+                "again, in any view or after a restart, is refused instead of sent "
+                "twice"
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
         """Queue a side effect in the view; it fires only if the view is committed. Give a task key for
         anything that must happen once per task."""
         return await tools.on_view(view, lambda: tools.effect(view, adapter, op, effect_class, key))
 
     if propose_only:
+
         @tool(WRITE)
         async def propose(view: ViewName) -> Proposal:
             """Leave the view for a person to review and commit; nothing is sent by this call."""
             return await tools.on_view(view, lambda: tools.propose(view))
     else:
+
         @tool(FIRE)
-        async def commit(view: ViewName,
-                         message: Annotated[str, Field(description="The record's message")] = "",
-                         retry: Annotated[int, Field(ge=0, le=100, description=(
-                             "If another store wins the trunk's remote first, fetch and try again at most this "
-                             "often (a trunk that tracks a remote)"))] = 0) -> CommitReport:
+        async def commit(
+            view: ViewName,
+            message: Annotated[str, Field(description="The record's message")] = "",
+            retry: Annotated[
+                int,
+                Field(
+                    ge=0,
+                    le=100,
+                    description=(
+                        "If another store wins the trunk's remote first, fetch and try again at most this "
+                        "often (a trunk that tracks a remote)"
+                    ),
+                ),
+            ] = 0,
+        ) -> CommitReport:
             """Commit the view into the trunk, then send its effects in order. The result is not an error
             when effects are owed: the commit stands; never queue owed effects again."""
             return await tools.on_view(view, lambda: tools.commit(view, message, retry))
@@ -481,6 +581,7 @@ def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capabili
     @tool(READ)
     async def views() -> list[dict[str, Any]]:
         """The live views of this server's trunk that are within its capabilities."""
+
         def run() -> list[dict[str, Any]]:
             out = []
             for row in tools.store.views():
@@ -494,28 +595,36 @@ def build_server(store: Store, trunk: str | None = None, caps: Iterable[Capabili
         return await tools.call(run)
 
     @tool(READ)
-    async def log(limit: Annotated[int, Field(ge=1, le=1000, description="How many records")] = 20
-                  ) -> list[dict[str, Any]]:
+    async def log(
+        limit: Annotated[int, Field(ge=1, le=1000, description="How many records")] = 20,
+    ) -> list[dict[str, Any]]:
         """The trunk's newest records, with their effects' drain outcomes."""
         return await tools.call(lambda: [e.to_json() for e in tools.store.log(trunk, limit)])
 
     @tool(READ)
-    async def ops(unresolved: Annotated[bool, Field(description="Only pending and unknown ones")] = True
-                  ) -> list[dict[str, Any]]:
+    async def ops(
+        unresolved: Annotated[bool, Field(description="Only pending and unknown ones")] = True,
+    ) -> list[dict[str, Any]]:
         """Operations of committed records, with their state and next step."""
         return await tools.call(lambda: [o.to_json() for o in tools.store.ops(unresolved) if o.trunk == trunk])
 
     @tool(READ)
-    async def operation(op: Annotated[str, Field(description="Operation id (op_…) from a commit result")]
-                        ) -> OperationState:
+    async def operation(
+        op: Annotated[str, Field(description="Operation id (op_…) from a commit result")],
+    ) -> OperationState:
         """One operation's state now: whether it is still owed, and who settles it."""
         return await tools.call(lambda: tools.operation(op))
 
     @tool(READ)
     async def capabilities() -> Capabilities:
         """What this server lets you do: its capabilities, session budget and whether you may commit."""
-        return Capabilities(trunk=trunk, caps=[c.spec() for c in chosen], session_budget=budget.limit,
-                            session_used=budget.used, propose_only=propose_only)
+        return Capabilities(
+            trunk=trunk,
+            caps=[c.spec() for c in chosen],
+            session_budget=budget.limit,
+            session_used=budget.used,
+            propose_only=propose_only,
+        )
 
     _forbid_unknown_arguments(server)
     return server
@@ -543,12 +652,18 @@ def serve_http(server: FastMCP, token: str) -> None:
         if scope["type"] == "http":
             got = dict(scope.get("headers") or ()).get(b"authorization", b"")
             if not hmac.compare_digest(got, want):
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")],
+                    }
+                )
                 await send({"type": "http.response.body", "body": b"a bearer token is required\n"})
                 return
         await app(scope, receive, send)
 
-    config = uvicorn.Config(guarded, host=server.settings.host, port=server.settings.port,
-                            log_level=server.settings.log_level.lower())
+    config = uvicorn.Config(
+        guarded, host=server.settings.host, port=server.settings.port, log_level=server.settings.log_level.lower()
+    )
     uvicorn.Server(config).run()

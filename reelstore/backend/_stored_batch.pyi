@@ -1,7 +1,15 @@
 """Type stub of the optional C extension reelstore/backend/_stored_batch.c (see bulk_read.answer)."""
 
-def answer(records: bytes, start: int, sep: int, packs: tuple[tuple[object, object, int, int], ...],
-           tags: tuple[bytes | None, ...], out: bytearray, with_content: bool, direct: int) -> int:
+def answer(
+    records: bytes,
+    start: int,
+    sep: int,
+    packs: tuple[tuple[object, object, int, int], ...],
+    tags: tuple[bytes | None, ...],
+    out: bytearray,
+    with_content: bool,
+    direct: int,
+) -> int:
     """Answer the `sep`-ended names in `records` from offset `start` into `out` until one it leaves to the
     caller; the offset where that name starts."""
 

@@ -211,7 +211,7 @@ def _temp_indexes(pack_path: Path) -> list[tuple[Path, int | None]]:
         return []
     out: list[tuple[Path, int | None]] = []
     for tmp in found:
-        pid = tmp.name[len(prefix):].split("-")[0]
+        pid = tmp.name[len(prefix) :].split("-")[0]
         out.append((tmp, int(pid) if pid.isdigit() else None))
     return out
 
@@ -230,5 +230,3 @@ def index_coming(pack_path: Path) -> bool:
     """Whether a live writer holds a temporary index for this pack: it is between renaming the pack and
     its index, so the index is on its way however long a loaded machine keeps the writer there."""
     return any(pid is not None and pid_alive(pid) for _, pid in _temp_indexes(pack_path))
-
-

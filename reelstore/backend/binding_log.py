@@ -23,5 +23,8 @@ def logged(files: StateFiles) -> dict[str, str]:
 
 def missing(files: StateFiles) -> list[str]:
     """A line per binding the log records whose file is gone (the log still binds the view)."""
-    return [f"binding file bindings/{fork} is missing; the binding log says {value!r}, which still holds"
-            for fork, value in sorted(logged(files).items()) if files.read(f"bindings/{fork}") is None]
+    return [
+        f"binding file bindings/{fork} is missing; the binding log says {value!r}, which still holds"
+        for fork, value in sorted(logged(files).items())
+        if files.read(f"bindings/{fork}") is None
+    ]

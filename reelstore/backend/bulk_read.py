@@ -64,6 +64,7 @@ def accelerator_on() -> bool:
     empty or 0)."""
     return _stored_batch is not None and os.environ.get("REEL_PURE", "") in ("", "0")
 
+
 Found = tuple[bytes, "bytes | memoryview"]
 """(kind as ASCII, content): a blob's data, any other kind's body."""
 
@@ -194,8 +195,9 @@ class BulkReader:
         if not self.accelerated:
             return start
         if self._spans is None:
-            self._spans = tuple((lk.pack.index.map, lk.pack.map, lk.pack.data_start, lk.pack.data_end)
-                                for lk in self._packs)
+            self._spans = tuple(
+                (lk.pack.index.map, lk.pack.map, lk.pack.data_start, lk.pack.data_end) for lk in self._packs
+            )
         assert _stored_batch is not None
         return _stored_batch.answer(records, start, sep[0], self._spans, _TAGS, out, with_content, direct)
 
@@ -336,8 +338,10 @@ class BulkReader:
                     reset()
                     update(raw)
                     if digest() != h:
-                        raise StorageError(f"object {h.hex()} in {mp.pack.name} is damaged: content does not "
-                                           "hash to its id", id=Hash(h))
+                        raise StorageError(
+                            f"object {h.hex()} in {mp.pack.name} is damaged: content does not hash to its id",
+                            id=Hash(h),
+                        )
                 else:
                     code, raw = mp.pack.read(h, i)
                     stored = m[off + 1] == stored_method  # the entry parsed: its method byte is there

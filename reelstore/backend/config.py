@@ -147,8 +147,9 @@ def _decode(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise StorageError(f"config {path} is damaged: line {line} is not UTF-8 (byte {exc.start}); "
-                           "fix or rewrite that line") from None
+        raise StorageError(
+            f"config {path} is damaged: line {line} is not UTF-8 (byte {exc.start}); fix or rewrite that line"
+        ) from None
 
 
 class Config:

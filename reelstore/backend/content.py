@@ -68,8 +68,7 @@ def read(store: ObjectStore, h: Hash) -> Iterator[bytes]:
     for part, size in obj.parts:
         piece = store.get_as(part, Blob).data
         if len(piece) != size:
-            raise StorageError(f"piece {part.hex()} of {h.hex()} holds {len(piece)} bytes, its list says {size}",
-                               id=h)
+            raise StorageError(f"piece {part.hex()} of {h.hex()} holds {len(piece)} bytes, its list says {size}", id=h)
         yield piece
 
 

@@ -451,8 +451,9 @@ class DiskObjectStore(ObjectStore):
         start reading from it."""
         from reelstore.backend.pack_write import write_pack
 
-        result = write_pack(self.pack_dir, items, opts, fsync=self.fsync, progress=progress, reuse=reuse,
-                            damaged=damaged)
+        result = write_pack(
+            self.pack_dir, items, opts, fsync=self.fsync, progress=progress, reuse=reuse, damaged=damaged
+        )
         self.refresh(force=True)
         return result
 
@@ -502,14 +503,16 @@ class DiskObjectStore(ObjectStore):
     # the pack copier and verifier), 32 ms on top of disk_store here (best of 6, timed around `import
     # reelstore.backend.pack_gc` after disk_store), which every command would pay for four that use it.
 
-    def gc(self, mark: Mark, cutoff: float | None, *, dry_run: bool = False, progress: Progress | None = None,
-           now: float) -> GcReport:
+    def gc(
+        self, mark: Mark, cutoff: float | None, *, dry_run: bool = False, progress: Progress | None = None, now: float
+    ) -> GcReport:
         from reelstore.backend import pack_gc
 
         return pack_gc.collect(self, mark, cutoff, dry_run, progress, now)
 
-    def repack(self, mark: Mark, *, all_objects: bool = False, delete: bool = False,
-               progress: Progress | None = None) -> RepackReport:
+    def repack(
+        self, mark: Mark, *, all_objects: bool = False, delete: bool = False, progress: Progress | None = None
+    ) -> RepackReport:
         """Pack the loose objects (with `all_objects`, every object, into one pack), dropping nothing;
         with `delete`, remove the copies now packed elsewhere."""
         from reelstore.backend import pack_gc

@@ -87,5 +87,3 @@ class Inflight:
                     with suppress(ValueError):
                         out.add(Hash(bytes.fromhex(line.decode("ascii"))))
         return out
-
-

@@ -13,8 +13,9 @@ def count_objects(store: DiskObjectStore) -> dict[str, int]:
     """git's count-objects -v figures: loose count and KiB, packed objects, packs and their KiB,
     loose objects that are also packed, and stray files (temporary files, unusable packs) and their KiB."""
     store.refresh(force=True)
-    stats = dict.fromkeys(("count", "size", "in-pack", "packs", "size-pack", "prune-packable", "garbage",
-                           "size-garbage"), 0)
+    stats = dict.fromkeys(
+        ("count", "size", "in-pack", "packs", "size-pack", "prune-packable", "garbage", "size-garbage"), 0
+    )
     size = garbage_size = 0
     packs = store.packs()
     for h in store.loose:
@@ -33,8 +34,11 @@ def count_objects(store: DiskObjectStore) -> dict[str, int]:
         if not d.is_dir():
             continue
         for entry in os.scandir(d):
-            if entry.is_file() and (d == store.root or entry.name.startswith(".") or
-                                    entry.name.rsplit(".", 1)[0] not in {p.name for p in packs}):
+            if entry.is_file() and (
+                d == store.root
+                or entry.name.startswith(".")
+                or entry.name.rsplit(".", 1)[0] not in {p.name for p in packs}
+            ):
                 stats["garbage"] += 1
                 garbage_size += entry.stat().st_size
     for shard in os.scandir(store.root):

@@ -76,8 +76,9 @@ class ObjectStore(ABC):
         backend that registers no writes has none)."""
         return set()
 
-    def gc(self, mark: Mark, cutoff: float | None, *, dry_run: bool = False, progress: Progress | None = None,
-           now: float) -> GcReport:
+    def gc(
+        self, mark: Mark, cutoff: float | None, *, dry_run: bool = False, progress: Progress | None = None, now: float
+    ) -> GcReport:
         """Collect garbage: list the candidates, call `mark` for what is live, then drop each candidate
         that is not live, not in flight, and last written before `cutoff` (None: drop nothing). `now`
         is the time the grace periods count from. The caller holds gc's lock."""
@@ -191,8 +192,10 @@ class ObjectStore(ABC):
         does, to verify what it received), without encoding or hashing them again; E014 as `put_many`."""
         for h, raw in items:
             if len(raw) > MAX_RAW:
-                raise BadInput(f"object {h.hex()} of {len(raw)} bytes exceeds the {MAX_OBJECT_SIZE}-byte object "
-                               "limit; store large content as chunks (`reel put` does)")
+                raise BadInput(
+                    f"object {h.hex()} of {len(raw)} bytes exceeds the {MAX_OBJECT_SIZE}-byte object "
+                    "limit; store large content as chunks (`reel put` does)"
+                )
         self._store(items)
         return [h for h, _ in items]
 

@@ -69,8 +69,7 @@ def riding(verb: str, name: str, view_id: Hash, detail: str = "") -> Iterator[No
     """Inside the block, the next logged ref transaction writes mark (`verb`, view `name`) in the same
     append as its own line: one fsync makes both durable (a commit's trunk move and its commit mark)."""
     op = (_current.get() or (new_id(), verb))[0]
-    token = _riding.set(OpLine(op, _now(), verb, "", f"{verb} {name}", view=name, view_id=view_id.hex(),
-                               detail=detail))
+    token = _riding.set(OpLine(op, _now(), verb, "", f"{verb} {name}", view=name, view_id=view_id.hex(), detail=detail))
     try:
         yield
     finally:
@@ -101,8 +100,13 @@ class OpLine:
     detail: str = ""
 
     def doc(self) -> dict[str, object]:
-        out: dict[str, object] = {"op": self.op, "time": self.time_ms, "verb": self.verb,
-                                  "principal": self.principal, "message": self.message}
+        out: dict[str, object] = {
+            "op": self.op,
+            "time": self.time_ms,
+            "verb": self.verb,
+            "principal": self.principal,
+            "message": self.message,
+        }
         if self.view:
             out.update(view=self.view, view_id=self.view_id, detail=self.detail)
         else:
@@ -168,12 +172,21 @@ class OpLog:
         self.files.append(FILE, data, durable=durable)
         return durable and len(kept) == len(moves)
 
-    def mark(self, verb: str, name: str, view_id: Hash, detail: str = "", principal: str = "",
-             time_ms: int | None = None) -> None:
+    def mark(
+        self, verb: str, name: str, view_id: Hash, detail: str = "", principal: str = "", time_ms: int | None = None
+    ) -> None:
         """Log that view `name` was forked, committed or aborted (see `VerbLog.append` for durability)."""
         op = (_current.get() or (new_id(), verb))[0]
-        line = OpLine(op, _now() if time_ms is None else time_ms, verb, principal, f"{verb} {name}",
-                      view=name, view_id=view_id.hex(), detail=detail)
+        line = OpLine(
+            op,
+            _now() if time_ms is None else time_ms,
+            verb,
+            principal,
+            f"{verb} {name}",
+            view=name,
+            view_id=view_id.hex(),
+            detail=detail,
+        )
         self._append(line, durable=verb in TERMINAL_VERBS)
 
     def _append(self, line: OpLine, *, durable: bool) -> None:
@@ -228,8 +241,16 @@ def _parse(data: bytes) -> Iterator[OpLine]:
         try:
             doc = json.loads(raw)
             moves = tuple(RefMove(str(r), _hash(o), _hash(n)) for r, o, n in doc.get("refs", ()))
-            yield OpLine(str(doc["op"]), int(doc["time"]), str(doc["verb"]), str(doc["principal"]),
-                         str(doc["message"]), moves, str(doc.get("view", "")), str(doc.get("view_id", "")),
-                         str(doc.get("detail", "")))
+            yield OpLine(
+                str(doc["op"]),
+                int(doc["time"]),
+                str(doc["verb"]),
+                str(doc["principal"]),
+                str(doc["message"]),
+                moves,
+                str(doc.get("view", "")),
+                str(doc.get("view_id", "")),
+                str(doc.get("detail", "")),
+            )
         except (ValueError, KeyError, TypeError):
             continue

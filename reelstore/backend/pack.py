@@ -322,12 +322,15 @@ class Pack:
         except ValueError as exc:
             raise StorageError(f"object {h.hex()} in {self.name} is damaged: {exc}", id=Hash(h)) from None
         except zstandard.ZstdError as exc:
-            raise StorageError(f"object {h.hex()} in {self.name} is damaged: entry at offset {offset} does not "
-                               f"inflate: {exc}", id=Hash(h)) from None
+            raise StorageError(
+                f"object {h.hex()} in {self.name} is damaged: entry at offset {offset} does not inflate: {exc}",
+                id=Hash(h),
+            ) from None
         raw = KIND_TAGS[code] + body
         if blake3.blake3(raw).digest() != h:
-            raise StorageError(f"object {h.hex()} in {self.name} is damaged: content does not hash to its id",
-                               id=Hash(h))
+            raise StorageError(
+                f"object {h.hex()} in {self.name} is damaged: content does not hash to its id", id=Hash(h)
+            )
         return code, raw
 
     def mtime(self, h: Hash) -> int | None:
@@ -399,8 +402,9 @@ class PackScan:
         if offset != size - TRAILER:
             from reelstore.wording import plural
 
-            raise StorageError(f"pack declares {plural(self.count, 'entry')} but they end at {offset}, "
-                               f"not {size - TRAILER}")
+            raise StorageError(
+                f"pack declares {plural(self.count, 'entry')} but they end at {offset}, not {size - TRAILER}"
+            )
 
 
 def scan_pack(data: bytes | mmap.mmap) -> PackScan:

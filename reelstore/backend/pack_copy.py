@@ -28,8 +28,15 @@ class Reuse:
     each is to carry. Each entry's CRC is checked as it is copied; `damaged` hears of one that fails.
     A plain class, as PackItem is (see there)."""
 
-    def __init__(self, pack: Pack, positions: Sequence[int], mtimes: Sequence[int], columns: Columns | None = None,
-                 hints: Mapping[bytes, str] | None = None, versions: AbstractSet[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        pack: Pack,
+        positions: Sequence[int],
+        mtimes: Sequence[int],
+        columns: Columns | None = None,
+        hints: Mapping[bytes, str] | None = None,
+        versions: AbstractSet[str] = frozenset(),
+    ) -> None:
         self.pack, self.positions, self.mtimes = pack, positions, mtimes
         self.columns = columns
         """The pack's `index.columns()`, if the caller has read them already."""
@@ -174,8 +181,9 @@ class Copies:
         self.size = at[n]
 
     @staticmethod
-    def _check(pack: Pack, pos: Sequence[int], offs: Sequence[int], ends: Sequence[int], crcs: Sequence[int]
-               ) -> tuple[set[int], bytes, Sequence[int]]:
+    def _check(
+        pack: Pack, pos: Sequence[int], offs: Sequence[int], ends: Sequence[int], crcs: Sequence[int]
+    ) -> tuple[set[int], bytes, Sequence[int]]:
         """Which of the entries (in pack order) fail their index CRC, each one's method byte, and the
         CRCs found; the mapped pages are let go as it goes."""
         bad: set[int] = set()
@@ -193,9 +201,18 @@ class Copies:
                 release(pack.map, offs[lo], ends[hi - 1])
         return bad, bytes(methods), found
 
-    def _rebase(self, r: Reuse, special: list[int], forced: set[int], methods: Sequence[int], offs: Sequence[int],
-                sizes: list[int], pos: Sequence[int], ids: list[bytes], mtimes: Sequence[int]
-                ) -> tuple[dict[int, tuple[bytes, int]], set[int], dict[int, int]]:
+    def _rebase(
+        self,
+        r: Reuse,
+        special: list[int],
+        forced: set[int],
+        methods: Sequence[int],
+        offs: Sequence[int],
+        sizes: list[int],
+        pos: Sequence[int],
+        ids: list[bytes],
+        mtimes: Sequence[int],
+    ) -> tuple[dict[int, tuple[bytes, int]], set[int], dict[int, int]]:
         """Deltas whose base is copied too get a new head with their new distance (`sizes` updated);
         the other special entries (`forced` ones, deltas whose base goes, dictionary entries under
         another dictionary) are dropped to `fallback` (size 0). Returns the new heads (entry -> (head,
@@ -231,8 +248,16 @@ class Copies:
                 dropped.add(k)
                 change = -sizes[k]
                 h = Hash(ids[pos[k]])
-                self.fallback.append(PackItem(h, b"", mtimes[k], r.hints.get(h, ""), kind=KIND_NAMES[m[off]],
-                                              load=functools.partial(pack.get_raw, h, pos[k])))
+                self.fallback.append(
+                    PackItem(
+                        h,
+                        b"",
+                        mtimes[k],
+                        r.hints.get(h, ""),
+                        kind=KIND_NAMES[m[off]],
+                        load=functools.partial(pack.get_raw, h, pos[k]),
+                    )
+                )
             sizes[k] += change
             keys.append(k)
             shifts.append((shifts[-1] if shifts else 0) + change)
@@ -252,8 +277,9 @@ class Copies:
             done += entries
 
 
-def _pack_order(pack: Pack, offsets: Sequence[int], positions: Sequence[int]
-                ) -> tuple[Sequence[int], Sequence[int], Sequence[int]]:
+def _pack_order(
+    pack: Pack, offsets: Sequence[int], positions: Sequence[int]
+) -> tuple[Sequence[int], Sequence[int], Sequence[int]]:
     """The entries at `positions` (of the index) in pack order: for each, by rank, its place in
     `positions`, its offset and where it ends (where the next entry of the whole pack starts: the
     entries tile the pack). One sort of every entry's offset, each tagged in its lowest bit with
@@ -266,8 +292,9 @@ def _pack_order(pack: Pack, offsets: Sequence[int], positions: Sequence[int]
     tags = bytearray(map((1).__and__, keys))
     # Compact arrays: these live through the whole plan, and a list would hold an int object per entry.
     offs = array.array("q", map(operator.rshift, itertools.compress(keys, tags), itertools.repeat(1)))
-    ends = array.array("q", map(operator.rshift, itertools.compress(itertools.islice(keys, 1, None), tags),
-                                itertools.repeat(1)))
+    ends = array.array(
+        "q", map(operator.rshift, itertools.compress(itertools.islice(keys, 1, None), tags), itertools.repeat(1))
+    )
     del keys
     rank = dict(zip(chosen, range(len(chosen))))
     if len(rank) != len(chosen):

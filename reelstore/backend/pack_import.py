@@ -31,8 +31,9 @@ def index_file(path: Path) -> tuple[bytes, bytes, int]:
                 try:
                     decode(raw)
                 except BadInput as exc:
-                    raise StorageError(f"pack entry {h.hex()} at offset {off} does not decode: {exc.message}",
-                                       id=h) from None
+                    raise StorageError(
+                        f"pack entry {h.hex()} at offset {off} does not decode: {exc.message}", id=h
+                    ) from None
                 rows.append((h, off, crc, now))
             return index_bytes(rows, scan.trailer), scan.trailer, len(rows)
 

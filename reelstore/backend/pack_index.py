@@ -46,14 +46,16 @@ def index_bytes(rows: Sequence[tuple[bytes, int, int, int]], pack_checksum: byte
     return index_columns(ids, offsets, crcs, mtimes, pack_checksum)
 
 
-def index_columns(ids: Sequence[bytes], offsets: Sequence[int], crcs: Sequence[int], mtimes: Sequence[int],
-                  pack_checksum: bytes) -> bytes:
+def index_columns(
+    ids: Sequence[bytes], offsets: Sequence[int], crcs: Sequence[int], mtimes: Sequence[int], pack_checksum: bytes
+) -> bytes:
     """`index_bytes` for rows given as columns, in any order (see `index_parts`)."""
     return b"".join(index_parts(ids, offsets, crcs, mtimes, pack_checksum))
 
 
-def index_parts(ids: Sequence[bytes], offsets: Sequence[int], crcs: Sequence[int], mtimes: Sequence[int],
-                pack_checksum: bytes) -> list[bytes]:
+def index_parts(
+    ids: Sequence[bytes], offsets: Sequence[int], crcs: Sequence[int], mtimes: Sequence[int], pack_checksum: bytes
+) -> list[bytes]:
     """The .idx as the pieces a writer writes one after another (its own checksum last), so a large
     index is never held twice. Rows that come as a few sorted runs (gc's copied packs) sort in
     near-linear time, and no tuple per row is built."""
@@ -193,8 +195,11 @@ class PackIndex:
         with memoryview(m) as view:
             ids = list(itertools.chain.from_iterable(_IDS.iter_unpack(view[base : base + 32 * whole])))
         ids += struct.unpack_from("32s" * (n - whole), m, base + 32 * whole)
-        offsets, crcs, mtimes = self._column("Q", self._offsets), self._column("I", self._crcs), self._column(
-            "Q", self._mtimes)
+        offsets, crcs, mtimes = (
+            self._column("Q", self._offsets),
+            self._column("I", self._crcs),
+            self._column("Q", self._mtimes),
+        )
         self.release()
         return ids, offsets, crcs, mtimes
 

@@ -59,8 +59,19 @@ def verify_pack(pack: Pack) -> tuple[list[EntryInfo], list[str]]:
             problems.append(f"{name}: object {h.hex()} at offset {off}: {msg}")
             continue
         depth[off] = depth.get(p.base, 0) + 1 if p.base is not None else 0
-        infos.append(EntryInfo(h, KIND_NAMES[p.code], p.size, p.end - off, off, METHOD_NAMES[p.method], depth[off],
-                               p.base, pack.index.mtime(i)))
+        infos.append(
+            EntryInfo(
+                h,
+                KIND_NAMES[p.code],
+                p.size,
+                p.end - off,
+                off,
+                METHOD_NAMES[p.method],
+                depth[off],
+                p.base,
+                pack.index.mtime(i),
+            )
+        )
     if expect != pack.data_end and rows:
         problems.append(f"{name}: entries end at {expect}, the trailer starts at {pack.data_end}")
     return infos, problems

@@ -321,8 +321,9 @@ def write_pack_stream(
             entry.zc = None
             if entry.load is not None:
                 entry.body = b""
-        if progress is not None and ((n + 1) % 1000 == 0 or n + 1 == total
-                                     or time.monotonic() - ticked >= PROGRESS_EVERY_S):
+        if progress is not None and (
+            (n + 1) % 1000 == 0 or n + 1 == total or time.monotonic() - ticked >= PROGRESS_EVERY_S
+        ):
             ticked = time.monotonic()
             progress(n + 1, total)
     for code, count in tally.items():

@@ -152,8 +152,13 @@ def format_loose(name: str, value: Hash) -> bytes:
 
 def parse_loose(name: str, data: bytes) -> Hash:
     """The id a loose ref file holds; E007 naming the ref if the file is damaged."""
-    if (len(data) == _LOOSE_SIZE and data[64] == 0x20 and data[73] == 0x0A and _LOWER_HEX.issuperset(data[:64])
-            and _LOWER_HEX.issuperset(data[65:73])):
+    if (
+        len(data) == _LOOSE_SIZE
+        and data[64] == 0x20
+        and data[73] == 0x0A
+        and _LOWER_HEX.issuperset(data[:64])
+        and _LOWER_HEX.issuperset(data[65:73])
+    ):
         text = data[:64].decode("ascii")
         if checksum(name, text) != data[65:73].decode("ascii"):
             raise StorageError(f"ref {name} is damaged: its checksum does not match", ref=name)

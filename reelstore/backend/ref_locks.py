@@ -53,8 +53,7 @@ class LockInfo:
         return f"pid {self.pid} on {self.host}"
 
     def describe(self) -> str:
-        why = ("no longer running" if self.dead else
-               "not checkable from here" if self.host != _HOST else "unknown")
+        why = "no longer running" if self.dead else "not checkable from here" if self.host != _HOST else "unknown"
         return f"{self.path.name} held by {self.holder()} ({why}), {self.age:.0f}s old"
 
 
@@ -107,6 +106,12 @@ def lock_conflict(name: str, lock: LockInfo) -> LockHeld:
             f"cannot lock ref {name}: its lock is stale ({lock.describe()}); nothing was written. "
             f"Remove it with `reel gc --clear-stale-locks`{'' if lock.dead else ' --force'} "
             f"(or delete {lock.path} once you know no reel process uses it)",
-            ref=name, lock=str(lock.path))
-    return LockHeld(f"cannot lock ref {name}: {lock.path} is held by {lock.holder()} for {lock.age:.0f}s; another "
-                    "reel process is updating it", ref=name, lock=str(lock.path))
+            ref=name,
+            lock=str(lock.path),
+        )
+    return LockHeld(
+        f"cannot lock ref {name}: {lock.path} is held by {lock.holder()} for {lock.age:.0f}s; another "
+        "reel process is updating it",
+        ref=name,
+        lock=str(lock.path),
+    )

@@ -53,8 +53,15 @@ class RefTransaction:
     writes. A failed check raises E002 and releases every lock, having written nothing.
     """
 
-    def __init__(self, store: RefStore, message: str = "", principal: str = "", create_reflog: bool = False,
-                 *, durable: bool = True) -> None:
+    def __init__(
+        self,
+        store: RefStore,
+        message: str = "",
+        principal: str = "",
+        create_reflog: bool = False,
+        *,
+        durable: bool = True,
+    ) -> None:
         self.store = store
         self.message = message
         self.principal = principal

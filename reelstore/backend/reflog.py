@@ -39,8 +39,13 @@ class ReflogEntry(NamedTuple):
             raise BadInput(f"reflog line fails its checksum: {line[:100]!r}")
         head, _, message = body.partition("\t")
         parts = head.split(" ", 3)
-        if len(parts) < 3 or not is_full_hex(parts[0]) or not is_full_hex(parts[1]) or not parts[2].isdigit() or (
-                not parts[2].isascii()):
+        if (
+            len(parts) < 3
+            or not is_full_hex(parts[0])
+            or not is_full_hex(parts[1])
+            or not parts[2].isdigit()
+            or (not parts[2].isascii())
+        ):
             raise BadInput(f"malformed reflog line {line[:100]!r}")
         old = None if parts[0] == ZERO_HEX else Hash.from_hex(parts[0])
         new = None if parts[1] == ZERO_HEX else Hash.from_hex(parts[1])

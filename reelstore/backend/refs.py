@@ -53,8 +53,18 @@ SYNCED_FILE = "logs/OPS.synced"
 CHECKPOINT_BYTES = 16 << 10
 """Log bytes between checkpoints: what `recover` reads at most when a store opens."""
 
-__all__ = ["ANY", "LOCK_TIMEOUT", "DiskRefStore", "LockInfo", "MemoryRefStore", "RefStore", "RefTransaction",
-           "RefUpdate", "ReflogEntry", "checksum"]
+__all__ = [
+    "ANY",
+    "LOCK_TIMEOUT",
+    "DiskRefStore",
+    "LockInfo",
+    "MemoryRefStore",
+    "RefStore",
+    "RefTransaction",
+    "RefUpdate",
+    "ReflogEntry",
+    "checksum",
+]
 
 
 Moves = list[RefMove]
@@ -143,8 +153,9 @@ class RefStore:
                     out.append((name, value))
         return out
 
-    def _apply_as(self, updates: Updates, message: str, principal: str, held: set[str],
-                  durable: bool, moves: Moves) -> None:
+    def _apply_as(
+        self, updates: Updates, message: str, principal: str, held: set[str], durable: bool, moves: Moves
+    ) -> None:
         """`_apply`, durably or not, then log `moves`; a store without fsyncs has nothing to relax."""
         self._apply(updates, message, principal, held)
         self._log(message, principal, moves, durable)
@@ -152,8 +163,9 @@ class RefStore:
     def _log(self, message: str, principal: str, moves: Moves, durable: bool) -> bool:
         return bool(moves) and self.log_moves is not None and self.log_moves(message, principal, moves, durable)
 
-    def transaction(self, message: str = "", principal: str = "", create_reflog: bool = False, *,
-                    durable: bool = True) -> RefTransaction:
+    def transaction(
+        self, message: str = "", principal: str = "", create_reflog: bool = False, *, durable: bool = True
+    ) -> RefTransaction:
         """A transaction; with `create_reflog` every ref it writes gets a reflog, whatever its namespace;
         `durable=False` writes without fsync (see `RefTransaction.durable`)."""
         return RefTransaction(self, message, principal, create_reflog, durable=durable)
@@ -339,13 +351,27 @@ class DiskRefStore(RefStore):
         if self.fsync:
             self._checkpoint()
 
-    def _apply_as(self, updates: list[RefUpdate], message: str, principal: str, held: set[str],
-                  durable: bool, moves: Moves) -> None:
-        self._apply(updates, message, principal, held, durable=durable,
-                    log=lambda: self._log(message, principal, moves, durable))
+    def _apply_as(
+        self, updates: list[RefUpdate], message: str, principal: str, held: set[str], durable: bool, moves: Moves
+    ) -> None:
+        self._apply(
+            updates,
+            message,
+            principal,
+            held,
+            durable=durable,
+            log=lambda: self._log(message, principal, moves, durable),
+        )
 
-    def _apply(self, updates: list[RefUpdate], message: str, principal: str, held: set[str],
-               durable: bool = True, log: Callable[[], bool] | None = None) -> None:
+    def _apply(
+        self,
+        updates: list[RefUpdate],
+        message: str,
+        principal: str,
+        held: set[str],
+        durable: bool = True,
+        log: Callable[[], bool] | None = None,
+    ) -> None:
         """Write every new value into a temporary file and its reflog line, log the moves (`log`), then
         rename the files over the refs and delete the deleted ones. A move durable in the operation log
         needs no fsync here: the log's line is its durability point, redone by `recover` if lost."""
@@ -434,8 +460,11 @@ class DiskRefStore(RefStore):
         for raw in data[:end].split(b"\n")[:-1]:
             if b'"refs"' in raw:
                 with suppress(ValueError, TypeError, KeyError, AttributeError):
-                    out.extend((at, (r, o, n)) for r, o, n in json.loads(raw)["refs"]
-                               if isinstance(r, str) and isinstance(o, str | None) and isinstance(n, str | None))
+                    out.extend(
+                        (at, (r, o, n))
+                        for r, o, n in json.loads(raw)["refs"]
+                        if isinstance(r, str) and isinstance(o, str | None) and isinstance(n, str | None)
+                    )
             at += len(raw) + 1
         return start + end, out
 
@@ -507,8 +536,13 @@ class DiskRefStore(RefStore):
             return True
         path = self._path(move.ref)
         if keeps_reflog(move.ref) or self._log_path(move.ref).exists():
-            self._append_log(move.ref, reflog_line(move.ref, move.old, move.new, int(time.time() * 1000), "",
-                                                   "recover: redo from the operation log"), sync=True)
+            self._append_log(
+                move.ref,
+                reflog_line(
+                    move.ref, move.old, move.new, int(time.time() * 1000), "", "recover: redo from the operation log"
+                ),
+                sync=True,
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, format_loose(move.ref, move.new), fsync=True)
         return True

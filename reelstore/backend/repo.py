@@ -44,8 +44,14 @@ class Repo:
     `path` is the `.reel` directory itself (None for an in-memory store).
     """
 
-    def __init__(self, files: StateFiles | Callable[[], StateFiles], objects: ObjectStore | Callable[[], ObjectStore],
-                 refs: RefStore, config: Config, root: Path | None = None) -> None:
+    def __init__(
+        self,
+        files: StateFiles | Callable[[], StateFiles],
+        objects: ObjectStore | Callable[[], ObjectStore],
+        refs: RefStore,
+        config: Config,
+        root: Path | None = None,
+    ) -> None:
         """`objects` may be the function that opens the object store: it then opens on first use, so a
         command that reads only refs (show-ref) never loads the pack machinery. So may `files`, with
         `root` the directory they will have: a command that keeps no state file (show-ref, cat-file,
@@ -173,8 +179,14 @@ class Repo:
         return repo
 
     @classmethod
-    def init(cls, directory: Path | str = ".", trunk: str = DEFAULT_TRUNK, backend: str | None = None, *,
-             field: str = "--backend") -> Repo:
+    def init(
+        cls,
+        directory: Path | str = ".",
+        trunk: str = DEFAULT_TRUNK,
+        backend: str | None = None,
+        *,
+        field: str = "--backend",
+    ) -> Repo:
         """Create `DIRECTORY/.reel` with config and sample hooks; E014 if a store is already there.
 
         With `backend` (a postgresql:// URL), objects, refs and the operation log live in that database

@@ -54,8 +54,10 @@ KEY_FILE = ".key"
 DEFAULT_HEADERS = ("authorization", "proxy-authorization", "cookie", "x-api-key")
 """Named for `redact`, which finds them in a quoted command line; scrubbing uses the patterns below."""
 HEADER_PATTERN = re.compile(r"auth|token|key|secret|passw|cookie|session|signature")
-PARAM_PATTERN = re.compile(r"^(key|sig|code|auth|pwd)$|token|secret|passw|signature|api_?key|access_?key|session"
-                           r"|credential")
+PARAM_PATTERN = re.compile(
+    r"^(key|sig|code|auth|pwd)$|token|secret|passw|signature|api_?key|access_?key|session"
+    r"|credential"
+)
 PLAIN_BY_DEFAULT = frozenset(("idempotency-key",))
 FORM = "application/x-www-form-urlencoded"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -141,7 +143,6 @@ class SecretStore:
             raise MissingSecret(f"the credential this effect needs ({where}) is missing; nothing was sent")
         return value
 
-
     def _where(self, name: str) -> str:
         backend = self.backend()
         local = f"secret {name!r} in .reel/secrets"
@@ -175,8 +176,7 @@ class Names(frozenset[str]):
     pattern: re.Pattern[str] | None
     plain: frozenset[str]
 
-    def __new__(cls, names: Iterable[str], pattern: re.Pattern[str] | None = None,
-                plain: Iterable[str] = ()) -> Names:
+    def __new__(cls, names: Iterable[str], pattern: re.Pattern[str] | None = None, plain: Iterable[str] = ()) -> Names:
         made = super().__new__(cls, (n.lower() for n in names))
         made.pattern = pattern
         made.plain = frozenset(p.lower() for p in plain)
@@ -217,7 +217,7 @@ def _given_ref(value: Any) -> str | None:
         return f"store:{value['$secret']}"
     if set(value) == {"$env"} and isinstance(value["$env"], str) and _VAR.fullmatch(value["$env"]):
         return f"env:{value['$env']}"
-    raise BadInput(f"a secret reference is {{\"$secret\": NAME}} or {{\"$env\": VAR}}, not {dict(value)!r}")
+    raise BadInput(f'a secret reference is {{"$secret": NAME}} or {{"$env": VAR}}, not {dict(value)!r}')
 
 
 def named_references(op: Mapping[str, Any]) -> list[str]:
@@ -243,9 +243,14 @@ def scrub_http(store: SecretStore, config: Config, op: Mapping[str, Any]) -> dic
     replaced (new maps), so the op's nested values are shared, not copied."""
     out = dict(op)
     given = out.get("secrets") or {}
-    if not isinstance(given, Mapping) or not set(given) <= {"headers", "params", "fields"} or not all(
+    if (
+        not isinstance(given, Mapping)
+        or not set(given) <= {"headers", "params", "fields"}
+        or not all(
             isinstance(v, Mapping) and all(isinstance(r, str) and _valid_ref(r) for r in v.values())
-            for v in given.values()):
+            for v in given.values()
+        )
+    ):
         raise BadInput("http op: secrets must map headers / params / fields to store:NAME or env:VAR references")
     refs: dict[str, dict[str, str]] = {k: dict(v) for k, v in given.items()}
     heads = config.derived(sensitive_headers)
@@ -289,7 +294,8 @@ def _scrub_query(store: SecretStore, url: str, params: frozenset[str], refs: dic
 def _is_form(headers: Any) -> bool:
     return isinstance(headers, Mapping) and any(
         str(k).lower() == "content-type" and isinstance(v, str) and v.split(";")[0].strip().lower() == FORM
-        for k, v in headers.items())
+        for k, v in headers.items()
+    )
 
 
 def _scrub_form(store: SecretStore, body: str, names: frozenset[str], refs: dict[str, dict[str, str]]) -> str:
@@ -297,8 +303,9 @@ def _scrub_form(store: SecretStore, body: str, names: frozenset[str], refs: dict
     return _scrub_pairs(store, body, names, refs, "fields", "f")
 
 
-def _scrub_pairs(store: SecretStore, text: str, names: frozenset[str], refs: dict[str, dict[str, str]],
-                 where: str, tag: str) -> str:
+def _scrub_pairs(
+    store: SecretStore, text: str, names: frozenset[str], refs: dict[str, dict[str, str]], where: str, tag: str
+) -> str:
     """`a=1&b=2` (a query or a form body) with the value of each pair named in `names` moved to the store
     and replaced by the placeholder; the rest of the text, encoding included, as it was."""
     pieces = []
@@ -335,8 +342,9 @@ def hide_params(url: str, params: frozenset[str]) -> str:
     return urlunsplit(parts._replace(query="&".join(pieces)))
 
 
-def resolve_http(store: SecretStore, op: Mapping[str, Any], url: str,
-                 headers: dict[str, str]) -> tuple[str, dict[str, str]]:
+def resolve_http(
+    store: SecretStore, op: Mapping[str, Any], url: str, headers: dict[str, str]
+) -> tuple[str, dict[str, str]]:
     """The URL and headers to send, every reference resolved (MissingSecret before anything is sent)."""
     refs = thaw(op.get("secrets") or {})
     for name, ref in (refs.get("headers") or {}).items():
@@ -413,8 +421,9 @@ class EnvBackend:
         return os.environ.get(env_name(name))
 
     def put(self, name: str, value: str) -> None:
-        raise BadInput(f"secrets.backend = env cannot store secret {name!r}: set {env_name(name)} instead",
-                       field="secrets.backend")
+        raise BadInput(
+            f"secrets.backend = env cannot store secret {name!r}: set {env_name(name)} instead", field="secrets.backend"
+        )
 
     def where(self, name: str) -> str:
         return f"environment variable {env_name(name)}"

@@ -78,9 +78,11 @@ class Segment:
         if mark is not None and self.problem is None:
             count, newest = mark
             if len(self.order) < count or newest not in self.where:
-                self.problem = (f"{self.path.name} lost fsynced frames: its high-water mark says "
-                                f"{plural(count, 'entry')} up to {newest.hex()}, but it holds {len(self.order)}"
-                                + (f" up to {self.order[-1].hex()}" if self.order else ""))
+                self.problem = (
+                    f"{self.path.name} lost fsynced frames: its high-water mark says "
+                    f"{plural(count, 'entry')} up to {newest.hex()}, but it holds {len(self.order)}"
+                    + (f" up to {self.order[-1].hex()}" if self.order else "")
+                )
 
     @property
     def mark_path(self) -> Path:
@@ -148,8 +150,9 @@ class Segment:
         with open(self.path, "rb") as f:
             raw = os.pread(f.fileno(), at[1], at[0])
         if Hash.of(raw) != h:
-            raise StorageError(f"object {h.hex()} in {self.path.name} is damaged: content does not hash to its id",
-                               id=h)
+            raise StorageError(
+                f"object {h.hex()} in {self.path.name} is damaged: content does not hash to its id", id=h
+            )
         return raw
 
     def append(self, raws: Sequence[bytes]) -> None:

@@ -45,13 +45,18 @@ SAFE_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
 READ = "READ"
 """The class of a rule whose requests have no side effect: they pass through, never queued."""
 MODEL_PATHS = (
-    "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings",  # OpenAI-compatible
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/responses",
+    "/v1/embeddings",  # OpenAI-compatible
     "/v1/messages",  # Anthropic
-    "/api/chat", "/api/generate", "/api/embed", "/api/embeddings",  # Ollama
+    "/api/chat",
+    "/api/generate",
+    "/api/embed",
+    "/api/embeddings",  # Ollama
 )
 """Model API paths that only compute an answer; `model_rules` makes them read-like on a given host."""
-GEMINI_SUFFIXES = (":generateContent", ":streamGenerateContent", ":embedContent", ":batchEmbedContents",
-                   ":countTokens")
+GEMINI_SUFFIXES = (":generateContent", ":streamGenerateContent", ":embedContent", ":batchEmbedContents", ":countTokens")
 """Gemini's model methods, which follow `/v1beta/models/NAME` in the path."""
 GEMINI_HOST = "https://generativelanguage.googleapis.com"
 DEFAULT_KEY_HEADER = "Idempotency-Key"
@@ -113,11 +118,20 @@ class Service:
         return prefix_covers(self.match, path) and path.endswith(self.suffix)
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "match": self.match, "suffix": self.suffix or None,
-                "class": "read" if self.read_like else self.effect_class, "delivery": self.delivery,
-                "key_header": self.key_header, "status_url": self.status_url, "commit_url": self.commit_url,
-                "absence": self.absence, "approvals": self.approvals, "approvers": self.approvers or None,
-                "builtin": self.builtin}
+        return {
+            "name": self.name,
+            "match": self.match,
+            "suffix": self.suffix or None,
+            "class": "read" if self.read_like else self.effect_class,
+            "delivery": self.delivery,
+            "key_header": self.key_header,
+            "status_url": self.status_url,
+            "commit_url": self.commit_url,
+            "absence": self.absence,
+            "approvals": self.approvals,
+            "approvers": self.approvers or None,
+            "builtin": self.builtin,
+        }
 
     @property
     def read_like(self) -> bool:
@@ -125,14 +139,23 @@ class Service:
         return self.effect_class == READ
 
 
-def model_rules(origin: str, prefix: str = "model", paths: Iterable[str] = MODEL_PATHS,
-                builtin: bool = False) -> list[Service]:
+def model_rules(
+    origin: str, prefix: str = "model", paths: Iterable[str] = MODEL_PATHS, builtin: bool = False
+) -> list[Service]:
     """Read rules for the built-in model paths on `origin` (`http://127.0.0.1:8000`): a local model server
     declared read-like path by path, not host-wide, so its other routes stay pending effects. E014 if
     `origin` is not an http(s) origin."""
     origin = model_origin(origin)
-    return [Service(name=f"{prefix}{path.replace('/', '-')}", match=f"http:POST:{origin}{path}", effect_class=READ,
-                    delivery="keyed", builtin=builtin).validate() for path in paths]
+    return [
+        Service(
+            name=f"{prefix}{path.replace('/', '-')}",
+            match=f"http:POST:{origin}{path}",
+            effect_class=READ,
+            delivery="keyed",
+            builtin=builtin,
+        ).validate()
+        for path in paths
+    ]
 
 
 def model_origin(spec: str) -> str:
@@ -143,8 +166,14 @@ def model_origin(spec: str) -> str:
         port = parts.port
     except ValueError:
         port = -1
-    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1 or parts.path.strip("/") \
-            or parts.query or parts.username:
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or port == -1
+        or parts.path.strip("/")
+        or parts.query
+        or parts.username
+    ):
         raise BadInput(f"--model wants an origin such as http://127.0.0.1:8000, not {spec!r}")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     default = 443 if parts.scheme == "https" else 80
@@ -154,8 +183,17 @@ def model_origin(spec: str) -> str:
 BUILTIN: tuple[Service, ...] = (
     *model_rules("https://api.openai.com", "openai", MODEL_PATHS[:4], builtin=True),
     *model_rules("https://api.anthropic.com", "anthropic", MODEL_PATHS[4:5], builtin=True),
-    *(Service(name=f"gemini-{s.lstrip(':')}", match=f"http:POST:{GEMINI_HOST}/", suffix=s, effect_class=READ,
-              delivery="keyed", builtin=True).validate() for s in GEMINI_SUFFIXES),
+    *(
+        Service(
+            name=f"gemini-{s.lstrip(':')}",
+            match=f"http:POST:{GEMINI_HOST}/",
+            suffix=s,
+            effect_class=READ,
+            delivery="keyed",
+            builtin=True,
+        ).validate()
+        for s in GEMINI_SUFFIXES
+    ),
 )
 """Read rules every store has unless a configured rule of the same name replaces it."""
 
@@ -169,23 +207,26 @@ def services(config: Config) -> list[Service]:
 def _parse(config: Config) -> list[Service]:
     out = []
     for name in config.subsections("service"):
+
         def get(key: str, default: str | None = None, _n: str = name) -> str | None:
             return config.get(f"service.{_n}.{key}", default)
 
-        out.append(Service(
-            name=name,
-            match=get("match", "") or "",
-            effect_class=(get("class", "C") or "C").upper(),
-            delivery=(get("delivery", "blind") or "blind").lower(),
-            key_header=get("key-header", DEFAULT_KEY_HEADER) or DEFAULT_KEY_HEADER,
-            status_url=get("status-url"),
-            commit_url=get("commit-url"),
-            absence=(get("absence", "provable") or "provable").lower(),
-            absent_after=_seconds(get("absent-after"), f'service "{name}": absent-after'),
-            suffix=get("suffix", "") or "",
-            approvals=_approvals(name, get("approval"), get("approval-count")),
-            approvers=(get("approvers", "") or "").strip(),
-        ).validate())
+        out.append(
+            Service(
+                name=name,
+                match=get("match", "") or "",
+                effect_class=(get("class", "C") or "C").upper(),
+                delivery=(get("delivery", "blind") or "blind").lower(),
+                key_header=get("key-header", DEFAULT_KEY_HEADER) or DEFAULT_KEY_HEADER,
+                status_url=get("status-url"),
+                commit_url=get("commit-url"),
+                absence=(get("absence", "provable") or "provable").lower(),
+                absent_after=_seconds(get("absent-after"), f'service "{name}": absent-after'),
+                suffix=get("suffix", "") or "",
+                approvals=_approvals(name, get("approval"), get("approval-count")),
+                approvers=(get("approvers", "") or "").strip(),
+            ).validate()
+        )
     named = {svc.name for svc in out}
     return out + [svc for svc in BUILTIN if svc.name not in named]
 
@@ -215,8 +256,9 @@ def classify(config: Config, resource: str, method: str, extra: Iterable[Service
     Class C, blind if the method is unsafe."""
     best: Service | None = None
     for svc in (*services(config), *extra):
-        if svc.covers(resource) and (best is None or len(svc.match) + len(svc.suffix) >
-                                     len(best.match) + len(best.suffix)):
+        if svc.covers(resource) and (
+            best is None or len(svc.match) + len(svc.suffix) > len(best.match) + len(best.suffix)
+        ):
             best = svc
     if best is not None:
         return best

@@ -24,8 +24,22 @@ if TYPE_CHECKING:
     from reelstore.backend.config import Config
     from reelstore.objects import Effect
 
-HOP_BY_HOP = frozenset(("connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
-                        "te", "trailer", "trailers", "transfer-encoding", "upgrade", "host", "content-length"))
+HOP_BY_HOP = frozenset(
+    (
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "proxy-authenticate",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    )
+)
 """Headers that belong to one connection, not to the request: never stored in an effect."""
 
 
@@ -59,15 +73,20 @@ def end_to_end(pairs: list[tuple[str, str]]) -> dict[str, str]:
 
 def pending(view: str, made: Effect) -> dict[str, Any]:
     """The body of the 202 a captured request is answered with (its `Reel-Effect` header is `made.id`)."""
-    return {"reel": "pending", "view": view, "effect": made.id.hex(), "class": made.effect_class,
-            "delivery": made.delivery, "resource": made.resource,
-            "note": "captured; it is sent only if the view is committed"}
+    return {
+        "reel": "pending",
+        "view": view,
+        "effect": made.id.hex(),
+        "class": made.effect_class,
+        "delivery": made.delivery,
+        "resource": made.resource,
+        "note": "captured; it is sent only if the view is committed",
+    }
 
 
 def refused(view: str, err: ReelError) -> tuple[int, dict[str, Any]]:
     """The status and body a request the view refused is answered with: 400 for bad input, else 403."""
     return 400 if isinstance(err, BadInput) else 403, {"reel": "refused", "view": view, "error": err.to_json()}
-
 
 
 _serial: weakref.WeakKeyDictionary[object, threading.RLock] = weakref.WeakKeyDictionary()

@@ -44,8 +44,9 @@ class _Ledger:
 
     def admitted(self, request: Any, made: Effect) -> Any:
         self.captured.append({"method": request.method, "url": str(request.url), "effect": made.id.hex()})
-        return self.http.Response(202, json=pending(self.view, made), headers={"Reel-Effect": made.id.hex()},
-                                  request=request)
+        return self.http.Response(
+            202, json=pending(self.view, made), headers={"Reel-Effect": made.id.hex()}, request=request
+        )
 
     def refused(self, request: Any, err: ReelError) -> Any:
         status, doc = refused(self.view, err)

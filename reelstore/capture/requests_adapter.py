@@ -1,8 +1,8 @@
 """A `requests` transport adapter that captures, for programs written against `requests`.
 
-    session = requests_session(view)
-    session.get("https://example.com/doc")                # sent at once
-    session.post("https://example.com/pay", json={...})   # 202: queued in the view until it is committed
+session = requests_session(view)
+session.get("https://example.com/doc")                # sent at once
+session.post("https://example.com/pay", json={...})   # 202: queued in the view until it is committed
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ class CaptureAdapter(HTTPAdapter):
         self.passed: list[dict[str, Any]] = []
         self.captured: list[dict[str, Any]] = []
 
-    def send(self, request: requests.PreparedRequest, stream: bool = False,
-             *args: Any, **kwargs: Any) -> requests.Response:
+    def send(
+        self, request: requests.PreparedRequest, stream: bool = False, *args: Any, **kwargs: Any
+    ) -> requests.Response:
         """What `HTTPAdapter.send` does for a read-like request; a 202 (or the refusal) for any other."""
         method, url = request.method or "GET", request.url or ""
         if passes(self.handle.repo.config, method, url):
@@ -54,8 +55,9 @@ class CaptureAdapter(HTTPAdapter):
         return _answer(request, 202, pending(self.handle.name, made), {"Reel-Effect": made.id.hex()})
 
 
-def _answer(request: requests.PreparedRequest, status: int, doc: dict[str, Any],
-            headers: dict[str, str] | None = None) -> requests.Response:
+def _answer(
+    request: requests.PreparedRequest, status: int, doc: dict[str, Any], headers: dict[str, str] | None = None
+) -> requests.Response:
     response = requests.Response()
     response.status_code = status
     response.reason = "Accepted" if status == 202 else "Refused"

@@ -148,8 +148,14 @@ class Outcome:
     note: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "op": self.op, "effect": self.effect.hex(), "state": self.state,
-                "action": self.action, "note": self.note}
+        return {
+            "index": self.index,
+            "op": self.op,
+            "effect": self.effect.hex(),
+            "state": self.state,
+            "action": self.action,
+            "note": self.note,
+        }
 
 
 OWED = ("not_sent", "unknown", "pending")
@@ -199,34 +205,62 @@ class DrainReport:
         unknown (it dominates: it needs an operator), E017 if one failed or was not sent.
         `result` (the caller's CommitResult) travels on the exception."""
         if self.held is not None:
-            raise Held(f"draining stopped: the store is on hold ({self.held}); record {self.record.hex()} has "
-                       "effects still pending; `reel release` then `reel recover` resumes them")
+            raise Held(
+                f"draining stopped: the store is on hold ({self.held}); record {self.record.hex()} has "
+                "effects still pending; `reel release` then `reel recover` resumes them"
+            )
         failed = self.undone
         owed = [o.op for o in self.outcomes if o.state in OWED]
         committed = f"committed as record {self.record.hex()}; {plural(len(owed), 'effect')} owed"
         if self.halted is not None and self.halted.state == "unknown":
             also = f" Also not done: {failed_summary(failed)}." if failed else ""
-            settle = (f"an operator: `reel ops show {self.halted.op}`, then `reel reconcile {self.halted.op} --outcome "
-                      "succeeded|absent`, then `reel recover` sends what follows it")
-            raise OutcomeUnknown(f"{committed} (the commit stands; do not queue them again): "
-                                 f"{unknown_message(self.halted)}{also}",
-                                 ops=[self.halted.op, *(o.op for o in failed)],
-                                 next_action=f"reel ops show {self.halted.op}", result=result, op=self.halted.op,
-                                 committed=self.record.hex(), owed=owed, settled_by=settle)
+            settle = (
+                f"an operator: `reel ops show {self.halted.op}`, then `reel reconcile {self.halted.op} --outcome "
+                "succeeded|absent`, then `reel recover` sends what follows it"
+            )
+            raise OutcomeUnknown(
+                f"{committed} (the commit stands; do not queue them again): {unknown_message(self.halted)}{also}",
+                ops=[self.halted.op, *(o.op for o in failed)],
+                next_action=f"reel ops show {self.halted.op}",
+                result=result,
+                op=self.halted.op,
+                committed=self.record.hex(),
+                owed=owed,
+                settled_by=settle,
+            )
         if failed:
             final = [o for o in failed if o.state not in OWED]
-            settle = ("`reel recover` (`Store.recover()`), once the cause is fixed; or an operator, who gives one up "
-                      "with `reel reconcile OP --outcome absent`") if owed else ""
+            settle = (
+                (
+                    "`reel recover` (`Store.recover()`), once the cause is fixed; or an operator, who gives one up "
+                    "with `reel reconcile OP --outcome absent`"
+                )
+                if owed
+                else ""
+            )
             gone = f", {plural(len(final), 'effect')} failed for good" if final else ""
             why = "the commit stands; do not queue the owed ones again" if owed else "the commit stands"
-            raise EffectFailed(f"{committed}{gone} ({why}): {failed_summary(failed)}. Next: {failed_next(failed)}",
-                               ops=[o.op for o in failed], next_action=failed_next(failed), result=result,
-                               committed=self.record.hex(), owed=owed, settled_by=settle)
+            raise EffectFailed(
+                f"{committed}{gone} ({why}): {failed_summary(failed)}. Next: {failed_next(failed)}",
+                ops=[o.op for o in failed],
+                next_action=failed_next(failed),
+                result=result,
+                committed=self.record.hex(),
+                owed=owed,
+                settled_by=settle,
+            )
 
     def to_json(self) -> dict[str, Any]:
-        return {"trunk": self.trunk, "record": self.record.hex(), "epoch": self.epoch, "complete": self.complete,
-                "halted": self.halted.op if self.halted else None, "held": self.held, "yielded": self.yielded,
-                "outcomes": [o.to_json() for o in self.outcomes]}
+        return {
+            "trunk": self.trunk,
+            "record": self.record.hex(),
+            "epoch": self.epoch,
+            "complete": self.complete,
+            "halted": self.halted.op if self.halted else None,
+            "held": self.held,
+            "yielded": self.yielded,
+            "outcomes": [o.to_json() for o in self.outcomes],
+        }
 
 
 def failed_summary(outcomes: list[Outcome]) -> str:
@@ -238,8 +272,10 @@ def failed_summary(outcomes: list[Outcome]) -> str:
 
 def failed_next(outcomes: list[Outcome]) -> str:
     if any(o.state == "not_sent" for o in outcomes):
-        return ("fix what stopped the send, then `reel recover` sends every not-sent effect again (nothing of it "
-                "left, so this is safe for any tier); `reel reconcile OP --outcome absent` gives one up")
+        return (
+            "fix what stopped the send, then `reel recover` sends every not-sent effect again (nothing of it "
+            "left, so this is safe for any tier); `reel reconcile OP --outcome absent` gives one up"
+        )
     return "nothing to retry: a failed effect is final; make a new effect in a new view to try again"
 
 
@@ -250,10 +286,12 @@ def failed_message(outcomes: list[Outcome]) -> str:
 
 
 def unknown_message(outcome: Outcome) -> str:
-    return (f"the outcome of operation {outcome.op} (effect {outcome.index} of the record) is unknown: "
-            f"{outcome.note}. Nothing after it was sent. Inspect it with `reel ops show {outcome.op}`, then "
-            f"record what you establish with `reel reconcile {outcome.op} --outcome succeeded|absent "
-            "--evidence TEXT --observer NAME` and run `reel recover` to continue")
+    return (
+        f"the outcome of operation {outcome.op} (effect {outcome.index} of the record) is unknown: "
+        f"{outcome.note}. Nothing after it was sent. Inspect it with `reel ops show {outcome.op}`, then "
+        f"record what you establish with `reel reconcile {outcome.op} --outcome succeeded|absent "
+        "--evidence TEXT --observer NAME` and run `reel recover` to continue"
+    )
 
 
 def record_effects(repo: Repo, record: Hash) -> tuple[Hash, ...]:
@@ -344,21 +382,39 @@ def _drain_one(repo: Repo, report: DrainReport, index: int, op: str, effect_id: 
         return _send(repo, report, impl, effect, index, op, None, "sent")
     if latest.state == "not_sent":
         if not recovering:
-            return Outcome(index, op, effect_id, "not_sent", "halted",
-                           f"an earlier attempt was not sent ({latest.note}); `reel recover` sends it again")
+            return Outcome(
+                index,
+                op,
+                effect_id,
+                "not_sent",
+                "halted",
+                f"an earlier attempt was not sent ({latest.note}); `reel recover` sends it again",
+            )
         return _send(repo, report, impl, effect, index, op, latest, "resent")
     if not recovering:
-        return Outcome(index, op, effect_id, "unknown", "halted",
-                       f"an earlier attempt's outcome is unknown ({latest.note}); `reel recover` decides by tier")
+        return Outcome(
+            index,
+            op,
+            effect_id,
+            "unknown",
+            "halted",
+            f"an earlier attempt's outcome is unknown ({latest.note}); `reel recover` decides by tier",
+        )
     if latest.epoch >= report.epoch:
-        raise Conflict(f"operation {op} was journaled under the current epoch {latest.epoch} by a drainer that may "
-                       "still be running; it is left to that drainer (a later `reel recover` takes it over)", op=op)
+        raise Conflict(
+            f"operation {op} was journaled under the current epoch {latest.epoch} by a drainer that may "
+            "still be running; it is left to that drainer (a later `reel recover` takes it over)",
+            op=op,
+        )
     verdict, note = resume_by_tier(impl, effect, op, latest.time, latest.note)
     if verdict == "send":
         return _send(repo, report, impl, effect, index, op, latest, "resent")
     if verdict == "succeeded":
-        _journal(repo, report, drainlog.Step(report.record, index, effect_id, op, "succeeded", latest.id,
-                                             {"reconciled": True}, note))
+        _journal(
+            repo,
+            report,
+            drainlog.Step(report.record, index, effect_id, op, "succeeded", latest.id, {"reconciled": True}, note),
+        )
         return Outcome(index, op, effect_id, "succeeded", "reconciled", note)
     return Outcome(index, op, effect_id, "unknown", "halted", note)
 
@@ -380,8 +436,10 @@ def resume_by_tier(impl: Adapter, effect: Effect, op: str, began_ms: int, last_n
     if found == "absent":
         early = _too_early(impl, effect, began_ms)
         return ("wait", early) if early else ("send", "")
-    return "unknown", (f"the target could not confirm whether operation {op} happened ({effect.delivery} reconcile "
-                       "answered unknown); nothing was resent")
+    return "unknown", (
+        f"the target could not confirm whether operation {op} happened ({effect.delivery} reconcile "
+        "answered unknown); nothing was resent"
+    )
 
 
 def _too_early(impl: Adapter, effect: Effect, began_ms: int) -> str:
@@ -391,9 +449,11 @@ def _too_early(impl: Adapter, effect: Effect, began_ms: int) -> str:
     left_ms = began_ms + window_ms - now_ms()
     if left_ms <= 0:
         return ""
-    return (f"the target has no record of the operation yet, but the last attempt began "
-            f"{max(0, window_ms - left_ms) / 1000:.1f}s ago and may still land for {left_ms / 1000:.1f}s more "
-            f"(absence window {window_ms / 1000:g}s); nothing was resent: `reel recover` after that asks again")
+    return (
+        f"the target has no record of the operation yet, but the last attempt began "
+        f"{max(0, window_ms - left_ms) / 1000:.1f}s ago and may still land for {left_ms / 1000:.1f}s more "
+        f"(absence window {window_ms / 1000:g}s); nothing was resent: `reel recover` after that asks again"
+    )
 
 
 def blind_reason(latest: Journal) -> str:
@@ -401,8 +461,10 @@ def blind_reason(latest: Journal) -> str:
 
 
 def blind_reason_note(note: str) -> str:
-    return ("blind delivery: the target takes no idempotency key and cannot be asked, and the last journal entry "
-            f"({note or 'intent'}) shows the request may have left; it is never resent automatically")
+    return (
+        "blind delivery: the target takes no idempotency key and cannot be asked, and the last journal entry "
+        f"({note or 'intent'}) shows the request may have left; it is never resent automatically"
+    )
 
 
 def _safe_reconcile(impl: Adapter, effect: Effect, op: str) -> str:
@@ -413,34 +475,61 @@ def _safe_reconcile(impl: Adapter, effect: Effect, op: str) -> str:
     return found if found in ("succeeded", "absent") else "unknown"
 
 
-def _unsendable(repo: Repo, report: DrainReport, effect: Effect, index: int, op: str, latest: Journal | None,
-                exc: ReelError) -> Outcome:
+def _unsendable(
+    repo: Repo, report: DrainReport, effect: Effect, index: int, op: str, latest: Journal | None, exc: ReelError
+) -> Outcome:
     """The effect's adapter cannot be loaded here: journal `not_sent` (no intent: nothing was tried)."""
     if latest is not None and latest.state == "unknown":
-        return Outcome(index, op, effect.id, "unknown", "halted",
-                       f"an earlier attempt's outcome is unknown ({latest.note}), and its adapter cannot be loaded "
-                       f"to resume it: {exc.message}")
+        return Outcome(
+            index,
+            op,
+            effect.id,
+            "unknown",
+            "halted",
+            f"an earlier attempt's outcome is unknown ({latest.note}), and its adapter cannot be loaded "
+            f"to resume it: {exc.message}",
+        )
     note = f"not sent: its adapter cannot be loaded here ({exc.message}); install or register it, then `reel recover`"
-    _journal(repo, report, drainlog.Step(report.record, index, effect.id, op, "not_sent",
-                                         latest.id if latest is not None else None, None, note))
+    _journal(
+        repo,
+        report,
+        drainlog.Step(
+            report.record, index, effect.id, op, "not_sent", latest.id if latest is not None else None, None, note
+        ),
+    )
     return Outcome(index, op, effect.id, "not_sent", "tried" if latest is None else "retried", note)
 
 
 def _refused(repo: Repo, report: DrainReport, effect: Effect, index: int, op: str, found: owners.Owner) -> Outcome:
     """The operation is owned elsewhere in this store (another record, another trunk's journal, an
     abort): journal it `failed` without sending, since sending it here could make it happen twice."""
-    note = (f"never sent: operation {op} {found.describe()}; sending it from record {report.record.hex()} too "
-            "could make it happen twice")
+    note = (
+        f"never sent: operation {op} {found.describe()}; sending it from record {report.record.hex()} too "
+        "could make it happen twice"
+    )
     _journal(repo, report, drainlog.Step(report.record, index, effect.id, op, "failed", None, None, note))
     return Outcome(index, op, effect.id, "failed", "refused", note)
 
 
-def _send(repo: Repo, report: DrainReport, impl: Adapter, effect: Effect, index: int, op: str,
-          latest: Journal | None, action: str) -> Outcome:
+def _send(
+    repo: Repo,
+    report: DrainReport,
+    impl: Adapter,
+    effect: Effect,
+    index: int,
+    op: str,
+    latest: Journal | None,
+    action: str,
+) -> Outcome:
     attempt = 1 if latest is None else _attempts(repo, report.trunk, op) + 1
     note = f"intent: attempt {attempt} under epoch {report.epoch}; the request may have left"
-    intent = _journal(repo, report, drainlog.Step(report.record, index, effect.id, op, "unknown",
-                                                  latest.id if latest is not None else None, None, note))
+    intent = _journal(
+        repo,
+        report,
+        drainlog.Step(
+            report.record, index, effect.id, op, "unknown", latest.id if latest is not None else None, None, note
+        ),
+    )
     assert intent is not None
     crash_point("drain:before-send")
     result = fire(repo, impl, effect, op, report.epoch)
@@ -449,8 +538,9 @@ def _send(repo: Repo, report: DrainReport, impl: Adapter, effect: Effect, index:
     note = result.note or f"{state} on attempt {attempt}"
     if state == "not_sent":
         action = "tried" if action == "sent" else "retried"
-    report.deferred = drainlog.Step(report.record, index, effect.id, op, state, intent.id,
-                                    dict(result.receipt) or None, note)
+    report.deferred = drainlog.Step(
+        report.record, index, effect.id, op, state, intent.id, dict(result.receipt) or None, note
+    )
     return Outcome(index, op, effect.id, state, action, note)
 
 
@@ -468,12 +558,18 @@ def fire(repo: Repo, impl: Adapter, effect: Effect, op: str, epoch: int) -> Resu
         result = Result("not_sent", note=f"not sent: {exc}")
     except Exception as exc:  # noqa: BLE001  (an adapter's crash after its token was used is an unknown outcome)
         what = exc.message if isinstance(exc, ReelError) else repr(exc)
-        result = (Result("unknown", note=f"the adapter raised {what} after presenting its fire token; the request "
-                                         "may have left") if token.used
-                  else Result("not_sent", note=f"not sent: the adapter raised {what} before presenting its fire token"))
+        result = (
+            Result(
+                "unknown", note=f"the adapter raised {what} after presenting its fire token; the request may have left"
+            )
+            if token.used
+            else Result("not_sent", note=f"not sent: the adapter raised {what} before presenting its fire token")
+        )
     if not token.used and result.state != "not_sent":
-        result = Result("not_sent", note="not sent: the adapter did not present its fire token"
-                                         + (f" ({result.note})" if result.note else ""))
+        result = Result(
+            "not_sent",
+            note="not sent: the adapter did not present its fire token" + (f" ({result.note})" if result.note else ""),
+        )
     return result if result.state in FATES else Result("unknown", result.receipt, result.note)
 
 

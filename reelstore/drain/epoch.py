@@ -50,9 +50,12 @@ def check(repo: Repo, epoch: int) -> None:
     a fire token reads it without the lock (the file is replaced whole)."""
     now = current(repo)
     if epoch != now:
-        raise StaleEpoch(f"this drainer runs under epoch {epoch} but the store is at epoch {now}: "
-                         "a recovery has taken over; this process may neither journal nor fire", epoch=epoch,
-                         current=now)
+        raise StaleEpoch(
+            f"this drainer runs under epoch {epoch} but the store is at epoch {now}: "
+            "a recovery has taken over; this process may neither journal nor fire",
+            epoch=epoch,
+            current=now,
+        )
 
 
 def bump(repo: Repo) -> int:

@@ -103,8 +103,9 @@ def check(repo: Repo) -> None:
     held = status(repo)
     if held is not None:
         by = f" by {held.by}" if held.by else ""
-        raise Held(f"the store is on hold{by}: {held.why}; nothing is admitted or drained until "
-                   "`reel release`", why=held.why)
+        raise Held(
+            f"the store is on hold{by}: {held.why}; nothing is admitted or drained until `reel release`", why=held.why
+        )
 
 
 def hold(repo: Repo, why: str, by: str = "") -> Hold:

@@ -109,8 +109,9 @@ def _mark(repo: Repo, trunk: str) -> None:
         return
     name = mark_name(trunk)
     if repo.files.read(name) is None:
-        repo.files.write(name, f"trunk {trunk} has a drain journal ({ref_name(trunk)}); it must never vanish\n"
-                         .encode())
+        repo.files.write(
+            name, f"trunk {trunk} has a drain journal ({ref_name(trunk)}); it must never vanish\n".encode()
+        )
     done.add(trunk)
 
 
@@ -119,9 +120,11 @@ def _segment(repo: Repo, trunk: str) -> Segment | None:
     return repo.objects.segment(trunk)
 
 
-RESTORE = ("without its lost entries an effect already sent would look unsent. Copy the journal "
-           "(.reel/objects/journal/) back from the store or backup it came from, one holding at least the entries "
-           "named, then run `reel fsck`")
+RESTORE = (
+    "without its lost entries an effect already sent would look unsent. Copy the journal "
+    "(.reel/objects/journal/) back from the store or backup it came from, one holding at least the entries "
+    "named, then run `reel fsck`"
+)
 
 
 def head_of(repo: Repo, trunk: str) -> Hash | None:
@@ -133,19 +136,29 @@ def head_of(repo: Repo, trunk: str) -> Hash | None:
         seg.refresh()
         gone = seg.tail is None and head is None and repo.files.read(mark_name(trunk)) is not None
         if seg.problem is not None and not gone:  # a journal gone whole is said so below
-            raise StorageError(f"the journal segment of trunk {trunk} is damaged ({seg.problem}). Nothing is "
-                               f"drained or resent until it is repaired: {RESTORE}", trunk=trunk)
+            raise StorageError(
+                f"the journal segment of trunk {trunk} is damaged ({seg.problem}). Nothing is "
+                f"drained or resent until it is repaired: {RESTORE}",
+                trunk=trunk,
+            )
         if head is not None and head not in seg.where:
-            raise StorageError(f"the journal segment of trunk {trunk} lost entries: {ref_name(trunk)} names entry "
-                               f"{head.hex()}, which the segment does not hold (it holds {len(seg.order)}). Nothing "
-                               f"is drained or resent until it is restored: {RESTORE}", trunk=trunk, entry=head.hex())
+            raise StorageError(
+                f"the journal segment of trunk {trunk} lost entries: {ref_name(trunk)} names entry "
+                f"{head.hex()}, which the segment does not hold (it holds {len(seg.order)}). Nothing "
+                f"is drained or resent until it is restored: {RESTORE}",
+                trunk=trunk,
+                entry=head.hex(),
+            )
         if seg.tail is not None:
             return seg.tail
     if head is None and repo.files.read(mark_name(trunk)) is not None:
-        raise StorageError(f"the drain journal of trunk {trunk} is missing: {repo.files.where(mark_name(trunk))} "
-                           f"says it has entries, but neither its segment nor {ref_name(trunk)} is there. Nothing "
-                           "is drained or resent until it is restored from a copy of this store: without it an "
-                           "effect already sent would look unsent", trunk=trunk)
+        raise StorageError(
+            f"the drain journal of trunk {trunk} is missing: {repo.files.where(mark_name(trunk))} "
+            f"says it has entries, but neither its segment nor {ref_name(trunk)} is there. Nothing "
+            "is drained or resent until it is restored from a copy of this store: without it an "
+            "effect already sent would look unsent",
+            trunk=trunk,
+        )
     return head
 
 
@@ -196,8 +209,9 @@ class Step:
     finding: Hash | None = None
 
 
-def append(repo: Repo, trunk: str, epoch: int, *steps: Step, principal: str = "reel drain",
-           follow: bool = True) -> list[Journal]:
+def append(
+    repo: Repo, trunk: str, epoch: int, *steps: Step, principal: str = "reel drain", follow: bool = True
+) -> list[Journal]:
     """Durably journal `steps` in order, with one ref update: E016 if `epoch` is fenced, E002 if an
     operation moved past what its step expects (nothing is written then). Without `follow`, a store
     on disk leaves the drain ref where it is (the segment is the record; the caller moves the ref
@@ -206,11 +220,15 @@ def append(repo: Repo, trunk: str, epoch: int, *steps: Step, principal: str = "r
         epochs.check(repo, epoch)
         idx = index(repo, trunk)
         if idx.epoch > epoch:
-            raise StorageError(f"the recovery epoch went backwards: {repo.files.where(epochs.FILE)} says {epoch}, but "
-                               f"the drain journal of trunk {trunk} already holds entries of epoch {idx.epoch} (the "
-                               "file was restored from an older copy or edited). Nothing is journaled or sent: a "
-                               f"fenced drainer could act again. Write {idx.epoch + 1} into it, then `reel recover`",
-                               trunk=trunk, epoch=epoch, journaled=idx.epoch)
+            raise StorageError(
+                f"the recovery epoch went backwards: {repo.files.where(epochs.FILE)} says {epoch}, but "
+                f"the drain journal of trunk {trunk} already holds entries of epoch {idx.epoch} (the "
+                "file was restored from an older copy or edited). Nothing is journaled or sent: a "
+                f"fenced drainer could act again. Write {idx.epoch + 1} into it, then `reel recover`",
+                trunk=trunk,
+                epoch=epoch,
+                journaled=idx.epoch,
+            )
         latest = {s.op: idx.latest[s.op].id for s in steps if s.op in idx.latest}
         head, entries = idx.head, []
         for s in steps:
@@ -218,9 +236,20 @@ def append(repo: Repo, trunk: str, epoch: int, *steps: Step, principal: str = "r
                 have = idx.latest.get(s.op)
                 shown = f"{have.state} ({have.id.hex()[:12]})" if have is not None else "nothing"
                 raise Conflict(f"operation {s.op} moved on under another drainer: its journal shows {shown}", op=s.op)
-            entry = Journal(head, trunk, s.record, s.index, s.effect, s.op, s.state, epoch, clock(),
-                            freeze(s.receipt) if s.receipt is not None else None, s.note,
-                            s.finding)
+            entry = Journal(
+                head,
+                trunk,
+                s.record,
+                s.index,
+                s.effect,
+                s.op,
+                s.state,
+                epoch,
+                clock(),
+                freeze(s.receipt) if s.receipt is not None else None,
+                s.note,
+                s.finding,
+            )
             entries.append(entry)
             head = latest[s.op] = entry.id
         what = ", ".join(f"{e.op} {e.state}" for e in entries)
@@ -253,5 +282,6 @@ def catch_up(repo: Repo, trunk: str) -> None:
     with epochs.locked(repo):
         head = head_of(repo, trunk)
         if head is not None and repo.refs.get(ref_name(trunk)) != head:
-            repo.refs.transaction("journal catch up with its segment", "reel drain",
-                                  durable=False).update(ref_name(trunk), head).commit()
+            repo.refs.transaction("journal catch up with its segment", "reel drain", durable=False).update(
+                ref_name(trunk), head
+            ).commit()

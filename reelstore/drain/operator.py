@@ -59,8 +59,9 @@ class OperatorState:
             "overdue": self.overdue(now),
             "notices": [{"to": e.to, "time": e.time, "result": e.result, "by": e.actor} for e in self.notices],
             "acks": [{"by": e.actor, "time": e.time, "note": e.note} for e in self.acks],
-            "closed": ({"by": self.closed.actor, "time": self.closed.time, "note": self.closed.note}
-                       if self.closed else None),
+            "closed": (
+                {"by": self.closed.actor, "time": self.closed.time, "note": self.closed.note} if self.closed else None
+            ),
             "events": [e.id.hex() for e in self.events],
         }
 
@@ -88,8 +89,15 @@ def state(repo: Repo, op: str) -> OperatorState:
             escalated_to, deadline = e.to, e.deadline
         elif e.action == "close":
             closed = e
-    return OperatorState(events, assignee, escalated_to, deadline, tuple(e for e in events if e.action == "notify"),
-                         tuple(e for e in events if e.action == "ack"), closed)
+    return OperatorState(
+        events,
+        assignee,
+        escalated_to,
+        deadline,
+        tuple(e for e in events if e.action == "notify"),
+        tuple(e for e in events if e.action == "ack"),
+        closed,
+    )
 
 
 def _record(repo: Repo, op: str, action: str, actor: str, **fields: Any) -> OpEvent:
@@ -124,8 +132,9 @@ def assign(repo: Repo, name: str, to: str, by: str | None = None, source: OpSour
     return _record(repo, found.op, "assign", by or repo.principal(), to=to)
 
 
-def escalate(repo: Repo, name: str, to: str, deadline_ms: int = 0, by: str | None = None,
-             source: OpSource = LOCAL) -> OpEvent:
+def escalate(
+    repo: Repo, name: str, to: str, deadline_ms: int = 0, by: str | None = None, source: OpSource = LOCAL
+) -> OpEvent:
     """Name an escalation owner and, optionally, when the operation becomes overdue."""
     found = _unresolved(repo, name, source)
     if not to.strip():
@@ -140,17 +149,20 @@ def ack(repo: Repo, name: str, by: str, note: str = "", source: OpSource = LOCAL
     return _record(repo, found.op, "ack", by, note=note)
 
 
-def close(repo: Repo, name: str, by: str, note: str = "", accept_uncertainty: bool = False,
-          source: OpSource = LOCAL) -> OpEvent:
+def close(
+    repo: Repo, name: str, by: str, note: str = "", accept_uncertainty: bool = False, source: OpSource = LOCAL
+) -> OpEvent:
     """End the incident for an operation whose outcome cannot be established, accepting that. The
     effect, its journal (still `unknown`) and the operator history all stay; nothing is sent."""
     found = _unresolved(repo, name, source)
     if not accept_uncertainty:
         raise BadInput("closing an unresolved operation needs --accept-uncertainty: its outcome stays unknown")
     if found.state != "unknown":
-        raise BadInput(f"operation {found.op} is {found.state}, not unknown: nothing was sent, so there is no "
-                       "uncertainty to accept; `reel recover` sends it, or `reel reconcile --outcome absent` gives "
-                       "it up")
+        raise BadInput(
+            f"operation {found.op} is {found.state}, not unknown: nothing was sent, so there is no "
+            "uncertainty to accept; `reel recover` sends it, or `reel reconcile --outcome absent` gives "
+            "it up"
+        )
     if state(repo, found.op).closed is not None:
         raise Conflict(f"operation {found.op} is already closed", op=found.op)
     return _record(repo, found.op, "close", by, note=note or "uncertainty accepted")
@@ -167,10 +179,13 @@ def request(repo: Repo, o: Operation) -> dict[str, Any]:
         return {"adapter": o.effect.adapter, "op": _hide(op, hidden)}
     body = op.get("json", op.get("body"))
     params = sensitive_params(repo.config)
-    return {"adapter": "http", "method": str(op.get("method", "")),
-            "url": redact(hide_params(str(op.get("url", "")), params), hidden),
-            "headers": _hide(op.get("headers") or {}, hidden),
-            "body": _hide(body, hidden, sensitive_headers(repo.config) | params)}
+    return {
+        "adapter": "http",
+        "method": str(op.get("method", "")),
+        "url": redact(hide_params(str(op.get("url", "")), params), hidden),
+        "headers": _hide(op.get("headers") or {}, hidden),
+        "body": _hide(body, hidden, sensitive_headers(repo.config) | params),
+    }
 
 
 def _secret_values(repo: Repo, refs: Any) -> list[str]:
@@ -190,8 +205,9 @@ def _hide(value: Any, hidden: list[str], keys: frozenset[str] = frozenset()) -> 
     """`value` with every known secret value shown as `<secret>`, and so the value of any key named
     like a sensitive header or parameter."""
     if isinstance(value, dict):
-        return {k: SHOWN if str(k).lower() in keys or str(k) in keys else _hide(v, hidden, keys)
-                for k, v in value.items()}
+        return {
+            k: SHOWN if str(k).lower() in keys or str(k) in keys else _hide(v, hidden, keys) for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_hide(v, hidden, keys) for v in value]
     if isinstance(value, str):
@@ -243,10 +259,20 @@ def max_notices(repo: Repo) -> int:
 
 def _deliver(repo: Repo, hook: os.PathLike[str], o: Operation, to: str, st: OperatorState, now: int) -> str:
     env = dict(os.environ)
-    env.update({"REEL_DIR": str(repo.path), "REEL_HOOK": "notify", "REEL_OP": o.op, "REEL_STATE": o.state,
-                "REEL_TO": to, "REEL_TRUNK": o.trunk,
-                "REEL_RECORD": o.record.hex(), "REEL_RESOURCE": o.effect.resource,
-                "REEL_OVERDUE": "1" if st.overdue(now) else "0", "REEL_NEXT": o.next_action})
+    env.update(
+        {
+            "REEL_DIR": str(repo.path),
+            "REEL_HOOK": "notify",
+            "REEL_OP": o.op,
+            "REEL_STATE": o.state,
+            "REEL_TO": to,
+            "REEL_TRUNK": o.trunk,
+            "REEL_RECORD": o.record.hex(),
+            "REEL_RESOURCE": o.effect.resource,
+            "REEL_OVERDUE": "1" if st.overdue(now) else "0",
+            "REEL_NEXT": o.next_action,
+        }
+    )
     try:
         done = subprocess.run([os.fspath(hook)], env=env, capture_output=True, timeout=NOTIFY_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -259,8 +285,7 @@ def _deliver(repo: Repo, hook: os.PathLike[str], o: Operation, to: str, st: Oper
     return "delivered"
 
 
-def supersede_link(repo: Repo, name: str, approved_by: str, initiator: str,
-                   source: OpSource = LOCAL) -> dict[str, str]:
+def supersede_link(repo: Repo, name: str, approved_by: str, initiator: str, source: OpSource = LOCAL) -> dict[str, str]:
     """The link a fresh attempt at operation `name` carries: a new, separately authorised effect (its
     own operation id) that names its predecessor. It never erases the predecessor's duplicate risk:
     the predecessor keeps its state and history. Refused (E009) when the approver is its initiator
@@ -271,6 +296,7 @@ def supersede_link(repo: Repo, name: str, approved_by: str, initiator: str,
     if not approved_by.strip():
         raise BadInput("a fresh attempt needs --approved-by NAME")
     if approved_by in (initiator, repo.principal()):
-        raise CapabilityViolation(f"a fresh attempt at {found.op} must be approved by someone other than its "
-                                  f"initiator ({approved_by})")
+        raise CapabilityViolation(
+            f"a fresh attempt at {found.op} must be approved by someone other than its initiator ({approved_by})"
+        )
     return {"supersedes": found.op, "approved_by": approved_by, "predecessor_state": found.state}

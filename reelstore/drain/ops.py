@@ -45,8 +45,9 @@ class Operation:
     def evidence(self) -> str:
         if self.finding is not None:
             f = self.finding
-            where = ", ".join(x for x in (f"source: {f.source}" if f.source else "",
-                                          f"scope: {f.scope}" if f.scope else "") if x)
+            where = ", ".join(
+                x for x in (f"source: {f.source}" if f.source else "", f"scope: {f.scope}" if f.scope else "") if x
+            )
             return f"{f.observer}: {f.evidence}" + (f" ({where})" if where else "")
         if self.latest is None:
             return "no journal entry yet: the record was committed but its drain never reached this effect"
@@ -66,35 +67,51 @@ class Operation:
             return ""
         if self.effect.delivery == "blind":
             return blind_reason(self.latest)
-        return (f"the drainer journaled the intent but no outcome ({self.latest.note}); {self.effect.delivery} "
-                "delivery lets recovery establish it")
+        return (
+            f"the drainer journaled the intent but no outcome ({self.latest.note}); {self.effect.delivery} "
+            "delivery lets recovery establish it"
+        )
 
     @property
     def next_action(self) -> str:
         if self.state == "pending":
             return "`reel recover` drains it (nothing was sent: no intent was journaled)"
         if self.state == "not_sent":
-            return ("fix what stopped it (see the evidence), then `reel recover` sends it again: nothing of it left, "
-                    f"so this is safe whatever its tier; or give it up with `reel reconcile {self.op} --outcome "
-                    "absent --evidence TEXT --observer NAME`")
+            return (
+                "fix what stopped it (see the evidence), then `reel recover` sends it again: nothing of it left, "
+                f"so this is safe whatever its tier; or give it up with `reel reconcile {self.op} --outcome "
+                "absent --evidence TEXT --observer NAME`"
+            )
         if self.state != "unknown":
             return "none"
         return {
             "keyed": "`reel recover` resends it with the same idempotency key; the target dedups",
             "queryable": "`reel recover` asks the target's status URL and resends only on a 404 that comes after "
-                         "the attempt can no longer land (its absence window)",
+            "the attempt can no longer land (its absence window)",
             "two-phase": "`reel recover` asks the target about the prepared request and confirms it",
-        }.get(self.effect.delivery,
-              f"inspect the target, then `reel reconcile {self.op} --outcome succeeded|absent --evidence TEXT "
-              "--observer NAME`; there is no automatic retry. Sending it again is a new effect in a new view")
+        }.get(
+            self.effect.delivery,
+            f"inspect the target, then `reel reconcile {self.op} --outcome succeeded|absent --evidence TEXT "
+            "--observer NAME`; there is no automatic retry. Sending it again is a new effect in a new view",
+        )
 
     def to_json(self) -> dict[str, Any]:
         doc = {
-            "op": self.op, "state": self.state, "trunk": self.trunk, "record": self.record.hex(),
-            "effect": self.effect.id.hex(), "index": self.index, "adapter": self.effect.adapter,
-            "resource": self.effect.resource, "class": self.effect.effect_class, "delivery": self.effect.delivery,
-            "principal": self.effect.principal, "evidence": self.evidence, "evidence_time": self.evidence_time,
-            "why_unknown": self.why_unknown, "next_action": self.next_action,
+            "op": self.op,
+            "state": self.state,
+            "trunk": self.trunk,
+            "record": self.record.hex(),
+            "effect": self.effect.id.hex(),
+            "index": self.index,
+            "adapter": self.effect.adapter,
+            "resource": self.effect.resource,
+            "class": self.effect.effect_class,
+            "delivery": self.effect.delivery,
+            "principal": self.effect.principal,
+            "evidence": self.evidence,
+            "evidence_time": self.evidence_time,
+            "why_unknown": self.why_unknown,
+            "next_action": self.next_action,
             "journal": self.latest.id.hex() if self.latest is not None else None,
             "finding": self.finding.id.hex() if self.finding is not None else None,
         }
@@ -107,13 +124,19 @@ class Operation:
 
 
 def _entry_json(entry: Journal) -> dict[str, Any]:
-    return {"id": entry.id.hex(), "state": entry.state, "epoch": entry.epoch, "time": entry.time,
-            "note": entry.note, "receipt": thaw(entry.receipt) if entry.receipt is not None else None,
-            "finding": entry.finding.hex() if entry.finding is not None else None}
+    return {
+        "id": entry.id.hex(),
+        "state": entry.state,
+        "epoch": entry.epoch,
+        "time": entry.time,
+        "note": entry.note,
+        "receipt": thaw(entry.receipt) if entry.receipt is not None else None,
+        "finding": entry.finding.hex() if entry.finding is not None else None,
+    }
 
 
 def trunks(repo: Repo) -> list[str]:
-    return [name[len("refs/heads/"):] for name, _ in repo.refs.list("refs/heads/")]
+    return [name[len("refs/heads/") :] for name, _ in repo.refs.list("refs/heads/")]
 
 
 def trunk_records(repo: Repo, trunk: str) -> Iterator[tuple[Hash, Record]]:
@@ -148,10 +171,13 @@ class Ownership:
     def check(self) -> None:
         """E007 naming the first mismatch, if any."""
         if self.mismatches:
-            raise StorageError(f"which records trunk {self.trunk} owes is inconsistent: {self.mismatches[0]}"
-                               + (f" (and {len(self.mismatches) - 1} more)" if len(self.mismatches) > 1 else "")
-                               + "; run `reel fsck`; nothing is drained or resent until it is repaired",
-                               trunk=self.trunk, mismatches=self.mismatches)
+            raise StorageError(
+                f"which records trunk {self.trunk} owes is inconsistent: {self.mismatches[0]}"
+                + (f" (and {len(self.mismatches) - 1} more)" if len(self.mismatches) > 1 else "")
+                + "; run `reel fsck`; nothing is drained or resent until it is repaired",
+                trunk=self.trunk,
+                mismatches=self.mismatches,
+            )
 
 
 def ownership(repo: Repo, trunk: str) -> Ownership:
@@ -162,8 +188,10 @@ def ownership(repo: Repo, trunk: str) -> Ownership:
         if entry.new is not None and entry.message.startswith(COMMIT_MESSAGE):
             marked.add(entry.new)
     journaled = {e.record for e in drainlog.index(repo, trunk).latest.values()}
-    mismatches = [f"record {r.hex()} has drain journal entries but the trunk's reflog does not mark it as "
-                  "committed here" for r in sorted(journaled - marked, key=bytes)]
+    mismatches = [
+        f"record {r.hex()} has drain journal entries but the trunk's reflog does not mark it as committed here"
+        for r in sorted(journaled - marked, key=bytes)
+    ]
     return Ownership(trunk, marked | journaled, journaled, mismatches)
 
 
@@ -209,8 +237,9 @@ def find(repo: Repo, name: str) -> Operation:
     return replace(found, history=tuple(reversed(entries)))
 
 
-def reconcile(repo: Repo, name: str, outcome: str, evidence: str, observer: str, *, source: str = "",
-              scope: str = "") -> tuple[Operation, Finding]:
+def reconcile(
+    repo: Repo, name: str, outcome: str, evidence: str, observer: str, *, source: str = "", scope: str = ""
+) -> tuple[Operation, Finding]:
     """Store the operator's finding about an unknown operation and settle it (never sends anything).
     A not-sent operation can be given up (`absent`), never declared succeeded: nothing of it left."""
     if outcome not in ("succeeded", "absent"):
@@ -219,8 +248,10 @@ def reconcile(repo: Repo, name: str, outcome: str, evidence: str, observer: str,
         raise BadInput("a finding needs --evidence and --observer")
     found = find(repo, name)
     if found.state == "not_sent" and outcome == "succeeded":
-        raise BadInput(f"operation {found.op} was not sent: nothing of it left this store, so it cannot have "
-                       "succeeded; `reel recover` sends it again, or `--outcome absent` gives it up")
+        raise BadInput(
+            f"operation {found.op} was not sent: nothing of it left this store, so it cannot have "
+            "succeeded; `reel recover` sends it again, or `--outcome absent` gives it up"
+        )
     if found.state not in ("unknown", "not_sent") or found.latest is None:
         if found.state == "pending":
             raise BadInput(f"operation {found.op} is pending, not unknown: nothing was sent; `reel recover` drains it")
@@ -230,13 +261,25 @@ def reconcile(repo: Repo, name: str, outcome: str, evidence: str, observer: str,
 
         why = adapter(found.effect.adapter, repo).absence_unprovable(found.effect)
         if why:
-            raise BadInput(f"operation {found.op} cannot be recorded absent: {why}. Record `succeeded` with "
-                           f"evidence, or close it: `reel ops close {found.op} --accept-uncertainty --by NAME`")
-    finding = Finding(found.op, found.latest.id, outcome, evidence, observer, drainlog.clock(), source=source,
-                      scope=scope)
+            raise BadInput(
+                f"operation {found.op} cannot be recorded absent: {why}. Record `succeeded` with "
+                f"evidence, or close it: `reel ops close {found.op} --accept-uncertainty --by NAME`"
+            )
+    finding = Finding(
+        found.op, found.latest.id, outcome, evidence, observer, drainlog.clock(), source=source, scope=scope
+    )
     repo.objects.put(finding)
-    step = drainlog.Step(found.record, found.index, found.effect.id, found.op, outcome, found.latest.id,
-                         {"finding": finding.id.hex()}, f"reconciled by {observer}: {evidence}", finding.id)
+    step = drainlog.Step(
+        found.record,
+        found.index,
+        found.effect.id,
+        found.op,
+        outcome,
+        found.latest.id,
+        {"finding": finding.id.hex()},
+        f"reconciled by {observer}: {evidence}",
+        finding.id,
+    )
     (entry,) = drainlog.append(repo, found.trunk, epochs.current(repo), step, principal=observer)
     return replace(found, latest=entry, state=outcome, finding=finding, history=(*found.history, entry)), finding
 

@@ -143,7 +143,7 @@ def _apply(idx: _Index, parts: list[str]) -> None:
 
 
 def _trunks(repo: Repo) -> list[tuple[str, Hash]]:
-    return [(name[len("refs/heads/"):], h) for name, h in repo.refs.list("refs/heads/")]
+    return [(name[len("refs/heads/") :], h) for name, h in repo.refs.list("refs/heads/")]
 
 
 def _records(repo: Repo, head: Hash, stop: Hash | None) -> Iterator[tuple[Hash, Record]]:
@@ -194,7 +194,7 @@ class Owners:
         self.idx = catch_up(repo)
         self.journals: list[tuple[str, drainlog.JournalIndex]] = []
         for name, _ in repo.refs.list("refs/drains/"):
-            trunk = name[len("refs/drains/"):]
+            trunk = name[len("refs/drains/") :]
             if trunk != journals_of:
                 self.journals.append((trunk, drainlog.index(repo, trunk)))
 
@@ -223,8 +223,9 @@ class Owners:
         return found
 
 
-def owner(repo: Repo, op: str, effect: Hash | None = None, fork: str = "", *,
-          journals_of: str | None = "") -> Owner | None:
+def owner(
+    repo: Repo, op: str, effect: Hash | None = None, fork: str = "", *, journals_of: str | None = ""
+) -> Owner | None:
     """What already holds `op` here: a record (the oldest), a journal (of any trunk but `journals_of`,
     when given), or the abort of the view of fork `fork` whose effect `effect` it was."""
     return Owners(repo, journals_of or None).of(op, effect, fork)
@@ -245,17 +246,25 @@ def check_commit(repo: Repo, name: str, view: View) -> None:
     for i, (op, effect) in enumerate(zip(item_ops(repo, trunk, items), items)):
         found = known.of(op, effect, fork)
         if found is not None:
-            raise ViewTerminal(f"cannot commit view {name!r}: its operation {op} (effect {i}) {found.describe()}; "
-                               "an operation reaches its target at most once, so nothing was committed. Abort "
-                               "this view", view=name, **found.details())
+            raise ViewTerminal(
+                f"cannot commit view {name!r}: its operation {op} (effect {i}) {found.describe()}; "
+                "an operation reaches its target at most once, so nothing was committed. Abort "
+                "this view",
+                view=name,
+                **found.details(),
+            )
 
 
 def check_key(repo: Repo, trunk: str, key: str, op: str) -> None:
     """E008 at admission if task `key`'s operation is already committed or drained on this store."""
     found = owner(repo, op)
     if found is not None:
-        raise ViewTerminal(f"task key {key!r} on trunk {trunk}: operation {op} {found.describe()}; it is not "
-                           "queued again (its effect happens at most once)", key=key, **found.details())
+        raise ViewTerminal(
+            f"task key {key!r} on trunk {trunk}: operation {op} {found.describe()}; it is not "
+            "queued again (its effect happens at most once)",
+            key=key,
+            **found.details(),
+        )
 
 
 def tombstone(repo: Repo, name: str, view: View) -> None:
@@ -265,8 +274,7 @@ def tombstone(repo: Repo, name: str, view: View) -> None:
     items = pending_items(repo, view.effects)
     if not items:
         return
-    lines = [f"A {op} {e.hex()} {view.id.hex()} {fork} {name}\n"
-             for op, e in zip(item_ops(repo, trunk, items), items)]
+    lines = [f"A {op} {e.hex()} {view.id.hex()} {fork} {name}\n" for op, e in zip(item_ops(repo, trunk, items), items)]
     repo.files.append(ABORTED, "".join(lines).encode())
 
 

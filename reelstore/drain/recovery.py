@@ -47,19 +47,27 @@ class RecoveryReport:
         failed = [o for d in self.drains for o in d.undone]
         if self.unknown:
             also = f" Also not done: {', '.join(o.op for o in failed)}." if failed else ""
-            raise OutcomeUnknown(f"{plural(len(self.unknown), 'operation')} still unknown: {', '.join(self.unknown)}. "
-                                 "Nothing after them was sent. Inspect with `reel ops --unresolved`, record what you "
-                                 "establish with `reel reconcile OP --outcome succeeded|absent --evidence TEXT "
-                                 f"--observer NAME`, then run `reel recover` again.{also}",
-                                 ops=[*self.unknown, *(o.op for o in failed)], next_action="reel ops --unresolved",
-                                 result=self)
+            raise OutcomeUnknown(
+                f"{plural(len(self.unknown), 'operation')} still unknown: {', '.join(self.unknown)}. "
+                "Nothing after them was sent. Inspect with `reel ops --unresolved`, record what you "
+                "establish with `reel reconcile OP --outcome succeeded|absent --evidence TEXT "
+                f"--observer NAME`, then run `reel recover` again.{also}",
+                ops=[*self.unknown, *(o.op for o in failed)],
+                next_action="reel ops --unresolved",
+                result=self,
+            )
         if failed:
-            raise EffectFailed(failed_message(failed), ops=[o.op for o in failed], next_action=failed_next(failed),
-                               result=self)
+            raise EffectFailed(
+                failed_message(failed), ops=[o.op for o in failed], next_action=failed_next(failed), result=self
+            )
 
     def to_json(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "unknown": self.unknown, "not_sent": self.not_sent,
-                "drains": [d.to_json() for d in self.drains]}
+        return {
+            "epoch": self.epoch,
+            "unknown": self.unknown,
+            "not_sent": self.not_sent,
+            "drains": [d.to_json() for d in self.drains],
+        }
 
 
 def unfinished(repo: Repo) -> list[tuple[str, Hash]]:

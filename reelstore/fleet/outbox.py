@@ -34,14 +34,22 @@ CHANNEL = "reel_outbox"
 """The channel a commit notifies (payload: the trunk), on which idle workers listen."""
 
 SETTLED = ("done", "failed")
-STATE_OF = {"owed": "pending", "intent": "unknown", "done": "succeeded", "failed": "failed", "unknown": "unknown",
-            "not_sent": "not_sent"}
+STATE_OF = {
+    "owed": "pending",
+    "intent": "unknown",
+    "done": "succeeded",
+    "failed": "failed",
+    "unknown": "unknown",
+    "not_sent": "not_sent",
+}
 """A row's state as the operator surface names it (a row in `intent` may have been sent: unknown)."""
 ROW_STATE = {"succeeded": "done", "failed": "failed", "not_sent": "not_sent", "unknown": "unknown", "absent": "failed"}
 
-_COLUMNS = ("op_id, trunk, record, position, effect, tier, state, epoch, worker, outcome, seq, "
-            "(extract(epoch from (now() - updated)) * 1000)::bigint AS age_ms, "
-            "coalesce(lease_until < now(), true) AS expired")
+_COLUMNS = (
+    "op_id, trunk, record, position, effect, tier, state, epoch, worker, outcome, seq, "
+    "(extract(epoch from (now() - updated)) * 1000)::bigint AS age_ms, "
+    "coalesce(lease_until < now(), true) AS expired"
+)
 
 
 @dataclass(frozen=True)
@@ -81,9 +89,21 @@ def state_of(row: Row) -> str:
 
 
 def _row(d: DictRow) -> Row:
-    return Row(str(d["op_id"]), str(d["trunk"]), Hash(bytes(d["record"])), int(d["position"]),
-               Hash(bytes(d["effect"])), str(d["tier"]), str(d["state"]), int(d["epoch"]), str(d["worker"] or ""),
-               dict(d["outcome"] or {}), int(d["seq"]), int(d["age_ms"] or 0), bool(d["expired"]))
+    return Row(
+        str(d["op_id"]),
+        str(d["trunk"]),
+        Hash(bytes(d["record"])),
+        int(d["position"]),
+        Hash(bytes(d["effect"])),
+        str(d["tier"]),
+        str(d["state"]),
+        int(d["epoch"]),
+        str(d["worker"] or ""),
+        dict(d["outcome"] or {}),
+        int(d["seq"]),
+        int(d["age_ms"] or 0),
+        bool(d["expired"]),
+    )
 
 
 def connect(url: str) -> Conn:
@@ -133,39 +153,52 @@ RETURNING outbox.op_id, outbox.trunk, outbox.record, outbox.position, outbox.eff
 """
 
 
-def claim(conn: Conn, worker: str, lease_s: float, *, trunk: str | None = None,
-          record: Hash | None = None) -> Row | None:
+def claim(
+    conn: Conn, worker: str, lease_s: float, *, trunk: str | None = None, record: Hash | None = None
+) -> Row | None:
     """Claim the next sendable row (oldest commit first; a record's positions in order), skipping rows
     another claim holds: owed rows, and rows left in `intent` whose lease ran out (a takeover). The
     returned row carries the state it had and the new epoch; None when nothing is claimable now."""
-    found = conn.execute(_CLAIM, {"trunk": trunk, "record": None if record is None else bytes(record),
-                                  "worker": worker, "lease": lease_s}).fetchone()
+    found = conn.execute(
+        _CLAIM,
+        {"trunk": trunk, "record": None if record is None else bytes(record), "worker": worker, "lease": lease_s},
+    ).fetchone()
     return None if found is None else _row(found)
 
 
 def _fenced(conn: Conn, row: Row, what: str) -> StaleEpoch:
     now = conn.execute("SELECT epoch, worker FROM outbox WHERE op_id = %s", (row.op,)).fetchone()
     epoch, holder = (int(now["epoch"]), str(now["worker"] or "")) if now is not None else (-1, "")
-    return StaleEpoch(f"operation {row.op}: this worker's claim (epoch {row.epoch}) was taken over by "
-                      f"{holder or 'another claim'} (epoch {epoch}) after its lease ran out; its {what} was not "
-                      "written and this worker stops", op=row.op, epoch=row.epoch, current=epoch)
+    return StaleEpoch(
+        f"operation {row.op}: this worker's claim (epoch {row.epoch}) was taken over by "
+        f"{holder or 'another claim'} (epoch {epoch}) after its lease ran out; its {what} was not "
+        "written and this worker stops",
+        op=row.op,
+        epoch=row.epoch,
+        current=epoch,
+    )
 
 
 def intent(conn: Conn, row: Row, lease_s: float, attempt: int, note: str) -> None:
     """Make the intent durable under the claim's epoch (and renew its lease) before anything is sent;
     E016 if the claim was fenced."""
-    doc = json.dumps({"attempt": attempt, "note": note, "worker": row.worker, "intent_note": note,
-                      "intent_epoch": row.epoch})
-    done = conn.execute("UPDATE outbox SET state = 'intent', updated = now(), outcome = %s::jsonb || "
-                        "jsonb_build_object('intent_ms', (extract(epoch from now()) * 1000)::bigint), "
-                        "lease_until = now() + make_interval(secs => %s) WHERE op_id = %s AND epoch = %s",
-                        (doc, lease_s, row.op, row.epoch))
+    doc = json.dumps(
+        {"attempt": attempt, "note": note, "worker": row.worker, "intent_note": note, "intent_epoch": row.epoch}
+    )
+    done = conn.execute(
+        "UPDATE outbox SET state = 'intent', updated = now(), outcome = %s::jsonb || "
+        "jsonb_build_object('intent_ms', (extract(epoch from now()) * 1000)::bigint), "
+        "lease_until = now() + make_interval(secs => %s) WHERE op_id = %s AND epoch = %s",
+        (doc, lease_s, row.op, row.epoch),
+    )
     if done.rowcount != 1:
         raise _fenced(conn, row, "intent")
 
 
-_KEEP_INTENT = ("jsonb_strip_nulls(jsonb_build_object('intent_note', outcome->'intent_note', "
-                "'intent_ms', outcome->'intent_ms', 'intent_epoch', outcome->'intent_epoch'))")
+_KEEP_INTENT = (
+    "jsonb_strip_nulls(jsonb_build_object('intent_note', outcome->'intent_note', "
+    "'intent_ms', outcome->'intent_ms', 'intent_epoch', outcome->'intent_epoch'))"
+)
 """The last intent's note and time, kept beside the outcome that replaces it (`reel ops show`)."""
 
 
@@ -173,16 +206,21 @@ def settle(conn: Conn, row: Row, fate: str, outcome: dict[str, Any]) -> None:
     """Write the outcome (`fate`: one of the adapter fates) under the claim's epoch and free the row;
     E016 if the claim was fenced."""
     doc = json.dumps({**outcome, "state": fate}, default=str, sort_keys=True)
-    done = conn.execute(f"UPDATE outbox SET state = %s, outcome = {_KEEP_INTENT} || %s::jsonb, updated = now(), "
-                        "lease_until = NULL WHERE op_id = %s AND epoch = %s", (ROW_STATE[fate], doc, row.op, row.epoch))
+    done = conn.execute(
+        f"UPDATE outbox SET state = %s, outcome = {_KEEP_INTENT} || %s::jsonb, updated = now(), "
+        "lease_until = NULL WHERE op_id = %s AND epoch = %s",
+        (ROW_STATE[fate], doc, row.op, row.epoch),
+    )
     if done.rowcount != 1:
         raise _fenced(conn, row, f"outcome ({fate})")
 
 
 def release(conn: Conn, row: Row, after_s: float) -> None:
     """Give the row back unchanged, claimable again in `after_s` seconds (0: at once)."""
-    conn.execute("UPDATE outbox SET lease_until = now() + make_interval(secs => %s) WHERE op_id = %s AND epoch = %s",
-                 (after_s, row.op, row.epoch))
+    conn.execute(
+        "UPDATE outbox SET lease_until = now() + make_interval(secs => %s) WHERE op_id = %s AND epoch = %s",
+        (after_s, row.op, row.epoch),
+    )
 
 
 def rows(conn: Conn, *, unresolved: bool = False) -> list[Row]:
@@ -193,8 +231,12 @@ def rows(conn: Conn, *, unresolved: bool = False) -> list[Row]:
 
 def record_rows(conn: Conn, trunk: str, record: Hash) -> list[Row]:
     """The rows of one record, by position."""
-    return [_row(d) for d in conn.execute(f"SELECT {_COLUMNS} FROM outbox WHERE trunk = %s AND record = %s "
-                                          "ORDER BY position", (trunk, bytes(record))).fetchall()]
+    return [
+        _row(d)
+        for d in conn.execute(
+            f"SELECT {_COLUMNS} FROM outbox WHERE trunk = %s AND record = %s ORDER BY position", (trunk, bytes(record))
+        ).fetchall()
+    ]
 
 
 def find(conn: Conn, name: str) -> Row:
@@ -202,8 +244,13 @@ def find(conn: Conn, name: str) -> Row:
     want = name if name.startswith("op_") else "op_" + name
     if len(want) < 7:
         raise BadInput(f"operation id {name!r} is too short: give at least 4 hex digits")
-    hits = [_row(d) for d in conn.execute(f"SELECT {_COLUMNS} FROM outbox WHERE op_id LIKE %s ORDER BY seq LIMIT 6",
-                                          (want.replace("%", "").replace("_", r"\_") + "%",)).fetchall()]
+    hits = [
+        _row(d)
+        for d in conn.execute(
+            f"SELECT {_COLUMNS} FROM outbox WHERE op_id LIKE %s ORDER BY seq LIMIT 6",
+            (want.replace("%", "").replace("_", r"\_") + "%",),
+        ).fetchall()
+    ]
     if not hits:
         raise NotFound(f"no operation {name}")
     if len(hits) > 1:
@@ -215,12 +262,17 @@ def decide(conn: Conn, row: Row, fate: str, outcome: dict[str, Any]) -> None:
     """An operator's settlement of `row` as read: raises its epoch (fencing any worker still holding it)
     and writes `fate`, unless the row moved since it was read (E002: read it again)."""
     doc = json.dumps({**outcome, "state": fate}, default=str, sort_keys=True)
-    done = conn.execute(f"UPDATE outbox SET state = %s, outcome = {_KEEP_INTENT} || %s::jsonb, updated = now(), "
-                        "lease_until = NULL, epoch = epoch + 1 WHERE op_id = %s AND epoch = %s AND state = %s",
-                        (ROW_STATE[fate], doc, row.op, row.epoch, row.state))
+    done = conn.execute(
+        f"UPDATE outbox SET state = %s, outcome = {_KEEP_INTENT} || %s::jsonb, updated = now(), "
+        "lease_until = NULL, epoch = epoch + 1 WHERE op_id = %s AND epoch = %s AND state = %s",
+        (ROW_STATE[fate], doc, row.op, row.epoch, row.state),
+    )
     if done.rowcount != 1:
-        raise Conflict(f"operation {row.op} changed while it was being settled (a worker claimed or settled it); "
-                       "look again with `reel ops show`", op=row.op)
+        raise Conflict(
+            f"operation {row.op} changed while it was being settled (a worker claimed or settled it); "
+            "look again with `reel ops show`",
+            op=row.op,
+        )
 
 
 def rearm(conn: Conn) -> list[Row]:

@@ -31,11 +31,29 @@ if TYPE_CHECKING:
     from reelstore.fleet.outbox import Conn, Row
 
 
-def _entry(row: Row, state: str, time: int, note: str, receipt: Any = None, finding: Hash | None = None,
-           epoch: int | None = None) -> Journal:
-    return Journal(prev=None, trunk=row.trunk, record=row.record, index=row.position, effect=row.effect, op=row.op,
-                   state=state, epoch=row.epoch if epoch is None else epoch, time=time, receipt=receipt, note=note,
-                   finding=finding)
+def _entry(
+    row: Row,
+    state: str,
+    time: int,
+    note: str,
+    receipt: Any = None,
+    finding: Hash | None = None,
+    epoch: int | None = None,
+) -> Journal:
+    return Journal(
+        prev=None,
+        trunk=row.trunk,
+        record=row.record,
+        index=row.position,
+        effect=row.effect,
+        op=row.op,
+        state=state,
+        epoch=row.epoch if epoch is None else epoch,
+        time=time,
+        receipt=receipt,
+        note=note,
+        finding=finding,
+    )
 
 
 def _entries(row: Row) -> tuple[Journal, ...]:
@@ -44,22 +62,32 @@ def _entries(row: Row) -> tuple[Journal, ...]:
     said = row.outcome.get("intent_note")
     if isinstance(said, str):
         at, epoch = row.outcome.get("intent_ms"), row.outcome.get("intent_epoch")
-        out.append(_entry(row, "unknown", at if isinstance(at, int) else 0, said,
-                          epoch=epoch if isinstance(epoch, int) else None))
+        out.append(
+            _entry(
+                row, "unknown", at if isinstance(at, int) else 0, said, epoch=epoch if isinstance(epoch, int) else None
+            )
+        )
     state = _outbox().state_of(row)
     if state not in ("pending", "unknown") or row.state == "unknown":
         receipt = row.outcome.get("receipt")
         found = row.outcome.get("finding")
-        out.append(_entry(row, state, now_ms() - row.age_ms, row.note,
-                          freeze(receipt) if isinstance(receipt, dict) and receipt else None,
-                          Hash.from_hex(found) if isinstance(found, str) else None))
+        out.append(
+            _entry(
+                row,
+                state,
+                now_ms() - row.age_ms,
+                row.note,
+                freeze(receipt) if isinstance(receipt, dict) and receipt else None,
+                Hash.from_hex(found) if isinstance(found, str) else None,
+            )
+        )
     return tuple(out)
 
 
 TAKEOVER = {
     "keyed": "it resends it with the same idempotency key; the target dedups",
     "queryable": "it asks the target's status URL and resends only on a 404 that comes after the attempt can no "
-                 "longer land (its absence window)",
+    "longer land (its absence window)",
     "two-phase": "it asks the target about the prepared request and confirms it",
 }
 
@@ -75,8 +103,10 @@ class SharedOperation(Operation):
     @property
     def next_action(self) -> str:
         if self.leased:
-            return (f"none: worker {self.worker} holds it under a lease; should that worker die, any `reel drain "
-                    "--worker` takes it over once the lease runs out")
+            return (
+                f"none: worker {self.worker} holds it under a lease; should that worker die, any `reel drain "
+                "--worker` takes it over once the lease runs out"
+            )
         if self.state == "pending":
             return "any `reel drain --worker` sends it (nothing was sent: no intent was journaled)"
         how = TAKEOVER.get(self.effect.delivery)
@@ -101,9 +131,19 @@ def _operation(repo: Repo, row: Row, history: bool = False) -> SharedOperation:
     if latest is not None and latest.finding is not None:
         got = repo.objects.get(latest.finding)
         finding = got if isinstance(got, Finding) else None
-    return SharedOperation(row.op, row.trunk, row.record, row.position, repo.objects.get_as(row.effect, Effect),
-                           _outbox().state_of(row), latest, finding, entries if history else (), worker=row.worker,
-                           leased=row.state in ("owed", "intent") and not row.expired)
+    return SharedOperation(
+        row.op,
+        row.trunk,
+        row.record,
+        row.position,
+        repo.objects.get_as(row.effect, Effect),
+        _outbox().state_of(row),
+        latest,
+        finding,
+        entries if history else (),
+        worker=row.worker,
+        leased=row.state in ("owed", "intent") and not row.expired,
+    )
 
 
 def _outbox() -> ModuleType:
@@ -157,8 +197,9 @@ def source(repo: Repo) -> OpSource:
     return local.LOCAL if database(repo) is None else OpSource(find, list_ops)
 
 
-def reconcile(repo: Repo, name: str, outcome: str, evidence: str, observer: str, *, source: str = "",
-              scope: str = "") -> tuple[Operation, Finding]:
+def reconcile(
+    repo: Repo, name: str, outcome: str, evidence: str, observer: str, *, source: str = "", scope: str = ""
+) -> tuple[Operation, Finding]:
     """Store the operator's finding about an unknown (or not-sent) operation and settle it; nothing is sent.
     The same rules as a store of its own; on a shared store the row is settled under a raised epoch."""
     found = _conn(repo)
@@ -174,27 +215,38 @@ def reconcile(repo: Repo, name: str, outcome: str, evidence: str, observer: str,
         row = outbox.find(conn, name)
         op = _operation(repo, row, history=True)
         if op.state == "not_sent" and outcome == "succeeded":
-            raise BadInput(f"operation {op.op} was not sent: nothing of it left this store, so it cannot have "
-                           "succeeded; `reel recover` sends it again, or `--outcome absent` gives it up")
+            raise BadInput(
+                f"operation {op.op} was not sent: nothing of it left this store, so it cannot have "
+                "succeeded; `reel recover` sends it again, or `--outcome absent` gives it up"
+            )
         if op.state == "pending":
             raise BadInput(f"operation {op.op} is pending, not unknown: nothing was sent; `reel recover` drains it")
         if op.state not in ("unknown", "not_sent") or op.latest is None:
             raise Conflict(f"operation {op.op} is already {op.state}; only an unknown outcome is reconciled")
         if row.state == "intent" and not row.expired:
-            raise Conflict(f"operation {op.op} is being sent by worker {row.worker} under a live lease; reconcile "
-                           "it once that worker has settled it or its lease has run out", op=op.op)
+            raise Conflict(
+                f"operation {op.op} is being sent by worker {row.worker} under a live lease; reconcile "
+                "it once that worker has settled it or its lease has run out",
+                op=op.op,
+            )
         if outcome == "absent" and op.state == "unknown":
             from reelstore.adapters.base import adapter
 
             why = adapter(op.effect.adapter, repo).absence_unprovable(op.effect)
             if why:
-                raise BadInput(f"operation {op.op} cannot be recorded absent: {why}. Record `succeeded` with "
-                               f"evidence, or close it: `reel ops close {op.op} --accept-uncertainty --by NAME`")
+                raise BadInput(
+                    f"operation {op.op} cannot be recorded absent: {why}. Record `succeeded` with "
+                    f"evidence, or close it: `reel ops close {op.op} --accept-uncertainty --by NAME`"
+                )
         repo.objects.put(op.latest)
         finding = Finding(op.op, op.latest.id, outcome, evidence, observer, now_ms(), source=source, scope=scope)
         repo.objects.put(finding)
-        outbox.decide(conn, row, outcome, {"note": f"reconciled by {observer}: {evidence}",
-                                           "finding": finding.id.hex(), "attempt": row.attempts})
+        outbox.decide(
+            conn,
+            row,
+            outcome,
+            {"note": f"reconciled by {observer}: {evidence}", "finding": finding.id.hex(), "attempt": row.attempts},
+        )
         settled = _operation(repo, outbox.find(conn, row.op), history=True)
     return replace(settled, finding=finding), finding
 

@@ -87,8 +87,9 @@ class WorkerReport:
 
     def line(self, d: Drained) -> str:
         o = d.outcome
-        return (f"{d.trunk} {d.record.hex()[:12]} effect {o.index} {o.op}: {o.state} ({o.action})"
-                + (f" - {o.note}" if o.note else ""))
+        return f"{d.trunk} {d.record.hex()[:12]} effect {o.index} {o.op}: {o.state} ({o.action})" + (
+            f" - {o.note}" if o.note else ""
+        )
 
     def summary(self) -> str:
         acts: dict[str, int] = {}
@@ -99,17 +100,25 @@ class WorkerReport:
         return head + (f" ({detail})" if detail else "")
 
     def to_json(self) -> dict[str, Any]:
-        return {"worker": self.worker, "drained": [d.to_json() for d in self.drained], "sent": self.sent,
-                "unknown": self.unknown, "fenced": self.fenced, "held": self.held, "refused": self.refused,
-                "interrupted": self.interrupted,
-                "wakeups": self.wakeups}
+        return {
+            "worker": self.worker,
+            "drained": [d.to_json() for d in self.drained],
+            "sent": self.sent,
+            "unknown": self.unknown,
+            "fenced": self.fenced,
+            "held": self.held,
+            "refused": self.refused,
+            "interrupted": self.interrupted,
+            "wakeups": self.wakeups,
+        }
 
 
 class Worker:
     """One drainer's connection, name, lease and loaded adapters."""
 
-    def __init__(self, repo: Repo, url: str, name: str | None = None, lease_s: float = DEFAULT_LEASE_S,
-                 conn: Conn | None = None) -> None:
+    def __init__(
+        self, repo: Repo, url: str, name: str | None = None, lease_s: float = DEFAULT_LEASE_S, conn: Conn | None = None
+    ) -> None:
         self.repo, self.url, self.lease_s = repo, url, lease_s
         self.name = name or default_name()
         self.conn: Conn = conn if conn is not None and not conn.closed else outbox.connect(url)
@@ -131,7 +140,7 @@ class Worker:
                 return what()
             except outbox.OperationalError as exc:
                 last = exc
-                time.sleep(min(0.1 * 2 ** attempt, self.lease_s))
+                time.sleep(min(0.1 * 2**attempt, self.lease_s))
                 try:
                     self.conn.close()
                     self.conn = outbox.connect(self.url)
@@ -142,8 +151,9 @@ class Worker:
     def step(self, *, trunk: str | None = None, record: Hash | None = None) -> Drained | None:
         """Claim one row and see it through; None when nothing is claimable now. Raises StaleEpoch (E016)
         if another claim took the row over, Held (E012) if the store is on hold (the row is given back)."""
-        row: Row | None = self._retry(lambda: outbox.claim(self.conn, self.name, self.lease_s, trunk=trunk,
-                                                           record=record))
+        row: Row | None = self._retry(
+            lambda: outbox.claim(self.conn, self.name, self.lease_s, trunk=trunk, record=record)
+        )
         if row is None:
             return None
         try:
@@ -186,20 +196,26 @@ class Worker:
         """The directory's `pre-drain` hook, before each send: a refusal (E009) gives the row back,
         untouched, for a lease time, and sends nothing."""
         try:
-            run_pre_hook(self.repo, "pre-drain", {"REEL_TRUNK": row.trunk, "REEL_RECORD": row.record.hex(),
-                                                  "REEL_EFFECTS": "1", "REEL_OP": row.op})
+            run_pre_hook(
+                self.repo,
+                "pre-drain",
+                {"REEL_TRUNK": row.trunk, "REEL_RECORD": row.record.hex(), "REEL_EFFECTS": "1", "REEL_OP": row.op},
+            )
         except CapabilityViolation:
             self._retry(lambda: outbox.release(self.conn, row, self.lease_s))
             raise
 
     def _unsendable(self, row: Row, exc: ReelError) -> Outcome:
         if row.state == "intent":
-            note = (f"an earlier attempt's outcome is unknown ({row.note}), and its adapter cannot be loaded "
-                    f"here to resume it: {exc.message}")
+            note = (
+                f"an earlier attempt's outcome is unknown ({row.note}), and its adapter cannot be loaded "
+                f"here to resume it: {exc.message}"
+            )
             self._settle(row, "unknown", {"note": note, "attempt": row.attempts})
             return Outcome(row.position, row.op, row.effect, "unknown", "halted", note)
-        note = (f"not sent: its adapter cannot be loaded here ({exc.message}); install or register it, then "
-                "`reel recover`")
+        note = (
+            f"not sent: its adapter cannot be loaded here ({exc.message}); install or register it, then `reel recover`"
+        )
         self._settle(row, "not_sent", {"note": note, "attempt": row.attempts})
         return Outcome(row.position, row.op, row.effect, "not_sent", "tried", note)
 
@@ -214,8 +230,17 @@ class Worker:
         if state == "not_sent":
             action = "tried" if action == "sent" else "retried"
         said = result.note or f"{state} on attempt {attempt}"
-        self._settle(row, state, {"note": said, "attempt": attempt, "worker": self.name, "action": action,
-                                  "receipt": dict(result.receipt) or None})
+        self._settle(
+            row,
+            state,
+            {
+                "note": said,
+                "attempt": attempt,
+                "worker": self.name,
+                "action": action,
+                "receipt": dict(result.receipt) or None,
+            },
+        )
         return Outcome(row.position, row.op, row.effect, state, action, said)
 
     def _settle(self, row: Row, fate: str, doc: dict[str, Any]) -> None:
@@ -229,21 +254,30 @@ def lease_of(repo: Repo, given: float | str | None = None) -> float:
     return outbox.parse_lease(repo.config.get("drain.lease", str(DEFAULT_LEASE_S)), "config drain.lease")
 
 
-def work(repo: Repo, *, once: bool = False, lease_s: float | str | None = None, name: str | None = None,
-         trunk: str | None = None, rounds: int = MAX_ROUNDS,
-         progress: Callable[[WorkerReport, Drained], None] | None = None) -> WorkerReport:
+def work(
+    repo: Repo,
+    *,
+    once: bool = False,
+    lease_s: float | str | None = None,
+    name: str | None = None,
+    trunk: str | None = None,
+    rounds: int = MAX_ROUNDS,
+    progress: Callable[[WorkerReport, Drained], None] | None = None,
+) -> WorkerReport:
     """`reel drain --worker` and `Store.drain_worker`: drain this store's shared outbox as one worker
     (E014 on a store of its own, whose commits drain themselves; E014 naming --lease if it is out of range)."""
     lease = lease_of(repo, lease_s)
     url = database(repo)
     if url is None:
-        raise BadInput("drain workers share a Postgres store's outbox, and this store is its own (its commits drain "
-                       "themselves; `reel recover` resumes what they left): create the shared store with "
-                       "`reel init DIR --backend postgresql://...` on every machine", field="worker")
+        raise BadInput(
+            "drain workers share a Postgres store's outbox, and this store is its own (its commits drain "
+            "themselves; `reel recover` resumes what they left): create the shared store with "
+            "`reel init DIR --backend postgresql://...` on every machine",
+            field="worker",
+        )
     if name is not None and not name.strip():
         raise BadInput("--name needs a worker name", field="name")
-    return run(repo, url, name=name, lease_s=lease, once=once, trunk=trunk, rounds=rounds,
-               progress=progress)
+    return run(repo, url, name=name, lease_s=lease, once=once, trunk=trunk, rounds=rounds, progress=progress)
 
 
 def on_commit(repo: Repo) -> str:
@@ -318,16 +352,24 @@ def as_found(row: Row) -> Outcome:
     if row.state in outbox.SETTLED:
         return Outcome(row.position, row.op, row.effect, outbox.state_of(row), "already", row.note)
     if not row.expired:
-        return Outcome(row.position, row.op, row.effect, "pending", "yielded",
-                       f"held by worker {row.worker} under a live lease")
+        return Outcome(
+            row.position, row.op, row.effect, "pending", "yielded", f"held by worker {row.worker} under a live lease"
+        )
     state = outbox.STATE_OF[row.state]
-    return Outcome(row.position, row.op, row.effect, state, "halted" if state != "pending" else "not-reached",
-                   row.note)
+    return Outcome(row.position, row.op, row.effect, state, "halted" if state != "pending" else "not-reached", row.note)
 
 
-def run(repo: Repo, url: str, *, name: str | None = None, lease_s: float = DEFAULT_LEASE_S, once: bool = False,
-        trunk: str | None = None, rounds: int = MAX_ROUNDS,
-        progress: Callable[[WorkerReport, Drained], None] | None = None) -> WorkerReport:
+def run(
+    repo: Repo,
+    url: str,
+    *,
+    name: str | None = None,
+    lease_s: float = DEFAULT_LEASE_S,
+    once: bool = False,
+    trunk: str | None = None,
+    rounds: int = MAX_ROUNDS,
+    progress: Callable[[WorkerReport, Drained], None] | None = None,
+) -> WorkerReport:
     """Drain the store as one worker. `once`: what is claimable now, then return. Otherwise listen for
     commits and keep draining for `rounds` rounds (each: drain what is claimable, then sleep until a
     notice or one lease time). Stops early, saying why, if fenced (E016); a hold (E012) pauses it; an
@@ -341,8 +383,9 @@ def run(repo: Repo, url: str, *, name: str | None = None, lease_s: float = DEFAU
     return report
 
 
-def _run(repo: Repo, url: str, report: WorkerReport, lease_s: float, once: bool, trunk: str | None,
-         rounds: int) -> None:
+def _run(
+    repo: Repo, url: str, report: WorkerReport, lease_s: float, once: bool, trunk: str | None, rounds: int
+) -> None:
     with Worker(repo, url, report.worker, lease_s) as worker:
         worker._retry(lambda: outbox.prepare(worker.conn))
         if once:
@@ -370,7 +413,7 @@ def _listen(worker: Worker) -> Conn:
         try:
             return outbox.listen(worker.url)
         except (Unreachable, outbox.OperationalError):
-            time.sleep(min(0.1 * 2 ** attempt, worker.lease_s))
+            time.sleep(min(0.1 * 2**attempt, worker.lease_s))
     raise Unreachable(f"worker {worker.name} could not listen on the store's database")
 
 

@@ -49,8 +49,15 @@ def run_hook(repo: Repo, name: str, env: Mapping[str, str]) -> tuple[int, str] |
     full["REEL_HOOK"] = name
     timeout = int(repo.config.get("hooks.timeout", str(DEFAULT_TIMEOUT)) or DEFAULT_TIMEOUT)
     try:
-        proc = subprocess.run([str(path)], cwd=str(path.parent.parent.parent), env=full, stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=timeout, check=False)
+        proc = subprocess.run(
+            [str(path)],
+            cwd=str(path.parent.parent.parent),
+            env=full,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return 124, f"hook {name} did not finish within {timeout}s"
     except OSError as exc:

@@ -63,22 +63,33 @@ class Tools:
     def queue_http(self, method: str, url: str, body: Any = None, headers: dict[str, str] | None = None) -> str:
         """Queue an HTTP request (e.g. POST https://api.example.com/refunds with a JSON body). It is sent
         once, and only if this attempt is committed; the answer says it is pending."""
+
         def queue() -> dict[str, Any]:
             op: dict[str, Any] = {"method": method.upper(), "url": url, "headers": dict(headers or {})}
             if body is not None:  # as text, so any JSON the model wrote (floats too) is stored as given
                 op["body"] = body if isinstance(body, str) else json.dumps(body, sort_keys=True)
                 op["headers"].setdefault("Content-Type", "application/json")
             made = self.view.effect("http", op)
-            return {"pending": made.id.hex(), "resource": made.resource, "class": made.effect_class,
-                    "note": "queued; it is sent only if this attempt is committed"}
+            return {
+                "pending": made.id.hex(),
+                "resource": made.resource,
+                "class": made.effect_class,
+                "note": "queued; it is sent only if this attempt is committed",
+            }
+
         return self._run(queue)
 
     def status(self) -> str:
         """What this attempt has changed and queued so far."""
+
         def show() -> dict[str, Any]:
             st = self.view.status()
-            return {"view": self.view.name, "changes": [c.name for c in self.view.diff()],
-                    "pending": [e.resource for e in st.effects]}
+            return {
+                "view": self.view.name,
+                "changes": [c.name for c in self.view.diff()],
+                "pending": [e.resource for e in st.effects],
+            }
+
         return self._run(show)
 
     def abandon(self, reason: str) -> str:
@@ -99,8 +110,15 @@ class Attempt:
     exit, aborted if the block raises or the model called `abandon` (`commit=False`: never committed
     here, for a graph whose own node commits after a human approved)."""
 
-    def __init__(self, store: Store, name: str, caps: Iterable[Capability | str] | None = None,
-                 source: str | None = None, message: str = "", commit: bool = True) -> None:
+    def __init__(
+        self,
+        store: Store,
+        name: str,
+        caps: Iterable[Capability | str] | None = None,
+        source: str | None = None,
+        message: str = "",
+        commit: bool = True,
+    ) -> None:
         self.store = store
         self.name = name
         self.caps = caps

@@ -41,6 +41,7 @@ def tools(attempt: Attempt | Tools) -> list[BaseTool]:
 
 def commit_node(attempt: Attempt) -> Callable[[MessagesState], dict[str, Any]]:
     """A node that ends the attempt: aborted if the model abandoned it, else committed (effects sent)."""
+
     def commit(state: MessagesState) -> dict[str, Any]:
         if attempt.view.live:
             if attempt.abandoned is not None:
@@ -48,6 +49,7 @@ def commit_node(attempt: Attempt) -> Callable[[MessagesState], dict[str, Any]]:
             else:
                 attempt.commit()
         return {}
+
     return commit
 
 
@@ -57,6 +59,7 @@ def approval_node(attempt: Attempt) -> Callable[[MessagesState], dict[str, Any]]
     `APPROVE` it commits, with anything else it aborts. The graph needs a checkpointer to be resumed.
     Where a service rule requires approvals, the approvers record them (`reel approve`) before the
     graph is resumed; without them the commit raises E018 and the attempt is aborted."""
+
     def review(state: MessagesState) -> dict[str, Any]:
         if not attempt.view.live:
             return {}
@@ -65,14 +68,20 @@ def approval_node(attempt: Attempt) -> Callable[[MessagesState], dict[str, Any]]
             return {}
         status = attempt.view.status()
         effects = load_live(attempt.store.repo, attempt.name, settle=False).view.effects
-        decision = interrupt({"view": attempt.name, "changes": [c.name for c in attempt.view.diff()],
-                              "pending": [e.resource for e in status.effects],
-                              "effects": effects.hex() if effects else None})
+        decision = interrupt(
+            {
+                "view": attempt.name,
+                "changes": [c.name for c in attempt.view.diff()],
+                "pending": [e.resource for e in status.effects],
+                "effects": effects.hex() if effects else None,
+            }
+        )
         if decision == APPROVE:
             attempt.commit()
         else:
             attempt.abort()
         return {}
+
     return review
 
 

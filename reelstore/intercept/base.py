@@ -31,8 +31,13 @@ class Refusal:
         return cls(backend, what, err.code, err.message, err.exit_status)
 
     def to_json(self) -> dict[str, Any]:
-        return {"backend": self.backend, "what": self.what, "code": self.code, "message": self.message,
-                "exit": self.exit_status}
+        return {
+            "backend": self.backend,
+            "what": self.what,
+            "code": self.code,
+            "message": self.message,
+            "exit": self.exit_status,
+        }
 
 
 @dataclass

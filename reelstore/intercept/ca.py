@@ -28,8 +28,12 @@ CA_KEY = "ca-key.pem"
 CA_CERT = "ca-cert.pem"
 CA_DAYS = 3650
 LEAF_DAYS = 30
-FALLBACK_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
-                    "/etc/ssl/cert.pem", "/etc/ssl/ca-bundle.pem")
+FALLBACK_BUNDLES = (
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+    "/etc/ssl/ca-bundle.pem",
+)
 
 
 def ca_dir(repo: Repo) -> Path:
@@ -56,20 +60,44 @@ def _create(d: Path) -> None:
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(d, 0o700)
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "reelstore"),
-                      x509.NameAttribute(NameOID.COMMON_NAME, "reelstore local CA (reel run)")])
+    name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "reelstore"),
+            x509.NameAttribute(NameOID.COMMON_NAME, "reelstore local CA (reel run)"),
+        ]
+    )
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=CA_DAYS))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                         crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-            .sign(key, hashes.SHA256()))
-    atomic_write(d / CA_KEY, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption()), mode=0o600)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=CA_DAYS))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    atomic_write(
+        d / CA_KEY,
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+        mode=0o600,
+    )
     atomic_write(d / CA_CERT, cert.public_bytes(serialization.Encoding.PEM), mode=0o644)
 
 
@@ -92,9 +120,14 @@ class LeafMinter:
         self._lock = threading.Lock()
         self._contexts: dict[str, ssl.SSLContext] = {}
         key_path = workdir / "leaf-key.pem"
-        atomic_write(key_path, self._leaf_key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
-            fsync=False, mode=0o600)
+        atomic_write(
+            key_path,
+            self._leaf_key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            ),
+            fsync=False,
+            mode=0o600,
+        )
         self._key_path = key_path
 
     def context(self, host: str) -> ssl.SSLContext:
@@ -122,18 +155,22 @@ class LeafMinter:
         except ValueError:
             alt = x509.DNSName(host)
         now = datetime.datetime.now(datetime.timezone.utc)
-        cert = (x509.CertificateBuilder()
-                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host[:64])]))
-                .issuer_name(self._ca_cert.subject).public_key(self._leaf_key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(days=1))
-                .not_valid_after(now + datetime.timedelta(days=LEAF_DAYS))
-                .add_extension(x509.SubjectAlternativeName([alt]), critical=False)
-                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-                .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self._ca_key.public_key()),
-                               critical=False)
-                .sign(self._ca_key, hashes.SHA256()))
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host[:64])]))
+            .issuer_name(self._ca_cert.subject)
+            .public_key(self._leaf_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=LEAF_DAYS))
+            .add_extension(x509.SubjectAlternativeName([alt]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self._ca_key.public_key()), critical=False
+            )
+            .sign(self._ca_key, hashes.SHA256())
+        )
         return cert.public_bytes(serialization.Encoding.PEM)
 
 

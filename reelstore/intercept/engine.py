@@ -72,8 +72,9 @@ class Policy(Protocol):
     def decide(self, req: Request) -> Answer | None:
         """None: pass the request to its real host; an Answer: reply with it, send nothing."""
 
-    def passed_through(self, req: Request, status: int, headers: list[tuple[str, str]], body: bytes | None,
-                       timing: Timing) -> None:
+    def passed_through(
+        self, req: Request, status: int, headers: list[tuple[str, str]], body: bytes | None, timing: Timing
+    ) -> None:
         """The real host answered a passed request (and the command has the whole answer). `body` is
         None unless `keeps_bodies`, or if the answer did not fit the engine's budget."""
 

@@ -51,8 +51,19 @@ from reelstore.kernel import verbs as kernel
 
 PROXY_VARS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 BYPASS_VARS = ("NO_PROXY", "no_proxy")
-CA_VARS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO",
-           "AWS_CA_BUNDLE", "PIP_CERT", "HTTPLIB2_CA_CERTS", "CARGO_HTTP_CAINFO", "NPM_CONFIG_CAFILE", "DENO_CERT")
+CA_VARS = (
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "GIT_SSL_CAINFO",
+    "AWS_CA_BUNDLE",
+    "PIP_CERT",
+    "HTTPLIB2_CA_CERTS",
+    "CARGO_HTTP_CAINFO",
+    "NPM_CONFIG_CAFILE",
+    "DENO_CERT",
+)
 WGETRC_VAR = "WGETRC"
 """wget reads no CA variable; it is given a wgetrc naming the bundle (after the user's own settings)."""
 INTERCEPT_FAILED = "E014"
@@ -65,8 +76,14 @@ class HttpProxy(Backend):
     name = "http"
     keeps_bodies = False
 
-    def __init__(self, repo: Repo, view: str, allow: Iterable[str] = (), engine: EngineFactory | None = None,
-                 models: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        repo: Repo,
+        view: str,
+        allow: Iterable[str] = (),
+        engine: EngineFactory | None = None,
+        models: Iterable[str] = (),
+    ) -> None:
         super().__init__(repo, view)
         self.make_engine = engine
         """The protocol engine (default `tls_proxy.TlsProxy`); a replayer can stand in for it."""
@@ -74,8 +91,10 @@ class HttpProxy(Backend):
         self.models = list(dict.fromkeys(model_origin(m) for m in models))
         """Origins of local model servers (`--model`): their model paths are read-like and reachable."""
         self.rules: list[Service] = [r for i, m in enumerate(self.models) for r in model_rules(m, f"model{i}")]
-        self.model_hosts = {(urlsplit(m).hostname or "", urlsplit(m).port or (443 if m.startswith("https:") else 80))
-                            for m in self.models}
+        self.model_hosts = {
+            (urlsplit(m).hostname or "", urlsplit(m).port or (443 if m.startswith("https:") else 80))
+            for m in self.models
+        }
         self.captured: list[dict[str, Any]] = []
         self.passed: list[dict[str, Any]] = []
         self.secret_values: set[str] = set()
@@ -146,8 +165,10 @@ class HttpProxy(Backend):
         `--allow` (or, for a model path, `--model`)."""
         model = rule.read_like and (req.host.lower(), req.port) in self.model_hosts
         if _is_loopback(req.host) and not model and not self._allowed(req.host, req.port):
-            why = (f"{req.host}:{req.port} is on this machine; name it with --allow {req.host}:{req.port} "
-                   f"(or --model for a model server) to let the command reach it. Nothing was sent")
+            why = (
+                f"{req.host}:{req.port} is on this machine; name it with --allow {req.host}:{req.port} "
+                f"(or --model for a model server) to let the command reach it. Nothing was sent"
+            )
             self.failed(f"{req.method} {self.shown_url(req.url)}", why)
             return _json(403, {"reel": "refused", "message": why})
         return None
@@ -158,13 +179,16 @@ class HttpProxy(Backend):
         model = self.rule(req).read_like and (req.host.lower(), req.port) in self.model_hosts
         if not _is_loopback(address) or model or self._allowed(req.host, req.port) and self._allowed(address, req.port):
             return True
-        self.failed(f"{req.method} {self.shown_url(req.url)}",
-                    f"{req.host} resolved to {address}, on this machine, when the proxy connected; name it with "
-                    f"--allow to let the command reach it. Nothing was sent")
+        self.failed(
+            f"{req.method} {self.shown_url(req.url)}",
+            f"{req.host} resolved to {address}, on this machine, when the proxy connected; name it with "
+            f"--allow to let the command reach it. Nothing was sent",
+        )
         return False
 
-    def passed_through(self, req: Request, status: int, headers: list[tuple[str, str]], body: bytes | None,
-                       timing: Timing) -> None:
+    def passed_through(
+        self, req: Request, status: int, headers: list[tuple[str, str]], body: bytes | None, timing: Timing
+    ) -> None:
         """Every response the command got from a real host arrives here, in order."""
         params = sensitive_params(self.repo.config) | QUERY_SECRETS
         sensitive = sensitive_headers(self.repo.config)
@@ -177,7 +201,6 @@ class HttpProxy(Backend):
     def shown_url(self, url: str) -> str:
         """`url` as summaries and recordings show it: credentials in its query hidden."""
         return hide_params(url, sensitive_params(self.repo.config) | QUERY_SECRETS)
-
 
     def failed(self, what: str, message: str) -> None:
         with self._lock:

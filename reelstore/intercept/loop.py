@@ -47,9 +47,13 @@ def run_name() -> str:
     return f"run-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
 
 
-def default_backends(prefix: str = "", allow: Sequence[str] = (), sandbox: bool = True,
-                     proxy: Callable[[Repo, str], Backend] | None = None,
-                     models: Sequence[str] = ()) -> list[Callable[[Repo, str], Backend]]:
+def default_backends(
+    prefix: str = "",
+    allow: Sequence[str] = (),
+    sandbox: bool = True,
+    proxy: Callable[[Repo, str], Backend] | None = None,
+    models: Sequence[str] = (),
+) -> list[Callable[[Repo, str], Backend]]:
     """The HTTP(S) proxy (loopback hosts reachable only if in `allow`, and the model paths of the local
     model servers in `models`; `proxy` replaces it, e.g. with one that records or replays), a scratch
     directory (limited to names under `prefix`) and, unless `sandbox` is False, the network namespace
@@ -57,7 +61,8 @@ def default_backends(prefix: str = "", allow: Sequence[str] = (), sandbox: bool 
     without one."""
     makers: list[Callable[[Repo, str], Backend]] = [
         proxy or (lambda repo, view: HttpProxy(repo, view, allow, models=models)),
-        lambda repo, view: Scratch(repo, view, prefix)]
+        lambda repo, view: Scratch(repo, view, prefix),
+    ]
     if sandbox:
         unshare = require_unshare()
         caught = [*allow, *(hp for hp in map(model_host_port, models) if _local(hp)), *SENTINELS]
@@ -177,20 +182,31 @@ class DryRun:
     def summary(self) -> dict[str, Any]:
         """What the view holds (as of the command's exit), what was refused, and the decision."""
         secret = self.secret_values
-        return {"view": self.name, "command": [redact(a, secret) for a in self.cmd], "status": self.status,
-                "clean": self.clean, "changes": self.changes, "effects": self.effects,
-                "refused": [r.to_json() for r in self.refused], "blocked": self.blocked,
-                "passed": [p for b in self.backends for p in getattr(b, "passed", ())],
-                "model_calls": [c for b in self.backends for c in getattr(b, "model_calls", ())],
-                "divergences": [d.to_json() for b in self.backends for d in getattr(b, "divergences", ())],
-                "notes": self.notes + [n for b in self.backends for n in b.notes], "decision": self.decision,
-                "commit": self.result.to_json() if self.result else None}
+        return {
+            "view": self.name,
+            "command": [redact(a, secret) for a in self.cmd],
+            "status": self.status,
+            "clean": self.clean,
+            "changes": self.changes,
+            "effects": self.effects,
+            "refused": [r.to_json() for r in self.refused],
+            "blocked": self.blocked,
+            "passed": [p for b in self.backends for p in getattr(b, "passed", ())],
+            "model_calls": [c for b in self.backends for c in getattr(b, "model_calls", ())],
+            "divergences": [d.to_json() for b in self.backends for d in getattr(b, "divergences", ())],
+            "notes": self.notes + [n for b in self.backends for n in b.notes],
+            "decision": self.decision,
+            "commit": self.result.to_json() if self.result else None,
+        }
 
     def commit(self, message: str = "") -> kernel.CommitResult:
         """Commit the view as summarized: E002, nothing committed, if anyone wrote to it since."""
         if self.store.repo.refs.get(view_ref(self.name)) != self.shown:
-            raise Conflict(f"view {self.name!r} changed after its summary was taken; nothing was committed. "
-                           f"Inspect it with `reel status {self.name}`, then commit or abort it", view=self.name)
+            raise Conflict(
+                f"view {self.name!r} changed after its summary was taken; nothing was committed. "
+                f"Inspect it with `reel status {self.name}`, then commit or abort it",
+                view=self.name,
+            )
         self.decision = "commit"
         self.result = self.view.commit(message or f"reel run: {self.shown_command()}"[:200])
         return self.result
@@ -214,6 +230,14 @@ def _runnable(prog: str, cwd: str | None, path: str | None) -> bool:
 
 
 def _effect_line(index: int, e: Effect) -> dict[str, Any]:
-    return {"index": index, "id": e.id.hex(), "adapter": e.adapter, "method": e.op.get("method"),
-            "url": e.op.get("url"), "resource": e.resource, "class": e.effect_class, "delivery": e.delivery,
-            "scrubbed": scrubbed_names(e.op)}
+    return {
+        "index": index,
+        "id": e.id.hex(),
+        "adapter": e.adapter,
+        "method": e.op.get("method"),
+        "url": e.op.get("url"),
+        "resource": e.resource,
+        "class": e.effect_class,
+        "delivery": e.delivery,
+        "scrubbed": scrubbed_names(e.op),
+    }

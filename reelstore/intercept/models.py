@@ -67,11 +67,13 @@ def describe(url: str, body: bytes) -> dict[str, Any] | None:
     model = doc.get("model")
     if who == "gemini":
         model = urlsplit(url).path.rsplit("/", 1)[-1].split(":", 1)[0]
-    return {"provider": who, "model": model if isinstance(model, str) else "",
-            "messages": {k: doc[k] for k in MESSAGE_KEYS if k in doc},
-            "tools": {k: doc[k] for k in TOOL_KEYS if k in doc},
-            "parameters": {k: v for k, v in doc.items()
-                           if k not in (*MESSAGE_KEYS, *TOOL_KEYS, *VOLATILE, "model")}}
+    return {
+        "provider": who,
+        "model": model if isinstance(model, str) else "",
+        "messages": {k: doc[k] for k in MESSAGE_KEYS if k in doc},
+        "tools": {k: doc[k] for k in TOOL_KEYS if k in doc},
+        "parameters": {k: v for k, v in doc.items() if k not in (*MESSAGE_KEYS, *TOOL_KEYS, *VOLATILE, "model")},
+    }
 
 
 def canonical(doc: dict[str, Any]) -> bytes:
@@ -96,7 +98,7 @@ def events(body: bytes) -> tuple[bytes, ...]:
         end = text.find(b"\n\n", start)
         if end < 0:
             break
-        out.append(text[start:end + 2])
+        out.append(text[start : end + 2])
         start = end + 2
     if start < len(text):
         out.append(text[start:])
@@ -175,6 +177,7 @@ def _first_int(doc: dict[str, Any], keys: tuple[str, ...]) -> int | None:
 def messages_diff(recorded: dict[str, Any], replayed: dict[str, Any]) -> str:
     """A unified diff of two calls' fingerprint documents, pretty-printed, so that a changed message,
     tool or parameter shows as the lines that changed."""
+
     def lines(doc: dict[str, Any]) -> list[str]:
         return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
 

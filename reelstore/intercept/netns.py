@@ -65,17 +65,64 @@ CLONE_NEW_ANY = 0x7E020000
 
 # Syscall numbers per architecture: (audit arch, {name: number}).
 SYSCALLS = {
-    "x86_64": (0xC000003E, {"ptrace": 101, "mount": 165, "umount2": 166, "pivot_root": 155, "unshare": 272,
-                            "setns": 308, "socket": 41, "clone": 56, "clone3": 435, "open_tree": 428,
-                            "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-                            "mount_setattr": 442}),
-    "aarch64": (0xC00000B7, {"ptrace": 117, "mount": 40, "umount2": 39, "pivot_root": 41, "unshare": 97,
-                             "setns": 268, "socket": 198, "clone": 220, "clone3": 435, "open_tree": 428,
-                             "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-                             "mount_setattr": 442}),
+    "x86_64": (
+        0xC000003E,
+        {
+            "ptrace": 101,
+            "mount": 165,
+            "umount2": 166,
+            "pivot_root": 155,
+            "unshare": 272,
+            "setns": 308,
+            "socket": 41,
+            "clone": 56,
+            "clone3": 435,
+            "open_tree": 428,
+            "move_mount": 429,
+            "fsopen": 430,
+            "fsconfig": 431,
+            "fsmount": 432,
+            "fspick": 433,
+            "mount_setattr": 442,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "ptrace": 117,
+            "mount": 40,
+            "umount2": 39,
+            "pivot_root": 41,
+            "unshare": 97,
+            "setns": 268,
+            "socket": 198,
+            "clone": 220,
+            "clone3": 435,
+            "open_tree": 428,
+            "move_mount": 429,
+            "fsopen": 430,
+            "fsconfig": 431,
+            "fsmount": 432,
+            "fspick": 433,
+            "mount_setattr": 442,
+        },
+    ),
 }
-DENIED = ("ptrace", "mount", "umount2", "pivot_root", "unshare", "setns", "open_tree", "move_mount", "fsopen",
-          "fsconfig", "fsmount", "fspick", "mount_setattr")
+DENIED = (
+    "ptrace",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "unshare",
+    "setns",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
@@ -135,12 +182,12 @@ def dns_answer(query: bytes, names: Names) -> bytes | None:
         n = query[i]
         if n > 63 or i + 1 + n > len(query):
             return None
-        labels.append(query[i + 1:i + 1 + n].decode("ascii", "replace").lower())
+        labels.append(query[i + 1 : i + 1 + n].decode("ascii", "replace").lower())
         i += 1 + n
     if i + 5 > len(query):
         return None
-    question = query[12:i + 5]
-    qtype = struct.unpack("!H", query[i + 1:i + 3])[0]
+    question = query[12 : i + 5]
+    qtype = struct.unpack("!H", query[i + 1 : i + 3])[0]
     flags = 0x8180 | (struct.unpack("!H", query[2:4])[0] & 0x0100)  # response, RA, RD as asked
     if qtype != 1 or not labels:
         return query[:2] + struct.pack("!HHHHH", flags, 1, 0, 0, 0) + question
@@ -187,8 +234,12 @@ def tunnel(conn: socket.socket, path: str, host: str, port: int) -> None:
 
 def hide(path: str) -> None:
     """Cover `path` with an empty read-only tmpfs that no one inside may list (mode 000)."""
-    _check(_libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                       b"mode=000,size=4k"), f"cannot hide {path}")
+    _check(
+        _libc.mount(
+            b"tmpfs", os.fsencode(path), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"mode=000,size=4k"
+        ),
+        f"cannot hide {path}",
+    )
 
 
 def seccomp_filter() -> bytes | None:
@@ -364,7 +415,7 @@ def main(argv: list[str]) -> int:
     catches = [rest[i + 1] for i in range(split) if rest[i] == "--catch"]
     hidden = [rest[i + 1] for i in range(split) if rest[i] == "--hide"]
     resolv = [rest[i + 1] for i in range(split) if rest[i] == "--resolv"]
-    cmd = rest[split + 1:]
+    cmd = rest[split + 1 :]
     loopback_up()
     fake_range_up()
     for conf in resolv:  # before the hiding: the file lives in a hidden directory
@@ -388,6 +439,7 @@ def main(argv: list[str]) -> int:
         def handle(conn: socket.socket) -> None:
             note(f"{host}:{p}", "tunnelled")
             tunnel(conn, sock_path, host, p)
+
         return handle
 
     def redirected(p: int) -> Callable[[socket.socket], None]:
@@ -400,6 +452,7 @@ def main(argv: list[str]) -> int:
                 return
             note(f"{name}:{p}", "tunnelled")
             tunnel(conn, sock_path, name, p)
+
         return handle
 
     for web in (80, 443):
@@ -412,7 +465,7 @@ def main(argv: list[str]) -> int:
             threading.Thread(target=_serve, args=(fwd, lambda c: _bridge(c, sock_path)), daemon=True).start()
     for spec in catches:
         host, _, text = spec.rpartition(":")
-        for addr in ((host,) if host not in ("localhost",) else ("127.0.0.1", "::1")):
+        for addr in (host,) if host not in ("localhost",) else ("127.0.0.1", "::1"):
             s = _listen(addr.strip("[]"), int(text))
             if s is not None:
                 threading.Thread(target=_serve, args=(s, caught(host.strip("[]"), int(text))), daemon=True).start()
@@ -423,8 +476,24 @@ def main(argv: list[str]) -> int:
     unshare = shutil.which("unshare") or "unshare"
     # Tied to this process: if it is killed, the PID namespace and everything in it die with it.
     tie = [exe, "--pdeathsig", "KILL"] if (exe := shutil.which("setpriv")) else []
-    proc = subprocess.Popen([*tie, unshare, "--pid", "--fork", "--kill-child", "--mount-proc", sys.executable, "-I",
-                             os.path.abspath(__file__), "--init", str(write), "--", *cmd], pass_fds=(write,))
+    proc = subprocess.Popen(
+        [
+            *tie,
+            unshare,
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--mount-proc",
+            sys.executable,
+            "-I",
+            os.path.abspath(__file__),
+            "--init",
+            str(write),
+            "--",
+            *cmd,
+        ],
+        pass_fds=(write,),
+    )
     os.close(write)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda n, _f: proc.send_signal(n))

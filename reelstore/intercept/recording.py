@@ -81,8 +81,9 @@ class RecordingProxy(HttpProxy):
         with self._rec_lock:
             return [call_line(i, e) for i, e in enumerate(e for e, _ in self.exchanges if "model" in e)]
 
-    def passed_through(self, req: Request, status: int, headers: list[tuple[str, str]], body: bytes | None,
-                       timing: Timing) -> None:
+    def passed_through(
+        self, req: Request, status: int, headers: list[tuple[str, str]], body: bytes | None, timing: Timing
+    ) -> None:
         super().passed_through(req, status, headers, body, timing)
         url = hide_params(req.url, self._params)
         if body is None:
@@ -90,19 +91,31 @@ class RecordingProxy(HttpProxy):
             return
         blob = Blob(body)
         kept = {k.lower(): v for k, v in headers if k.lower() not in self._hidden}
-        entry: dict[str, Any] = {"fp": fingerprint(req.method, url, req.headers, req.body), "method": req.method,
-                                 "url": url, "status": status, "headers": kept, "body": blob.id}
+        entry: dict[str, Any] = {
+            "fp": fingerprint(req.method, url, req.headers, req.body),
+            "method": req.method,
+            "url": url,
+            "status": status,
+            "headers": kept,
+            "body": blob.id,
+        }
         blobs = [blob]
         doc = models.describe(req.url, req.body) if self.rule(req).read_like and req.method == "POST" else None
         if doc is not None:
             request = Blob(models.canonical(doc))
             is_stream = models.streamed(kept)
             tokens_in, tokens_out = models.usage(models.decoded(body, kept), is_stream)
-            entry["model"] = {"provider": doc["provider"], "model": doc["model"], "fp": models.fingerprint(doc),
-                              "request": request.id, "stream": is_stream, "latency_ms": round(timing.total_ms),
-                              "first_ms": round(timing.first_byte_ms),
-                              **({"tokens_in": tokens_in} if tokens_in is not None else {}),
-                              **({"tokens_out": tokens_out} if tokens_out is not None else {})}
+            entry["model"] = {
+                "provider": doc["provider"],
+                "model": doc["model"],
+                "fp": models.fingerprint(doc),
+                "request": request.id,
+                "stream": is_stream,
+                "latency_ms": round(timing.total_ms),
+                "first_ms": round(timing.first_byte_ms),
+                **({"tokens_in": tokens_in} if tokens_in is not None else {}),
+                **({"tokens_out": tokens_out} if tokens_out is not None else {}),
+            }
             blobs.append(request)
         with self._rec_lock:
             self.exchanges.append((entry, blobs))
@@ -115,23 +128,38 @@ class RecordingProxy(HttpProxy):
         recording = Recording(entries, self.started, env_digest(dict(os.environ)))
         kernel.attach_recording(self.repo, self.view, recording, bodies)
         calls = sum(1 for e in entries if "model" in e)
-        self.notes.append(f"recorded {plural(len(entries), 'read')}"
-                          + (f" ({plural(calls, 'model call')})" if calls else "") + f" as {recording.id.hex()[:12]}")
+        self.notes.append(
+            f"recorded {plural(len(entries), 'read')}"
+            + (f" ({plural(calls, 'model call')})" if calls else "")
+            + f" as {recording.id.hex()[:12]}"
+        )
 
 
 def call_line(index: int, entry: Any) -> dict[str, Any]:
     """One model call of a recording as `reel show` and `reel run` list it."""
     m = entry["model"]
-    return {"index": index, "url": entry["url"], "status": entry["status"], "provider": m["provider"],
-            "model": m["model"], "stream": m["stream"], "tokens_in": m.get("tokens_in"),
-            "tokens_out": m.get("tokens_out"), "latency_ms": m["latency_ms"], "first_ms": m["first_ms"],
-            "fingerprint": m["fp"]}
+    return {
+        "index": index,
+        "url": entry["url"],
+        "status": entry["status"],
+        "provider": m["provider"],
+        "model": m["model"],
+        "stream": m["stream"],
+        "tokens_in": m.get("tokens_in"),
+        "tokens_out": m.get("tokens_out"),
+        "latency_ms": m["latency_ms"],
+        "first_ms": m["first_ms"],
+        "fingerprint": m["fp"],
+    }
 
 
 def calls_total(calls: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"calls": len(calls), "tokens_in": sum(c["tokens_in"] or 0 for c in calls),
-            "tokens_out": sum(c["tokens_out"] or 0 for c in calls),
-            "latency_ms": sum(c["latency_ms"] for c in calls)}
+    return {
+        "calls": len(calls),
+        "tokens_in": sum(c["tokens_in"] or 0 for c in calls),
+        "tokens_out": sum(c["tokens_out"] or 0 for c in calls),
+        "latency_ms": sum(c["latency_ms"] for c in calls),
+    }
 
 
 @dataclass
@@ -150,8 +178,15 @@ class Divergence:
     """For a model call: its fingerprint (a retry of it is the same divergence)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "method": self.method, "url": self.url, "expected": self.expected,
-                "nearest": self.nearest, "diff": self.diff, "model": self.model}
+        return {
+            "index": self.index,
+            "method": self.method,
+            "url": self.url,
+            "expected": self.expected,
+            "nearest": self.nearest,
+            "diff": self.diff,
+            "model": self.model,
+        }
 
     @property
     def what(self) -> str:
@@ -170,8 +205,16 @@ class ReplayProxy(HttpProxy):
     """`reel replay`: reads answered from `recording`, in order; nothing passes to the network unless
     `allow_live` (or, for model calls, `live_models`), and every divergence is reported."""
 
-    def __init__(self, repo: Repo, view: str, recording: Recording, allow: Iterable[str] = (),
-                 allow_live: bool = False, models: Iterable[str] = (), live_models: bool = False) -> None:
+    def __init__(
+        self,
+        repo: Repo,
+        view: str,
+        recording: Recording,
+        allow: Iterable[str] = (),
+        allow_live: bool = False,
+        models: Iterable[str] = (),
+        live_models: bool = False,
+    ) -> None:
         super().__init__(repo, view, allow, models=[*models, *recorded_model_origins(recording)])
         self.recording = recording
         self.allow_live = allow_live
@@ -210,9 +253,11 @@ class ReplayProxy(HttpProxy):
                 return self._answer(self._reads[at], req)
             found = self._divergence(at, req.method, url)
             self.cursor.divergences.append(found)
-        message = (f"replay diverged at read {found.index}: {req.method} {url} is not the recording's next read"
-                   + (f" (expected {found.expected['method']} {found.expected['url']})" if found.expected else
-                      " (the recording has no more reads)"))
+        message = f"replay diverged at read {found.index}: {req.method} {url} is not the recording's next read" + (
+            f" (expected {found.expected['method']} {found.expected['url']})"
+            if found.expected
+            else " (the recording has no more reads)"
+        )
         if self.allow_live:
             self.notes.append(message + "; fetched live (--allow-live)")
             return self.reach(req, rule)
@@ -234,17 +279,30 @@ class ReplayProxy(HttpProxy):
                 return self._answer(entry, req)
             # The cursor stays: a client's retry of the same call is the same divergence, reported once.
             again = any(d.index == at and d.model is not None and d.fp == fp for d in self.cursor.divergences)
-            recorded = (json.loads(self.repo.objects.get_as(Hash(bytes(entry["model"]["request"])), Blob).data)
-                        if entry is not None else {})
-            found = Divergence(at, req.method, url,
-                               {"method": entry["method"], "url": entry["url"], "model": entry["model"]["model"]}
-                               if entry is not None else None, None, models.messages_diff(recorded, doc), doc["model"],
-                               fp)
+            recorded = (
+                json.loads(self.repo.objects.get_as(Hash(bytes(entry["model"]["request"])), Blob).data)
+                if entry is not None
+                else {}
+            )
+            found = Divergence(
+                at,
+                req.method,
+                url,
+                {"method": entry["method"], "url": entry["url"], "model": entry["model"]["model"]}
+                if entry is not None
+                else None,
+                None,
+                models.messages_diff(recorded, doc),
+                doc["model"],
+                fp,
+            )
             if not again:
                 self.cursor.divergences.append(found)
-        message = (f"replay diverged at model call {at} ({doc['model']}): "
-                   + ("its messages, tools or parameters differ from the recorded call's"
-                      if entry is not None else "the recording has no more model calls"))
+        message = f"replay diverged at model call {at} ({doc['model']}): " + (
+            "its messages, tools or parameters differ from the recorded call's"
+            if entry is not None
+            else "the recording has no more model calls"
+        )
         if again:
             return self._refusal(found, MODEL_DIVERGED)
         return self._diverged(f"{req.method} {url}", message, found, MODEL_DIVERGED)
@@ -255,8 +313,11 @@ class ReplayProxy(HttpProxy):
 
     @staticmethod
     def _refusal(found: Divergence, status: int) -> Answer:
-        return Answer(status, json.dumps({"reel": "divergence", **found.to_json()}).encode(),
-                      [("Content-Type", "application/json")])
+        return Answer(
+            status,
+            json.dumps({"reel": "divergence", **found.to_json()}).encode(),
+            [("Content-Type", "application/json")],
+        )
 
     def _answer(self, entry: Any, req: Request) -> Answer:
         body = self.repo.objects.get_as(Hash(bytes(entry["body"])), Blob).data
@@ -267,7 +328,7 @@ class ReplayProxy(HttpProxy):
 
     def _divergence(self, at: int, method: str, url: str) -> Divergence:
         entries = self._reads
-        expected = ({"method": entries[at]["method"], "url": entries[at]["url"]} if at < len(entries) else None)
+        expected = {"method": entries[at]["method"], "url": entries[at]["url"]} if at < len(entries) else None
         wanted = f"{method} {url}"
         candidates = [f"{e['method']} {e['url']}" for e in entries]
         close = difflib.get_close_matches(wanted, candidates, n=1, cutoff=0.0)

@@ -63,10 +63,12 @@ def unshare_argv() -> list[str] | None:
 def require_unshare() -> list[str]:
     argv = unshare_argv()
     if argv is None:
-        raise BadInput("reel run cannot give the command namespaces of its own here (`unshare --user --net "
-                       "--mount --pid` "
-                       "is missing or not permitted), so a client that ignores the proxy could send effects "
-                       "before any commit. Nothing was run. Use --no-sandbox to run without it, knowing that")
+        raise BadInput(
+            "reel run cannot give the command namespaces of its own here (`unshare --user --net "
+            "--mount --pid` "
+            "is missing or not permitted), so a client that ignores the proxy could send effects "
+            "before any commit. Nothing was run. Use --no-sandbox to run without it, knowing that"
+        )
     return argv
 
 
@@ -104,8 +106,20 @@ class Sandbox(Backend):
         resolv.chmod(0o644)
         catches = [a for spec in self.catch for a in ("--catch", spec)]
         hides = ["--hide", str(tmp)] + (["--hide", str(self.repo.path)] if self.repo.path is not None else [])
-        launch.prefix = [*self.unshare, sys.executable, "-I", str(HELPER), str(sock), str(self._port), str(report),
-                         *catches, *hides, "--resolv", str(resolv), "--"]
+        launch.prefix = [
+            *self.unshare,
+            sys.executable,
+            "-I",
+            str(HELPER),
+            str(sock),
+            str(self._port),
+            str(report),
+            *catches,
+            *hides,
+            "--resolv",
+            str(resolv),
+            "--",
+        ]
 
     def _accepted(self, conn: socket.socket) -> None:
         threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
@@ -135,13 +149,19 @@ class Sandbox(Backend):
             if entry.get("how") == "tunnelled":
                 self.transparent.append(str(entry.get("target")))
                 continue
-            self.blocked.append({"target": str(entry.get("target")),
-                                 "message": "a direct connection around the proxy; closed, nothing was sent"})
+            self.blocked.append(
+                {
+                    "target": str(entry.get("target")),
+                    "message": "a direct connection around the proxy; closed, nothing was sent",
+                }
+            )
         if self.transparent:
             shown = ", ".join(sorted(set(self.transparent)))
-            self.notes.append(f"{plural(len(self.transparent), 'connection')} ignored the proxy variables and "
-                              f"{'was' if len(self.transparent) == 1 else 'were'} captured "
-                              f"through the proxy all the same: {shown}")
+            self.notes.append(
+                f"{plural(len(self.transparent), 'connection')} ignored the proxy variables and "
+                f"{'was' if len(self.transparent) == 1 else 'were'} captured "
+                f"through the proxy all the same: {shown}"
+            )
         self.close()
 
     def close(self) -> None:

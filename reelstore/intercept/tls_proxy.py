@@ -45,8 +45,21 @@ from reelstore.intercept.acceptor import Acceptor
 from reelstore.intercept.ca import LeafMinter
 from reelstore.intercept.engine import BODY_LIMIT, BUFFER_BUDGET, MAX_CONNECTIONS, Answer, Policy, Request, Timing
 
-HOP_BY_HOP = frozenset(("connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
-                        "te", "trailer", "trailers", "transfer-encoding", "upgrade", "content-length"))
+HOP_BY_HOP = frozenset(
+    (
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "proxy-authenticate",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+    )
+)
 IDLE_TIMEOUT = 120.0
 UPSTREAM_TIMEOUT = 600.0
 """Seconds a passed request may wait for its host between bytes: a model can think for minutes before
@@ -68,8 +81,14 @@ class _Closed(Exception):  # noqa: N818
 class TlsProxy:
     """The engine: `start()` listens on 127.0.0.1 and returns the port; `stop()` ends every connection."""
 
-    def __init__(self, policy: Policy, minter: LeafMinter, upstream_ca: Path | None,
-                 max_connections: int = MAX_CONNECTIONS, budget: int = BUFFER_BUDGET) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        minter: LeafMinter,
+        upstream_ca: Path | None,
+        max_connections: int = MAX_CONNECTIONS,
+        budget: int = BUFFER_BUDGET,
+    ) -> None:
         self.policy = policy
         self.minter = minter
         self.upstream = ssl.create_default_context(cafile=str(upstream_ca) if upstream_ca else None)
@@ -85,8 +104,7 @@ class TlsProxy:
         self._lock = threading.Lock()
 
     def start(self) -> int:
-        self._listener = Acceptor(socket.create_server(("127.0.0.1", 0), backlog=128), self._accepted,
-                                  "reel-run-proxy")
+        self._listener = Acceptor(socket.create_server(("127.0.0.1", 0), backlog=128), self._accepted, "reel-run-proxy")
         return int(self._listener.sock.getsockname()[1])
 
     def stop(self) -> None:
@@ -110,8 +128,11 @@ class TlsProxy:
             if not full:
                 self._conns.add(conn)
         if full:
-            self.policy.failed("CONNECT", f"over {self.max_connections} connections at once; this one was "
-                                          f"answered 503 and nothing it asked was sent")
+            self.policy.failed(
+                "CONNECT",
+                f"over {self.max_connections} connections at once; this one was "
+                f"answered 503 and nothing it asked was sent",
+            )
             try:
                 conn.sendall(b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
             except OSError:
@@ -165,16 +186,20 @@ class TlsProxy:
             body, held = self._body(sock, conn)
             try:
                 if body is None:
-                    why = (f"a request body over {BODY_LIMIT} bytes" if held < 0 else
-                           f"request bodies over {self.budget} bytes held at once")
+                    why = (
+                        f"a request body over {BODY_LIMIT} bytes"
+                        if held < 0
+                        else f"request bodies over {self.budget} bytes held at once"
+                    )
                     self.policy.failed(f"{method} {target}", f"{why}; nothing was sent")
                     _answer(sock, conn, Answer(413, f"reel run: {why}; nothing was sent\n".encode()), method)
                     return
                 req = _request(method, target, headers, body, scheme, authority, event.http_version.decode())
                 if req is None:
                     self.policy.failed(f"{method} {target}", "not a proxy request (absolute http:// URL or CONNECT)")
-                    _answer(sock, conn, Answer(400, b"reel run's proxy needs an absolute http:// URL or CONNECT\n"),
-                            method)
+                    _answer(
+                        sock, conn, Answer(400, b"reel run's proxy needs an absolute http:// URL or CONNECT\n"), method
+                    )
                     return
                 answer = self._decide(req)
                 if answer is None:
@@ -195,10 +220,16 @@ class TlsProxy:
         what = f"{req.method} {req.url}"
         try:
             if any(k.lower() == "upgrade" and "websocket" in v.lower() for k, v in req.headers):
-                self.policy.failed(f"WEBSOCKET {req.url}", "WebSocket upgrades are refused: their messages cannot "
-                                                           "be held as pending effects. Nothing was sent")
-                return Answer(501, b'{"reel": "refused", "message": "reel run refuses WebSocket upgrades; '
-                                   b'nothing was sent"}\n', [("Content-Type", "application/json")])
+                self.policy.failed(
+                    f"WEBSOCKET {req.url}",
+                    "WebSocket upgrades are refused: their messages cannot "
+                    "be held as pending effects. Nothing was sent",
+                )
+                return Answer(
+                    501,
+                    b'{"reel": "refused", "message": "reel run refuses WebSocket upgrades; nothing was sent"}\n',
+                    [("Content-Type", "application/json")],
+                )
             return self.policy.decide(req)
         except Exception as exc:  # noqa: BLE001  (any failure must stop the request, not let it pass)
             self.policy.failed(what, f"the proxy could not decide ({exc!r}); nothing was sent")
@@ -264,8 +295,13 @@ class TlsProxy:
                 reusable = not resp.will_close
                 if reusable:
                     self._give(req, upstream)
-                self.policy.passed_through(req, resp.status, headers, b"".join(kept) if keep else None,
-                                           Timing((done - began) * 1000, ((first or done) - began) * 1000))
+                self.policy.passed_through(
+                    req,
+                    resp.status,
+                    headers,
+                    b"".join(kept) if keep else None,
+                    Timing((done - began) * 1000, ((first or done) - began) * 1000),
+                )
 
             try:
                 for _ in range(1 << 30):
@@ -346,8 +382,9 @@ class TlsProxy:
 
     def _send(self, upstream: http.client.HTTPConnection, req: Request) -> http.client.HTTPResponse:
         parts = urlsplit(req.url)
-        upstream.putrequest(req.method, (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
-                            skip_accept_encoding=True)
+        upstream.putrequest(
+            req.method, (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), skip_accept_encoding=True
+        )
         for k, v in req.headers:
             if k.lower() not in HOP_BY_HOP and k.lower() != "host":
                 upstream.putheader(k, v)
@@ -399,8 +436,9 @@ class TlsProxy:
         elif first.isalpha():
             self._http(sock, "http", (host, port))
         else:
-            self.policy.failed(f"TCP {host}:{port}", "a tunnel that is neither HTTP nor TLS is refused; "
-                                                     "nothing was sent")
+            self.policy.failed(
+                f"TCP {host}:{port}", "a tunnel that is neither HTTP nor TLS is refused; nothing was sent"
+            )
 
     def _tls(self, sock: socket.socket, host: str, port: int) -> None:
         ctx = self.minter.context(host)
@@ -408,8 +446,11 @@ class TlsProxy:
         try:
             tls = ctx.wrap_socket(sock, server_side=True)
         except (ssl.SSLError, OSError) as exc:
-            self.policy.failed(f"TLS {host}:{port}", f"the command refused the interception certificate ({exc}); "
-                                                     f"does it ignore the CA variables? Nothing was sent")
+            self.policy.failed(
+                f"TLS {host}:{port}",
+                f"the command refused the interception certificate ({exc}); "
+                f"does it ignore the CA variables? Nothing was sent",
+            )
             return
         try:
             self._http(tls, "https", (host, port))
@@ -443,8 +484,15 @@ def _next(sock: socket.socket, conn: h11.Connection) -> Any:
     raise _Closed("too many reads for one event")
 
 
-def _request(method: str, target: str, headers: list[tuple[str, str]], body: bytes, scheme: str | None,
-             authority: tuple[str, int] | None, version: str) -> Request | None:
+def _request(
+    method: str,
+    target: str,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    scheme: str | None,
+    authority: tuple[str, int] | None,
+    version: str,
+) -> Request | None:
     if scheme is None:
         parts = urlsplit(target)
         if parts.scheme != "http" or not parts.hostname:

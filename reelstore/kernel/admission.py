@@ -130,13 +130,19 @@ def admit_secrets(caps: Sequence[Capability], named: Sequence[str], resource: st
         if not any(cap.allows("secret", grant, now_s()) for cap in caps):
             raise CapabilityViolation(
                 f"the view may not send the credential {ref!r} to {resource!r}: no capability grants it "
-                f"(--cap secret={ref}@{resource.rsplit('/', 1)[0]}/ would)", op="secret", name=grant)
+                f"(--cap secret={ref}@{resource.rsplit('/', 1)[0]}/ would)",
+                op="secret",
+                name=grant,
+            )
 
 
 def without_secrets(caps: Sequence[Capability]) -> tuple[Capability, ...]:
     """`caps` granting no credential: for a door whose caller may not choose which secrets go where."""
-    kept = (Capability.make([o for o in c.ops if o != "secret"], c.prefix, c.expires_at, c.budget)
-            for c in caps if set(c.ops) - {"secret"})
+    kept = (
+        Capability.make([o for o in c.ops if o != "secret"], c.prefix, c.expires_at, c.budget)
+        for c in caps
+        if set(c.ops) - {"secret"}
+    )
     return tuple(kept)
 
 

@@ -62,12 +62,20 @@ class Need:
     def describe(self) -> str:
         who = f"from group {self.group}" if self.group else "other than the initiator"
         so_far = f"approved so far by {', '.join(self.have)}" if self.have else "no approval yet"
-        return (f"rule {self.service} ({plural(len(self.effects), 'effect')}) needs "
-                f"{plural(self.count, 'approver')} {who}: {so_far}")
+        return (
+            f"rule {self.service} ({plural(len(self.effects), 'effect')}) needs "
+            f"{plural(self.count, 'approver')} {who}: {so_far}"
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"service": self.service, "count": self.count, "group": self.group or None,
-                "effects": list(self.effects), "approved_by": list(self.have), "met": self.met}
+        return {
+            "service": self.service,
+            "count": self.count,
+            "group": self.group or None,
+            "effects": list(self.effects),
+            "approved_by": list(self.have),
+            "met": self.met,
+        }
 
 
 @dataclass(frozen=True)
@@ -103,26 +111,49 @@ class Standing:
         parts = [f"view {self.view!r} needs approval before its effects fire (initiator {self.initiator})"]
         parts += [n.describe() for n in self.needs if not n.met]
         parts += [f"refused by {a.by}" + (f" ({a.note})" if a.note else "") for a in self.rejected]
-        parts += [f"the approval by {by} is stale: the view changed after it (its pending effects or names differ "
-                  "from what was approved)" for by in self.stale_approvers]
-        parts += [f"the approval by {by} does not count: it names the initiator or a principal who queued an effect"
-                  for by in sorted({a.by for a in self.barred})]
-        return "; ".join(parts) + (f". Nothing was committed or sent; `reel approve {self.view} --by NAME`, then "
-                                   "commit again")
+        parts += [
+            f"the approval by {by} is stale: the view changed after it (its pending effects or names differ "
+            "from what was approved)"
+            for by in self.stale_approvers
+        ]
+        parts += [
+            f"the approval by {by} does not count: it names the initiator or a principal who queued an effect"
+            for by in sorted({a.by for a in self.barred})
+        ]
+        return "; ".join(parts) + (
+            f". Nothing was committed or sent; `reel approve {self.view} --by NAME`, then commit again"
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"view": self.view, "initiator": self.initiator,
-                "effects": self.effects.hex() if self.effects else None, "namespace": self.namespace.hex(),
-                "waiting": self.waiting, "since": self.since or None, "needs": [n.to_json() for n in self.needs],
-                "approvals": [describe(a) for a in self.current], "stale": [describe(a) for a in self.stale],
-                "rejected": [describe(a) for a in self.rejected], "barred": [describe(a) for a in self.barred]}
+        return {
+            "view": self.view,
+            "initiator": self.initiator,
+            "effects": self.effects.hex() if self.effects else None,
+            "namespace": self.namespace.hex(),
+            "waiting": self.waiting,
+            "since": self.since or None,
+            "needs": [n.to_json() for n in self.needs],
+            "approvals": [describe(a) for a in self.current],
+            "stale": [describe(a) for a in self.stale],
+            "rejected": [describe(a) for a in self.rejected],
+            "barred": [describe(a) for a in self.barred],
+        }
 
 
 def describe(a: Approval) -> dict[str, Any]:
     """An approval as `--json` shows it."""
-    return {"id": a.id.hex(), "verdict": a.verdict, "by": a.by, "principal": a.principal, "via": a.via,
-            "time": a.time, "note": a.note, "view": a.view,
-            "effects": a.effects.hex() if a.effects else None, "namespace": a.namespace.hex()}
+    return {
+        "id": a.id.hex(),
+        "verdict": a.verdict,
+        "by": a.by,
+        "principal": a.principal,
+        "via": a.via,
+        "time": a.time,
+        "note": a.note,
+        "view": a.view,
+        "effects": a.effects.hex() if a.effects else None,
+        "namespace": a.namespace.hex(),
+    }
 
 
 def _needs(repo: Repo, effects: Sequence[Effect]) -> list[tuple[str, int, str, list[int]]]:
@@ -190,12 +221,26 @@ def standing(repo: Repo, live: Live, effects: Sequence[Effect] | None = None) ->
     for service, count, group, idx in _needs(repo, effects):
         allowed = members(repo, group) if group else None
         if allowed is not None and not allowed:
-            raise BadInput(f"service rule {service} takes approvers from group {group}, which has no members "
-                           f"(config group.{group}.member)", service=service, group=group)
+            raise BadInput(
+                f"service rule {service} takes approvers from group {group}, which has no members "
+                f"(config group.{group}.member)",
+                service=service,
+                group=group,
+            )
         have = sorted({a.by for a in current if allowed is None or a.by in allowed})
         needs.append(Need(service, count, group, tuple(idx), tuple(have)))
-    return Standing(live.name, initiator(repo, view), view.effects, view.namespace, tuple(needs), tuple(current),
-                    tuple(stale), tuple(rejected), tuple(bad), _since(repo, live))
+    return Standing(
+        live.name,
+        initiator(repo, view),
+        view.effects,
+        view.namespace,
+        tuple(needs),
+        tuple(current),
+        tuple(stale),
+        tuple(rejected),
+        tuple(bad),
+        _since(repo, live),
+    )
 
 
 def _since(repo: Repo, live: Live) -> int:
@@ -223,8 +268,13 @@ def require(repo: Repo, live: Live, effects: Sequence[Effect]) -> Live:
     st = standing(repo, live, effects)
     if st.waiting:
         _notify(repo, live, st)
-        raise ApprovalRequired(st.explain(), view=live.name, needs=[n.to_json() for n in st.needs if not n.met],
-                               stale=st.stale_approvers, rejected=[a.by for a in st.rejected])
+        raise ApprovalRequired(
+            st.explain(),
+            view=live.name,
+            needs=[n.to_json() for n in st.needs if not n.met],
+            stale=st.stale_approvers,
+            rejected=[a.by for a in st.rejected],
+        )
     keep = tuple(a.id for a in st.current)
     if keep == live.view.approvals:
         return live
@@ -246,10 +296,18 @@ def _notify(repo: Repo, live: Live, st: Standing) -> None:
     sent = (repo.files.read(name) or b"").decode("utf-8", "replace").splitlines()
     if sum(1 for line in sent if line.startswith(key + " ")) >= max_notices(repo):
         return
-    outcome = run_hook(repo, "notify", {"REEL_NOTICE": "approval", "REEL_VIEW": live.name, "REEL_TO": to,
-                                        "REEL_INITIATOR": st.initiator,
-                                        "REEL_EFFECTS": st.effects.hex() if st.effects else "",
-                                        "REEL_NEED": st.explain()})
+    outcome = run_hook(
+        repo,
+        "notify",
+        {
+            "REEL_NOTICE": "approval",
+            "REEL_VIEW": live.name,
+            "REEL_TO": to,
+            "REEL_INITIATOR": st.initiator,
+            "REEL_EFFECTS": st.effects.hex() if st.effects else "",
+            "REEL_NEED": st.explain(),
+        },
+    )
     result = "delivered" if outcome is not None and outcome[0] == 0 else "not-delivered"
     repo.files.append(name, f"{key} {now_ms()} {result}\n".encode())
 
@@ -262,28 +320,54 @@ def _record(repo: Repo, name: str, verdict: str, by: str, note: str, expect: Has
         raise BadInput(f"`{verdict}` needs --by NAME: who approves or refuses")
     first = load_live(repo, name)
     if expect is not None and first.view.effects != expect:
-        raise Conflict(f"view {name!r} holds pending effects {first.view.effects.hex() if first.view.effects else '-'}"
-                       f", not {expect.hex()}: review it again", view=name)
+        raise Conflict(
+            f"view {name!r} holds pending effects {first.view.effects.hex() if first.view.effects else '-'}"
+            f", not {expect.hex()}: review it again",
+            view=name,
+        )
     effects = pending_effects(repo, first.view)
     no = barred(repo, first.view, effects)
     me = repo.principal()
     for who in dict.fromkeys((by, me)):
         if who in no:
-            raise CapabilityViolation(f"{who} may not {verdict} view {name!r}: the view's initiator and whoever queued "
-                                      f"its effects ({', '.join(sorted(no))}) cannot sign off on them", view=name,
-                                      principal=who)
-    approval = Approval(verdict=verdict, view=name, fork=fork_id(first.view), effects=first.view.effects,
-                        namespace=first.view.namespace, by=by, principal=me, via=established(repo), time=now_ms(),
-                        note=note)
-    run_pre_hook(repo, "pre-approve", {"REEL_VIEW": name, "REEL_VERDICT": verdict, "REEL_BY": by,
-                                       "REEL_PRINCIPAL_NAME": me, "REEL_VIA": approval.via,
-                                       "REEL_EFFECTS": approval.effects.hex() if approval.effects else "",
-                                       "REEL_NAMESPACE": approval.namespace.hex(), "REEL_NOTE": note})
+            raise CapabilityViolation(
+                f"{who} may not {verdict} view {name!r}: the view's initiator and whoever queued "
+                f"its effects ({', '.join(sorted(no))}) cannot sign off on them",
+                view=name,
+                principal=who,
+            )
+    approval = Approval(
+        verdict=verdict,
+        view=name,
+        fork=fork_id(first.view),
+        effects=first.view.effects,
+        namespace=first.view.namespace,
+        by=by,
+        principal=me,
+        via=established(repo),
+        time=now_ms(),
+        note=note,
+    )
+    run_pre_hook(
+        repo,
+        "pre-approve",
+        {
+            "REEL_VIEW": name,
+            "REEL_VERDICT": verdict,
+            "REEL_BY": by,
+            "REEL_PRINCIPAL_NAME": me,
+            "REEL_VIA": approval.via,
+            "REEL_EFFECTS": approval.effects.hex() if approval.effects else "",
+            "REEL_NAMESPACE": approval.namespace.hex(),
+            "REEL_NOTE": note,
+        },
+    )
     for attempt in range(CAS_ATTEMPTS):
         live = load_live(repo, name, settle=False) if attempt else first
         if not approval.binds(fork_id(live.view), live.view.effects, live.view.namespace):
-            raise Conflict(f"view {name!r} changed while it was being {verdict}d; nothing was recorded: review it "
-                           "again", view=name)
+            raise Conflict(
+                f"view {name!r} changed while it was being {verdict}d; nothing was recorded: review it again", view=name
+            )
         if len(live.view.approvals) >= MAX_APPROVALS:
             raise BadInput(f"view {name!r} already holds {MAX_APPROVALS} approvals; fork a fresh view", view=name)
         view = replace(live.view, approvals=(*live.view.approvals, approval.id))

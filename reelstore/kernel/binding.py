@@ -40,7 +40,7 @@ def _read(repo: Repo, view: View) -> str | None:
     name = _name(view)
     raw = repo.files.read(name)
     if raw is None:
-        raw = binding_log.logged(repo.files).get(name[len("bindings/"):], "").encode() or None
+        raw = binding_log.logged(repo.files).get(name[len("bindings/") :], "").encode() or None
     if raw is None:
         return None
     text = raw.decode("utf-8", "replace").strip()
@@ -55,7 +55,7 @@ def _read(repo: Repo, view: View) -> str | None:
 def _write(repo: Repo, view: View, value: str) -> None:
     text = UNBOUND if value == UNBOUND else f"remote {value}"
     name = _name(view)
-    repo.files.append(binding_log.LOG, f"{name[len('bindings/'):]} {text}\n".encode())
+    repo.files.append(binding_log.LOG, f"{name[len('bindings/') :]} {text}\n".encode())
     repo.files.write(name, (text + "\n").encode())
 
 
@@ -125,18 +125,28 @@ def check_commit_point(repo: Repo, live: Live, remote: str | None) -> None:
         from reelstore.kernel import claims  # on use: only a view the remote already holds gets here
 
         claim = claims.read(repo, live.trunk)
-        unsettled = (f"; this store committed it there but stopped before its own trunk moved: `reel fetch {bound}` "
-                     "makes it this store's commit, then `reel recover` sends its effects"
-                     if claim is not None and claim.record == found else "")
-        raise ViewTerminal(f"view {live.name!r} was committed as {found.hex()} (on remote {bound}){unsettled}",
-                           view=live.name, state="committed", record=found.hex())
+        unsettled = (
+            f"; this store committed it there but stopped before its own trunk moved: `reel fetch {bound}` "
+            "makes it this store's commit, then `reel recover` sends its effects"
+            if claim is not None and claim.record == found
+            else ""
+        )
+        raise ViewTerminal(
+            f"view {live.name!r} was committed as {found.hex()} (on remote {bound}){unsettled}",
+            view=live.name,
+            state="committed",
+            record=found.hex(),
+        )
     if remote != bound:
         where = "without --remote" if remote is None else f"at remote {remote!r}"
         raise RemoteConflict(
             f"view {live.name!r} is bound to remote {bound!r} (it was pushed, cloned or fetched there), so it "
             f"cannot be committed {where}: another store may commit the same view there, and its effects "
             f"would fire twice. Commit it with `reel commit {live.name} --remote {bound}` (or, accepting "
-            f"that danger, unbind it with `reel views --unbind {live.name}`)", view=live.name, remote=bound)
+            f"that danger, unbind it with `reel views --unbind {live.name}`)",
+            view=live.name,
+            remote=bound,
+        )
 
 
 def check_abort_point(repo: Repo, views: list[Live], cleared: Collection[str]) -> None:
@@ -148,4 +158,6 @@ def check_abort_point(repo: Repo, views: list[Live], cleared: Collection[str]) -
             raise RemoteConflict(
                 f"view {live.name!r} is bound to remote {bound!r}: its copy there must be removed before it is "
                 f"aborted, or another store could still commit it; `reel abort {live.name}` does both",
-                view=live.name, remote=bound)
+                view=live.name,
+                remote=bound,
+            )

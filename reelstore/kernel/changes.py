@@ -52,8 +52,10 @@ def current_delta(repo: Repo, live: Live) -> Delta:
         base_ns = empty_namespace()
     if base_ns == live.view.namespace:  # nothing changed yet (a fresh fork): no map to walk
         return Delta(base_ns, ())
-    ops = tuple(Put("put", name, new) if new is not None else Remove("remove", name)
-                for name, _, new in namespace(repo).diff(base_ns, live.view.namespace))
+    ops = tuple(
+        Put("put", name, new) if new is not None else Remove("remove", name)
+        for name, _, new in namespace(repo).diff(base_ns, live.view.namespace)
+    )
     return Delta(base_ns, ops)
 
 

@@ -47,12 +47,15 @@ def read(repo: Repo, trunk: str) -> Claim | None:
         return None
     try:
         doc = json.loads(data)
-        return Claim(trunk, Hash.from_hex(doc["record"]), Hash.from_hex(doc["base"]), str(doc["view"]),
-                     str(doc["remote"]))
+        return Claim(
+            trunk, Hash.from_hex(doc["record"]), Hash.from_hex(doc["base"]), str(doc["view"]), str(doc["remote"])
+        )
     except (ValueError, KeyError, TypeError, BadInput):
-        raise StorageError(f"{repo.files.where(_name(trunk))} is damaged: it should name the record an interrupted "
-                           "`commit --remote` pushed; fix it by hand before committing on this trunk",
-                           trunk=trunk) from None
+        raise StorageError(
+            f"{repo.files.where(_name(trunk))} is damaged: it should name the record an interrupted "
+            "`commit --remote` pushed; fix it by hand before committing on this trunk",
+            trunk=trunk,
+        ) from None
 
 
 def write(repo: Repo, claim: Claim) -> None:
@@ -62,7 +65,9 @@ def write(repo: Repo, claim: Claim) -> None:
         raise RemoteRaceLost(
             f"an earlier `commit --remote` on trunk {claim.trunk} (view {earlier.view!r}, record "
             f"{earlier.record.hex()}) did not finish: it may be committed on remote {earlier.remote}. "
-            f"`reel fetch {earlier.remote}` settles it first; nothing was committed", trunk=claim.trunk)
+            f"`reel fetch {earlier.remote}` settles it first; nothing was committed",
+            trunk=claim.trunk,
+        )
     doc = {"record": claim.record.hex(), "base": claim.base.hex(), "view": claim.view, "remote": claim.remote}
     repo.files.write(_name(claim.trunk), (json.dumps(doc, sort_keys=True) + "\n").encode())
 

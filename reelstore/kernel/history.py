@@ -34,8 +34,14 @@ class EffectOutcome:
     state: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "op": self.op, "effect": self.effect.hex(), "adapter": self.adapter,
-                "resource": self.resource, "state": self.state}
+        return {
+            "index": self.index,
+            "op": self.op,
+            "effect": self.effect.hex(),
+            "adapter": self.adapter,
+            "resource": self.resource,
+            "state": self.state,
+        }
 
 
 @dataclass(frozen=True)
@@ -52,10 +58,16 @@ class LogEntry:
     effects: tuple[EffectOutcome, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"record": self.record.hex(), "parent": self.parent.hex() if self.parent else None,
-                "time": self.time_ms, "author": self.author, "message": self.message, "view": self.view,
-                "view_id": self.view_id.hex() if self.view_id else None,
-                "effects": [e.to_json() for e in self.effects]}
+        return {
+            "record": self.record.hex(),
+            "parent": self.parent.hex() if self.parent else None,
+            "time": self.time_ms,
+            "author": self.author,
+            "message": self.message,
+            "view": self.view,
+            "view_id": self.view_id.hex() if self.view_id else None,
+            "effects": [e.to_json() for e in self.effects],
+        }
 
 
 def log(repo: Repo, trunk: str, limit: int | None = None) -> list[LogEntry]:
@@ -119,8 +131,10 @@ def _entries(repo: Repo, records: Iterable[tuple[Hash, Record, str]], limit: int
                     latest = journal.get(op)
                     e = repo.objects.get(eid)
                     adapter, resource = (e.adapter, e.resource) if isinstance(e, Effect) else ("?", "?")
-                    outcomes.append(EffectOutcome(i, op, eid, adapter, resource,
-                                                  latest.state if latest is not None else "pending"))
-        out.append(LogEntry(h, rec.parent, rec.time or 0, rec.author, rec.message, view_name, rec.view,
-                            tuple(outcomes)))
+                    outcomes.append(
+                        EffectOutcome(i, op, eid, adapter, resource, latest.state if latest is not None else "pending")
+                    )
+        out.append(
+            LogEntry(h, rec.parent, rec.time or 0, rec.author, rec.message, view_name, rec.view, tuple(outcomes))
+        )
     return out

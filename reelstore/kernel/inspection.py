@@ -63,9 +63,18 @@ class ViewStatus:
             "depth": self.depth,
             "trunk": self.trunk,
             "changes": [_op_json(op) for op in self.changes],
-            "effects": [{"index": i, "id": e.id.hex(), "adapter": e.adapter, "class": e.effect_class,
-                         "resource": e.resource, "delivery": e.delivery, "op": e.to_json()["op"]}
-                        for i, e in enumerate(self.effects)],
+            "effects": [
+                {
+                    "index": i,
+                    "id": e.id.hex(),
+                    "adapter": e.adapter,
+                    "class": e.effect_class,
+                    "resource": e.resource,
+                    "delivery": e.delivery,
+                    "op": e.to_json()["op"],
+                }
+                for i, e in enumerate(self.effects)
+            ],
             "caps": [c.spec() for c in self.caps],
             "merged": list(self.merged),
         }
@@ -81,8 +90,13 @@ class NameChange:
     new: Hash | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"op": "remove" if self.new is None else "put", "name": self.name, "id": _hex(self.new),
-                "old": _hex(self.old), "status": self.status}
+        return {
+            "op": "remove" if self.new is None else "put",
+            "name": self.name,
+            "id": _hex(self.new),
+            "old": _hex(self.old),
+            "status": self.status,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +116,16 @@ class ViewSummary:
     """The remote the view is bound to (its one commit point), if any."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "id": self.id.hex(), "parent": self.parent, "boundary": self.boundary,
-                "depth": self.depth, "changes": self.changes, "effects": self.effects, "remote": self.remote}
+        return {
+            "name": self.name,
+            "id": self.id.hex(),
+            "parent": self.parent,
+            "boundary": self.boundary,
+            "depth": self.depth,
+            "changes": self.changes,
+            "effects": self.effects,
+            "remote": self.remote,
+        }
 
 
 def status(repo: Repo, name: str) -> ViewStatus:
@@ -111,9 +133,17 @@ def status(repo: Repo, name: str) -> ViewStatus:
     live = load_live(repo, name)
     view = live.view
     return ViewStatus(
-        view=name, id=live.id, parent=view.parent, base=view.base, boundary=view.boundary, depth=view.depth,
-        trunk=live.trunk, changes=changed(repo, live), effects=tuple(pending_effects(repo, view)),
-        caps=admission.view_caps(repo, view), merged=tuple(str(m) for m in view.meta.get("merged", ())),
+        view=name,
+        id=live.id,
+        parent=view.parent,
+        base=view.base,
+        boundary=view.boundary,
+        depth=view.depth,
+        trunk=live.trunk,
+        changes=changed(repo, live),
+        effects=tuple(pending_effects(repo, view)),
+        caps=admission.view_caps(repo, view),
+        merged=tuple(str(m) for m in view.meta.get("merged", ())),
     )
 
 
@@ -140,6 +170,16 @@ def views(repo: Repo) -> list[ViewSummary]:
     out = []
     for live in live_views(repo):
         v = live.view
-        out.append(ViewSummary(live.name, live.id, v.parent, v.boundary, v.depth, len(changed(repo, live)),
-                               len(pending_effects(repo, v)), bound_remote(repo, v)))
+        out.append(
+            ViewSummary(
+                live.name,
+                live.id,
+                v.parent,
+                v.boundary,
+                v.depth,
+                len(changed(repo, live)),
+                len(pending_effects(repo, v)),
+                bound_remote(repo, v),
+            )
+        )
     return out

@@ -34,8 +34,17 @@ class EffectChange:
 
     def to_json(self) -> dict[str, Any]:
         def side(e: Effect | None) -> dict[str, Any] | None:
-            return None if e is None else {"id": e.id.hex(), "adapter": e.adapter, "resource": e.resource,
-                                           "class": e.effect_class, "op": thaw(e.op)}
+            return (
+                None
+                if e is None
+                else {
+                    "id": e.id.hex(),
+                    "adapter": e.adapter,
+                    "resource": e.resource,
+                    "class": e.effect_class,
+                    "op": thaw(e.op),
+                }
+            )
 
         return {"status": self.status, "a": side(self.a), "b": side(self.b), "diff": self.diff}
 
@@ -51,8 +60,15 @@ class RunDiff:
     effects: tuple[EffectChange, ...]
 
     def to_json(self) -> dict[str, Any]:
-        names = [{"status": n.status, "name": n.name, "a": n.old.hex() if n.old else None,
-                  "b": n.new.hex() if n.new else None} for n in self.names]
+        names = [
+            {
+                "status": n.status,
+                "name": n.name,
+                "a": n.old.hex() if n.old else None,
+                "b": n.new.hex() if n.new else None,
+            }
+            for n in self.names
+        ]
         return {"a": self.a, "b": self.b, "names": names, "effects": [e.to_json() for e in self.effects]}
 
 

@@ -76,8 +76,12 @@ class RestoredEffect:
     """For a changed or left-out effect: what was found."""
 
     def to_json(self) -> dict[str, Any]:
-        out = {"effect": self.effect.hex(), "class": self.effect_class, "adapter": self.adapter,
-               "resource": self.resource}
+        out = {
+            "effect": self.effect.hex(),
+            "class": self.effect_class,
+            "adapter": self.adapter,
+            "resource": self.resource,
+        }
         if self.why:
             out["why"] = self.why
         return out
@@ -101,10 +105,17 @@ class RestoreResult:
     """For a restore in place: effects the view held before that the snapshot does not (gone, as by abort)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"snapshot": self.snapshot, "view": self.view, "id": self.id.hex(), "namespace": self.namespace.hex(),
-                "pending": [e.to_json() for e in self.pending], "changed": [e.to_json() for e in self.changed],
-                "left_out": [e.to_json() for e in self.left_out], "in_place": self.in_place,
-                "dropped": [e.to_json() for e in self.dropped]}
+        return {
+            "snapshot": self.snapshot,
+            "view": self.view,
+            "id": self.id.hex(),
+            "namespace": self.namespace.hex(),
+            "pending": [e.to_json() for e in self.pending],
+            "changed": [e.to_json() for e in self.changed],
+            "left_out": [e.to_json() for e in self.left_out],
+            "in_place": self.in_place,
+            "dropped": [e.to_json() for e in self.dropped],
+        }
 
 
 @operation("snapshot")
@@ -116,8 +127,9 @@ def take(repo: Repo, view: str, name: str | None = None, force: bool = False) ->
     ref = snapshot_ref(name)
     old = repo.refs.get(ref)
     if old is not None and not force:
-        raise Conflict(f"snapshot {name!r} already exists (at {old.hex()[:12]}); pass --force to move it",
-                       snapshot=name)
+        raise Conflict(
+            f"snapshot {name!r} already exists (at {old.hex()[:12]}); pass --force to move it", snapshot=name
+        )
     repo.refs.set(ref, live.id, old, message=f"snapshot {view}", principal=repo.principal())
     return Snapshot(name, live.id, view, now_ms())
 
@@ -127,8 +139,9 @@ def list_snapshots(repo: Repo) -> list[Snapshot]:
     for ref, h in repo.refs.list(SNAPSHOT_PREFIX):
         view = read_view(repo, h)
         log = repo.refs.reflog(ref)
-        out.append(Snapshot(ref[len(SNAPSHOT_PREFIX):], h, str(view.meta.get("name", "")),
-                            log[-1].time_ms if log else None))
+        out.append(
+            Snapshot(ref[len(SNAPSHOT_PREFIX) :], h, str(view.meta.get("name", "")), log[-1].time_ms if log else None)
+        )
     return out
 
 
@@ -160,20 +173,31 @@ def restore(repo: Repo, name: str, as_view: str | None = None, *, effects: bool 
         except (ViewTerminal, NotFound):
             continue  # it ended meanwhile, or its commit had landed and is now retired: look again
         if live is not None and as_view is None and fork_id(live.view) != fork_id(snap):
-            raise Conflict(f"view {target!r} is live but is not the view snapshot {name!r} was taken from; "
-                           f"name it with --as {target} to replace it, or restore with --as NEW", view=target)
+            raise Conflict(
+                f"view {target!r} is live but is not the view snapshot {name!r} was taken from; "
+                f"name it with --as {target} to replace it, or restore with --as NEW",
+                view=target,
+            )
         result = RestoreResult(name, target, h, snap.namespace, in_place=live is not None)
         kept = _restore_effects(repo, snap, live, result) if effects else []
         if live is not None and live.view.effects is not None:
             why = f"pending in view {target!r} before the restore; dropped as an abort drops them"
-            result.dropped = [_entry(repo.cache.load(eh, Effect), why)
-                              for eh in repo.cache.load(live.view.effects, Effects).items if eh not in kept]
+            result.dropped = [
+                _entry(repo.cache.load(eh, Effect), why)
+                for eh in repo.cache.load(live.view.effects, Effects).items
+                if eh not in kept
+            ]
         if kept:
             from reelstore.drain import hold
 
             hold.check(repo)
-        view = replace(snap, caps=tuple(c.id for c in caps), meta=_meta(repo, snap, live, target, name, h),
-                       effects=_effects_block(repo, snap, kept), approvals=_approvals(snap, live))
+        view = replace(
+            snap,
+            caps=tuple(c.id for c in caps),
+            meta=_meta(repo, snap, live, target, name, h),
+            effects=_effects_block(repo, snap, kept),
+            approvals=_approvals(snap, live),
+        )
         repo.cache.save([view])
         try:
             if live is None:
@@ -192,8 +216,7 @@ def restore(repo: Repo, name: str, as_view: str | None = None, *, effects: bool 
             said = f"Class B effect {changed.effect.hex()[:12]} on {changed.resource}: {changed.why}"
             warnings.warn(RestoreWarning(said), stacklevel=2)
         return result
-    raise Conflict(f"view {target!r} kept changing under restore; gave up after {CAS_ATTEMPTS} attempts",
-                   view=target)
+    raise Conflict(f"view {target!r} kept changing under restore; gave up after {CAS_ATTEMPTS} attempts", view=target)
 
 
 def _restore_effects(repo: Repo, snap: View, live: Live | None, result: RestoreResult) -> list[Hash]:
@@ -249,12 +272,12 @@ def _entry(e: Effect, why: str = "") -> RestoredEffect:
 def _parent_caps(repo: Repo, snap: View) -> tuple[Any, ...]:
     """The authority the restored view may have: its parent's now (a trunk's may have narrowed since)."""
     if snap.parent.startswith(HEAD_PREFIX):
-        trunk = snap.parent[len(HEAD_PREFIX):]
+        trunk = snap.parent[len(HEAD_PREFIX) :]
         if repo.refs.get(snap.parent) is None:
             raise NotFound(f"the snapshot's trunk {trunk!r} does not exist", trunk=trunk)
         return admission.trunk_caps(repo, trunk)
     if snap.parent.startswith(VIEW_PREFIX):
-        parent = snap.parent[len(VIEW_PREFIX):]
+        parent = snap.parent[len(VIEW_PREFIX) :]
         if repo.refs.get(snap.parent) is None:
             raise NotFound(f"the snapshot's parent view {parent!r} is no longer live", view=parent)
         return admission.view_caps(repo, load_live(repo, parent).view)

@@ -71,8 +71,9 @@ MAX_KEY = 512
 def check_key(key: str) -> str:
     """E014 unless `key` can be a task key: 1 to 512 characters, no control characters."""
     if not isinstance(key, str) or not key or len(key) > MAX_KEY or any(ord(c) < 32 or ord(c) == 127 for c in key):
-        raise BadInput(f"invalid task key {key!r}: a key is 1 to {MAX_KEY} characters without control characters",
-                       field="key")
+        raise BadInput(
+            f"invalid task key {key!r}: a key is 1 to {MAX_KEY} characters without control characters", field="key"
+        )
     return key
 
 
@@ -80,8 +81,11 @@ def _unique_key(key: str, queued: Mapping[str, int], view: str) -> None:
     """E014 if the view already holds an effect queued with task `key` (`queued`: task key -> its
     place in the buffer): one task, one effect."""
     if key in queued:
-        raise BadInput(f"task key {key!r} is already queued in view {view!r} (effect {queued[key]}); a task has "
-                       "one effect", field="key", key=key)
+        raise BadInput(
+            f"task key {key!r} is already queued in view {view!r} (effect {queued[key]}); a task has one effect",
+            field="key",
+            key=key,
+        )
 
 
 def check_name(path: str) -> str:
@@ -243,8 +247,16 @@ class Transaction:
         ref = version_ref if version_ref is not None else decided.version_ref
         if klass == "B" and not ref:
             raise BadInput("a Class B effect needs a version ref (--version-ref KIND=VALUE)")
-        wanted = _Admission(adapter_name, klass, decided.resource, decided.delivery, op,
-                            freeze(dict(ref)) if ref else None, dict(link) if link else None, key or "")
+        wanted = _Admission(
+            adapter_name,
+            klass,
+            decided.resource,
+            decided.delivery,
+            op,
+            freeze(dict(ref)) if ref else None,
+            dict(link) if link else None,
+            key or "",
+        )
         if self._tally is None:
             self._tally = buffer_tally(self.repo, self.live.view)
             self._who = initiator(self.repo, self.live.view)
@@ -271,9 +283,17 @@ class Transaction:
             delivery=w.delivery,
             version_ref=w.version_ref,
             principal=principal,
-            meta=freeze({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": tally.count,
-                         **(w.link or {}), **({"key": w.key} if w.key else {})}) if w.link or w.key else
-            FrozenMap({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": tally.count}),
+            meta=freeze(
+                {
+                    "view": live.name,
+                    "fork": live.view.meta.get("fork", ""),
+                    "seq": tally.count,
+                    **(w.link or {}),
+                    **({"key": w.key} if w.key else {}),
+                }
+            )
+            if w.link or w.key
+            else FrozenMap({"view": live.name, "fork": live.view.meta.get("fork", ""), "seq": tally.count}),
         )
         tally.admit(item)
         return item
@@ -300,14 +320,13 @@ class Transaction:
     def describe(self) -> str:
         """The reflog message: the one change, or the counts."""
         if len(self) == 1 and self.changes:
-            (path, value), = self.changes.items()
+            ((path, value),) = self.changes.items()
             return f"{'put' if value is not None else 'rm'} {path}"
         if len(self) == 1:
             w = self._admissions[0]
             return f"effect {w.adapter} {w.resource}"
         puts = sum(v is not None for v in self.changes.values())
-        return (f"transaction: {puts} put, {len(self.changes) - puts} rm, "
-                f"{plural(len(self._admissions), 'effect')}")
+        return f"transaction: {puts} put, {len(self.changes) - puts} rm, {plural(len(self._admissions), 'effect')}"
 
     def _view_on(self, live: Live) -> tuple[View, list[Any]]:
         """The view object these changes make on top of `live` (changes re-checked against it)."""
@@ -359,8 +378,9 @@ class Transaction:
             crash_point("transaction:landed")
             self.live = Live(self.name, view)
             return view
-        raise Conflict(f"view {self.name!r} kept changing under {what}; gave up after {CAS_ATTEMPTS} attempts",
-                       view=self.name)
+        raise Conflict(
+            f"view {self.name!r} kept changing under {what}; gave up after {CAS_ATTEMPTS} attempts", view=self.name
+        )
 
     def abort(self) -> None:
         """Drop every change: nothing of this transaction becomes visible."""

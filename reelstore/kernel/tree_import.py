@@ -31,8 +31,11 @@ class ImportReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
-        return {"count": self.count, "bytes": self.bytes,
-                "skipped": [{"path": p, "reason": r} for p, r in self.skipped]}
+        return {
+            "count": self.count,
+            "bytes": self.bytes,
+            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+        }
 
 
 def name_of(path: str, cwd: Path) -> str:
@@ -41,8 +44,9 @@ def name_of(path: str, cwd: Path) -> str:
     try:
         rel = full.relative_to(cwd)
     except ValueError:
-        raise BadInput(f"{path!r} is outside the working directory {cwd}; run reel from a directory "
-                       "that contains it") from None
+        raise BadInput(
+            f"{path!r} is outside the working directory {cwd}; run reel from a directory that contains it"
+        ) from None
     name = rel.as_posix()
     if name in ("", "."):
         raise BadInput(f"{path!r} names the working directory itself, not a file in it")
@@ -70,8 +74,9 @@ def _walk(top: str, cwd: Path, report: ImportReport) -> Iterator[tuple[str, str]
             yield os.path.join(dirpath, f), prefix + f
 
 
-def import_paths(tx: Transaction, paths: Iterable[str], cwd: Path,
-                 progress: Callable[[int], None] | None = None) -> ImportReport:
+def import_paths(
+    tx: Transaction, paths: Iterable[str], cwd: Path, progress: Callable[[int], None] | None = None
+) -> ImportReport:
     """Put every regular file named by `paths` (a directory stands for every file under it) into the
     transaction `tx`; nothing lands until the caller commits it."""
     report = ImportReport()

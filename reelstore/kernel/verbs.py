@@ -146,8 +146,11 @@ def ls(repo: Repo, name: str, prefix: str = "") -> list[tuple[str, Hash]]:
     live = load_live(repo, name, settle=False)
     caps = admission.view_caps(repo, live.view)
     now = admission.now_s()
-    return [(n, h) for n, h in namespace(repo).items(live.view.namespace, prefix)
-            if any(c.allows("read", n, now) for c in caps)]
+    return [
+        (n, h)
+        for n, h in namespace(repo).items(live.view.namespace, prefix)
+        if any(c.allows("read", n, now) for c in caps)
+    ]
 
 
 # Class B and C: admission
@@ -202,8 +205,13 @@ class CommitResult:
 
 
 @operation("commit")
-def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
-           fence: Callable[[str, Hash, Hash], None] | None = None) -> CommitResult:
+def commit(
+    repo: Repo,
+    name: str,
+    message: str = "",
+    author: str | None = None,
+    fence: Callable[[str, Hash, Hash], None] | None = None,
+) -> CommitResult:
     """Commit view `name`: into its parent view (isolated child of a view; fires nothing) or into its
     trunk (a record, then the drain). E002 with nothing changed if the target moved in a conflicting
     way or a Class B precondition no longer holds. `fence(trunk, head, record)`, if given, runs after
@@ -246,8 +254,15 @@ def commit(repo: Repo, name: str, message: str = "", author: str | None = None,
     if result.record is not None:
         result = replace(result, drain=_drain_committed(repo, live.trunk, result.record))
         crash_point("commit:drained")
-    run_hook(repo, "post-commit", {"REEL_VIEW": name, "REEL_TARGET": target,
-                                   "REEL_RECORD": (result.record or result.parent_view or live.id).hex()})
+    run_hook(
+        repo,
+        "post-commit",
+        {
+            "REEL_VIEW": name,
+            "REEL_TARGET": target,
+            "REEL_RECORD": (result.record or result.parent_view or live.id).hex(),
+        },
+    )
     return result
 
 
@@ -270,8 +285,12 @@ def _adapters_load(effects: list[Effect], view: str) -> None:
         try:
             adapter_class(name)
         except BadInput as exc:
-            raise BadInput(f"cannot commit view {view!r}: a pending effect needs adapter {name!r}, which cannot be "
-                           f"loaded here ({exc.message}); nothing was committed", view=view, adapter=name) from None
+            raise BadInput(
+                f"cannot commit view {view!r}: a pending effect needs adapter {name!r}, which cannot be "
+                f"loaded here ({exc.message}); nothing was committed",
+                view=view,
+                adapter=name,
+            ) from None
 
 
 def _retire_after_commit(repo: Repo, live: Live) -> None:
@@ -297,8 +316,15 @@ COMMIT_QUEUE_WAIT_S = 60.0
 """Seconds a commit waits for the commits ahead of it into the same trunk before it gives up (E002)."""
 
 
-def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str, author: str,
-                   fence: Callable[[str, Hash, Hash], None] | None = None) -> Hash:
+def _advance_trunk(
+    repo: Repo,
+    live: Live,
+    at: Hash,
+    delta: Delta,
+    message: str,
+    author: str,
+    fence: Callable[[str, Hash, Hash], None] | None = None,
+) -> Hash:
     """Write a record of the view and CAS the trunk to it: the commit point. The same atomic step
     checks that the view's ref still holds `at`, so an abort (or a write) racing the commit either
     lands first and the commit fails, or finds the commit landed.
@@ -311,13 +337,22 @@ def _advance_trunk(repo: Repo, live: Live, at: Hash, delta: Delta, message: str,
     round trip."""
     if fence is not None:
         return _advance_trunk_in_turn(repo, live, at, delta, message, author, fence)
-    with (repo.files.lock(f"commit-{live.trunk.replace('/', '+')}.queue", COMMIT_QUEUE_WAIT_S),
-          repo.refs.queue(trunk_ref(live.trunk))):
+    with (
+        repo.files.lock(f"commit-{live.trunk.replace('/', '+')}.queue", COMMIT_QUEUE_WAIT_S),
+        repo.refs.queue(trunk_ref(live.trunk)),
+    ):
         return _advance_trunk_in_turn(repo, live, at, delta, message, author, None)
 
 
-def _advance_trunk_in_turn(repo: Repo, live: Live, at: Hash, delta: Delta, message: str, author: str,
-                           fence: Callable[[str, Hash, Hash], None] | None) -> Hash:
+def _advance_trunk_in_turn(
+    repo: Repo,
+    live: Live,
+    at: Hash,
+    delta: Delta,
+    message: str,
+    author: str,
+    fence: Callable[[str, Hash, Hash], None] | None,
+) -> Hash:
     ns = namespace(repo)
     ref = trunk_ref(live.trunk)
     changes = changes_of(delta)
@@ -326,8 +361,12 @@ def _advance_trunk_in_turn(repo: Repo, live: Live, at: Hash, delta: Delta, messa
         head = repo.refs[ref]
         found = find_record(repo, live.view, head, stop=checked)
         if found is not None:
-            raise ViewTerminal(f"view {live.name!r} was committed as {found.hex()} (by another process)",
-                               view=live.name, state="committed", record=found.hex())
+            raise ViewTerminal(
+                f"view {live.name!r} was committed as {found.hex()} (by another process)",
+                view=live.name,
+                state="committed",
+                record=found.hex(),
+            )
         checked = head
         owners.check_commit(repo, live.name, live.view)
         top = repo.cache.load(head, Record)
@@ -335,8 +374,15 @@ def _advance_trunk_in_turn(repo: Repo, live: Live, at: Hash, delta: Delta, messa
             root = live.view.namespace
         else:
             root = replay(ns, base_namespace(delta), top.namespace, changes, f"trunk {live.trunk} and view {live.name}")
-        record = Record(parent=head, namespace=root, effects=live.view.effects, view=live.id, author=author,
-                        message=message or f"commit view {live.name}", time=now_ms())
+        record = Record(
+            parent=head,
+            namespace=root,
+            effects=live.view.effects,
+            view=live.id,
+            author=author,
+            message=message or f"commit view {live.name}",
+            time=now_ms(),
+        )
         repo.cache.save([record])
         crash_point("commit:record-written")
         if fence is not None:
@@ -368,12 +414,15 @@ def _owed(repo: Repo, trunk: str, record: Record) -> list[Owed]:
     """The outbox rows of `record`'s effects: the drain's operation ids, in the record's order."""
     items = () if record.effects is None else repo.cache.load(record.effects, Effects).items
     ops = owners.item_ops(repo, trunk, items)
-    return [Owed(op, trunk, record.id, i, e, repo.cache.load(e, Effect).delivery) for i, (op, e) in
-            enumerate(zip(ops, items, strict=True))]
+    return [
+        Owed(op, trunk, record.id, i, e, repo.cache.load(e, Effect).delivery)
+        for i, (op, e) in enumerate(zip(ops, items, strict=True))
+    ]
 
 
-def _fence_locked(repo: Repo, tx: RefTransaction, fence: Callable[[str, Hash, Hash], None], live: Live,
-                  head: Hash, record: Hash) -> None:
+def _fence_locked(
+    repo: Repo, tx: RefTransaction, fence: Callable[[str, Hash, Hash], None], live: Live, head: Hash, record: Hash
+) -> None:
     """Run the fence with the trunk and the view ref locked and checked (`tx` prepared), so the local step
     after a won fence cannot lose: a fetch in another process fast-forwarding the trunk to this very
     record (marked fetched, so never drained here), or a write to the view, would otherwise slip in
@@ -406,10 +455,14 @@ def _fence_locked(repo: Repo, tx: RefTransaction, fence: Callable[[str, Hash, Ha
         tx.commit()
     except (OSError, ReelError) as exc:
         why = exc.message if isinstance(exc, ReelError) else str(exc)
-        raise StorageError(f"record {record.hex()} of view {live.name!r} won the remote trunk, but this store could "
-                           f"not move {trunk_ref(live.trunk)} to it ({why}); none of its effects was sent. Repair "
-                           f"the store, then `reel fetch {remote or 'REMOTE'}` makes it this store's commit and `reel "
-                           "recover` sends them", record=record.hex(), view=live.name) from exc
+        raise StorageError(
+            f"record {record.hex()} of view {live.name!r} won the remote trunk, but this store could "
+            f"not move {trunk_ref(live.trunk)} to it ({why}); none of its effects was sent. Repair "
+            f"the store, then `reel fetch {remote or 'REMOTE'}` makes it this store's commit and `reel "
+            "recover` sends them",
+            record=record.hex(),
+            view=live.name,
+        ) from exc
     if claim is not None:
         claims.clear(repo, live.trunk)
 
@@ -420,8 +473,10 @@ def _view_unchanged(repo: Repo, live: Live, at: Hash) -> None:
     if current is None:
         raise terminal_error(repo, live.name)
     if current != at:
-        raise Conflict(f"view {live.name!r} changed while it was being committed; nothing was committed, "
-                       "commit it again", view=live.name)
+        raise Conflict(
+            f"view {live.name!r} changed while it was being committed; nothing was committed, commit it again",
+            view=live.name,
+        )
 
 
 def _merge_into_parent(repo: Repo, live: Live, at: Hash, delta: Delta, effects: list[Effect]) -> Hash:
@@ -433,9 +488,11 @@ def _merge_into_parent(repo: Repo, live: Live, at: Hash, delta: Delta, effects: 
     def change(parent: Live) -> tuple[View, list[Any]]:
         _view_unchanged(repo, live, at)
         if not is_child_of(repo, live.view, parent.view):
-            raise ViewTerminal(f"cannot commit view {live.name!r}: the view it was forked from is no longer live "
-                               f"(a newer view is called {parent.name!r}); abort {live.name!r} instead",
-                               view=live.name)
+            raise ViewTerminal(
+                f"cannot commit view {live.name!r}: the view it was forked from is no longer live "
+                f"(a newer view is called {parent.name!r}); abort {live.name!r} instead",
+                view=live.name,
+            )
         merged = tuple(parent.view.meta.get("merged", ()))
         if fork_id(live.view) in merged:
             raise ViewTerminal(f"view {live.name!r} is terminal: another process committed it", view=live.name)
@@ -451,8 +508,7 @@ def _merge_into_parent(repo: Repo, live: Live, at: Hash, delta: Delta, effects: 
             block_id = block.id
         meta = dict(pview.meta)
         meta["merged"] = (*merged, fork_id(live.view))
-        new = replace(pview, namespace=root, delta=None, effects=block_id,
-                      meta=FrozenMap(freeze(meta)))
+        new = replace(pview, namespace=root, delta=None, effects=block_id, meta=FrozenMap(freeze(meta)))
         return new, objects
 
     try:
@@ -460,8 +516,11 @@ def _merge_into_parent(repo: Repo, live: Live, at: Hash, delta: Delta, effects: 
     except (NotFound, ViewTerminal) as exc:
         if exc.details.get("view") != parent_name:
             raise
-        raise ViewTerminal(f"cannot commit view {live.name!r}: its parent view {parent_name!r} is no longer live "
-                           f"({exc.message}); abort {live.name!r} instead", view=live.name) from None
+        raise ViewTerminal(
+            f"cannot commit view {live.name!r}: its parent view {parent_name!r} is no longer live "
+            f"({exc.message}); abort {live.name!r} instead",
+            view=live.name,
+        ) from None
     return view.id
 
 
@@ -518,5 +577,9 @@ def _abort_one(repo: Repo, live: Live) -> bool:
 def attach_recording(repo: Repo, name: str, recording: Recording, bodies: Sequence[Object]) -> View:
     """Make `recording` (and the response bodies it names) view `name`'s recording of passed-through
     reads: one new view object and one ref CAS, like any write to the view."""
-    return _update(repo, name, lambda live: (replace(live.view, recording=recording.id), [*bodies, recording]),
-                   f"record {plural(len(recording.entries), 'read')}")
+    return _update(
+        repo,
+        name,
+        lambda live: (replace(live.view, recording=recording.id), [*bodies, recording]),
+        f"record {plural(len(recording.entries), 'read')}",
+    )

@@ -13,13 +13,30 @@ DEFAULT_PRUNE_EXPIRE = "2.weeks.ago"
 DEFAULT_REFLOG_EXPIRE = "90.days.ago"
 
 _UNITS = {
-    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
-    "h": 3600, "hour": 3600, "hours": 3600,
-    "d": 86400, "day": 86400, "days": 86400,
-    "w": 604800, "week": 604800, "weeks": 604800,
-    "month": 2592000, "months": 2592000,
-    "y": 31536000, "year": 31536000, "years": 31536000,
+    "s": 1,
+    "sec": 1,
+    "secs": 1,
+    "second": 1,
+    "seconds": 1,
+    "m": 60,
+    "min": 60,
+    "mins": 60,
+    "minute": 60,
+    "minutes": 60,
+    "h": 3600,
+    "hour": 3600,
+    "hours": 3600,
+    "d": 86400,
+    "day": 86400,
+    "days": 86400,
+    "w": 604800,
+    "week": 604800,
+    "weeks": 604800,
+    "month": 2592000,
+    "months": 2592000,
+    "y": 31536000,
+    "year": 31536000,
+    "years": 31536000,
 }
 _RELATIVE = r"^(\d+)\s*[._ ]?\s*([a-z]+)(?:[._ ]+ago)?$"
 """A count and a unit; compiled (and cached by `re`) only when an age other than now or never is read."""
@@ -45,8 +62,9 @@ def parse_age(text: str, now: float | None = None) -> float | None:
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise BadInput(f"cannot read {text!r} as an age: use now, never, 2.weeks.ago, 30.minutes, 1h or "
-                       "an ISO time") from None
+        raise BadInput(
+            f"cannot read {text!r} as an age: use now, never, 2.weeks.ago, 30.minutes, 1h or an ISO time"
+        ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return when.timestamp()

@@ -57,8 +57,12 @@ class BundleInfo:
     """The trailer: BLAKE3 of the file before it, hex."""
 
     def to_json(self) -> dict[str, object]:
-        return {"refs": {name: h.hex() for name, h in self.refs}, "objects": self.objects, "bytes": self.size,
-                "blake3": self.digest}
+        return {
+            "refs": {name: h.hex() for name, h in self.refs},
+            "objects": self.objects,
+            "bytes": self.size,
+            "blake3": self.digest,
+        }
 
 
 def select_refs(repo: Repo, names: Iterable[str] = ()) -> list[tuple[str, Hash]]:
@@ -86,8 +90,7 @@ def create(repo: Repo, path: Path | str, names: Iterable[str] = ()) -> BundleInf
     reached = walk(repo.objects, [(name, h) for name, h in refs])
     if not reached.complete:
         missing = next(iter(reached.missing), None) or next(iter(reached.damaged))
-        raise StorageError(f"cannot bundle: object {missing.hex()} of the closure is missing or damaged",
-                           id=missing)
+        raise StorageError(f"cannot bundle: object {missing.hex()} of the closure is missing or damaged", id=missing)
     target = Path(path)
     tmp = target.with_name(f".{target.name}.tmp")
     info = BundleInfo(refs=refs, objects=len(reached.reachable))
@@ -148,8 +151,11 @@ def update_refs(repo: Repo, info: BundleInfo, *, pending_effects: bool = False) 
             report.unchanged.append(name)
         elif current is not None:
             report.conflicting.append(name)
-        elif (name.startswith(("refs/views/", "refs/snapshots/")) and not pending_effects
-              and repo.objects.get_as(h, View).effects):
+        elif (
+            name.startswith(("refs/views/", "refs/snapshots/"))
+            and not pending_effects
+            and repo.objects.get_as(h, View).effects
+        ):
             report.held_back.append(name)
         else:
             repo.refs.set(name, h, None, message="bundle unbundle")
@@ -167,12 +173,14 @@ def _creatable(repo: Repo, name: str, h: Hash) -> None:
     """E014, before any ref is created, unless the bundle may create `name` at object `h`."""
     want = next((kind for prefix, kind in CREATABLE.items() if name.startswith(prefix)), None)
     if want is None:
-        raise BadInput(f"the bundle holds {name}; a bundle creates only refs/heads/*, refs/views/* and "
-                       "refs/snapshots/*, so no ref was created (its objects are stored)", ref=name)
+        raise BadInput(
+            f"the bundle holds {name}; a bundle creates only refs/heads/*, refs/views/* and "
+            "refs/snapshots/*, so no ref was created (its objects are stored)",
+            ref=name,
+        )
     kind = repo.objects.get(h).kind
     if kind != want:
-        raise BadInput(f"the bundle's {name} names a {kind} ({h.hex()}), not a {want}; no ref was created",
-                       ref=name)
+        raise BadInput(f"the bundle's {name} names a {kind} ({h.hex()}), not a {want}; no ref was created", ref=name)
 
 
 class _Hashing:
@@ -255,8 +263,10 @@ def _read(path: Path | str, repo: Repo | None) -> BundleInfo:
         info.digest = trailer.hex()
         absent = [h for h in referenced if h not in present]
         if absent:
-            raise BadInput(f"{where}: incomplete bundle: object {absent[0].hex()} (referenced by "
-                           f"{referenced[absent[0]]}) is not in it")
+            raise BadInput(
+                f"{where}: incomplete bundle: object {absent[0].hex()} (referenced by "
+                f"{referenced[absent[0]]}) is not in it"
+            )
     return info
 
 

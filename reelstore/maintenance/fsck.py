@@ -45,11 +45,16 @@ class FsckReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "objects": self.objects, "loose": self.loose, "packs": self.packs, "packed": self.packed,
-            "reachable": self.reachable, "refs": self.refs,
+            "objects": self.objects,
+            "loose": self.loose,
+            "packs": self.packs,
+            "packed": self.packed,
+            "reachable": self.reachable,
+            "refs": self.refs,
             "problems": self.problems,
             "missing": {h.hex(): via for h, via in self.missing.items()},
-            "unreachable": [h.hex() for h in self.unreachable], "clean": self.clean,
+            "unreachable": [h.hex() for h in self.unreachable],
+            "clean": self.clean,
         }
 
 
@@ -76,8 +81,9 @@ def _chain_links(obj: Object) -> list[tuple[str, Hash, tuple[str, ...]]]:
     return []
 
 
-def fsck(repo: Repo, *, full: bool = True,
-         progress: Callable[[str, int, int | None], None] | None = None) -> FsckReport:
+def fsck(
+    repo: Repo, *, full: bool = True, progress: Callable[[str, int, int | None], None] | None = None
+) -> FsckReport:
     report = FsckReport()
     store = repo.objects
     held = store.fsck(full=full, progress=progress)
@@ -156,7 +162,7 @@ def _check_ownership(repo: Repo, report: FsckReport, heads: list[tuple[str, Hash
     for name, _ in heads:
         if not name.startswith("refs/heads/"):
             continue
-        trunk = name[len("refs/heads/"):]
+        trunk = name[len("refs/heads/") :]
         try:
             mismatches = ownership(repo, trunk).mismatches
         except StorageError as err:
@@ -177,8 +183,10 @@ def _check_operations(repo: Repo, report: FsckReport) -> None:
                 continue
             rec = repo.cache.load(held.record, Record)
             if rec.view is not None and str(repo.cache.load(rec.view, View).meta.get("fork", "")) == fork:
-                report.problems.append(f"operation {op} of aborted view {view!r} ({view_object.hex()}) was "
-                                       f"committed in record {held.record.hex()}")
+                report.problems.append(
+                    f"operation {op} of aborted view {view!r} ({view_object.hex()}) was "
+                    f"committed in record {held.record.hex()}"
+                )
     except (StorageError, NotFound) as err:
         report.problems.append(f"operations index: {err.message}")
 
@@ -199,4 +207,3 @@ def _check_approvals(store: ObjectStore, report: FsckReport, committed: list[tup
                     report.problems.append(f"record {record.hex()}: approval {h.hex()} does not hold ({why})")
         except (NotFound, StorageError, BadInput):
             continue  # missing or damaged objects are reported by the walk
-

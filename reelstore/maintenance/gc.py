@@ -39,10 +39,10 @@ def gc(
     `prune` is an AGE (`now`, `2.weeks.ago`, `never`…); None reads `gc.pruneExpire` (default two weeks).
     """
     now = time.time() if now is None else now
-    cutoff = parse_age(prune, now) if prune is not None else config_cutoff(
-        repo, "gc.pruneExpire", DEFAULT_PRUNE_EXPIRE, now)
+    cutoff = (
+        parse_age(prune, now) if prune is not None else config_cutoff(repo, "gc.pruneExpire", DEFAULT_PRUNE_EXPIRE, now)
+    )
     with gc_lock(repo, wait_s), no_cycle_collection():
         # The work runs in a frame of its own, so all it built is freed before the collector resumes
         # (which would otherwise walk every container still alive once more).
-        return repo.objects.gc(marker(repo, now, progress, "gc"), cutoff, dry_run=dry_run, progress=progress,
-                               now=now)
+        return repo.objects.gc(marker(repo, now, progress, "gc"), cutoff, dry_run=dry_run, progress=progress, now=now)

@@ -30,8 +30,9 @@ def gc_lock(repo: Repo, wait_s: float = 0.0) -> Iterator[None]:
             continue
         if time.monotonic() >= deadline:
             where = repo.files.where(LOCK_NAME)
-            raise Conflict(f"another gc is running ({owner}); wait for it, or remove {where} if it is not",
-                           path=where) from None
+            raise Conflict(
+                f"another gc is running ({owner}); wait for it, or remove {where} if it is not", path=where
+            ) from None
         time.sleep(0.05)
     try:
         yield
@@ -60,4 +61,3 @@ def _lock_owner(content: bytes | None) -> str | None:
     if len(parts) >= 2 and parts[0].isdigit() and parts[1] == HOST and not pid_alive(int(parts[0])):
         return None
     return f"pid {parts[0]} on {parts[1]}" if len(parts) >= 2 else "unknown holder"
-

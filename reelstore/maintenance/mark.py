@@ -21,8 +21,11 @@ def require_complete(w: Walk, what: str) -> None:
         return
     bad = [f"missing {h.hex()} (from {via})" for h, via in list(w.missing.items())[:5]]
     bad += [f"damaged {h.hex()}: {msg}" for h, msg in list(w.damaged.items())[:5]]
-    raise StorageError(f"{what} refused: the reachable set is incomplete ({'; '.join(bad)}); run `reel fsck`",
-                       missing=len(w.missing), damaged=len(w.damaged))
+    raise StorageError(
+        f"{what} refused: the reachable set is incomplete ({'; '.join(bad)}); run `reel fsck`",
+        missing=len(w.missing),
+        damaged=len(w.damaged),
+    )
 
 
 def marker(repo: Repo, now: float, progress: Progress | None, what: str) -> Mark:
@@ -37,8 +40,13 @@ def marker(repo: Repo, now: float, progress: Progress | None, what: str) -> Mark
     return run
 
 
-def mark(repo: Repo, now: float, progress: Progress | None, leaves: AbstractSet[bytes] | None = None,
-         read: Callable[[Hash], bytes] | None = None) -> Walk:
+def mark(
+    repo: Repo,
+    now: float,
+    progress: Progress | None,
+    leaves: AbstractSet[bytes] | None = None,
+    read: Callable[[Hash], bytes] | None = None,
+) -> Walk:
     """Everything reachable from the refs and young reflog entries, then the fence (see `_fence`)."""
     since = config_cutoff(repo, "gc.reflogExpire", DEFAULT_REFLOG_EXPIRE, now)
     since_ms = 0 if since is None else int(since * 1000)
@@ -52,8 +60,14 @@ def mark(repo: Repo, now: float, progress: Progress | None, leaves: AbstractSet[
 FENCE_ROUNDS = 3
 
 
-def _fence(repo: Repo, w: Walk, roots: list[tuple[str, Hash]], since_ms: int,
-           leaves: AbstractSet[bytes] | None, read: Callable[[Hash], bytes] | None = None) -> None:
+def _fence(
+    repo: Repo,
+    w: Walk,
+    roots: list[tuple[str, Hash]],
+    since_ms: int,
+    leaves: AbstractSet[bytes] | None,
+    read: Callable[[Hash], bytes] | None = None,
+) -> None:
     """After marking, add what concurrent writers may reference next: every id a live writer registered
     and has not yet referenced from a landed ref transaction (backend/inflight.py), then the refs as they
     are now. One round suffices for a writer that registers: if gc reads its registration before it
@@ -75,8 +89,9 @@ def _fence(repo: Repo, w: Walk, roots: list[tuple[str, Hash]], since_ms: int,
         done = w.reachable | w.inflight | set(w.missing) | set(w.damaged)
         moved = walk(repo.objects, [(n, h) for n, h in now if h not in done], known=done, leaves=leaves, read=read)
         done |= moved.reachable | set(moved.missing) | set(moved.damaged)
-        pending = walk(repo.objects, [("an in-flight write", h) for h in protected - done], known=done,
-                       leaves=leaves, read=read)
+        pending = walk(
+            repo.objects, [("an in-flight write", h) for h in protected - done], known=done, leaves=leaves, read=read
+        )
         # An in-flight write may not be on disk yet (or ever, if its writer fails), or be caught between
         # its pack's rename and its index's (then it reads as unusable, not absent): what its walk misses
         # is not damage; what it reaches is kept. Real damage is fsck's to name.

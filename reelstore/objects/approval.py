@@ -76,6 +76,8 @@ def fault(approval: Approval, view: View, queued_by: Sequence[str]) -> str | Non
     barred = {str(view.meta.get("principal", "")), *queued_by} - {""}
     who = {approval.by, approval.principal} & barred
     if who:
-        return (f"by {approval.by}, recorded by {approval.principal}: {', '.join(sorted(who))} started the view or "
-                "queued its effects")
+        return (
+            f"by {approval.by}, recorded by {approval.principal}: {', '.join(sorted(who))} started the view or "
+            "queued its effects"
+        )
     return None

@@ -61,8 +61,11 @@ class Chunks(Object):
             largest[h] = max(n, largest.get(h, 0))
         stored = sum(largest.values())
         if self.size > MAX_EXPANSION * stored:
-            raise BadInput(f"chunks: {self.size} bytes of content from {stored} bytes of distinct pieces is more "
-                           f"than {MAX_EXPANSION} times its pieces", field="parts")
+            raise BadInput(
+                f"chunks: {self.size} bytes of content from {stored} bytes of distinct pieces is more "
+                f"than {MAX_EXPANSION} times its pieces",
+                field="parts",
+            )
 
     def references(self) -> tuple[Hash, ...]:
         return tuple(h for h, _ in self.parts)
@@ -107,4 +110,3 @@ def pieces(stream: BinaryIO, head: bytes = b"") -> Iterator[bytes]:
         del buf[:start]
         if eof and not buf:
             return
-

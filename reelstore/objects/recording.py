@@ -41,8 +41,9 @@ def v_exchange(value: Any, where: str) -> FrozenMap:
     v_int(100, 999)(entry["status"], f"{where}.status")
     v_hash(entry["body"], f"{where}.body")
     headers = entry["headers"]
-    if not isinstance(headers, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
-                                                  for k, v in headers.items()):
+    if not isinstance(headers, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
         raise BadInput(f"{where}.headers must map names to strings")
     return entry
 

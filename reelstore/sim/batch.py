@@ -23,9 +23,14 @@ class Summary:
         return self.seeds / self.seconds if self.seconds else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"start": self.start, "seeds": self.seeds, "seconds": round(self.seconds, 3),
-                "seeds_per_second": round(self.per_second, 1), "counts": dict(sorted(self.counts.items())),
-                "failures": [{"seed": f.seed, "violations": f.violations} for f in self.failures]}
+        return {
+            "start": self.start,
+            "seeds": self.seeds,
+            "seconds": round(self.seconds, 3),
+            "seeds_per_second": round(self.per_second, 1),
+            "counts": dict(sorted(self.counts.items())),
+            "failures": [{"seed": f.seed, "violations": f.violations} for f in self.failures],
+        }
 
 
 def run_many(count: int, start: int = 0, keep_failures: int = 20) -> Summary:

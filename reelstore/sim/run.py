@@ -63,8 +63,13 @@ class SeedResult:
         return not self.violations
 
     def to_json(self) -> dict[str, Any]:
-        return {"seed": self.seed, "ok": self.ok, "violations": self.violations, "counts": dict(self.counts),
-                "events": self.events}
+        return {
+            "seed": self.seed,
+            "ok": self.ok,
+            "violations": self.violations,
+            "counts": dict(self.counts),
+            "events": self.events,
+        }
 
 
 class Run:
@@ -186,8 +191,11 @@ class Run:
             others = [v for v in self.views if v not in self.done]
             self.plan = self.pick_plan(others)
             self.hits = 0
-            self.process(f"commit {name} ({self.plan.kind if self.plan else 'clean'})",
-                         partial(kernel.commit, self.repo, name), faults=True)
+            self.process(
+                f"commit {name} ({self.plan.kind if self.plan else 'clean'})",
+                partial(kernel.commit, self.repo, name),
+                faults=True,
+            )
             self.plan = None
             if self.rng.random() < 0.5:
                 self.plan = Plan("crash", self.rng.randint(1, 8)) if self.rng.random() < 0.3 else None
@@ -223,8 +231,10 @@ class Run:
                     continue
                 truth = "succeeded" if self.world.acted[o.op] else "absent"
                 self.result.counts["operator-finding"] += 1
-                self.process(f"operator finds {o.effect.op['id']} {truth}",
-                             partial(ops.reconcile, self.repo, o.op, truth, "sim oracle", "sim-operator"))
+                self.process(
+                    f"operator finds {o.effect.op['id']} {truth}",
+                    partial(ops.reconcile, self.repo, o.op, truth, "sim oracle", "sim-operator"),
+                )
             self.process("calm recover", lambda: recovery.recover(self.repo))
 
     # the invariants
@@ -275,8 +285,10 @@ class Run:
                     journaled[entry.op] += 1
         for op, n in journaled.items():
             if n > self.world.unsent[op]:
-                self.result.violations.append(f"{op} journaled not_sent {n} times, but the world stopped only "
-                                              f"{self.world.unsent[op]} of its attempts before they left")
+                self.result.violations.append(
+                    f"{op} journaled not_sent {n} times, but the world stopped only "
+                    f"{self.world.unsent[op]} of its attempts before they left"
+                )
 
     def check_refs_and_chains(self) -> None:
         v, repo = self.result.violations, self.repo
@@ -292,7 +304,8 @@ class Run:
                 if rec.effects is not None:
                     block = repo.objects.get(rec.effects)
                     if not isinstance(block, Effects) or not all(
-                            isinstance(repo.objects.get(e), Effect) for e in block.items):
+                        isinstance(repo.objects.get(e), Effect) for e in block.items
+                    ):
                         v.append("a record's effects do not decode")
             epochs: list[int] = []
             for entry in drainlog.walk(repo, repo.refs.get(drainlog.ref_name(trunk))):

@@ -32,8 +32,14 @@ def abort(repo: Repo, name: str, progress: Progress | None = None) -> list[str]:
             seen = state.seen(remote)
         finally:
             state.close()
-        doomed = [v.ref for v in family if binding.bound_remote(repo, v.view) == remote and v.ref in seen
-                  and repo.refs.get(v.ref) is not None and same_view(repo, seen[v.ref].target, v.view)]
+        doomed = [
+            v.ref
+            for v in family
+            if binding.bound_remote(repo, v.view) == remote
+            and v.ref in seen
+            and repo.refs.get(v.ref) is not None
+            and same_view(repo, seen[v.ref].target, v.view)
+        ]
         if doomed:
             delete(repo, remote, doomed, progress)
     from reelstore.kernel.verbs import abort as kernel_abort  # the kernel's verbs: loaded only to abort

@@ -42,8 +42,9 @@ class _WriteBuffer:
 class _BufferedGitClient(SubprocessGitClient):
     """git's own receive-pack and upload-pack on a local repository, with our writes to them buffered."""
 
-    def _connect(self, cmd: bytes, path: bytes | str,
-                 protocol_version: int | None = None) -> tuple[Protocol, Callable[[], bool], IO[bytes] | None]:
+    def _connect(
+        self, cmd: bytes, path: bytes | str, protocol_version: int | None = None
+    ) -> tuple[Protocol, Callable[[], bool], IO[bytes] | None]:
         proto, can_read, stderr = super()._connect(cmd, path, protocol_version)
         buffer, read, close = _WriteBuffer(proto.write), proto.read, proto.close
 

@@ -78,16 +78,30 @@ class FetchResult:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"remote": self.remote, "url": self.url, "objects": self.objects, "updated": self.updated,
-                "refs": {name: h.hex() for name, h in sorted(self.refs.items())},
-                "trunks": [t.to_json() for t in self.trunks],
-                "retired": {name: h.hex() for name, h in sorted(self.retired.items())},
-                "gone": self.gone, "pruned": self.pruned, "aborted": self.aborted,
-                "materialized": self.materialized, "notes": self.notes}
+        return {
+            "remote": self.remote,
+            "url": self.url,
+            "objects": self.objects,
+            "updated": self.updated,
+            "refs": {name: h.hex() for name, h in sorted(self.refs.items())},
+            "trunks": [t.to_json() for t in self.trunks],
+            "retired": {name: h.hex() for name, h in sorted(self.retired.items())},
+            "gone": self.gone,
+            "pruned": self.pruned,
+            "aborted": self.aborted,
+            "materialized": self.materialized,
+            "notes": self.notes,
+        }
 
 
-def fetch(repo: Repo, remote: str = DEFAULT_REMOTE, progress: Progress | None = None, *,
-          prune: bool = False, catch_up: bool = True) -> FetchResult:
+def fetch(
+    repo: Repo,
+    remote: str = DEFAULT_REMOTE,
+    progress: Progress | None = None,
+    *,
+    prune: bool = False,
+    catch_up: bool = True,
+) -> FetchResult:
     """Update `refs/remotes/REMOTE/…` from the remote's `refs/reel/…`, storing what they reach, then
     catch up (see the module doc; `catch_up` False only fetches, for clone).
 
@@ -122,8 +136,7 @@ def _fetch(repo: Repo, remote: str, progress: Progress | None, *, prune: bool, c
             targets = _targets(state, remote, advertised, got)
             lacking = _first_missing(repo, got, list(targets.values()))
             if lacking is not None:
-                raise StorageError(f"the remote lacks object {lacking.hex()}, reachable from a fetched ref",
-                                   id=lacking)
+                raise StorageError(f"the remote lacks object {lacking.hex()}, reachable from a fetched ref", id=lacking)
         _check_kinds(repo, got, targets)
         if progress:
             progress(messages.received(len(got.raws) + len(got.staged), remote) + "\n")
@@ -166,7 +179,7 @@ def _settle_claims(repo: Repo, remote: str, targets: dict[str, Hash], result: Fe
     for ref, new in sorted(targets.items()):
         if not ref.startswith(HEAD_PREFIX):
             continue
-        trunk = ref[len(HEAD_PREFIX):]
+        trunk = ref[len(HEAD_PREFIX) :]
         claim = claims.read(repo, trunk)
         if claim is None or claim.remote != remote:
             continue
@@ -185,12 +198,16 @@ def _settle_claims(repo: Repo, remote: str, targets: dict[str, Hash], result: Fe
             tx = repo.refs.transaction(commit_message(claim.view), "reel sync")
             tx.update(ref, claim.record, claim.base).commit()
             claims.clear(repo, trunk)
-            result.notes.append(f"{what} had won remote {remote} before it stopped: trunk {trunk} now holds the record "
-                                "as committed here, and `reel recover` sends its effects")
+            result.notes.append(
+                f"{what} had won remote {remote} before it stopped: trunk {trunk} now holds the record "
+                "as committed here, and `reel recover` sends its effects"
+            )
         else:
-            result.notes.append(f"{what} won remote {remote}, but trunk {trunk} has moved here since; its effects "
-                                f"were not sent. The claim stays in {repo.files.where(claims.PREFIX + trunk)} until "
-                                "an operator settles it")
+            result.notes.append(
+                f"{what} won remote {remote}, but trunk {trunk} has moved here since; its effects "
+                f"were not sent. The claim stays in {repo.files.where(claims.PREFIX + trunk)} until "
+                "an operator settles it"
+            )
 
 
 def _in_flight(repo: Repo, ref: str, local: Hash | None) -> bool:
@@ -215,7 +232,7 @@ def _fast_forward(repo: Repo, remote: str, targets: dict[str, Hash]) -> list[Tru
         old = repo.refs.get(ref)
         if old is None:
             continue
-        trunk = ref[len(HEAD_PREFIX):]
+        trunk = ref[len(HEAD_PREFIX) :]
         if old == new:
             status = "up-to-date"
         elif _descends(repo, new, old):
@@ -289,12 +306,12 @@ def _materialize(repo: Repo, remote: str, targets: dict[str, Hash]) -> list[str]
     ref by hand. Not one whose commit is on a trunk (the remote's as fetched, or this store's), nor one
     this store committed or aborted itself, nor one on a trunk this store does not have, nor one bound
     here to no remote or another one."""
-    heads = {ref[len(HEAD_PREFIX):]: h for ref, h in targets.items() if ref.startswith(HEAD_PREFIX)}
+    heads = {ref[len(HEAD_PREFIX) :]: h for ref, h in targets.items() if ref.startswith(HEAD_PREFIX)}
     made = []
     for ref, target in sorted(targets.items()):
         if not ref.startswith(VIEW_PREFIX) or repo.refs.get(ref) is not None:
             continue
-        name = ref[len(VIEW_PREFIX):]
+        name = ref[len(VIEW_PREFIX) :]
         view = repo.objects.get_as(target, View)
         trunk = str(view.meta.get("trunk", ""))
         if not _has_trunk(repo, trunk) or _ended_here(repo, name, view):
@@ -354,8 +371,9 @@ def _store_staged(repo: Repo, got: Received) -> None:
     repo.objects.put_many(batch)
 
 
-def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | None, staging: str, *,
-             incremental: bool) -> tuple[dict[str, str], Received]:
+def _receive(
+    repo: Repo, conn: Remote, state: SyncState, progress: Progress | None, staging: str, *, incremental: bool
+) -> tuple[dict[str, str], Received]:
     """One fetch round: the advertised reel refs (ref → sync commit) and the verified objects received.
     A local repository is fetched from by our own fetch-pack (`send_pack.fetch_pack`, git's upload-pack
     spawned here); any other remote by dulwich's."""
@@ -369,8 +387,13 @@ def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | No
             ref = reel_ref(name)
             if ref is not None and sha is not None:
                 advertised[_checked(ref)] = sha.decode()
-        return sorted({sha.encode() for sha in advertised.values()
-                       if not incremental or state.commit_refs(conn.name, sha) is None})
+        return sorted(
+            {
+                sha.encode()
+                for sha in advertised.values()
+                if not incremental or state.commit_refs(conn.name, sha) is None
+            }
+        )
 
     tips = [t.encode() for t in state.tips(conn.name)] if incremental else []
     limit = _max_bytes(repo)
@@ -395,9 +418,14 @@ def _receive(repo: Repo, conn: Remote, state: SyncState, progress: Progress | No
         received.unlink()
 
 
-def _fetch_pack(conn: Remote, determine_wants: Callable[[Mapping[bytes, bytes | None]], list[bytes]],
-                tips: list[bytes], write: Callable[[bytes], int], side: Callable[[bytes], None] | None,
-                limit: int) -> None:
+def _fetch_pack(
+    conn: Remote,
+    determine_wants: Callable[[Mapping[bytes, bytes | None]], list[bytes]],
+    tips: list[bytes],
+    write: Callable[[bytes], int],
+    side: Callable[[bytes], None] | None,
+    limit: int,
+) -> None:
     """Fetch what `determine_wants` picks, offering `tips` as haves: by our own fetch-pack from git's
     upload-pack for a local repository, else by dulwich's client."""
     if conn.local:
@@ -446,8 +474,9 @@ def clone(url: str, directory: Path | str, progress: Progress | None = None) -> 
     conn = connect(DEFAULT_REMOTE, url)
     with talking_to(conn):
         listed = _list_refs(conn)
-    trunks = sorted(ref.removeprefix("refs/heads/") for ref in filter(None, map(reel_ref, listed))
-                    if ref.startswith("refs/heads/"))
+    trunks = sorted(
+        ref.removeprefix("refs/heads/") for ref in filter(None, map(reel_ref, listed)) if ref.startswith("refs/heads/")
+    )
     trunk = DEFAULT_TRUNK if DEFAULT_TRUNK in trunks or not trunks else trunks[0]
     created = not base.exists()
     repo = Repo.init(base, trunk)
@@ -460,7 +489,7 @@ def clone(url: str, directory: Path | str, progress: Progress | None = None) -> 
             local = "refs/" + name.removeprefix(f"refs/remotes/{DEFAULT_REMOTE}/")
             if local.startswith(HEAD_PREFIX):
                 tx.update(local, target, ANY if local == f"refs/heads/{trunk}" else None)
-                heads[local[len(HEAD_PREFIX):]] = target
+                heads[local[len(HEAD_PREFIX) :]] = target
         for name, target in result.refs.items():
             local = "refs/" + name.removeprefix(f"refs/remotes/{DEFAULT_REMOTE}/")
             if local.startswith(VIEW_PREFIX) and not _landed(repo, local, target, heads):

@@ -163,8 +163,13 @@ def _stream_objects(env: dict[str, str], got: ReceivedPack) -> None:
 def _batch_header(line: bytes) -> tuple[bytes, int, int]:
     """`<sha> <type> <size>` from `git cat-file --batch` (the id made binary)."""
     parts = line.split()
-    if (len(parts) != 3 or len(parts[0]) != 40 or parts[1] not in _TYPES or not parts[2].isdigit()
-            or int(parts[2]) > MAX_RAW):
+    if (
+        len(parts) != 3
+        or len(parts[0]) != 40
+        or parts[1] not in _TYPES
+        or not parts[2].isdigit()
+        or int(parts[2]) > MAX_RAW
+    ):
         raise StorageError(f"git cat-file answered {line[:120]!r}")
     try:
         sha = bytes.fromhex(parts[0].decode("ascii"))
@@ -179,8 +184,18 @@ def _read_with_dulwich(stream: IO[bytes], size: int, got: ReceivedPack) -> None:
     from dulwich.object_format import DEFAULT_OBJECT_FORMAT
     from dulwich.pack import PackData, PackInflater
 
-    damage = (ChecksumMismatch, ApplyDeltaError, FileFormatException, zlib.error, struct.error, KeyError, ValueError,
-              AssertionError, EOFError, OSError)
+    damage = (
+        ChecksumMismatch,
+        ApplyDeltaError,
+        FileFormatException,
+        zlib.error,
+        struct.error,
+        KeyError,
+        ValueError,
+        AssertionError,
+        EOFError,
+        OSError,
+    )
     data = None
     try:
         _check_trailer(stream, size)

@@ -38,5 +38,3 @@ def reel_ref(git_name: bytes) -> str | None:
 def tracking_ref(remote: str, ref: str) -> str:
     """`refs/heads/main` of remote `origin` → `refs/remotes/origin/heads/main`."""
     return f"refs/remotes/{remote}/{ref.removeprefix('refs/')}"
-
-

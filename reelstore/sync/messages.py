@@ -15,5 +15,7 @@ def received(count: int, remote: str) -> str:
 
 
 def stale_haves(remote: str, said: str) -> str:
-    return (f"remote {remote} lacked objects this store believed it held ({said}): a ref was probably "
-            "deleted there and the server pruned; forgot what this store knew it had and pushed again in full")
+    return (
+        f"remote {remote} lacked objects this store believed it held ({said}): a ref was probably "
+        "deleted there and the server pruned; forgot what this store knew it had and pushed again in full"
+    )

@@ -191,12 +191,19 @@ class OutgoingPack:
         shards: dict[bytes, list[bytes]] = {}
         for name, sha in zip(names, shas):
             shards.setdefault(name[:2], []).append(name[2:] + b"\0" + sha)  # all names one length: bytes order
-        fanout = [(prefix, self._add(_TREE, b"100644 " + b"100644 ".join(sorted(entries)), incompressible=True))
-                  for prefix, entries in sorted(shards.items())]
+        fanout = [
+            (prefix, self._add(_TREE, b"100644 " + b"100644 ".join(sorted(entries)), incompressible=True))
+            for prefix, entries in sorted(shards.items())
+        ]
         root: list[tuple[bytes, bytes, bytes]] = []
         if fanout:
-            root.append((b"40000", b"objects", self._add(_TREE, b"".join(b"40000 " + prefix + b"\0" + sha
-                                                                         for prefix, sha in fanout))))
+            root.append(
+                (
+                    b"40000",
+                    b"objects",
+                    self._add(_TREE, b"".join(b"40000 " + prefix + b"\0" + sha for prefix, sha in fanout)),
+                )
+            )
         root.append((b"100644", b"refs", self._add(_BLOB, format_refs(refs))))
         root_sha = self._add(_TREE, b"".join(mode + b" " + name + b"\0" + sha for mode, name, sha in root))
         listed = ", ".join(sorted(refs)) or "no refs"

@@ -81,8 +81,7 @@ class _Reader:
             self.digest.update(self.buf)
 
 
-def check_sizes(stream: IO[bytes], size: int, limit: int,
-                keep: Callable[[int, bytes], None] | None = None) -> bool:
+def check_sizes(stream: IO[bytes], size: int, limit: int, keep: Callable[[int, bytes], None] | None = None) -> bool:
     """Raise StorageError unless every entry of the pack in `stream` (of `size` bytes, trailer
     included) declares, and inflates to, at most `limit` bytes, deltas' results included. True if the
     pack has deltas.
@@ -203,6 +202,7 @@ def _inflate(reader: _Reader, declared: int, result_limit: int | None, at: int, 
         except ValueError:
             raise StorageError("the remote sent a delta with a malformed header") from None
         if result > result_limit:
-            raise StorageError(f"the remote sent a delta producing {result} bytes (limit {result_limit}); "
-                               "nothing was stored")
+            raise StorageError(
+                f"the remote sent a delta producing {result} bytes (limit {result_limit}); nothing was stored"
+            )
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)

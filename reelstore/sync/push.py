@@ -50,8 +50,14 @@ SYNCED = ("refs/heads/", "refs/views/")
 _MAX_WALK = 1_000_000
 _HTTP_PIECE = 1 << 16
 """Pack bytes per HTTP chunk of a push's request body (dulwich sends one chunk per record it is given)."""
-_STALE_HAVES = ("missing necessary objects", "unpack-objects abnormal exit", "index-pack abnormal exit",
-                "did not receive expected object", "bad object", "missing object")
+_STALE_HAVES = (
+    "missing necessary objects",
+    "unpack-objects abnormal exit",
+    "index-pack abnormal exit",
+    "did not receive expected object",
+    "bad object",
+    "missing object",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +86,19 @@ class PushResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "remote": self.remote, "url": self.url, "commit": self.commit, "objects": self.objects,
-            "refs": [{"ref": r.ref, "status": r.status, "old": r.old.hex() if r.old else None,
-                      "new": r.new.hex() if r.new else None} for r in self.refs],
+            "remote": self.remote,
+            "url": self.url,
+            "commit": self.commit,
+            "objects": self.objects,
+            "refs": [
+                {
+                    "ref": r.ref,
+                    "status": r.status,
+                    "old": r.old.hex() if r.old else None,
+                    "new": r.new.hex() if r.new else None,
+                }
+                for r in self.refs
+            ],
             "notes": self.notes,
         }
 
@@ -123,15 +139,21 @@ def push(repo: Repo, remote: str, refs: list[str] | None = None, progress: Progr
             raise RemoteConflict(
                 f"not pushed to {remote}: {', '.join(held)}. A view is bound to one remote, its one commit "
                 "point; a copy on a second remote could be committed there too and its effects would fire twice",
-                refs=held)
+                refs=held,
+            )
         if rejected:
             raise RemoteRaceLost(
                 f"remote {remote} holds a different history for {', '.join(rejected)}; "
-                "fetch, reconcile, and push again (nothing was pushed)", refs=rejected)
+                "fetch, reconcile, and push again (nothing was pushed)",
+                refs=rejected,
+            )
         if plan:
             _send(repo, state, connect(remote, result.url, repo.config), plan, {}, result, progress)
-        views = [r for r in result.refs if r.ref.startswith(VIEW_PREFIX) and r.new and
-                 r.status in ("new", "fast-forward", "up-to-date")]
+        views = [
+            r
+            for r in result.refs
+            if r.ref.startswith(VIEW_PREFIX) and r.new and r.status in ("new", "fast-forward", "up-to-date")
+        ]
         if views:
             from reelstore.kernel import binding  # views only: a push of trunks never loads the view kernel
 
@@ -200,8 +222,9 @@ def _remote_ref_name(name: str) -> str:
     return check_ref_name(name)
 
 
-def advance_remote_trunk(repo: Repo, remote: str, trunk: str, old_record: Hash | None, new_record: Hash,
-                         progress: Progress | None = None) -> PushResult:
+def advance_remote_trunk(
+    repo: Repo, remote: str, trunk: str, old_record: Hash | None, new_record: Hash, progress: Progress | None = None
+) -> PushResult:
     """Move `refs/reel/heads/TRUNK` on the remote from `old_record` to `new_record`, by compare-and-swap,
     and delete the remote ref of the view the record commits, if it is there, in the same push.
 
@@ -219,8 +242,11 @@ def advance_remote_trunk(repo: Repo, remote: str, trunk: str, old_record: Hash |
         last = seen.get(ref)
         if last is not None and last.target != old_record:
             have = last.target.hex()[:12]
-            raise RemoteRaceLost(f"trunk {trunk} on remote {remote} is at {have}, not at the record this "
-                                 f"commit builds on; `reel fetch {remote}` first", ref=ref)
+            raise RemoteRaceLost(
+                f"trunk {trunk} on remote {remote} is at {have}, not at the record this "
+                f"commit builds on; `reel fetch {remote}` first",
+                ref=ref,
+            )
         result = PushResult(remote, url)
         result.refs.append(RefPush(ref, "fast-forward" if last else "new", old_record, new_record))
         deletes = _committed_view_ref(repo, remote, seen, new_record)
@@ -243,9 +269,12 @@ def _committed_view_ref(repo: Repo, remote: str, seen: dict[str, Seen], record: 
     last = seen.get(ref)
     there = last is not None and same_view(repo, last.target, view)
     if _bound_here(repo, view, remote) and not there:
-        raise RemoteConflict(f"view {name!r} is no longer on remote {remote} as this store last saw it (another "
-                             f"store aborted or committed it); `reel fetch {remote}` shows which; nothing was "
-                             "committed", view=name)
+        raise RemoteConflict(
+            f"view {name!r} is no longer on remote {remote} as this store last saw it (another "
+            f"store aborted or committed it); `reel fetch {remote}` shows which; nothing was "
+            "committed",
+            view=name,
+        )
     return {ref: last.git_commit} if there and last is not None else {}
 
 
@@ -324,8 +353,15 @@ def _came_from(repo: Repo, ref: str, head: Hash, earlier: Hash) -> bool:
     return False
 
 
-def _send(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], deletes: dict[str, str],
-          result: PushResult, progress: Progress | None) -> None:
+def _send(
+    repo: Repo,
+    state: SyncState,
+    conn: Remote,
+    plan: dict[str, Hash],
+    deletes: dict[str, str],
+    result: PushResult,
+    progress: Progress | None,
+) -> None:
     """Push one sync commit setting `plan` and deleting `deletes` (ref → the sync commit it must still
     hold), all by CAS; record the outcome locally only if it won.
 
@@ -341,26 +377,31 @@ def _send(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], del
                 try:
                     _attempt(repo, state, conn, plan, deletes, result, progress, atomic=True)
                 except _NoAtomic:
-                    result.notes.append(f"remote {conn.name} does not offer atomic pushes: moved "
-                                        f"{', '.join(sorted(plan))} first, then deleted {', '.join(sorted(deletes))}")
+                    result.notes.append(
+                        f"remote {conn.name} does not offer atomic pushes: moved "
+                        f"{', '.join(sorted(plan))} first, then deleted {', '.join(sorted(deletes))}"
+                    )
                     _attempt(repo, state, conn, plan, {}, result, progress)
                     try:
                         _attempt(repo, state, conn, {}, deletes, result, progress)
                     except ReelError as exc:
-                        result.notes.append(f"could not delete {', '.join(sorted(deletes))} on {conn.name} "
-                                            f"({exc.message}); a fetch still sees that view as committed")
+                        result.notes.append(
+                            f"could not delete {', '.join(sorted(deletes))} on {conn.name} "
+                            f"({exc.message}); a fetch still sees that view as committed"
+                        )
             else:
                 _attempt(repo, state, conn, plan, deletes, result, progress)
             return
         except _RemoteEmptied:
             with state:
                 state.forget(conn.name)
-            result.notes.append(f"remote {conn.name} holds no reel refs although this store pushed there before "
-                                "(emptied or recreated); forgot what was known of it and pushed in full")
+            result.notes.append(
+                f"remote {conn.name} holds no reel refs although this store pushed there before "
+                "(emptied or recreated); forgot what was known of it and pushed in full"
+            )
         except _StaleHaves as exc:
             if attempt:
-                raise RemoteConflict(f"remote {conn.name} still refuses the push after a full resend: "
-                                     f"{exc}") from None
+                raise RemoteConflict(f"remote {conn.name} still refuses the push after a full resend: {exc}") from None
             with state:
                 state.forget_haves(conn.name)
             note = messages.stale_haves(conn.name, str(exc))
@@ -370,8 +411,9 @@ def _send(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], del
     raise StorageError(f"remote {conn.name} keeps changing under the push; try again")
 
 
-def _send_pack(conn: Remote, update_refs: UpdateRefs, outgoing: OutgoingPack | None, progress: Progress | None,
-               atomic: bool) -> dict[bytes, str | None]:
+def _send_pack(
+    conn: Remote, update_refs: UpdateRefs, outgoing: OutgoingPack | None, progress: Progress | None, atomic: bool
+) -> dict[bytes, str | None]:
     """Push `outgoing` with the ref updates `update_refs` decides: by our own send-pack (`send_pack`) to
     a local repository (git's receive-pack, spawned here) and over ssh:// and git:// (the connection
     dulwich opens), by dulwich's send-pack over HTTP and to its in-process server. Each ref's fate (None:
@@ -407,9 +449,14 @@ def _send_pack(conn: Remote, update_refs: UpdateRefs, outgoing: OutgoingPack | N
     return fates
 
 
-def _dulwich_send_pack(conn: Remote, update_refs: UpdateRefs, outgoing: OutgoingPack | None,
-                       side: Callable[[bytes], None] | None, atomic: bool, counter: Counter | None
-                       ) -> dict[bytes, str | None]:
+def _dulwich_send_pack(
+    conn: Remote,
+    update_refs: UpdateRefs,
+    outgoing: OutgoingPack | None,
+    side: Callable[[bytes], None] | None,
+    atomic: bool,
+    counter: Counter | None,
+) -> dict[bytes, str | None]:
     """dulwich's send-pack, fed the finished entries (`OutgoingPack.records`): one record each to its
     in-process server, gathered into 64 KiB pieces for an HTTP body."""
 
@@ -420,8 +467,12 @@ def _dulwich_send_pack(conn: Remote, update_refs: UpdateRefs, outgoing: Outgoing
 
     gather = _HTTP_PIECE if isinstance(conn.client, AbstractHttpGitClient) else 0
 
-    def generate(have: AbstractSet[ObjectID], want: AbstractSet[ObjectID], ofs_delta: bool = True,
-                 progress: Callable[[bytes], None] | None = None) -> tuple[int, Iterator[UnpackedObject]]:
+    def generate(
+        have: AbstractSet[ObjectID],
+        want: AbstractSet[ObjectID],
+        ofs_delta: bool = True,
+        progress: Callable[[bytes], None] | None = None,
+    ) -> tuple[int, Iterator[UnpackedObject]]:
         if outgoing is None:
             return 0, iter(())
         return len(outgoing), _counted(outgoing.records(gather), counter)
@@ -438,8 +489,17 @@ def _counted(records: Iterable[UnpackedObject], counter: Counter | None) -> Iter
             counter.add()
 
 
-def _attempt(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], deletes: dict[str, str],
-             result: PushResult, progress: Progress | None, *, atomic: bool = False) -> None:
+def _attempt(
+    repo: Repo,
+    state: SyncState,
+    conn: Remote,
+    plan: dict[str, Hash],
+    deletes: dict[str, str],
+    result: PushResult,
+    progress: Progress | None,
+    *,
+    atomic: bool = False,
+) -> None:
     outgoing = OutgoingPack() if plan else None
     try:
         _exchange(repo, state, conn, plan, deletes, result, progress, outgoing, atomic)
@@ -448,8 +508,17 @@ def _attempt(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], 
             outgoing.close()
 
 
-def _exchange(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash], deletes: dict[str, str],
-              result: PushResult, progress: Progress | None, outgoing: OutgoingPack | None, atomic: bool) -> None:
+def _exchange(
+    repo: Repo,
+    state: SyncState,
+    conn: Remote,
+    plan: dict[str, Hash],
+    deletes: dict[str, str],
+    result: PushResult,
+    progress: Progress | None,
+    outgoing: OutgoingPack | None,
+    atomic: bool,
+) -> None:
     """One push: walk and pack what the remote lacks, then send it with the refs' compare-and-swap."""
     seen = state.seen(conn.name)
     expected = {git_ref(ref): seen[ref].git_commit.encode() if ref in seen else None for ref in plan}
@@ -468,8 +537,11 @@ def _exchange(repo: Repo, state: SyncState, conn: Remote, plan: dict[str, Hash],
             raise _RemoteEmptied
         for name, want in [*expected.items(), *doomed.items()]:
             if remote_refs.get(name) != want:
-                raise RemoteRaceLost(f"{name.decode()} on remote {conn.name} moved since this store last "
-                                     f"saw it; `reel fetch {conn.name}` first", ref=name.decode())
+                raise RemoteRaceLost(
+                    f"{name.decode()} on remote {conn.name} moved since this store last "
+                    f"saw it; `reel fetch {conn.name}` first",
+                    ref=name.decode(),
+                )
         out: dict[bytes, bytes] = dict.fromkeys(doomed, ZERO_SHA)
         if commit is not None:
             out.update(dict.fromkeys(expected, commit.encode()))
@@ -510,8 +582,16 @@ class _NoAtomic(Exception):
     """The server does not offer atomic pushes; nothing was sent."""
 
 
-def _record(repo: Repo, state: SyncState, remote: str, commit: str | None, plan: dict[str, Hash],
-            deletes: dict[str, str], parents: list[str], new: list[bytes]) -> None:
+def _record(
+    repo: Repo,
+    state: SyncState,
+    remote: str,
+    commit: str | None,
+    plan: dict[str, Hash],
+    deletes: dict[str, str],
+    parents: list[str],
+    new: list[bytes],
+) -> None:
     with state:
         if commit is not None:
             state.add_known(remote, new)

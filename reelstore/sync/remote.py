@@ -71,8 +71,9 @@ def rename_remote(repo: Repo, old: str, new: str) -> int:
         raise BadInput(f"remote {new!r} already exists")
     moving = repo.refs.list(f"refs/remotes/{old}/")
     if moving and repo.refs.list(f"refs/remotes/{new}/"):
-        raise BadInput(f"refs/remotes/{new}/ already holds refs that no remote owns; delete them first "
-                       f"(`reel update-ref -d REF`)")
+        raise BadInput(
+            f"refs/remotes/{new}/ already holds refs that no remote owns; delete them first (`reel update-ref -d REF`)"
+        )
     message = f"remote rename {old} {new}"
     with repo.refs.transaction(message=message) as txn:
         for ref, target in moving:
@@ -110,11 +111,15 @@ def remove_remote(repo: Repo, name: str, *, force: bool = False) -> int:
         from reelstore.wording import listed
 
         shown = listed(bound, 10)
-        raise Conflict(f"remote {name!r} has live views bound to it ({shown}): each has a copy there that another "
-                       f"store can commit. Commit them with `reel commit VIEW --remote {name}` or abort them "
-                       f"(`reel abort VIEW` removes the remote copy) first, or remove the remote anyway with "
-                       f"--force: they stay bound, and can be neither committed nor aborted until a remote named "
-                       f"{name!r} is added again", remote=name, views=bound)
+        raise Conflict(
+            f"remote {name!r} has live views bound to it ({shown}): each has a copy there that another "
+            f"store can commit. Commit them with `reel commit VIEW --remote {name}` or abort them "
+            f"(`reel abort VIEW` removes the remote copy) first, or remove the remote anyway with "
+            f"--force: they stay bound, and can be neither committed nor aborted until a remote named "
+            f"{name!r} is added again",
+            remote=name,
+            views=bound,
+        )
     doomed = [ref for ref, _ in repo.refs.list(f"refs/remotes/{name}/")]
     for ref in doomed:
         repo.refs.delete(ref, message=f"remote remove {name}")

@@ -48,8 +48,7 @@ def wait(attempt: int) -> float:
     return bound * int.from_bytes(os.urandom(4), "big") / 2**32
 
 
-def retrying(repo: Repo, remote: str, retries: int, once: Callable[[], T], *,
-             lost: list[str] | None = None) -> T:
+def retrying(repo: Repo, remote: str, retries: int, once: Callable[[], T], *, lost: list[str] | None = None) -> T:
     """`once()` (a commit fenced on `remote`); each time it loses the remote race, wait, fetch `remote`
     and call it again, at most `retries` more times. The last loss is raised as it came (E015), with
     the number of tries in its details. Each loss is described in `lost`, if given."""

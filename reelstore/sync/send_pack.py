@@ -110,9 +110,15 @@ def advertised(wire: Wire) -> tuple[dict[bytes, bytes], set[bytes]]:
     return refs, caps or set()
 
 
-def send_pack(wire: Wire, update_refs: UpdateRefs, pack: OutgoingPack | None, *, atomic: bool = False,
-              progress: Callable[[bytes], None] | None = None, written: Callable[[int], None] | None = None
-              ) -> dict[bytes, str | None]:
+def send_pack(
+    wire: Wire,
+    update_refs: UpdateRefs,
+    pack: OutgoingPack | None,
+    *,
+    atomic: bool = False,
+    progress: Callable[[bytes], None] | None = None,
+    written: Callable[[int], None] | None = None,
+) -> dict[bytes, str | None]:
     """Push over `wire`: each ref `update_refs` names moves from what the server advertised to its new
     id, the pack (if anything is set, not only deleted) goes after the commands. Returns each ref's
     fate as the server reports it (None: moved; else its reason). SendPackError if the server could
@@ -221,7 +227,7 @@ def hung_up(errors: IO[bytes] | None) -> Exception:
     lines = [line.rstrip(b"\n") for line in errors.read(_MAX_ERRORS).splitlines()]
     for line in lines:
         if line.startswith(b"ERROR: "):
-            return _protocol_error(line[len(b"ERROR: "):].decode("utf-8", "replace"))
+            return _protocol_error(line[len(b"ERROR: ") :].decode("utf-8", "replace"))
     return _hangup(lines)
 
 
@@ -247,8 +253,9 @@ class GitService:
     def __init__(self, service: str, path: str) -> None:
         self.errors: IO[bytes] = error_file()
         try:
-            self.proc = subprocess.Popen(["git", service, path], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=self.errors, bufsize=0)
+            self.proc = subprocess.Popen(
+                ["git", service, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors, bufsize=0
+            )
         except BaseException:
             self.errors.close()
             raise
@@ -288,9 +295,14 @@ class GitService:
         self.errors.close()
 
 
-def fetch_pack(wire: Wire, determine_wants: Callable[[dict[bytes, bytes]], list[bytes]], haves: list[bytes],
-               write: Callable[[bytes], object], progress: Callable[[bytes], None] | None = None,
-               budget: int = 1 << 40) -> None:
+def fetch_pack(
+    wire: Wire,
+    determine_wants: Callable[[dict[bytes, bytes]], list[bytes]],
+    haves: list[bytes],
+    write: Callable[[bytes], object],
+    progress: Callable[[bytes], None] | None = None,
+    budget: int = 1 << 40,
+) -> None:
     """Fetch over `wire` from git's upload-pack (protocol v0, no multi-ack): the ids `determine_wants`
     picks from the advertised refs, telling the server the commits in `haves`; the pack goes to `write`
     as it arrives (nothing, if nothing is wanted). Thin packs are not asked for. At most `budget` bytes

@@ -32,8 +32,10 @@ CREATE TABLE IF NOT EXISTS commits (
     PRIMARY KEY (remote, git_commit)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS urls (remote TEXT PRIMARY KEY, url TEXT NOT NULL) WITHOUT ROWID;
 """
-_IDS = ("WITH RECURSIVE side(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM side WHERE i + 1 < ?4), "
-        "ids(i) AS (SELECT high.i * ?4 + low.i FROM side AS high, side AS low WHERE high.i * ?4 + low.i < ?1) ")
+_IDS = (
+    "WITH RECURSIVE side(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM side WHERE i + 1 < ?4), "
+    "ids(i) AS (SELECT high.i * ?4 + low.i FROM side AS high, side AS low WHERE high.i * ?4 + low.i < ?1) "
+)
 """The positions 0 .. ?1-1 of the 32-byte ids laid end to end in parameter ?3, made as the pairs of a
 recursive count to ?4 (about the square root of ?1): half the cost of counting to ?1 one step at a time."""
 _TABLES = ("known", "seen", "commits", "urls")
@@ -88,8 +90,11 @@ class SyncState:
         blob = b"".join(ids)
         if not blob:
             return set()
-        rows = self.db.execute(_IDS + "SELECT known.id FROM ids JOIN known ON known.remote = ?2 AND known.id = "
-                               "substr(?3, ids.i * 32 + 1, 32)", _id_params(remote, blob))
+        rows = self.db.execute(
+            _IDS + "SELECT known.id FROM ids JOIN known ON known.remote = ?2 AND known.id = "
+            "substr(?3, ids.i * 32 + 1, 32)",
+            _id_params(remote, blob),
+        )
         return {row[0] for row in rows}
 
     def knows_any(self, remote: str) -> bool:
@@ -103,34 +108,43 @@ class SyncState:
         its end, a quarter cheaper than in random order)."""
         blob = b"".join(sorted(ids))
         if blob:
-            self.db.execute(_IDS + "INSERT OR IGNORE INTO known SELECT ?2, substr(?3, ids.i * 32 + 1, 32) FROM ids",
-                            _id_params(remote, blob))
+            self.db.execute(
+                _IDS + "INSERT OR IGNORE INTO known SELECT ?2, substr(?3, ids.i * 32 + 1, 32) FROM ids",
+                _id_params(remote, blob),
+            )
 
     def seen(self, remote: str) -> dict[str, Seen]:
         rows = self.db.execute("SELECT ref, git_commit, target FROM seen WHERE remote = ?", (remote,))
         return {ref: Seen(commit, Hash(target)) for ref, commit, target in rows}
 
     def set_seen(self, remote: str, ref: str, seen: Seen) -> None:
-        self.db.execute("INSERT OR REPLACE INTO seen VALUES (?, ?, ?, ?)",
-                        (remote, ref, seen.git_commit, bytes(seen.target)))
+        self.db.execute(
+            "INSERT OR REPLACE INTO seen VALUES (?, ?, ?, ?)", (remote, ref, seen.git_commit, bytes(seen.target))
+        )
 
     def commit_refs(self, remote: str, git_commit: str) -> dict[str, Hash] | None:
         """The refs a known sync commit records, or None if we never saw that commit."""
-        row = self.db.execute("SELECT refs FROM commits WHERE remote = ? AND git_commit = ?",
-                              (remote, git_commit)).fetchone()
+        row = self.db.execute(
+            "SELECT refs FROM commits WHERE remote = ? AND git_commit = ?", (remote, git_commit)
+        ).fetchone()
         return None if row is None else parse_refs(row[0].encode())
 
     def tips(self, remote: str) -> list[str]:
-        rows = self.db.execute("SELECT git_commit FROM commits WHERE remote = ? AND tip = 1 ORDER BY git_commit",
-                               (remote,))
+        rows = self.db.execute(
+            "SELECT git_commit FROM commits WHERE remote = ? AND tip = 1 ORDER BY git_commit", (remote,)
+        )
         return [row[0] for row in rows]
 
     def add_commits(self, remote: str, commits: dict[str, tuple[dict[str, Hash], list[str]]]) -> None:
         """Record sync commits (id → (refs, parents)); they become tips and their parents stop being tips."""
-        self.db.executemany("INSERT OR IGNORE INTO commits VALUES (?, ?, ?, 1)",
-                            ((remote, cid, format_refs(refs).decode()) for cid, (refs, _) in commits.items()))
-        self.db.executemany("UPDATE commits SET tip = 0 WHERE remote = ? AND git_commit = ?",
-                            ((remote, p) for _, parents in commits.values() for p in parents))
+        self.db.executemany(
+            "INSERT OR IGNORE INTO commits VALUES (?, ?, ?, 1)",
+            ((remote, cid, format_refs(refs).decode()) for cid, (refs, _) in commits.items()),
+        )
+        self.db.executemany(
+            "UPDATE commits SET tip = 0 WHERE remote = ? AND git_commit = ?",
+            ((remote, p) for _, parents in commits.values() for p in parents),
+        )
 
     def drop_seen(self, remote: str, ref: str) -> None:
         """The remote no longer holds `ref` (we deleted it, or a fetch found it gone)."""
@@ -146,8 +160,7 @@ class SyncState:
         """Every fact about remote `old` is now about `new` (`reel remote rename`). Facts left under
         `new` (by a remote of that name removed without them) are dropped first, but only while `old`
         has facts to move, so a rename repeated after a crash keeps what the first one moved."""
-        if not any(self.db.execute(f"SELECT 1 FROM {t} WHERE remote = ? LIMIT 1", (old,)).fetchone()
-                   for t in _TABLES):
+        if not any(self.db.execute(f"SELECT 1 FROM {t} WHERE remote = ? LIMIT 1", (old,)).fetchone() for t in _TABLES):
             return
         self.forget(new)
         for table in _TABLES:

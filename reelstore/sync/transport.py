@@ -29,8 +29,16 @@ class Remote:
     installed, is pushed to and fetched from by our own client (`local`, `send_pack`); dulwich's client,
     for everything else, is made (and its module imported) on first use."""
 
-    def __init__(self, name: str, url: str, path: str, *, local: bool = False, ssh: str | None = None,
-                 client: GitClient | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        path: str,
+        *,
+        local: bool = False,
+        ssh: str | None = None,
+        client: GitClient | None = None,
+    ) -> None:
         self.name, self.url, self.path, self.local = name, url, path, local
         self._ssh = ssh
         self._client = client
@@ -80,8 +88,7 @@ def talking_to(remote: Remote) -> Iterator[None]:
     except ReelError:
         raise
     except OSError as exc:
-        raise Unreachable(f"cannot talk to remote {remote.name} ({remote.url}): "
-                          f"{exc.strerror or text(exc)}") from None
+        raise Unreachable(f"cannot talk to remote {remote.name} ({remote.url}): {exc.strerror or text(exc)}") from None
     except Exception as exc:
         if dulwich_error(exc, "NotGitRepository"):
             raise Unreachable(f"{remote.url} is not a git repository") from None
@@ -89,8 +96,9 @@ def talking_to(remote: Remote) -> Iterator[None]:
             said = text(exc) if getattr(exc, "stderr_lines", None) else ""
             if said:
                 raise Unreachable(f"remote {remote.name} ({remote.url}) hung up: {said}") from None
-            raise Unreachable(f"cannot talk to remote {remote.name} ({remote.url}): it hung up without "
-                              "answering") from None
+            raise Unreachable(
+                f"cannot talk to remote {remote.name} ({remote.url}): it hung up without answering"
+            ) from None
         if dulwich_error(exc, "GitProtocolError") or isinstance(exc, _client_errors()):
             raise _refused(remote, exc) from None
         raise
@@ -128,6 +136,8 @@ def _unanswered(exc: BaseException) -> OSError | None:
         cause = cause.__cause__ or cause.__context__
         seen += 1
     return None
+
+
 def remote_progress(progress: Progress | None) -> Callable[[bytes], None] | None:
     """Forward the remote's own progress text (its `\r`-terminated counters included), if anyone listens,
     each of its lines marked `remote: ` as git marks them. UTF-8 cut between two chunks is decoded whole."""
@@ -159,8 +169,9 @@ class Counter:
 
     REDRAW_S = 0.05
 
-    def __init__(self, progress: Progress | None, stage: str, total: int | None = None,
-                 unit: Callable[[int], str] = str) -> None:
+    def __init__(
+        self, progress: Progress | None, stage: str, total: int | None = None, unit: Callable[[int], str] = str
+    ) -> None:
         self.progress, self.stage, self.total, self.unit = progress, stage, total, unit
         self.n, self._last = 0, 0.0
 

@@ -143,11 +143,16 @@ def _mode(mode: bytes) -> int:
     return int(mode, 8)
 
 
-def _read_root(pack: ReceivedPack, tree: list[GitEntry], got: Received, have: Callable[[Hash], bool],
-               cid: str) -> dict[str, Hash]:
+def _read_root(
+    pack: ReceivedPack, tree: list[GitEntry], got: Received, have: Callable[[Hash], bool], cid: str
+) -> dict[str, Hash]:
     entries = {name: (mode, sha) for mode, name, sha in tree}
-    if (len(entries) != len(tree) or set(entries) - {b"objects", b"refs"} or b"refs" not in entries
-            or _mode(entries[b"refs"][0]) != BLOB_MODE):
+    if (
+        len(entries) != len(tree)
+        or set(entries) - {b"objects", b"refs"}
+        or b"refs" not in entries
+        or _mode(entries[b"refs"][0]) != BLOB_MODE
+    ):
         raise StorageError(f"sync commit {cid} does not have the tree of a sync commit")
     if entries[b"refs"][1] not in pack:
         raise Omitted(cid)
@@ -163,8 +168,9 @@ def _read_root(pack: ReceivedPack, tree: list[GitEntry], got: Received, have: Ca
     return refs
 
 
-def _read_shard(pack: ReceivedPack, shard: bytes, leaves: list[GitEntry], got: Received,
-                have: Callable[[Hash], bool], cid: str) -> None:
+def _read_shard(
+    pack: ReceivedPack, shard: bytes, leaves: list[GitEntry], got: Received, have: Callable[[Hash], bool], cid: str
+) -> None:
     """The objects of one fan-out tree. Leaves shaped as a reel push writes them (mode 100644, 62
     lowercase hex digits: checked for the whole shard at once) whose git blob holds a reel blob are
     checked here, in one loop: BLAKE3 against the id, the msgpack bin header as the decoder checks it.
@@ -175,8 +181,13 @@ def _read_shard(pack: ReceivedPack, shard: bytes, leaves: list[GitEntry], got: R
         ids = binascii.unhexlify(joined)
     except binascii.Error:
         ids = b""
-    if (not leaves or {mode for mode, _, _ in leaves} != {_LEAF_MODE} or set(map(len, names)) != {_LEAF_NAME}
-            or len(ids) != len(leaves) * (_LEAF_NAME // 2) or joined != joined.lower()):
+    if (
+        not leaves
+        or {mode for mode, _, _ in leaves} != {_LEAF_MODE}
+        or set(map(len, names)) != {_LEAF_NAME}
+        or len(ids) != len(leaves) * (_LEAF_NAME // 2)
+        or joined != joined.lower()
+    ):
         for mode, name, sha in leaves:
             _read_object(pack, shard + name, mode, sha, got, have, cid)
         return
@@ -198,8 +209,9 @@ def _read_shard(pack: ReceivedPack, shard: bytes, leaves: list[GitEntry], got: R
         out[rid] = raw
 
 
-def _read_object(pack: ReceivedPack, name: bytes, mode: bytes, sha: bytes, got: Received,
-                 have: Callable[[Hash], bool], cid: str) -> None:
+def _read_object(
+    pack: ReceivedPack, name: bytes, mode: bytes, sha: bytes, got: Received, have: Callable[[Hash], bool], cid: str
+) -> None:
     try:
         rid = Hash(bytes.fromhex(name.decode("ascii")))
     except (UnicodeDecodeError, ValueError, BadInput):
@@ -228,8 +240,11 @@ def _read_object(pack: ReceivedPack, name: bytes, mode: bytes, sha: bytes, got: 
         if blake3.blake3(raw).digest() != rid:
             raise StorageError(f"object {rid.hex()} from the remote does not hash to its name", id=rid)
         if not canonical_blob(raw):
-            raise StorageError(f"object {rid.hex()} from the remote does not decode: blob body is not a single "
-                               "msgpack bin in canonical form", id=rid)
+            raise StorageError(
+                f"object {rid.hex()} from the remote does not decode: blob body is not a single "
+                "msgpack bin in canonical form",
+                id=rid,
+            )
         got.raws[rid] = raw
         return
     try:

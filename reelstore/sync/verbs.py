@@ -39,8 +39,16 @@ def commit_remote(repo: Repo, name: str, remote: str | None = None) -> str | Non
     return binding.tracked_remote(repo, live.trunk)
 
 
-def commit(repo: Repo, name: str, message: str = "", *, remote: str | None = None, fence: Fence | None = None,
-           author: str | None = None, retry: int = 0) -> kernel.CommitResult:
+def commit(
+    repo: Repo,
+    name: str,
+    message: str = "",
+    *,
+    remote: str | None = None,
+    fence: Fence | None = None,
+    author: str | None = None,
+    retry: int = 0,
+) -> kernel.CommitResult:
     """Commit view `name` at its commit point: with `remote` (default: the one its trunk tracks) the
     record first wins that remote's trunk by compare-and-swap (E015 if it cannot, and nothing is
     committed or sent); only then does the local trunk move and the drain run. A caller's own `fence`
@@ -61,14 +69,17 @@ def commit(repo: Repo, name: str, message: str = "", *, remote: str | None = Non
             return replace(res, remote=remote, notes=notes)
     fenced = getattr(fence, "remote", None)
     if retry and not isinstance(fenced, str):
-        raise BadInput("retry applies only to a commit fenced on a remote (--remote REMOTE, or a trunk that "
-                       "tracks one)", field="retry")
+        raise BadInput(
+            "retry applies only to a commit fenced on a remote (--remote REMOTE, or a trunk that tracks one)",
+            field="retry",
+        )
     res = _tries(repo, fenced, retry, lambda: kernel.commit(repo, name, message, author, fence=fence), lost)
     return replace(res, remote=fenced, notes=tuple(lost))
 
 
-def _tries(repo: Repo, remote: str | None, retry: int, once: Callable[[], kernel.CommitResult],
-           lost: list[str]) -> kernel.CommitResult:
+def _tries(
+    repo: Repo, remote: str | None, retry: int, once: Callable[[], kernel.CommitResult], lost: list[str]
+) -> kernel.CommitResult:
     return retrying(repo, remote, retry, once, lost=lost) if retry and remote else once()
 
 

@@ -44,8 +44,9 @@ def edges(raw: bytes) -> Sequence[bytes]:
     return decode(raw).references()
 
 
-def missing_on_remote(repo: Repo, state: SyncState, remote: str, targets: list[Hash],
-                      take: Take | None = None) -> list[bytes]:
+def missing_on_remote(
+    repo: Repo, state: SyncState, remote: str, targets: list[Hash], take: Take | None = None
+) -> list[bytes]:
     """The closure of `targets` minus what the remote holds, walked down and stopped at known objects.
     Each new object is read once and handed with its bytes to `take` (the outgoing pack); blobs are not
     decoded and no object's bytes are kept."""

@@ -68,8 +68,22 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory the tiny distribution is pip-installed into; on PYTHONPATH it is "installed"."""
     where = tmp_path_factory.mktemp("plugin")
     target = where / "site"
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
-                           "--target", str(target), str(_wheel(where))], capture_output=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--quiet",
+            "--target",
+            str(target),
+            str(_wheel(where)),
+        ],
+        capture_output=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     assert (target / "reel_tiny_adapter-0.1.dist-info" / "entry_points.txt").exists()
     return target

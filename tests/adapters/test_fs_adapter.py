@@ -70,14 +70,17 @@ def test_symlink_inside_the_root_is_not_followed_either(tmp_path: Path, repo: Re
     assert (tmp_path / "real" / "x").read_text() == "in"
 
 
-@pytest.mark.parametrize("op", [
-    {"action": "move", "path": "x"},
-    {"action": "write", "path": "x"},
-    {"action": "write", "path": "x", "content": 3},
-    {"action": "write", "path": "x", "content": "c", "mode": "4755"},
-    {"action": "delete", "path": "x", "content": "c"},
-    {"action": "write", "path": "x", "content": "c", "extra": 1},
-])
+@pytest.mark.parametrize(
+    "op",
+    [
+        {"action": "move", "path": "x"},
+        {"action": "write", "path": "x"},
+        {"action": "write", "path": "x", "content": 3},
+        {"action": "write", "path": "x", "content": "c", "mode": "4755"},
+        {"action": "delete", "path": "x", "content": "c"},
+        {"action": "write", "path": "x", "content": "c", "extra": 1},
+    ],
+)
 def test_malformed_ops_are_e014(repo: Repo, op: dict) -> None:
     with pytest.raises(BadInput):
         FsAdapter(repo).classify(op)
@@ -104,8 +107,9 @@ def test_write_is_atomic_no_temp_files_left(tmp_path: Path, repo: Repo) -> None:
 # The store is out of reach (issue 11, finding 5)
 
 
-@pytest.mark.parametrize("path", [".reel/hooks/post-commit", ".reel/refs/heads/main", "./.reel/config",
-                                  "x/.REEL/y", ".reel"])
+@pytest.mark.parametrize(
+    "path", [".reel/hooks/post-commit", ".reel/refs/heads/main", "./.reel/config", "x/.REEL/y", ".reel"]
+)
 def test_writes_into_the_store_are_refused_at_admission(tmp_path: Path, repo: Repo, path: str) -> None:
     kernel.fork(repo, "a")
     with pytest.raises(BadInput, match="store"):
@@ -167,8 +171,11 @@ def test_a_path_that_is_a_directory_or_below_a_file_is_refused(tmp_path: Path, r
     kernel.fork(repo, "a")
     for path in ("dir", "dir/", "file/below"):
         for action in ("write", "delete"):
-            op = {"action": action, "path": path, "content": "x"} if action == "write" else {"action": action,
-                                                                                            "path": path}
+            op = (
+                {"action": action, "path": path, "content": "x"}
+                if action == "write"
+                else {"action": action, "path": path}
+            )
             with pytest.raises(BadInput):
                 kernel.effect(repo, "a", "fs", op)
     assert inspection.status(repo, "a").effects == ()
@@ -221,8 +228,9 @@ def test_a_swapping_process_never_lands_a_file_outside_the_root(tmp_path: Path) 
     count = 300
     for i in range(count):
         kernel.effect(repo, "a", "fs", {"action": "write", "path": f"d/sub/f{i}", "content": str(i)})
-    swapper = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(top / "d"), str(top / "s"), "60"],
-                               stdout=subprocess.PIPE, text=True)
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", _SWAPPER, str(top / "d"), str(top / "s"), "60"], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert swapper.stdout is not None and swapper.stdout.readline().strip() == "ready"
         res = kernel.commit(repo, "a")

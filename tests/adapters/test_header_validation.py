@@ -19,15 +19,19 @@ def target(tmp_path: Path):
         yield t
 
 
-@pytest.mark.parametrize(("name", "value", "named"), [
-    ("X-A", "a\r\nX-Injected: 1", "header X-A has a control character"),
-    ("X-A", "a\nb", "header X-A has a control character"),
-    ("X-A", "a\x00b", "header X-A has a control character"),
-    ("Bad Name", "a", "header name 'Bad Name'"),
-    ("X-A:\r\nX-B", "a", "header name"),
-])
-def test_a_bad_header_is_refused_at_admission_naming_it(reel, tmp_path: Path, target: Target, name: str,
-                                                        value: str, named: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "value", "named"),
+    [
+        ("X-A", "a\r\nX-Injected: 1", "header X-A has a control character"),
+        ("X-A", "a\nb", "header X-A has a control character"),
+        ("X-A", "a\x00b", "header X-A has a control character"),
+        ("Bad Name", "a", "header name 'Bad Name'"),
+        ("X-A:\r\nX-B", "a", "header name"),
+    ],
+)
+def test_a_bad_header_is_refused_at_admission_naming_it(
+    reel, tmp_path: Path, target: Target, name: str, value: str, named: str
+) -> None:
     Store.init(tmp_path)
     reel("fork", "v", check=True)
     op = {"method": "POST", "url": f"{target.url}/blind/x", "headers": {name: value}}

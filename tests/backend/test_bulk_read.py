@@ -30,8 +30,9 @@ def _expected(obj: Blob | Tree | Record) -> tuple[str, bytes]:
 def test_packed_and_loose_objects_read_as_a_full_decode_does(tmp_path: Path) -> None:
     store = DiskObjectStore(tmp_path / "objects", fsync=False)
     objs = every_method()
-    result = store.add_pack((PackItem(o.id, o.encode(), 1, "f" if o.kind == "blob" else "") for o in objs),
-                            PackOptions())
+    result = store.add_pack(
+        (PackItem(o.id, o.encode(), 1, "f" if o.kind == "blob" else "") for o in objs), PackOptions()
+    )
     assert result.methods["dict"] and result.methods["base"]
     loose = [Blob(b"loose %d" % i) for i in range(5)]
     store.put_many(loose)
@@ -202,10 +203,12 @@ finally:
 def test_a_batch_of_packed_objects_answers_each_name_in_a_fresh_process(tmp_path: Path, read_path: str) -> None:
     objs, loose = _packed_repo(tmp_path)
     names = b"".join(o.id.hex().encode() + b"\n" for o in objs)
-    proc = subprocess.run([sys.executable, "-c", _BATCH_MODULES], input=names, capture_output=True, cwd=tmp_path,
-                          timeout=60)
-    assert proc.stdout.splitlines() == [b"%s %s %d" % (o.id.hex().encode(), o.kind.encode(), len(o.content()))
-                                        for o in objs]
+    proc = subprocess.run(
+        [sys.executable, "-c", _BATCH_MODULES], input=names, capture_output=True, cwd=tmp_path, timeout=60
+    )
+    assert proc.stdout.splitlines() == [
+        b"%s %s %d" % (o.id.hex().encode(), o.kind.encode(), len(o.content())) for o in objs
+    ]
     frozen = proc.stderr.decode().split()[0]
     assert frozen != "frozen=0"  # its own process: what it loaded is frozen until the exit
 
@@ -230,7 +233,10 @@ def test_a_batch_run_inside_another_process_freezes_nothing(tmp_path: Path, read
     collector alone: freezing would pin the caller's garbage for good."""
     objs, _ = _packed_repo(tmp_path)
     before = gc.get_freeze_count()
-    out = CliRunner().invoke(cli, ["-C", str(tmp_path), "cat-file", "--batch-check"],
-                             input=b"".join(o.id.hex().encode() + b"\n" for o in objs))
+    out = CliRunner().invoke(
+        cli,
+        ["-C", str(tmp_path), "cat-file", "--batch-check"],
+        input=b"".join(o.id.hex().encode() + b"\n" for o in objs),
+    )
     assert out.exit_code == 0 and len(out.stdout_bytes.splitlines()) == len(objs)
     assert gc.get_freeze_count() == before == 0

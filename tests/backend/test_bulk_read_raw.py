@@ -16,7 +16,8 @@ from reelstore.objects import Blob, Hash
 
 
 def test_read_raw_reads_packed_objects_from_their_pack_and_the_rest_through_the_store(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = Repo.init(tmp_path / "s")
     noise = [Blob(os.urandom(200)) for _ in range(1500)]
     text = [Blob(b"the same words again and again %d " % i * 20) for i in range(1500)]

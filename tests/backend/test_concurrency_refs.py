@@ -44,8 +44,11 @@ def test_racing_cas_increments_lose_nothing(tmp_path: Path):
     name = "refs/heads/counter"
     repo.refs.set(name, repo.objects.put(Blob(b"0")), None)
     procs = [
-        subprocess.Popen([sys.executable, "-c", WORKER, str(tmp_path), name, str(INCREMENTS)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(tmp_path), name, str(INCREMENTS)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         for _ in range(PROCS)
     ]
     results = [p.communicate(timeout=120) for p in procs]

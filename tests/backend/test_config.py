@@ -27,7 +27,7 @@ def test_set_get_persist(tmp_path: Path):
     path = tmp_path / "config"
     cfg = Config(path)
     cfg.set("core.trunk", "main")
-    cfg.set('remote.Origin.url', "file:///x y")
+    cfg.set("remote.Origin.url", "file:///x y")
     cfg.set("user.name", " padded ")
     cfg.set("weird.value", 'has # and ; and "quotes" and \\ back')
     again = Config(path)
@@ -139,7 +139,10 @@ def test_rename_section_in_one_batched_save(tmp_path: Path):
         assert cfg.rename_section("remote", "origin", "up") is True
     again = Config(path)
     assert (again.get("remote.up.url"), again.get("remote.origin.url"), again.get("trunk.main.remote")) == (
-        "/r.git", None, "up")
+        "/r.git",
+        None,
+        "up",
+    )
     assert "; kept" in path.read_text()
     assert again.rename_section("remote", "nowhere", "x") is False
     with pytest.raises(BadInput), again.batch():
@@ -175,11 +178,35 @@ def test_line_parser_agrees_with_the_grammar_patterns(line: str):
     assert config._entry(line) == _entry_by_pattern(line)
 
 
-@pytest.mark.parametrize("line", [
-    "[core]", "  [ core ]  ; c", "[Core.X-1]#", '[remote "a b"]', '[remote\t"q\\"x\\\\y"] # c', '[r "unterminated]',
-    '[r"no space"]', '[r "x" ]', '[r "x"] y', "[]", "[ ]", '[r "a\\', '[r ""]', "key", "  Key-2 = v ; c  ",
-    "k=", "k =   ", "9k = v", "-k", "k v", "k\u2003=\u2003v\u2003", "\xa0[s]\xa0", "é = v", "k = a = b",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[core]",
+        "  [ core ]  ; c",
+        "[Core.X-1]#",
+        '[remote "a b"]',
+        '[remote\t"q\\"x\\\\y"] # c',
+        '[r "unterminated]',
+        '[r"no space"]',
+        '[r "x" ]',
+        '[r "x"] y',
+        "[]",
+        "[ ]",
+        '[r "a\\',
+        '[r ""]',
+        "key",
+        "  Key-2 = v ; c  ",
+        "k=",
+        "k =   ",
+        "9k = v",
+        "-k",
+        "k v",
+        "k\u2003=\u2003v\u2003",
+        "\xa0[s]\xa0",
+        "é = v",
+        "k = a = b",
+    ],
+)
 def test_line_parser_edge_cases(line: str):
     assert config._header(line) == _header_by_pattern(line)
     assert config._entry(line) == _entry_by_pattern(line)

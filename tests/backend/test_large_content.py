@@ -99,7 +99,7 @@ def test_content_round_trip_and_dedupe_across_versions() -> None:
     assert isinstance(listing, Chunks) and size == listing.size == len(data)
     assert content.read_all(store, h1) == data and content.size(store, h1) == len(data)
     before = set(store)
-    h2, _ = content.write(store, io.BytesIO(data[:5 * MiB] + b"!" + data[5 * MiB:]))
+    h2, _ = content.write(store, io.BytesIO(data[: 5 * MiB] + b"!" + data[5 * MiB :]))
     added = set(store) - before
     assert h2 != h1 and 2 <= len(added) <= 3, "a one-byte edit stored more than the list and its own pieces"
     assert content.write(None, io.BytesIO(data))[0] == h1
@@ -176,4 +176,4 @@ def test_run_collects_a_huge_sparse_file_in_bounded_memory(tmp_path: Path) -> No
     repo = Repo.open(tmp_path / ".reel")
     h = kernel.namespace(repo).get(repo.objects.get(repo.refs["refs/heads/main"]).namespace, "big.bin")
     assert h is not None and content.size(repo.objects, h) == 256 * MiB
-    assert set(b"".join(content.read(repo.objects, h))[:: 4096]) == {0}
+    assert set(b"".join(content.read(repo.objects, h))[::4096]) == {0}

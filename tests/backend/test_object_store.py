@@ -220,9 +220,23 @@ class Minimal(ObjectStore):
 def test_the_interface_names_no_pack_or_loose_file():
     """The seam is narrow: a backend is asked for objects, batches, gc and fsck, never for packs, loose
     files or the disk layout's hooks (those are the disk backend's own)."""
-    hooks = {"packs", "problems", "refresh", "loose_ids", "loose_files", "keeps_files", "remove_if_unchanged",
-             "remove_pack", "sweep_temp", "get_loose", "put_loose", "add_pack", "import_pack", "counts",
-             "scratch_dir"}
+    hooks = {
+        "packs",
+        "problems",
+        "refresh",
+        "loose_ids",
+        "loose_files",
+        "keeps_files",
+        "remove_if_unchanged",
+        "remove_pack",
+        "sweep_temp",
+        "get_loose",
+        "put_loose",
+        "add_pack",
+        "import_pack",
+        "counts",
+        "scratch_dir",
+    }
     assert hooks.isdisjoint(dir(ObjectStore))
     assert {"gc", "fsck", "batch", "get", "put_many", "resolve"} <= set(dir(ObjectStore))
 

@@ -51,8 +51,17 @@ def test_each_verb_that_moves_refs_is_one_operation(any_repo: Repo) -> None:
     assert newest(any_repo)[::2] == ("restore", [("refs/views/r", False, True)])
     kernel.abort(any_repo, "r")
     assert newest(any_repo)[::2] == ("abort", [("refs/views/r", True, False)])
-    assert [o.verb for o in any_repo.ops.operations()] == ["init", "fork", "put", "rm", "snapshot", "put", "commit",
-                                                      "restore", "abort"]
+    assert [o.verb for o in any_repo.ops.operations()] == [
+        "init",
+        "fork",
+        "put",
+        "rm",
+        "snapshot",
+        "put",
+        "commit",
+        "restore",
+        "abort",
+    ]
 
 
 def test_undo_puts_a_write_back_and_a_second_undo_redoes_it(any_repo: Repo) -> None:
@@ -125,8 +134,15 @@ def test_a_commit_whose_effects_are_not_yet_sent_is_refused_too(any_repo: Repo) 
         live = load_live(any_repo, "v")
         ref = any_repo.refs.transaction("commit v", "t")
         head = any_repo.refs["refs/heads/main"]
-        record = Record(parent=head, namespace=live.view.namespace, effects=live.view.effects,
-                               view=live.id, author="t", message="m", time=1)
+        record = Record(
+            parent=head,
+            namespace=live.view.namespace,
+            effects=live.view.effects,
+            view=live.id,
+            author="t",
+            message="m",
+            time=1,
+        )
         any_repo.objects.put_many([record])
         ref.update("refs/heads/main", record.id, head).delete("refs/views/v", live.id).commit()
     with pytest.raises(BadInput, match="committed and owed by the drain"):
@@ -148,8 +164,13 @@ def test_the_log_is_one_file_and_the_verb_marks_live_in_it(tmp_path: Path) -> No
     kernel.fork(repo, "v")
     kernel.abort(repo, "v")
     lines = [json.loads(line) for line in (repo.path / "logs" / "OPS").read_text().splitlines()]
-    assert [(d["verb"], "view" in d) for d in lines] == [("init", False), ("fork", False), ("fork", True),
-                                                          ("abort", False), ("abort", True)]
+    assert [(d["verb"], "view" in d) for d in lines] == [
+        ("init", False),
+        ("fork", False),
+        ("fork", True),
+        ("abort", False),
+        ("abort", True),
+    ]
     assert lines[3]["op"] == lines[4]["op"]  # the abort's ref line and its mark: one operation
     assert not (repo.path / "logs" / "VERBS").exists()
     assert [e.verb for e in OpLog(repo.files).lines() if e.view] == ["fork", "abort"]
@@ -178,8 +199,14 @@ def test_a_write_killed_between_its_line_and_its_rename_is_redone_at_open(tmp_pa
     reel("put", "v", "a", "-", input=b"1", check=True)
     before = Repo.open(tmp_path).refs["refs/views/v"]
     env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
-    killed = subprocess.run([REEL, "put", "v", "b", "-"], input=b"2", cwd=tmp_path, capture_output=True,
-                            timeout=120, env={**env, "REEL_TEST_CRASH_AT": "refs:op-logged"})
+    killed = subprocess.run(
+        [REEL, "put", "v", "b", "-"],
+        input=b"2",
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+        env={**env, "REEL_TEST_CRASH_AT": "refs:op-logged"},
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
     ref = tmp_path / ".reel" / "refs" / "views" / "v"
     assert ref.with_name("v.lock").exists()

@@ -158,8 +158,7 @@ def test_flipped_index_byte_is_named(tmp_path: Path, where: str) -> None:
     objs = small_records(30)
     pack = make_pack(tmp_path, objs)
     idx = pack.index
-    at = {"ids": idx._ids + 40, "offsets": idx._offsets + 7, "crcs": idx._crcs + 3,
-          "trailer": len(idx.map) - 1}[where]
+    at = {"ids": idx._ids + 40, "offsets": idx._offsets + 7, "crcs": idx._crcs + 3, "trailer": len(idx.map) - 1}[where]
     path = idx.path
     pack.close()
     flip(path, at)
@@ -297,8 +296,9 @@ def _read_while_the_index_is_away(root: Path, content: bytes, away: Callable[[Pa
 def test_a_miss_waits_for_the_index_of_a_pack_being_renamed_in(tmp_path: Path) -> None:
     """A writer renames its pack, then its index: a reader in between (gc's fence reading an in-flight
     write) must wait for the index, not call the object damaged."""
-    _read_while_the_index_is_away(tmp_path / "objects", b"in a pack whose index is on its way",
-                                  lambda idx: idx.with_name("elsewhere"), 0.03)
+    _read_while_the_index_is_away(
+        tmp_path / "objects", b"in a pack whose index is on its way", lambda idx: idx.with_name("elsewhere"), 0.03
+    )
 
 
 def test_a_miss_waits_as_long_as_a_live_writer_holds_the_index_on_its_way(tmp_path: Path) -> None:
@@ -308,12 +308,14 @@ def test_a_miss_waits_as_long_as_a_live_writer_holds_the_index_on_its_way(tmp_pa
     from reelstore.backend.fileio import temp_name
 
     # temp_name carries this process's pid: a live writer between its two renames
-    _read_while_the_index_is_away(tmp_path / "objects", b"in a pack whose slow writer still holds its index",
-                                  temp_name, 1.0)
+    _read_while_the_index_is_away(
+        tmp_path / "objects", b"in a pack whose slow writer still holds its index", temp_name, 1.0
+    )
 
 
 def test_an_imported_pack_is_never_seen_without_an_index_or_a_live_writers_temporary_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`reel index-pack` writes the index under its temporary name before the pack is renamed in: at
     the moment the pack appears, a reader finds a live writer's temporary index and waits for it."""
     from reelstore.backend import pack_import
@@ -393,7 +395,8 @@ def test_frame_declaring_a_huge_size_is_refused_before_allocation(tmp_path: Path
 
     blob = Blob(b"z" * 100)
     params = zstandard.ZstdCompressionParameters.from_level(
-        3, format=zstandard.FORMAT_ZSTD1_MAGICLESS, write_content_size=True)
+        3, format=zstandard.FORMAT_ZSTD1_MAGICLESS, write_content_size=True
+    )
     payload = zstandard.ZstdCompressor(compression_params=params).compress(blob.encode()[5:])
     head = bytes((1, ZSTD)) + _varint(len(blob.encode()) - 5) + _varint(len(payload))
     data = PACK_HEADER.pack(PACK_MAGIC, VERSION, 1, 0) + head + payload
@@ -423,7 +426,8 @@ def test_a_large_put_packs_only_what_is_not_already_loose(tmp_path) -> None:
 
 
 def test_a_chain_past_the_limit_is_refused_when_indexed_and_reported_by_verify(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A pack chained 20 deep read by a reader whose limit is 10: reading in order keeps each base
     cached, which used to hide the depth from index-pack and verify-pack while a cold read failed."""
     from reelstore.backend import pack as packmod

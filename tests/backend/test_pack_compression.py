@@ -35,8 +35,9 @@ def test_small_incompressible_bodies_get_no_dictionary(tmp_path: Path) -> None:
 
 
 def test_small_bodies_that_share_words_get_one(tmp_path: Path) -> None:
-    objs = [Record(None, Tree(0, ()).id, author="ann", message=f"change {i} of the inventory", time=i)
-            for i in range(2000)]
+    objs = [
+        Record(None, Tree(0, ()).id, author="ann", message=f"change {i} of the inventory", time=i) for i in range(2000)
+    ]
     pack, methods = _write(tmp_path, objs)
     try:
         assert pack._dict_bytes and methods["dict"] > len(objs) // 2
@@ -45,8 +46,9 @@ def test_small_bodies_that_share_words_get_one(tmp_path: Path) -> None:
         pack.close()
 
 
-def test_no_dictionary_is_trained_when_the_bodies_share_too_little(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                                                    ) -> None:
+def test_no_dictionary_is_trained_when_the_bodies_share_too_little(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Namespace nodes of fresh ids share their names' prefixes, so side by side they compress, but
     too little to pay for a dictionary: the writer sees that before training (which would cost more
     than packing them), and packs the same bytes."""

@@ -213,7 +213,7 @@ def test_every_single_byte_change_of_a_ref_file_is_e007(disk: DiskRefStore, tmp_
     want = (DiskRefStore(tmp_path).list(), DiskRefStore(tmp_path).reflog("refs/heads/main"))
     for i in range(len(good)):
         for x in (0x01, 0x20, 0x80):
-            path.write_bytes(good[:i] + bytes([good[i] ^ x]) + good[i + 1:])
+            path.write_bytes(good[:i] + bytes([good[i] ^ x]) + good[i + 1 :])
             fresh = DiskRefStore(tmp_path)
             try:
                 got = (fresh.list(), fresh.reflog("refs/heads/main"))
@@ -321,8 +321,11 @@ VALUES = [None, A, B, C]
 ops = st.lists(
     st.tuples(
         st.sampled_from(["set", "delete", "tx"]),
-        st.lists(st.tuples(st.sampled_from(NAMES), st.sampled_from(VALUES[1:]), st.sampled_from([*VALUES, ANY])),
-                 min_size=1, max_size=3),
+        st.lists(
+            st.tuples(st.sampled_from(NAMES), st.sampled_from(VALUES[1:]), st.sampled_from([*VALUES, ANY])),
+            min_size=1,
+            max_size=3,
+        ),
     ),
     max_size=12,
 )

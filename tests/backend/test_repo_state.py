@@ -85,8 +85,10 @@ def test_verb_log_follows_another_open_store(tmp_path: Path) -> None:
 
 def test_a_half_written_line_is_read_once_it_is_whole() -> None:
     repo = Repo.memory()
-    line = b'{"detail":"","message":"abort half","op":"1","principal":"","time":1,"verb":"abort","view":"half",' \
+    line = (
+        b'{"detail":"","message":"abort half","op":"1","principal":"","time":1,"verb":"abort","view":"half",'
         b'"view_id":"00ff"}\n'
+    )
     repo.files.append("logs/OPS", line[:40])
     assert repo.verbs.last("half") is None
     repo.files.append("logs/OPS", line[40:])

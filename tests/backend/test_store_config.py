@@ -78,8 +78,10 @@ def _keys_in_code() -> set[str]:
         found.update(re.findall(r"""config_cutoff\(\s*repo,\s*["']([A-Za-z.]+)["']""", text))
         found.update(re.findall(r"""\(\s*"(pack\.[a-z]+)",\s*"[a-z]+"\)""", text))
     found.update(re.findall(r'TRUST_KEY = "([a-z.]+)"', (ROOT / "reelstore/adapters/trust.py").read_text()))
-    found.update(f"service.NAME.{k}" for k in re.findall(r'get\("([a-z-]+)"', (
-        ROOT / "reelstore/backend/service_rules.py").read_text()))
+    found.update(
+        f"service.NAME.{k}"
+        for k in re.findall(r'get\("([a-z-]+)"', (ROOT / "reelstore/backend/service_rules.py").read_text())
+    )
     return {re.sub(r"\{[^}]*\}", "NAME", k) for k in found if "." in k and not k.endswith("{key}")}
 
 

@@ -41,8 +41,9 @@ def _store(path: Path) -> tuple[list[bytes], dict[bytes, int]]:
     sizes = [0, 1, 60, 120, 125, 126, 127, 128, 300, 4000, DIRECT - 3, DIRECT - 2, DIRECT, 16_000, 16_379, 20_000]
     stored = [Blob(rng.randbytes(n)) for n in sizes]
     methods = every_method()
-    result = repo.objects.add_pack((PackItem(o.id, o.encode(), 1, "f" if o.kind == "blob" else "") for o in methods),
-                                   PackOptions())
+    result = repo.objects.add_pack(
+        (PackItem(o.id, o.encode(), 1, "f" if o.kind == "blob" else "") for o in methods), PackOptions()
+    )
     assert result.methods["zstd"] and result.methods["dict"]
     # A pack of their own: a dictionary trained on the random blobs would compress them.
     assert repo.objects.add_pack(PackItem(b.id, b.encode(), 1) for b in stored).methods["stored"] == len(stored)
@@ -73,8 +74,9 @@ def _batch(path: Path, names: list[bytes], mode: str = "--batch") -> tuple[int, 
     return got.exit_code, got.stdout_bytes, got.stderr
 
 
-def _both(path: Path, names: list[bytes], monkeypatch: pytest.MonkeyPatch,
-          mode: str = "--batch") -> tuple[int, bytes, str]:
+def _both(
+    path: Path, names: list[bytes], monkeypatch: pytest.MonkeyPatch, mode: str = "--batch"
+) -> tuple[int, bytes, str]:
     """The batch's answer on the accelerated path, checked equal to the pure path's."""
     fast = _batch(path, names, mode)
     with monkeypatch.context() as env:
@@ -92,8 +94,9 @@ def test_reel_pure_turns_the_accelerator_off(tmp_path: Path, read_path: str) -> 
 
 
 @pytest.mark.parametrize("mode", ["--batch", "--batch-check"])
-def test_both_paths_print_the_same_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_path: str,
-                                         mode: str) -> None:
+def test_both_paths_print_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_path: str, mode: str
+) -> None:
     names, sizes = _store(tmp_path)
     status, out, err = _both(tmp_path, names, monkeypatch, mode)
     assert status == 0 and err == ""
@@ -119,8 +122,9 @@ def test_the_accelerator_answers_stored_entries_and_leaves_the_rest(tmp_path: Pa
     check, _ = _by_hand(reader, names, with_content=False)
     assert b" blob 16000\n" in check and b" blob 20000\n" not in check
     # What it answered is what the pure path prints for those names.
-    pure = CliRunner().invoke(cli, ["-C", str(tmp_path), "cat-file", "--batch"], input=b"\n".join(answered) + b"\n",
-                              env={"REEL_PURE": "1"})
+    pure = CliRunner().invoke(
+        cli, ["-C", str(tmp_path), "cat-file", "--batch"], input=b"\n".join(answered) + b"\n", env={"REEL_PURE": "1"}
+    )
     assert pure.exit_code == 0 and pure.stdout_bytes == out
 
 
@@ -158,19 +162,27 @@ def _damage(path: Path, what: str) -> list[bytes]:
 
 
 @pytest.mark.parametrize("what", ["payload", "kind", "crc", "liar", "far", "tail"])
-def test_both_paths_refuse_a_damaged_entry_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_path: str,
-                                                 what: str) -> None:
+def test_both_paths_refuse_a_damaged_entry_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_path: str, what: str
+) -> None:
     names = _damage(tmp_path, what)
     status, out, err = _both(tmp_path, names, monkeypatch)
     assert status == 3 and err.startswith("error: E007: ") and names[15].decode() in err
     assert out.count(b" blob ") == 15  # the answers before the damaged one are printed, none after
-    want = {"payload": "checksum", "kind": "checksum", "crc": "checksum", "liar": "does not hash",
-            "far": "outside", "tail": ""}[what]  # the bytes a "tail" offset parses are whatever is there
+    want = {
+        "payload": "checksum",
+        "kind": "checksum",
+        "crc": "checksum",
+        "liar": "does not hash",
+        "far": "outside",
+        "tail": "",
+    }[what]  # the bytes a "tail" offset parses are whatever is there
     assert want in err
 
 
-def test_sampled_byte_flips_of_a_pack_and_its_index_read_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                             read_path: str) -> None:
+def test_sampled_byte_flips_of_a_pack_and_its_index_read_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_path: str
+) -> None:
     """Flips across both files (header, entries, trailer; fan-out, ids, offsets, CRCs): each run is
     refused or answered, and the accelerated path gives exactly the pure path's exit, bytes and error."""
     template = tmp_path / "template"
@@ -242,8 +254,41 @@ def test_the_accelerators_crc32_is_zlibs() -> None:
         assert _stored_batch.crc32(data) == _stored_batch.crc32(data, True) == zlib.crc32(data), n
 
 
-LENGTHS = [0, 1, 2, 63, 64, 65, 127, 128, 129, 1023, 1024, 1025, 2047, 2048, 2049, 3072, 3073, 4095, 4096, 4097,
-           5120, 8191, 8192, 8193, 16_383, 16_384, 16_385, 31_744, 65_536, 65_537, 100_000, 1 << 20, (1 << 20) + 1]
+LENGTHS = [
+    0,
+    1,
+    2,
+    63,
+    64,
+    65,
+    127,
+    128,
+    129,
+    1023,
+    1024,
+    1025,
+    2047,
+    2048,
+    2049,
+    3072,
+    3073,
+    4095,
+    4096,
+    4097,
+    5120,
+    8191,
+    8192,
+    8193,
+    16_383,
+    16_384,
+    16_385,
+    31_744,
+    65_536,
+    65_537,
+    100_000,
+    1 << 20,
+    (1 << 20) + 1,
+]
 """Around the block (64 bytes) and chunk (1 KiB) boundaries, and trees of every shape up to a MiB."""
 
 
@@ -258,8 +303,10 @@ def test_the_accelerators_blake3_is_the_packages() -> None:
     assert _stored_batch.blake3(inputs) == [blake3.blake3(x).digest() for x in inputs]
     assert [_stored_batch.blake3([x])[0] for x in inputs] == [blake3.blake3(x).digest() for x in inputs]
     for _ in range(200):
-        mixed = [rng.randbytes(rng.choice([0, 1, 63, 64, 65, 300, 1023, 1024, 1025, rng.randrange(3000)]))
-                 for _ in range(rng.randrange(65))]
+        mixed = [
+            rng.randbytes(rng.choice([0, 1, 63, 64, 65, 300, 1023, 1024, 1025, rng.randrange(3000)]))
+            for _ in range(rng.randrange(65))
+        ]
         assert _stored_batch.blake3(mixed) == [blake3.blake3(x).digest() for x in mixed]
 
 
@@ -305,12 +352,16 @@ def test_the_baseline_build_for_cpus_without_avx2_hashes_alike(tmp_path: Path) -
     from reelstore.backend import _stored_batch
 
     root = Path(__file__).resolve().parents[2]
-    built = subprocess.run([sys.executable, "-c", BASELINE_BUILD, str(tmp_path / "lib"), str(tmp_path / "tmp")],
-                           cwd=root, capture_output=True, text=True, check=True)
+    built = subprocess.run(
+        [sys.executable, "-c", BASELINE_BUILD, str(tmp_path / "lib"), str(tmp_path / "tmp")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     baseline = built.stdout.strip().splitlines()[-1]
     assert _ymm(str(_stored_batch.__file__)) and not _ymm(baseline)
     lengths = ",".join(str(n) for n in LENGTHS)
-    checked = subprocess.run([sys.executable, "-c", BASELINE_CHECK, baseline, lengths], capture_output=True,
-                             text=True)
+    checked = subprocess.run([sys.executable, "-c", BASELINE_CHECK, baseline, lengths], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
     assert checked.stdout.split() == ["same", str(len(LENGTHS))]

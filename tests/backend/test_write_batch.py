@@ -77,8 +77,12 @@ def test_while_gc_holds_its_lock_a_fork_writes_the_capability_again(repo: Repo) 
         live = kernel.fork(Repo.open(repo.path), "second")  # type: ignore[arg-type]
     (new,) = packs(repo) - before
     fresh = Repo.open(repo.path)  # type: ignore[arg-type]
-    written = {h for p in fresh.objects.packs() if p.name == new.removesuffix(".pack")  # type: ignore[attr-defined]
-               for h in p.ids()}
+    written = {
+        h
+        for p in fresh.objects.packs()
+        if p.name == new.removesuffix(".pack")  # type: ignore[attr-defined]
+        for h in p.ids()
+    }
     assert written == {live.view.id, trunk_cap(repo).id}
 
 
@@ -112,8 +116,9 @@ def test_a_capability_left_unreachable_survives_a_gc_prune_now_run_beside_the_fo
     def gc_now(point: str) -> None:
         if point == "objects:temp-written" and not ran:
             env = {k: v for k, v in os.environ.items() if k != "REEL_TEST_CRASH_AT"}
-            ran.append(subprocess.run([*REEL, "gc", "--prune=now"], cwd=tmp_path, env=env, capture_output=True,
-                                      timeout=120))
+            ran.append(
+                subprocess.run([*REEL, "gc", "--prune=now"], cwd=tmp_path, env=env, capture_output=True, timeout=120)
+            )
 
     forking = Repo.open(tmp_path)
     before = packs(forking)
@@ -133,14 +138,20 @@ def test_a_fork_killed_around_its_loose_view_leaves_no_view_and_forks_again(tmp_
     kernel.fork(repo, "first")
     env = {k: v for k, v in os.environ.items() if k not in ("REEL_DIR", "REEL_TEST_CRASH_AT")}
     for point in ("objects:temp-written", "refs:prepared"):
-        killed = subprocess.run([*REEL, "fork", "second"], cwd=tmp_path, env={**env, "REEL_TEST_CRASH_AT": point},
-                                capture_output=True, timeout=120)
+        killed = subprocess.run(
+            [*REEL, "fork", "second"],
+            cwd=tmp_path,
+            env={**env, "REEL_TEST_CRASH_AT": point},
+            capture_output=True,
+            timeout=120,
+        )
         assert killed.returncode == -9, killed.stderr.decode()
         fresh = Repo.open(tmp_path)
         assert fresh.refs.get("refs/views/second") is None
         assert fsck(fresh).clean
-        cleared = subprocess.run([*REEL, "gc", "--clear-stale-locks"], cwd=tmp_path, env=env, capture_output=True,
-                                 timeout=120)  # the lock a writer killed mid-transaction leaves
+        cleared = subprocess.run(
+            [*REEL, "gc", "--clear-stale-locks"], cwd=tmp_path, env=env, capture_output=True, timeout=120
+        )  # the lock a writer killed mid-transaction leaves
         assert cleared.returncode == 0, cleared.stderr.decode()
     again = subprocess.run([*REEL, "fork", "second"], cwd=tmp_path, env=env, capture_output=True, timeout=120)
     assert again.returncode == 0, again.stderr.decode()

@@ -32,8 +32,13 @@ def complete(line: str, cwd: Path, shell: str = "bash") -> list[tuple[str, str]]
     cword = len(words) if line.endswith(" ") else len(words) - 1
     # fish passes the line up to the cursor and the incomplete word itself
     cword_value = incomplete if shell == "fish" else str(cword)
-    done = subprocess.run([REEL], cwd=cwd, capture_output=True, timeout=60,
-                          env=_env(_REEL_COMPLETE=f"{shell}_complete", COMP_WORDS=line, COMP_CWORD=cword_value))
+    done = subprocess.run(
+        [REEL],
+        cwd=cwd,
+        capture_output=True,
+        timeout=60,
+        env=_env(_REEL_COMPLETE=f"{shell}_complete", COMP_WORDS=line, COMP_CWORD=cword_value),
+    )
     assert done.returncode == 0 and done.stderr == b"", (line, done.stderr.decode())
     out = done.stdout.decode()
     if shell == "zsh":  # triples of lines: type, value, description ("_" for none)
@@ -58,15 +63,15 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("complete")
 
     def reel(*args: str, input: bytes | None = None) -> str:
-        done = subprocess.run([REEL, *args], cwd=root / "s", input=input, capture_output=True, timeout=120,
-                              env=_env())
+        done = subprocess.run([REEL, *args], cwd=root / "s", input=input, capture_output=True, timeout=120, env=_env())
         assert done.returncode == 0, (args, done.stderr.decode())
         return done.stdout.decode()
 
     subprocess.run([REEL, "init", "s"], cwd=root, check=True, capture_output=True, timeout=120, env=_env())
     reel("fork", "fx")
-    reel("effect", "fx", "--adapter", "fs", "--op", json.dumps({"action": "write", "path": "out/a.txt",
-                                                               "content": "a"}))
+    reel(
+        "effect", "fx", "--adapter", "fs", "--op", json.dumps({"action": "write", "path": "out/a.txt", "content": "a"})
+    )
     reel("commit", "fx")
     for view in ("agent", "agent-2", "topic"):
         reel("fork", view)
@@ -79,8 +84,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _op(store: Path) -> str:
-    done = subprocess.run([REEL, "--json", "ops"], cwd=store, capture_output=True, timeout=60, env=_env(),
-                          check=True)
+    done = subprocess.run([REEL, "--json", "ops"], cwd=store, capture_output=True, timeout=60, env=_env(), check=True)
     doc = json.loads(done.stdout)
     ops = doc["operations"] if isinstance(doc, dict) else doc
     assert len(ops) == 1
@@ -160,11 +164,22 @@ def test_nothing_and_no_traceback_outside_a_store_or_in_a_broken_one(store: Path
 
 def _imported(cwd: Path, line: str) -> set[str]:
     words = line.split()
-    code = ("import sys\nfrom reelstore.cli.main import main\ntry:\n    main([])\nexcept SystemExit:\n    pass\n"
-            "sys.stderr.write('\\n'.join(sorted(sys.modules)))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, timeout=60, check=True,
-                          env=_env(_REEL_COMPLETE="bash_complete", COMP_WORDS=line,
-                                   COMP_CWORD=str(len(words) if line.endswith(" ") else len(words) - 1)))
+    code = (
+        "import sys\nfrom reelstore.cli.main import main\ntry:\n    main([])\nexcept SystemExit:\n    pass\n"
+        "sys.stderr.write('\\n'.join(sorted(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        timeout=60,
+        check=True,
+        env=_env(
+            _REEL_COMPLETE="bash_complete",
+            COMP_WORDS=line,
+            COMP_CWORD=str(len(words) if line.endswith(" ") else len(words) - 1),
+        ),
+    )
     assert done.stdout, line
     return set(done.stderr.decode().split())
 
@@ -181,20 +196,24 @@ def test_completion_loads_only_the_command_it_completes(store: Path) -> None:
 def test_the_bash_script_completes_in_a_real_bash(store: Path, tmp_path: Path) -> None:
     bash = shutil.which("bash")
     assert bash, "bash is needed to test the bash completion script (CI runs .ci/run with bash)"
-    source = subprocess.run([REEL], capture_output=True, timeout=60, check=True,
-                            env=_env(_REEL_COMPLETE="bash_source")).stdout.decode()
+    source = subprocess.run(
+        [REEL], capture_output=True, timeout=60, check=True, env=_env(_REEL_COMPLETE="bash_source")
+    ).stdout.decode()
     script = tmp_path / "reel-complete.bash"
     script.write_text(source)
-    probe = (f'source {script}\n'
-             'complete -p reel\n'
-             'COMP_WORDS=(reel commit ag); COMP_CWORD=2; COMPREPLY=()\n'
-             f'_reel_completion {REEL}\n'
-             'printf "<%s>\\n" "${COMPREPLY[@]}"\n'
-             'COMP_WORDS=(reel push ""); COMP_CWORD=2; COMPREPLY=()\n'
-             f'_reel_completion {REEL}\n'
-             'printf "<%s>\\n" "${COMPREPLY[@]}"\n')
-    done = subprocess.run([bash, "--norc", "--noprofile", "-c", probe], cwd=store, capture_output=True,
-                          timeout=60, env=_env())
+    probe = (
+        f"source {script}\n"
+        "complete -p reel\n"
+        "COMP_WORDS=(reel commit ag); COMP_CWORD=2; COMPREPLY=()\n"
+        f"_reel_completion {REEL}\n"
+        'printf "<%s>\\n" "${COMPREPLY[@]}"\n'
+        'COMP_WORDS=(reel push ""); COMP_CWORD=2; COMPREPLY=()\n'
+        f"_reel_completion {REEL}\n"
+        'printf "<%s>\\n" "${COMPREPLY[@]}"\n'
+    )
+    done = subprocess.run(
+        [bash, "--norc", "--noprofile", "-c", probe], cwd=store, capture_output=True, timeout=60, env=_env()
+    )
     assert done.returncode == 0, done.stderr.decode()
     lines = done.stdout.decode().splitlines()
     assert lines[0] == "complete -o nosort -F _reel_completion reel"
@@ -204,17 +223,26 @@ def test_the_bash_script_completes_in_a_real_bash(store: Path, tmp_path: Path) -
 def _shell(name: str) -> str:
     """The shell's path. Missing, the test fails (never skips), so a run without it cannot pass silently."""
     found = shutil.which(name)
-    assert found, (f"{name} is not installed, and this test runs reel's completion script in a real {name}: "
-                   f"install it (Debian: `apt-get install {name}`; .ci/run does), see the README's test requirements")
+    assert found, (
+        f"{name} is not installed, and this test runs reel's completion script in a real {name}: "
+        f"install it (Debian: `apt-get install {name}`; .ci/run does), see the README's test requirements"
+    )
     return found
 
 
 def test_the_fish_line_completes_in_a_real_fish(store: Path) -> None:
     fish = _shell("fish")
-    probe = ('_REEL_COMPLETE=fish_source reel | source\n'  # the line docs/completion.md gives
-             'complete -C "reel commit ag"\ncomplete -C "reel log main..d"\n')
-    done = subprocess.run([fish, "--no-config", "-c", probe], cwd=store, capture_output=True, timeout=60,
-                          env=_env(PATH=f"{Path(REEL).parent}:{os.environ.get('PATH', '')}"))
+    probe = (
+        "_REEL_COMPLETE=fish_source reel | source\n"  # the line docs/completion.md gives
+        'complete -C "reel commit ag"\ncomplete -C "reel log main..d"\n'
+    )
+    done = subprocess.run(
+        [fish, "--no-config", "-c", probe],
+        cwd=store,
+        capture_output=True,
+        timeout=60,
+        env=_env(PATH=f"{Path(REEL).parent}:{os.environ.get('PATH', '')}"),
+    )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.decode().splitlines() == ["agent\tview", "agent-2\tview", "main..dev\ttrunk"]
 
@@ -239,8 +267,13 @@ print -r -- "$buf"
 def test_the_zsh_line_completes_in_a_real_zsh(store: Path) -> None:
     """zsh completes only in an interactive line editor: drive one through zsh's own pseudo-terminal."""
     zsh = _shell("zsh")
-    done = subprocess.run([zsh, "-f", "-c", ZSH_PROBE], cwd=store, capture_output=True, timeout=60,
-                          env=_env(PATH=f"{Path(REEL).parent}:{os.environ.get('PATH', '')}", TERM="dumb"))
+    done = subprocess.run(
+        [zsh, "-f", "-c", ZSH_PROBE],
+        cwd=store,
+        capture_output=True,
+        timeout=60,
+        env=_env(PATH=f"{Path(REEL).parent}:{os.environ.get('PATH', '')}", TERM="dumb"),
+    )
     assert done.returncode == 0, done.stderr.decode()
     out = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\r", "", done.stdout.decode())
     assert "comps=_reel_completion" in out  # the eval line registered reel's completion function

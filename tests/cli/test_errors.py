@@ -51,8 +51,9 @@ def test_put_of_an_unreadable_file_is_e014_permission_denied() -> None:
         secret = work / "secret.txt"
         secret.write_text("no\n")
         secret.chmod(0)
-        denied = subprocess.run([*nobody, REEL, "put", "b", "x.txt", str(secret)], cwd=work, env=env,
-                                capture_output=True)
+        denied = subprocess.run(
+            [*nobody, REEL, "put", "b", "x.txt", str(secret)], cwd=work, env=env, capture_output=True
+        )
         assert denied.returncode == 6, denied.stderr
         assert denied.stderr.decode() == f"error: E014: {secret}: permission denied\n"
     finally:

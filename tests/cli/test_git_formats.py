@@ -16,8 +16,15 @@ from gitserver import GIT_ENV
 from reelstore.api import Store
 from reelstore.cli.main import cli
 
-NAMES = {"a.txt": b"one\n", "tab\tname": b"t\n", "new\nline": b"n\n", "sp ace": b"s\n", "q\"uote": b"q\n",
-         "back\\slash": b"b\n", "caf\u00e9": b"c\n"}
+NAMES = {
+    "a.txt": b"one\n",
+    "tab\tname": b"t\n",
+    "new\nline": b"n\n",
+    "sp ace": b"s\n",
+    'q"uote': b"q\n",
+    "back\\slash": b"b\n",
+    "caf\u00e9": b"c\n",
+}
 REFS = ("refs/heads/topic/one", "refs/tags/v1")
 
 
@@ -27,8 +34,9 @@ class Pair:
     reel_dir: Path
 
     def git(self, args: list[str], stdin: bytes = b"") -> bytes:
-        proc = subprocess.run(["git", *args], cwd=self.git_dir, input=stdin, capture_output=True, env=GIT_ENV,
-                              timeout=60)
+        proc = subprocess.run(
+            ["git", *args], cwd=self.git_dir, input=stdin, capture_output=True, env=GIT_ENV, timeout=60
+        )
         assert proc.returncode == 0, (args, proc.stderr)
         return proc.stdout
 
@@ -77,9 +85,11 @@ def shape(out: bytes) -> bytes:
 CASES = [
     ("cat-file batch-check default", ["cat-file", "--batch-check"], b"main\nmain:a.txt\n"),
     ("cat-file batch-check missing and empty line", ["cat-file", "--batch-check"], b"nope\n\nmain\n"),
-    ("cat-file batch-check format with rest",
-     ["cat-file", "--batch-check=%(objecttype) %(objectname) [%(rest)] %(objectsize)"],
-     b"main some words\nmain:a.txt\tx\n"),
+    (
+        "cat-file batch-check format with rest",
+        ["cat-file", "--batch-check=%(objecttype) %(objectname) [%(rest)] %(objectsize)"],
+        b"main some words\nmain:a.txt\tx\n",
+    ),
     ("cat-file batch-check objectname only", ["cat-file", "--batch-check=%(objectname)"], b"main:a.txt\n"),
     ("cat-file batch blob", ["cat-file", "--batch"], b"main:a.txt\nmain~1:a.txt\n"),
     ("cat-file batch format", ["cat-file", "--batch=%(objectsize) %(objecttype)"], b"main:a.txt\n"),
@@ -89,11 +99,22 @@ CASES = [
     ("cat-file -t", ["cat-file", "-t", "main:a.txt"], b""),
     ("cat-file -s", ["cat-file", "-s", "main:a.txt"], b""),
     ("for-each-ref default", ["for-each-ref", "refs/heads", "refs/tags"], b""),
-    ("for-each-ref modifiers",
-     ["for-each-ref", "--format=%(refname:short)|%(refname:lstrip=2)|%(refname:rstrip=1)|%(refname:lstrip=-1)"
-      "|%(objectname:short=7)|%(objecttype)", "refs/heads", "refs/tags"], b""),
-    ("for-each-ref sort count", ["for-each-ref", "--sort=-refname", "--count=2", "--format=%(refname)",
-                                 "refs/heads", "refs/tags"], b""),
+    (
+        "for-each-ref modifiers",
+        [
+            "for-each-ref",
+            "--format=%(refname:short)|%(refname:lstrip=2)|%(refname:rstrip=1)|%(refname:lstrip=-1)"
+            "|%(objectname:short=7)|%(objecttype)",
+            "refs/heads",
+            "refs/tags",
+        ],
+        b"",
+    ),
+    (
+        "for-each-ref sort count",
+        ["for-each-ref", "--sort=-refname", "--count=2", "--format=%(refname)", "refs/heads", "refs/tags"],
+        b"",
+    ),
     ("for-each-ref points-at", ["for-each-ref", "--points-at=main~1", "--format=%(refname)"], b""),
     ("show-ref", ["show-ref", "--heads"], b""),
     ("show-ref --tags", ["show-ref", "--tags"], b""),
@@ -119,19 +140,30 @@ def test_same_shape_as_git(pair: Pair, args: list[str], stdin: bytes) -> None:
 def test_update_ref_stdin_z_same_effect_as_git(pair: Pair) -> None:
     """The same -z transaction (option line, create, update with an empty OLD, verify of an absent
     ref, delete) leaves the same ref names in both, and a bad option fails in both."""
-    script = (b"option no-deref\0create refs/heads/z/new\0main~1\0update refs/heads/z/moved\0main\0\0"
-              b"verify refs/heads/z/absent\0\0start\0update refs/tags/z\0main\0\0commit\0")
+    script = (
+        b"option no-deref\0create refs/heads/z/new\0main~1\0update refs/heads/z/moved\0main\0\0"
+        b"verify refs/heads/z/absent\0\0start\0update refs/tags/z\0main\0\0commit\0"
+    )
     for side in (pair.git, pair.reel):
         side(["update-ref", "--stdin", "-z"], script)
         side(["update-ref", "--stdin", "-z"], b"delete refs/heads/z/moved\0\0")
     assert shape(pair.reel(["show-ref"])).replace(b"<commit>", b"") == shape(pair.git(["show-ref"]))
     got = pair.reel(["show-ref", "-s", "--verify", "refs/heads/z/new"]).strip()
     assert got == pair.reel(["show-ref", "-s", "--verify", "refs/heads/topic/one"]).strip()
-    bad = CliRunner().invoke(cli, ["-C", str(pair.reel_dir), "update-ref", "--stdin", "-z"],
-                             input=b"option deref-nothing\0")
+    bad = CliRunner().invoke(
+        cli, ["-C", str(pair.reel_dir), "update-ref", "--stdin", "-z"], input=b"option deref-nothing\0"
+    )
     assert bad.exit_code == 6 and "unknown option" in bad.stderr
-    assert subprocess.run(["git", "update-ref", "--stdin", "-z"], cwd=pair.git_dir, input=b"option deref-nothing\0",
-                          capture_output=True, env=GIT_ENV).returncode != 0
+    assert (
+        subprocess.run(
+            ["git", "update-ref", "--stdin", "-z"],
+            cwd=pair.git_dir,
+            input=b"option deref-nothing\0",
+            capture_output=True,
+            env=GIT_ENV,
+        ).returncode
+        != 0
+    )
     for side in (pair.git, pair.reel):
         side(["update-ref", "-d", "refs/heads/z/new"])
         side(["update-ref", "-d", "refs/tags/z"])

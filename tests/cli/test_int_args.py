@@ -19,8 +19,7 @@ CASES = [
 
 @pytest.mark.parametrize("argv", CASES, ids=lambda a: " ".join(a))
 @pytest.mark.parametrize("value", ["-1", str(2**63), "999999999999999999999"])
-def test_out_of_range_counts_are_refused_without_a_traceback(reel, tmp_path: Path, argv: list[str],
-                                                             value: str) -> None:
+def test_out_of_range_counts_are_refused_without_a_traceback(reel, tmp_path: Path, argv: list[str], value: str) -> None:
     reel("init", check=True)
     done = reel(*argv, value)
     assert done.returncode != 0, done.stdout.decode()

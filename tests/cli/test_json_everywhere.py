@@ -52,8 +52,11 @@ def test_usage_error_is_one_json_error_object(tmp_path: Path, path: tuple[str, .
 
 
 def test_usage_errors_of_the_group_and_unknown_commands(tmp_path: Path) -> None:
-    for args in (["--json", "no-such-command"], ["--no-such-global", "--json"],
-                 ["--json", "cat-file", "-t", "-p", "x"]):
+    for args in (
+        ["--json", "no-such-command"],
+        ["--no-such-global", "--json"],
+        ["--json", "cat-file", "-t", "-p", "x"],
+    ):
         out = _invoke(tmp_path, *args)
         assert out.exit_code == 2 and json.loads(out.stderr)["error"]["code"] == "usage", args
     plain = _invoke(tmp_path, "cat-file", "--bogus", "--", "--json")
@@ -62,22 +65,54 @@ def test_usage_errors_of_the_group_and_unknown_commands(tmp_path: Path) -> None:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
-    for args in (["init"], ["fork", "done"], ["put", "done", "a.txt", "-"], ["commit", "done", "-m", "one"],
-                 ["fork", "w"], ["put", "w", "b.txt", "-"]):
+    for args in (
+        ["init"],
+        ["fork", "done"],
+        ["put", "done", "a.txt", "-"],
+        ["commit", "done", "-m", "one"],
+        ["fork", "w"],
+        ["put", "w", "b.txt", "-"],
+    ):
         out = _invoke(tmp_path, *args, input=b"data\n")
         assert out.exit_code == 0, (args, out.output)
     return tmp_path
 
 
 SUCCEEDS = [
-    ["status", "w"], ["views"], ["ls", "w"], ["get", "w", "b.txt"], ["log"], ["diff", "w"], ["show", "main"],
-    ["cat-file", "-t", "main"], ["cat-file", "-p", "main:a.txt"], ["show-ref"], ["for-each-ref"],
-    ["ls-tree", "main"], ["rev-list", "main"], ["reflog"], ["count-objects"], ["fsck"], ["config", "--list"],
-    ["config", "core.trunk"], ["remote"], ["ops"], ["ops", "--unresolved"], ["hash-object", "--stdin"],
-    ["verify-pack"], ["repack"],
-    ["fork", "x"], ["put", "w", "c.txt", "-"], ["rm", "w", "b.txt"], ["abort", "w"],
-    ["hold", "--why", "test"], ["release"],
-    ["update-ref", "refs/tags/t", "main"], ["gc"], ["prune"], ["snapshot", "w", "snap"],
+    ["status", "w"],
+    ["views"],
+    ["ls", "w"],
+    ["get", "w", "b.txt"],
+    ["log"],
+    ["diff", "w"],
+    ["show", "main"],
+    ["cat-file", "-t", "main"],
+    ["cat-file", "-p", "main:a.txt"],
+    ["show-ref"],
+    ["for-each-ref"],
+    ["ls-tree", "main"],
+    ["rev-list", "main"],
+    ["reflog"],
+    ["count-objects"],
+    ["fsck"],
+    ["config", "--list"],
+    ["config", "core.trunk"],
+    ["remote"],
+    ["ops"],
+    ["ops", "--unresolved"],
+    ["hash-object", "--stdin"],
+    ["verify-pack"],
+    ["repack"],
+    ["fork", "x"],
+    ["put", "w", "c.txt", "-"],
+    ["rm", "w", "b.txt"],
+    ["abort", "w"],
+    ["hold", "--why", "test"],
+    ["release"],
+    ["update-ref", "refs/tags/t", "main"],
+    ["gc"],
+    ["prune"],
+    ["snapshot", "w", "snap"],
 ]
 
 
@@ -90,10 +125,17 @@ def test_one_document_on_stdout(store: Path, args: list[str], where: str) -> Non
     json.loads(out.stdout)
 
 
-@pytest.mark.parametrize("args,status", [(["cat-file", "-t", "nope"], 4), (["get", "w", "nope"], 4),
-                                         (["status", "nope"], 4), (["for-each-ref", "--format=%(x)"], 6),
-                                         (["commit", "nope"], 4)],
-                         ids=lambda a: " ".join(a) if isinstance(a, list) else "")
+@pytest.mark.parametrize(
+    "args,status",
+    [
+        (["cat-file", "-t", "nope"], 4),
+        (["get", "w", "nope"], 4),
+        (["status", "nope"], 4),
+        (["for-each-ref", "--format=%(x)"], 6),
+        (["commit", "nope"], 4),
+    ],
+    ids=lambda a: " ".join(a) if isinstance(a, list) else "",
+)
 def test_errors_are_one_json_error_object(store: Path, args: list[str], status: int) -> None:
     out = _invoke(store, *args, "--json")
     assert out.exit_code == status and out.stdout == ""
@@ -119,7 +161,7 @@ def test_cat_file_p_prints_the_one_encoders_text(tmp_path: Path) -> None:
     repo = Repo.init(tmp_path)
     kernel.fork(repo, "v")
     kernel.put(repo, "v", "dir/a.txt", b"x")
-    kernel.put(repo, "v", "b\n\u00e9\"q\".txt", b"y")
+    kernel.put(repo, "v", 'b\n\u00e9"q".txt', b"y")
     view = repo.refs["refs/views/v"]
     shown = repo.objects.get(view)
     ids = [view, repo.refs["refs/heads/main"], shown.namespace, *shown.caps]  # type: ignore[attr-defined]
@@ -128,8 +170,9 @@ def test_cat_file_p_prints_the_one_encoders_text(tmp_path: Path) -> None:
     for h in ids:
         obj = repo.objects.get(h)
         kinds.add(obj.kind)
-        done = subprocess.run([sys.executable, "-c", script, "cat-file", "-p", h.hex()], cwd=tmp_path,
-                              capture_output=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-c", script, "cat-file", "-p", h.hex()], cwd=tmp_path, capture_output=True, timeout=60
+        )
         assert done.returncode == 0, done.stderr
         want = json.dumps(obj.to_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         assert done.stdout == want.encode("utf-8"), obj.kind

@@ -50,9 +50,24 @@ def _history(run, tmp_path: Path) -> Path:
 
 def test_log_ranges_select_what_git_log_selects(run, tmp_path: Path) -> None:
     g = _history(run, tmp_path)
-    cases = [["main"], ["dev"], ["main~2..main"], ["main..dev"], ["dev..main"], ["^main~1", "main"],
-             ["^main", "dev"], ["main~1.."], ["..dev"], ["main..main"], ["dev~1..dev", "main~1..main"],
-             ["main...dev"], ["dev...main~1"], ["main~1...main"], ["-n", "2", "main..dev"], ["-n", "0", "dev"]]
+    cases = [
+        ["main"],
+        ["dev"],
+        ["main~2..main"],
+        ["main..dev"],
+        ["dev..main"],
+        ["^main~1", "main"],
+        ["^main", "dev"],
+        ["main~1.."],
+        ["..dev"],
+        ["main..main"],
+        ["dev~1..dev", "main~1..main"],
+        ["main...dev"],
+        ["dev...main~1"],
+        ["main~1...main"],
+        ["-n", "2", "main..dev"],
+        ["-n", "0", "dev"],
+    ]
     for args in cases:
         want = _git(g, "log", "--format=%s", *args).splitlines()
         got = run("log", "--oneline", *args)

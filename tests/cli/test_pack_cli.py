@@ -138,8 +138,9 @@ def test_flipped_pack_byte_is_caught(tmp_path: Path, run, reel) -> None:
     store = Repo.open(tmp_path).objects
     pack = store.packs()[0]
     infos, _ = verify_pack(pack)
-    victim = next(i for i in infos if i.kind == "blob" and i.base is None and not any(
-        j.base == i.offset for j in infos))
+    victim = next(
+        i for i in infos if i.kind == "blob" and i.base is None and not any(j.base == i.offset for j in infos)
+    )
     flip(pack.path, victim.offset + victim.packed - 2)
     res = reel("fsck")
     assert res.returncode == 3

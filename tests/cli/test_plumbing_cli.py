@@ -106,7 +106,11 @@ def test_cat_file_batch_formats(run, tmp_path: Path, read_path: str):
     b = _blob(run, b"")
     out = run("cat-file", "--batch", input=f"{a}\nnope\n{b[:8]}\n{'e' * 64}\n").stdout_bytes
     assert out == (
-        f"{a} blob 5\n".encode() + b"alpha\n" + b"nope missing\n" + f"{b} blob 0\n".encode() + b"\n"
+        f"{a} blob 5\n".encode()
+        + b"alpha\n"
+        + b"nope missing\n"
+        + f"{b} blob 0\n".encode()
+        + b"\n"
         + f"{'e' * 64} missing\n".encode()
     )
     check = run("cat-file", "--batch-check", input=f"{a}\n").stdout
@@ -154,8 +158,12 @@ def test_update_ref_refuses_a_target_of_the_wrong_kind(run, tmp_path: Path):
     """Finding 8 of issue 11: a trunk holds a record, a view ref a view, a drain ref a journal entry."""
     run("init")
     blob, view, rec = _blob(run, b"a"), _view(tmp_path), _record(tmp_path, "r")
-    for name, target in (("refs/heads/x", blob), ("refs/heads/x", view), ("refs/views/v", rec),
-                         ("refs/drains/main", rec)):
+    for name, target in (
+        ("refs/heads/x", blob),
+        ("refs/heads/x", view),
+        ("refs/views/v", rec),
+        ("refs/drains/main", rec),
+    ):
         out = run("update-ref", name, target)
         assert out.exit_code == 6 and "must point at a" in out.stderr, (name, out.output)
         assert _ref(tmp_path, name) is None
@@ -318,14 +326,19 @@ def test_batch_check_streams_ten_thousand_ids(reel, tmp_path: Path, read_path: s
     ids = Repo.open(tmp_path).objects.put_many(blobs)
     missing = [f"{i:064x}" for i in range(1, 11)]
     names = [h.hex() for h in ids] + missing
-    proc = subprocess.run([REEL, "cat-file", "--batch-check", "--buffer"], cwd=tmp_path, capture_output=True,
-                          input="\n".join(names).encode() + b"\n", timeout=120)
+    proc = subprocess.run(
+        [REEL, "cat-file", "--batch-check", "--buffer"],
+        cwd=tmp_path,
+        capture_output=True,
+        input="\n".join(names).encode() + b"\n",
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.decode().splitlines()
     assert len(lines) == len(names)
     for blob, line in zip(blobs, lines):
         assert line == f"{blob.id.hex()} blob {len(blob.data)}"
-    assert lines[len(blobs):] == [f"{m} missing" for m in missing]
+    assert lines[len(blobs) :] == [f"{m} missing" for m in missing]
     some = "\n".join(h.hex() for h in ids[:50]).encode() + b"\n"
     full = subprocess.run([REEL, "cat-file", "--batch"], cwd=tmp_path, capture_output=True, input=some, timeout=60)
     expected = b"".join(f"{b.id.hex()} blob {len(b.data)}\n".encode() + b.data + b"\n" for b in blobs[:50])
@@ -337,8 +350,7 @@ def test_batch_answers_each_name_before_reading_the_next(reel, tmp_path: Path, r
     reel("init", check=True)
     blobs = [Blob(b"interactive %d" % i) for i in range(3)]
     Repo.open(tmp_path).objects.put_many(blobs)
-    proc = subprocess.Popen([REEL, "cat-file", "--batch"], cwd=tmp_path, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE)
+    proc = subprocess.Popen([REEL, "cat-file", "--batch"], cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
     try:
         for blob in [*blobs, Blob(b"absent")]:

@@ -47,12 +47,16 @@ def test_for_each_ref_sort_count_points_at(run, tmp_path):
         run("update-ref", name, main)
     fmt = ["--format", "%(refname)"]
     assert run("for-each-ref", *fmt, "--sort=-refname", "refs/tags").stdout.split() == [
-        "refs/tags/c/d", "refs/tags/b", "refs/tags/a"]
+        "refs/tags/c/d",
+        "refs/tags/b",
+        "refs/tags/a",
+    ]
     assert run("for-each-ref", *fmt, "--sort=refname", "--count=1", "refs/tags").stdout == "refs/tags/a\n"
     assert len(run("for-each-ref", *fmt, f"--points-at={main[:8]}").stdout.split()) == 4
     assert run("for-each-ref", *fmt, "--points-at=main", "refs/tags/c").stdout == "refs/tags/c/d\n"
-    mods = run("for-each-ref", "--format", "%(refname:lstrip=2) %(refname:rstrip=-2) %(objectname:short=6)",
-               "refs/tags/c")
+    mods = run(
+        "for-each-ref", "--format", "%(refname:lstrip=2) %(refname:rstrip=-2) %(objectname:short=6)", "refs/tags/c"
+    )
     assert mods.stdout == f"c/d refs/tags {main[:6]}\n"
     bad = run("for-each-ref", "--format", "%(refname:bogus)")
     assert bad.exit_code == 6 and "short, lstrip=N or rstrip=N" in bad.stderr

@@ -13,9 +13,11 @@ from reelstore.cli import progress as progress_mod
 from reelstore.cli.progress import Progress
 from reelstore.sync.transport import Counter, remote_progress, size
 
-REMOTE = ("Enumerating objects: 5, done.\n"
-          "Counting objects:  20% (1/5)\rCounting objects: 100% (5/5)\rCounting objects: 100% (5/5), done.\n"
-          "Total 5 (delta 0), reused 0 (delta 0), pack-reused 0\n")
+REMOTE = (
+    "Enumerating objects: 5, done.\n"
+    "Counting objects:  20% (1/5)\rCounting objects: 100% (5/5)\rCounting objects: 100% (5/5), done.\n"
+    "Total 5 (delta 0), reused 0 (delta 0), pack-reused 0\n"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -40,9 +42,13 @@ def drawn(chunks: list[str], *, escapes: bool = True) -> str:
 
 def test_text_cut_at_every_place_is_drawn_whole() -> None:
     whole = segments(drawn([REMOTE]))
-    assert whole == ["Enumerating objects: 5, done.", "Counting objects:  20% (1/5)",
-                     "Counting objects: 100% (5/5)", "Counting objects: 100% (5/5), done.",
-                     "Total 5 (delta 0), reused 0 (delta 0), pack-reused 0"]
+    assert whole == [
+        "Enumerating objects: 5, done.",
+        "Counting objects:  20% (1/5)",
+        "Counting objects: 100% (5/5)",
+        "Counting objects: 100% (5/5), done.",
+        "Total 5 (delta 0), reused 0 (delta 0), pack-reused 0",
+    ]
     for cut in range(1, len(REMOTE)):
         assert segments(drawn([REMOTE[:cut], REMOTE[cut:]])) == whole, cut
     assert segments(drawn(list(REMOTE))) == whole  # one character at a time
@@ -65,8 +71,10 @@ def test_stage_counters_end_as_done_lines() -> None:
     p.count("packing", 5, 5)
     p.end()
     p.end()
-    assert out.getvalue() == ("marking: 3\rmarking: 3, done.\x1b[K\npacking:  40% (2/5)\rpacking: 100% (5/5)\x1b[K"
-                              "\rpacking: 100% (5/5), done.\x1b[K\n")
+    assert out.getvalue() == (
+        "marking: 3\rmarking: 3, done.\x1b[K\npacking:  40% (2/5)\rpacking: 100% (5/5)\x1b[K"
+        "\rpacking: 100% (5/5), done.\x1b[K\n"
+    )
 
 
 def test_a_dumb_terminal_gets_no_escape_codes() -> None:
@@ -96,8 +104,7 @@ def test_remote_text_is_marked_and_utf8_cut_between_chunks_is_whole() -> None:
     cut = data.index("é".encode()) + 1  # inside the two bytes of é
     forward(data[:cut])
     forward(data[cut:])
-    assert "".join(got) == ("remote: Compressing é: 1/2\rremote: Compressing é: 2/2, done.\n"
-                            "remote: Total 2\n")
+    assert "".join(got) == ("remote: Compressing é: 1/2\rremote: Compressing é: 2/2, done.\nremote: Total 2\n")
     assert remote_progress(None) is None
 
 
@@ -113,5 +120,10 @@ def test_a_library_counter_reports_in_place_then_done() -> None:
     sized.add(3 << 20)
     sized.done()
     assert got[-1] == "receiving pack: 3.00 MiB, done.\n"
-    assert [size(n) for n in (0, 1023, 1024, 1536, 5 << 30)] == ["0 bytes", "1023 bytes", "1.00 KiB", "1.50 KiB",
-                                                                 "5.00 GiB"]
+    assert [size(n) for n in (0, 1023, 1024, 1536, 5 << 30)] == [
+        "0 bytes",
+        "1023 bytes",
+        "1.00 KiB",
+        "1.50 KiB",
+        "5.00 GiB",
+    ]

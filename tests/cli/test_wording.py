@@ -8,13 +8,15 @@ from pathlib import Path
 from reelstore.wording import plural
 
 ROOT = Path(__file__).resolve().parents[2]
-COUNTED = re.compile(r"\{[^{}]+\} (new )?(objects|effects|problems|packs|refs|views|records|reads|drains|operations"
-                     r"|invariants|entries|files|changes)\b|[a-z]\(s\) (?!for\b)")
+COUNTED = re.compile(
+    r"\{[^{}]+\} (new )?(objects|effects|problems|packs|refs|views|records|reads|drains|operations"
+    r"|invariants|entries|files|changes)\b|[a-z]\(s\) (?!for\b)"
+)
 KEPT = {
     # git's own output format, which scripts parse: `git count-objects` says "1 objects" too.
-    "plumbing/count_objects.py": 'text = f"{stats[\'count\']} objects, {stats[\'size\']} kilobytes"',
+    "plumbing/count_objects.py": "text = f\"{stats['count']} objects, {stats['size']} kilobytes\"",
     # always two or more.
-    "reelstore/backend/object_store.py": 'is ambiguous: {len(found)} objects match',
+    "reelstore/backend/object_store.py": "is ambiguous: {len(found)} objects match",
 }
 
 

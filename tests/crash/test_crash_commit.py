@@ -102,8 +102,14 @@ WORKER = textwrap.dedent("""
 def test_two_processes_commit_concurrently_one_record_per_view(tmp_path: Path) -> None:
     Repo.init(tmp_path)
     count = 12
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(tmp_path), who, str(count)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for who in ("p", "q")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(tmp_path), who, str(count)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for who in ("p", "q")
+    ]
     for p in procs:
         _, err = p.communicate(timeout=240)
         assert p.returncode == 0, err.decode()

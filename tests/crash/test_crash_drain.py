@@ -40,8 +40,9 @@ def crashed_commit(tmp_path: Path, target: Target, tier: str, point: str) -> Non
     store.fork("pay").effect("http", pay_op(target.url, tier))
     env = {"REEL_TEST_CRASH_AT": "drain:" + point} if point != "target-kills" else {}
     target.fault = "kill-after-append" if point == "target-kills" else None
-    proc = subprocess.Popen([REEL, "commit", "pay"], cwd=tmp_path, env=_env(**env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [REEL, "commit", "pay"], cwd=tmp_path, env=_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     target.victim = proc.pid
     proc.communicate(timeout=60)
     assert proc.returncode == -9, f"reel commit should have been killed at {point}, exited {proc.returncode}"

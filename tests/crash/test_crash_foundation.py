@@ -93,8 +93,7 @@ def test_sigkilled_library_writers_leave_a_sound_store(tmp_path: Path):
         if point:
             env["REEL_TEST_CRASH_AT"] = point
         args = [sys.executable, "-c", WRITER, str(root), str(round_)]
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
         if point:
             proc.wait(timeout=60)
@@ -125,8 +124,13 @@ def test_sigkilled_reel_commands_leave_a_sound_store(tmp_path: Path):
         files.append(str(p))
     paths = ("\n".join(files) + "\n").encode()
     for round_ in range(4):
-        writer = subprocess.Popen([REEL, "hash-object", "-w", "--stdin-paths"], cwd=tmp_path, stdin=subprocess.PIPE,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        writer = subprocess.Popen(
+            [REEL, "hash-object", "-w", "--stdin-paths"],
+            cwd=tmp_path,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         assert writer.stdin is not None
         writer.stdin.write(paths)
         writer.stdin.close()
@@ -136,8 +140,13 @@ def test_sigkilled_reel_commands_leave_a_sound_store(tmp_path: Path):
         target = next(iter(repo.objects))
         main = repo.refs["refs/heads/main"]
         script = f"update refs/heads/main {target.hex()} {main.hex()}\ncreate refs/views/r{round_} {target.hex()}\n"
-        updater = subprocess.Popen([REEL, "update-ref", "--stdin"], cwd=tmp_path, stdin=subprocess.PIPE,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        updater = subprocess.Popen(
+            [REEL, "update-ref", "--stdin"],
+            cwd=tmp_path,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         assert updater.stdin is not None
         updater.stdin.write(script.encode())
         updater.stdin.close()

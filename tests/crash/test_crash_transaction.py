@@ -17,10 +17,25 @@ from reelstore.backend.repo import Repo
 from reelstore.kernel import verbs as kernel
 
 REEL = [sys.executable, "-c", "from reelstore.cli.main import main; main()"]
-POINTS = ("refs:prepared", "batch:pack-synced", "batch:pack-renamed", "batch:renamed", "refs:lock-written",
-          "refs:logged", "refs:op-logged", "refs:renamed", "transaction:landed")
-BEFORE = ("refs:prepared", "batch:pack-synced", "batch:pack-renamed", "batch:renamed", "refs:lock-written",
-          "refs:logged")
+POINTS = (
+    "refs:prepared",
+    "batch:pack-synced",
+    "batch:pack-renamed",
+    "batch:renamed",
+    "refs:lock-written",
+    "refs:logged",
+    "refs:op-logged",
+    "refs:renamed",
+    "transaction:landed",
+)
+BEFORE = (
+    "refs:prepared",
+    "batch:pack-synced",
+    "batch:pack-renamed",
+    "batch:renamed",
+    "refs:lock-written",
+    "refs:logged",
+)
 
 
 def reel(cwd: Path, *args: str, crash: str | None = None) -> subprocess.CompletedProcess[bytes]:

@@ -78,8 +78,9 @@ def test_reflog_and_journal_disagreeing_is_reported_not_resolved(tmp_path: Path)
         forged = []
         for line in log.read_text().splitlines():
             entry = ReflogEntry.parse(line, "refs/heads/main")
-            forged.append(entry._replace(message=entry.message.replace("commit pay", "gommit pay")).line(
-                "refs/heads/main"))
+            forged.append(
+                entry._replace(message=entry.message.replace("commit pay", "gommit pay")).line("refs/heads/main")
+            )
         log.write_text("".join(forged))
         (op,) = json.loads(reel(tmp_path, "ops", "--json").stdout)
         assert op["state"] == "unknown"
@@ -109,8 +110,14 @@ def test_packs_whose_objects_do_not_decode_are_refused(tmp_path: Path) -> None:
     """Finding 8: index-pack stored such a pack, and fsck and verify-pack passed it."""
     Repo.init(tmp_path)
     pack = _bad_pack(tmp_path / "elsewhere")
-    stdin = subprocess.run([REEL, "index-pack", "--stdin"], cwd=tmp_path, env=_env(), input=pack.read_bytes(),
-                           capture_output=True, timeout=60)
+    stdin = subprocess.run(
+        [REEL, "index-pack", "--stdin"],
+        cwd=tmp_path,
+        env=_env(),
+        input=pack.read_bytes(),
+        capture_output=True,
+        timeout=60,
+    )
     assert stdin.returncode == 3 and b"does not decode" in stdin.stderr, stdin
     assert list((tmp_path / ".reel/objects/pack").glob("*.pack")) == []
     planted = _bad_pack(tmp_path / ".reel/objects/pack")

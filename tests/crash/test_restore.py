@@ -17,8 +17,17 @@ def test_restored_backup_keeps_the_op_unknown_and_recover_sends_nothing(tmp_path
         store, backup = tmp_path / ".reel", tmp_path / "backup.reel"
         shutil.copytree(store, backup)
         (doc,) = json.loads(reel(tmp_path, "ops", "--unresolved", "--json").stdout)
-        done = reel(tmp_path, "reconcile", doc["op"], "--outcome", "succeeded", "--evidence", "seen on ledger",
-                    "--observer", "carol")
+        done = reel(
+            tmp_path,
+            "reconcile",
+            doc["op"],
+            "--outcome",
+            "succeeded",
+            "--evidence",
+            "seen on ledger",
+            "--observer",
+            "carol",
+        )
         assert done.returncode == 0, done.stderr
         assert json.loads(reel(tmp_path, "ops", "--unresolved", "--json").stdout) == []
 

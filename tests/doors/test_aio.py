@@ -75,8 +75,10 @@ def test_fifty_views_commit_concurrently_without_blocking_the_loop(tmp_path: Pat
         return lateness
 
     lateness = asyncio.run(main())
-    print(f'ticks {len(lateness)} median {statistics.median(lateness)*1000:.1f} ms p95 '
-          f'{sorted(lateness)[int(len(lateness) * 0.95)]*1000:.1f} ms max {max(lateness)*1000:.1f} ms')
+    print(
+        f"ticks {len(lateness)} median {statistics.median(lateness) * 1000:.1f} ms p95 "
+        f"{sorted(lateness)[int(len(lateness) * 0.95)] * 1000:.1f} ms max {max(lateness) * 1000:.1f} ms"
+    )
     assert sorted(_Slow.hits) == sorted(f'{{"n":{n}}}'.encode() for n in range(50))
     # 50 commits that each wait 0.2 s on the target, run in the loop, would stall it for 10 s.
     assert len(lateness) > 20
@@ -125,8 +127,13 @@ def test_cancelling_a_commit_never_interrupts_its_drain(tmp_path: Path, slow: st
 
 def test_http_request_is_the_http_op() -> None:
     req = HttpRequest("PUT", "https://example.invalid/doc", headers={"X-A": "1"}, body="text", etag='"v1"')
-    assert req.to_op() == {"method": "PUT", "url": "https://example.invalid/doc", "headers": {"X-A": "1"},
-                           "body": "text", "etag": '"v1"'}
+    assert req.to_op() == {
+        "method": "PUT",
+        "url": "https://example.invalid/doc",
+        "headers": {"X-A": "1"},
+        "body": "text",
+        "etag": '"v1"',
+    }
     with pytest.raises(ValueError):
         HttpRequest("POST", "https://example.invalid/", json={}, body="x")
     store = Store.memory()

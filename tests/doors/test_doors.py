@@ -76,10 +76,12 @@ def _mcp(store: Path) -> None:
         params = StdioServerParameters(command=REEL, args=["-C", str(store), "mcp"], env=_env())
         async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
             await client.initialize()
-            for tool, args in [("fork", {"name": "task", "caps": CAPS}),
-                               ("put", {"view": "task", "files": [{"path": NOTE, "text": TEXT}]}),
-                               ("effect", {"view": "task", "adapter": "fs", "op": OP}),
-                               ("commit", {"view": "task", "message": "task"})]:
+            for tool, args in [
+                ("fork", {"name": "task", "caps": CAPS}),
+                ("put", {"view": "task", "files": [{"path": NOTE, "text": TEXT}]}),
+                ("effect", {"view": "task", "adapter": "fs", "op": OP}),
+                ("commit", {"view": "task", "message": "task"}),
+            ]:
                 result = await client.call_tool(tool, args)
                 assert not result.isError, (tool, [getattr(c, "text", "") for c in result.content])
 
@@ -92,8 +94,13 @@ def _notes(store: Path) -> list[str]:
     return [look.get(name).decode() for name, _ in look.ls("notes/")]
 
 
-DOORS: dict[str, Callable[[Path], None]] = {"cli": _cli, "store-view": _store_view, "store-commit": _store_commit,
-                                           "async": _async, "mcp": _mcp}
+DOORS: dict[str, Callable[[Path], None]] = {
+    "cli": _cli,
+    "store-view": _store_view,
+    "store-commit": _store_commit,
+    "async": _async,
+    "mcp": _mcp,
+}
 
 
 @pytest.fixture(scope="module")

@@ -94,8 +94,9 @@ def test_a_put_from_another_thread_is_readable_after_commit(tmp_path: Path) -> N
     assert reopened.get("c.txt") == b"after a flush in a third thread"
 
 
-def _keep_putting(v: ViewHandle, trial: int, landed: list[str], refused: list[BaseException],
-                  started: threading.Event) -> None:
+def _keep_putting(
+    v: ViewHandle, trial: int, landed: list[str], refused: list[BaseException], started: threading.Event
+) -> None:
     for j in range(100_000):
         try:
             v.put(f"n/{trial}/{j}", b"x")

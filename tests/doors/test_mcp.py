@@ -26,8 +26,23 @@ from target import Target
 
 from reelstore.backend.repo import Repo
 
-TOOLS = {"fork", "ls", "get", "put", "rm", "diff", "status", "effect", "commit", "abort", "views", "log", "ops",
-         "operation", "capabilities"}
+TOOLS = {
+    "fork",
+    "ls",
+    "get",
+    "put",
+    "rm",
+    "diff",
+    "status",
+    "effect",
+    "commit",
+    "abort",
+    "views",
+    "log",
+    "ops",
+    "operation",
+    "capabilities",
+}
 TOKEN = "test-token-0123456789"
 
 
@@ -43,8 +58,15 @@ def _doc(result):
 
 
 def _server_args(store: Path, url: str) -> list[str]:
-    return ["-C", str(store), "mcp", "--cap", "read,write,delete=notes/",
-            "--cap", f"fire_c=http:POST:{url}/blind/;budget=5"]
+    return [
+        "-C",
+        str(store),
+        "mcp",
+        "--cap",
+        "read,write,delete=notes/",
+        "--cap",
+        f"fire_c=http:POST:{url}/blind/;budget=5",
+    ]
 
 
 def _env() -> dict[str, str]:
@@ -88,20 +110,29 @@ async def until_listening(server: subprocess.Popen[bytes], port: int) -> None:
 
 @asynccontextmanager
 async def _over_http(store: Path, url: str, port: int) -> AsyncIterator[ClientSession]:
-    server = subprocess.Popen([REEL, *_server_args(store, url), "--http", str(port)], env=_env(),
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = subprocess.Popen(
+        [REEL, *_server_args(store, url), "--http", str(port)],
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         await until_listening(server, port)
         # only loopback: 127.0.0.1 in /proc's little-endian hex, and nothing on any other address
         assert _listening(port) == {"0100007F"}, _listening(port)
         # a request without the bearer token is refused before it reaches a tool
         async with httpx.AsyncClient() as anonymous:
-            refused = await anonymous.post(f"http://127.0.0.1:{port}/mcp", json={"jsonrpc": "2.0", "id": 1,
-                                                                                 "method": "tools/list"})
+            refused = await anonymous.post(
+                f"http://127.0.0.1:{port}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+            )
             assert refused.status_code == 401, refused.text
         authed = httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=httpx.Timeout(30, read=120))
-        async with authed, streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=authed) as (
-                read, write, _), ClientSession(read, write) as client:
+        async with (
+            authed,
+            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=authed) as (read, write, _),
+            ClientSession(read, write) as client,
+        ):
             yield client
     finally:
         server.send_signal(signal.SIGINT)  # an operator's Ctrl-C
@@ -132,8 +163,18 @@ async def _session(transport: Transport, store: Path, url: str, port: int, ledge
         assert wide.isError and "E009: " in _text(wide)
 
         _doc(await client.call_tool("fork", {"name": "a"}))
-        _doc(await client.call_tool("put", {"view": "a", "files": [
-            {"path": "notes/plan.md", "text": "refund 42\n"}, {"path": "notes/raw.bin", "base64": "AAEC"}]}))
+        _doc(
+            await client.call_tool(
+                "put",
+                {
+                    "view": "a",
+                    "files": [
+                        {"path": "notes/plan.md", "text": "refund 42\n"},
+                        {"path": "notes/raw.bin", "base64": "AAEC"},
+                    ],
+                },
+            )
+        )
         got = _doc(await client.call_tool("get", {"view": "a", "path": "notes/plan.md"}))
         assert got["text"] == "refund 42\n"
         outside = await client.call_tool("put", {"view": "a", "files": [{"path": "secrets.txt", "text": "x"}]})
@@ -161,13 +202,15 @@ async def _session(transport: Transport, store: Path, url: str, port: int, ledge
 
 
 @pytest.mark.parametrize("transport", [_over_stdio, _over_http], ids=["stdio", "streamable-http"])
-def test_mcp_server_through_the_official_client(tmp_path: Path, reel, reserve_port: Callable[[], int],
-                                                transport: Transport) -> None:
+def test_mcp_server_through_the_official_client(
+    tmp_path: Path, reel, reserve_port: Callable[[], int], transport: Transport
+) -> None:
     store = tmp_path / "store"
     store.mkdir()
     Repo.init(store)
     reel("-C", str(store), "fork", "wide", check=True)
     with Target(tmp_path / "ledger.jsonl") as target:
+
         def lines() -> list[str]:
             return target.ledger_path.read_text().splitlines()
 

@@ -62,8 +62,13 @@ async def _stdio(store: Path, *args: str, principal: str = "") -> AsyncIterator[
 
 @asynccontextmanager
 async def _http_server(store: Path, port: int, *args: str) -> AsyncIterator[str]:
-    server = subprocess.Popen([REEL, "-C", str(store), "mcp", *args, "--http", str(port)], env=_env(),
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = subprocess.Popen(
+        [REEL, "-C", str(store), "mcp", *args, "--http", str(port)],
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         await until_listening(server, port)
         yield f"http://127.0.0.1:{port}/mcp"
@@ -79,8 +84,11 @@ async def _http_server(store: Path, port: int, *args: str) -> AsyncIterator[str]
 @asynccontextmanager
 async def _http_session(url: str) -> AsyncIterator[ClientSession]:
     authed = httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=httpx.Timeout(30, read=120))
-    async with authed, streamable_http_client(url, http_client=authed) as (read, write, _), \
-            ClientSession(read, write) as client:
+    async with (
+        authed,
+        streamable_http_client(url, http_client=authed) as (read, write, _),
+        ClientSession(read, write) as client,
+    ):
         await client.initialize()
         yield client
 
@@ -90,7 +98,8 @@ def _reel(store: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
 
 
 def test_an_owed_refund_is_a_result_and_a_retrying_agent_sends_it_once(
-        tmp_path: Path, reserve_port: Callable[[], int]) -> None:
+    tmp_path: Path, reserve_port: Callable[[], int]
+) -> None:
     """The agent retries whatever comes back as a tool error, as models do. The target is down at commit:
     the refund is owed (not sent). The agent must see a result, not an error, so it queues no second
     refund; the operator's `reel recover` then sends the one refund to the blind ledger."""
@@ -148,8 +157,17 @@ def test_tools_are_annotated_typed_and_strict(tmp_path: Path) -> None:
     url = "http://127.0.0.1:9"
 
     async def session() -> None:
-        async with _stdio(store, "--cap", "read,write=notes/", "--cap", f"fire_c=http:POST:{url}/;budget=3",
-                          "--cap", "fire_c=fs:out/", "--session-budget", "5") as (client, instructions):
+        async with _stdio(
+            store,
+            "--cap",
+            "read,write=notes/",
+            "--cap",
+            f"fire_c=http:POST:{url}/;budget=3",
+            "--cap",
+            "fire_c=fs:out/",
+            "--session-budget",
+            "5",
+        ) as (client, instructions):
             # the model is told its capabilities
             assert f"fire_c=http:POST:{url}/;budget=3" in instructions and "at most 5 effects" in instructions
             told = _doc(await client.call_tool("capabilities", {}))
@@ -194,8 +212,9 @@ def test_a_session_budget_bounds_the_whole_server(tmp_path: Path) -> None:
         op = {"method": "POST", "url": f"{target.url}/blind/refund", "json": {"amount": 1}}
 
         async def session() -> list:
-            async with _stdio(store, "--cap", f"fire_c=http:POST:{target.url}/blind/;budget=2",
-                              "--session-budget", "2") as (client, _):
+            async with _stdio(
+                store, "--cap", f"fire_c=http:POST:{target.url}/blind/;budget=2", "--session-budget", "2"
+            ) as (client, _):
                 for i in range(4):
                     _doc(await client.call_tool("fork", {"name": f"v{i}"}))
                     for _ in range(2):
@@ -260,8 +279,7 @@ def test_a_slow_drain_blocks_no_other_session(tmp_path: Path, reserve_port: Call
         op = {"method": "POST", "url": f"{target.url}/blind/refund", "json": {"amount": 7}}
 
         async def run() -> None:
-            async with _http_server(store, reserve_port()) as url, _http_session(url) as a, \
-                    _http_session(url) as b:
+            async with _http_server(store, reserve_port()) as url, _http_session(url) as a, _http_session(url) as b:
                 _doc(await a.call_tool("fork", {"name": "slow"}))
                 _doc(await a.call_tool("effect", {"view": "slow", "adapter": "http", "op": op}))
                 _doc(await b.call_tool("fork", {"name": "other"}))
@@ -292,8 +310,9 @@ def test_a_restarted_agent_cannot_queue_its_task_again(tmp_path: Path) -> None:
         async def attempt(view: str) -> tuple[object, object]:
             async with _stdio(store) as (client, _):
                 _doc(await client.call_tool("fork", {"name": view}))
-                queued = await client.call_tool("effect", {"view": view, "adapter": "http", "op": op,
-                                                           "key": "refund:ticket-42"})
+                queued = await client.call_tool(
+                    "effect", {"view": view, "adapter": "http", "op": op, "key": "refund:ticket-42"}
+                )
                 if queued.isError:
                     return queued, None
                 return queued, await client.call_tool("commit", {"view": view})

@@ -46,11 +46,20 @@ async def use(a: reelstore.AsyncStore) -> None:
 def test_reveal_type_of_store_open_is_store(tmp_path: Path) -> None:
     user = tmp_path / "user.py"
     user.write_text(SNIPPET)
-    proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental",
-                           str(user)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental", str(user)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     revealed = [line.split("Revealed type is ", 1)[1] for line in proc.stdout.splitlines() if "Revealed type" in line]
-    assert revealed[:4] == ['"reelstore.api.Store"', '"reelstore.api.Store"', '"reelstore.api.ViewHandle"',
-                            '"reelstore.kernel.verbs.CommitResult"'], proc.stdout
+    assert revealed[:4] == [
+        '"reelstore.api.Store"',
+        '"reelstore.api.Store"',
+        '"reelstore.api.ViewHandle"',
+        '"reelstore.kernel.verbs.CommitResult"',
+    ], proc.stdout
     assert revealed[4] in ('"str"', '"builtins.str"'), proc.stdout
     typed = [r.replace("builtins.", "").strip('"') for r in revealed[5:]]
     changes = typed.pop(1)

@@ -65,21 +65,40 @@ def test_status_is_typed_and_its_json_keeps_every_key(tmp_path: Path, run) -> No
     store, effect = _scenario(tmp_path, run)
     st = store.status("a")
     assert isinstance(st, ViewStatus)
-    assert st.changes == (Put("put", "docs/keep", Blob(b"k1").id), Remove("remove", "docs/old"),
-                          Put("put", "docs/one", Blob(b"1").id))
+    assert st.changes == (
+        Put("put", "docs/keep", Blob(b"k1").id),
+        Remove("remove", "docs/old"),
+        Put("put", "docs/one", Blob(b"1").id),
+    )
     assert st.effects == (effect,) and all(isinstance(c, Capability) for c in st.caps)
     with pytest.raises(dataclasses.FrozenInstanceError):
         st.view = "b"  # type: ignore[misc]
     live = store.repo.refs.get("refs/views/a")
     assert live is not None
     want = {
-        "view": "a", "id": live.hex(), "parent": "refs/heads/main", "base": st.base.hex() if st.base else None,
-        "boundary": "autonomous", "depth": 1, "trunk": "main",
-        "changes": [{"op": "put", "name": "docs/keep", "id": Blob(b"k1").id.hex()},
-                    {"op": "remove", "name": "docs/old", "id": None},
-                    {"op": "put", "name": "docs/one", "id": Blob(b"1").id.hex()}],
-        "effects": [{"index": 0, "id": effect.id.hex(), "adapter": "fs", "class": "C", "resource": "fs:out/f",
-                     "delivery": effect.delivery, "op": {"action": "write", "path": "out/f", "content": "c"}}],
+        "view": "a",
+        "id": live.hex(),
+        "parent": "refs/heads/main",
+        "base": st.base.hex() if st.base else None,
+        "boundary": "autonomous",
+        "depth": 1,
+        "trunk": "main",
+        "changes": [
+            {"op": "put", "name": "docs/keep", "id": Blob(b"k1").id.hex()},
+            {"op": "remove", "name": "docs/old", "id": None},
+            {"op": "put", "name": "docs/one", "id": Blob(b"1").id.hex()},
+        ],
+        "effects": [
+            {
+                "index": 0,
+                "id": effect.id.hex(),
+                "adapter": "fs",
+                "class": "C",
+                "resource": "fs:out/f",
+                "delivery": effect.delivery,
+                "op": {"action": "write", "path": "out/f", "content": "c"},
+            }
+        ],
         "caps": ["read,write,delete=docs/", "fire_c=fs:out/;budget=2"],
         "merged": [],
     }
@@ -98,18 +117,32 @@ def test_diff_and_views_are_typed_and_their_json_keeps_every_key(tmp_path: Path,
         ("docs/one", "added", None, Blob(b"1").id),
     ]
     k0, k1, old, one = (Blob(d).id.hex() for d in (b"k0", b"k1", b"old", b"1"))
-    assert _json(run, "diff", "a") == {"view": "a", "changes": [
-        {"op": "put", "name": "docs/keep", "id": k1, "old": k0, "status": "modified"},
-        {"op": "remove", "name": "docs/old", "id": None, "old": old, "status": "removed"},
-        {"op": "put", "name": "docs/one", "id": one, "old": None, "status": "added"},
-    ]}
+    assert _json(run, "diff", "a") == {
+        "view": "a",
+        "changes": [
+            {"op": "put", "name": "docs/keep", "id": k1, "old": k0, "status": "modified"},
+            {"op": "remove", "name": "docs/old", "id": None, "old": old, "status": "removed"},
+            {"op": "put", "name": "docs/one", "id": one, "old": None, "status": "added"},
+        ],
+    }
     [row] = store.views()
     assert isinstance(row, ViewSummary) and (row.name, row.changes, row.effects, row.remote) == ("a", 3, 1, None)
     live = store.repo.refs.get("refs/views/a")
     assert live is not None and row.id == live
-    assert _json(run, "views") == {"views": [{"name": "a", "id": live.hex(), "parent": "refs/heads/main",
-                                              "boundary": "autonomous", "depth": 1, "changes": 3, "effects": 1,
-                                              "remote": None}]}
+    assert _json(run, "views") == {
+        "views": [
+            {
+                "name": "a",
+                "id": live.hex(),
+                "parent": "refs/heads/main",
+                "boundary": "autonomous",
+                "depth": 1,
+                "changes": 3,
+                "effects": 1,
+                "remote": None,
+            }
+        ]
+    }
 
 
 def test_commit_and_ops_results_are_frozen_and_render_as_before(tmp_path: Path, run) -> None:
@@ -133,9 +166,20 @@ def test_commit_and_ops_results_are_frozen_and_render_as_before(tmp_path: Path, 
     assert (st.events, st.notices, st.acks, st.closed) == ((), (), (), None)
     with pytest.raises(dataclasses.FrozenInstanceError):
         st.assignee = "x"  # type: ignore[misc]
-    assert shown["operator"] == st.to_json(0) == {
-        "assignee": None, "escalated_to": None, "deadline": None, "overdue": False, "notices": [], "acks": [],
-        "closed": None, "events": []}
+    assert (
+        shown["operator"]
+        == st.to_json(0)
+        == {
+            "assignee": None,
+            "escalated_to": None,
+            "deadline": None,
+            "overdue": False,
+            "notices": [],
+            "acks": [],
+            "closed": None,
+            "events": [],
+        }
+    )
 
 
 def test_a_diff_of_two_runs_is_typed_and_its_json_keeps_every_key(tmp_path: Path, run) -> None:
@@ -153,13 +197,29 @@ def test_a_diff_of_two_runs_is_typed_and_its_json_keeps_every_key(tmp_path: Path
     ]
     assert [(e.status, e.a, e.b) for e in result.effects] == [("removed", effect, None)]
     k0, k1, old, one, two = (Blob(d).id.hex() for d in (b"k0", b"k1", b"old", b"1", b"2"))
-    assert _json(run, "diff", "a", "b") == {"a": "a", "b": "b", "names": [
-        {"status": "modified", "name": "docs/keep", "a": k1, "b": k0},
-        {"status": "added", "name": "docs/old", "a": None, "b": old},
-        {"status": "modified", "name": "docs/one", "a": one, "b": two},
-    ], "effects": [{"status": "removed", "b": None, "diff": "", "a": {
-        "id": effect.id.hex(), "adapter": "fs", "resource": "fs:out/f", "class": "C",
-        "op": {"action": "write", "path": "out/f", "content": "c"}}}]}
+    assert _json(run, "diff", "a", "b") == {
+        "a": "a",
+        "b": "b",
+        "names": [
+            {"status": "modified", "name": "docs/keep", "a": k1, "b": k0},
+            {"status": "added", "name": "docs/old", "a": None, "b": old},
+            {"status": "modified", "name": "docs/one", "a": one, "b": two},
+        ],
+        "effects": [
+            {
+                "status": "removed",
+                "b": None,
+                "diff": "",
+                "a": {
+                    "id": effect.id.hex(),
+                    "adapter": "fs",
+                    "resource": "fs:out/f",
+                    "class": "C",
+                    "op": {"action": "write", "path": "out/f", "content": "c"},
+                },
+            }
+        ],
+    }
 
 
 def test_a_hold_is_typed_and_hold_and_release_print_what_they_did(tmp_path: Path, run) -> None:

@@ -20,8 +20,10 @@ from reelstore.sim.world import TIERS, Rates, World, attach, make_repo
 def committed(repo: Repo, tiers: list[str]) -> Hash:
     """A record on main carrying one sim effect per tier, not yet drained."""
     head = repo.refs["refs/heads/main"]
-    effects = [Effect("sim", "C", f"sim:{t}:{i}", {"tier": t, "id": f"e{i}"}, t, principal="tester")
-               for i, t in enumerate(tiers)]
+    effects = [
+        Effect("sim", "C", f"sim:{t}:{i}", {"tier": t, "id": f"e{i}"}, t, principal="tester")
+        for i, t in enumerate(tiers)
+    ]
     block = Effects(tuple(e.id for e in effects))
     rec = Record(head, repo.objects.get(head).namespace, block.id, author="tester", message="pay")
     repo.objects.put_many([*effects, block, rec])
@@ -50,8 +52,15 @@ def test_op_id_is_the_effects_not_the_records() -> None:
     items = repo.objects.get_as(rec, Record).effects
     effects = repo.objects.get_as(items, Effects).items
     assert record_ops(repo, "main", rec) == [op_id(effects[0]), op_id(effects[1])]
-    other = Record(parent=rec, namespace=repo.objects.get_as(rec, Record).namespace, effects=items, view=None,
-                   author="t", message="another record, same effects", time=1)
+    other = Record(
+        parent=rec,
+        namespace=repo.objects.get_as(rec, Record).namespace,
+        effects=items,
+        view=None,
+        author="t",
+        message="another record, same effects",
+        time=1,
+    )
     repo.objects.put(other)
     assert record_ops(repo, "main", other.id) == record_ops(repo, "main", rec)
 

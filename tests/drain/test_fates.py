@@ -49,8 +49,9 @@ def acted(target: Target, tier: str) -> int:
 
 
 @pytest.mark.parametrize("tier", TIERS)
-def test_nothing_listening_is_not_sent_and_recover_sends_it_whatever_the_tier(tmp_path: Path, tier: str,
-                                                                            reserve_port: Callable[[], int]) -> None:
+def test_nothing_listening_is_not_sent_and_recover_sends_it_whatever_the_tier(
+    tmp_path: Path, tier: str, reserve_port: Callable[[], int]
+) -> None:
     port = reserve_port()
     base = f"http://127.0.0.1:{port}"
     store = Store.init(tmp_path / "s")
@@ -79,17 +80,23 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "reel test target")])
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
     cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_path, key_path
 
 
@@ -117,8 +124,7 @@ def test_an_untrusted_certificate_is_not_sent_until_it_is_trusted(tmp_path: Path
         assert [x.state for x in rep.drains[0].outcomes] == ["succeeded"] and acted(target, tier) == 1
 
 
-RECOVERED_AFTER_A_DROP = {"keyed": "succeeded", "queryable": "succeeded", "two-phase": "succeeded",
-                          "blind": "unknown"}
+RECOVERED_AFTER_A_DROP = {"keyed": "succeeded", "queryable": "succeeded", "two-phase": "succeeded", "blind": "unknown"}
 
 
 @pytest.mark.parametrize("tier", TIERS)
@@ -164,8 +170,12 @@ def test_a_4xx_is_failed_for_every_tier_and_nothing_resends_it(tmp_path: Path, t
         assert [x.state for x in ops.list_ops(store.repo)] == ["failed"]
 
 
-RECOVERED_AFTER_A_5XX = {"keyed": ("succeeded", 1), "queryable": ("succeeded", 1), "two-phase": ("succeeded", 1),
-                         "blind": ("unknown", 0)}
+RECOVERED_AFTER_A_5XX = {
+    "keyed": ("succeeded", 1),
+    "queryable": ("succeeded", 1),
+    "two-phase": ("succeeded", 1),
+    "blind": ("unknown", 0),
+}
 
 
 @pytest.mark.parametrize("tier", TIERS)
@@ -205,8 +215,12 @@ def test_the_command_line_exits_by_fate(tmp_path: Path, reel, reserve_port: Call
         assert done.returncode == 0, done.stderr
         assert target.count("/blind") == 1 and target.count("/keyed") == 1
         assert reel("fork", "b", cwd=cwd).returncode == 0
-        assert reel("effect", "b", "--adapter", "http", "--op", json.dumps(pay_op(target.url, "blind")),
-                    cwd=cwd).returncode == 0
+        assert (
+            reel(
+                "effect", "b", "--adapter", "http", "--op", json.dumps(pay_op(target.url, "blind")), cwd=cwd
+            ).returncode
+            == 0
+        )
         target.fault = "drop-after-append"
         lost = reel("--json", "commit", "b", cwd=cwd)
         assert lost.returncode == 7 and json.loads(lost.stderr)["error"]["code"] == "E011"
@@ -242,8 +256,9 @@ def _isolated() -> list[str]:
 
 
 def test_a_name_that_does_not_resolve_is_not_sent_for_every_tier(tmp_path: Path) -> None:
-    proc = subprocess.run([*_isolated(), sys.executable, "-c", DNS_SCRIPT, str(tmp_path), str(HELPERS)],
-                          capture_output=True, timeout=120)
+    proc = subprocess.run(
+        [*_isolated(), sys.executable, "-c", DNS_SCRIPT, str(tmp_path), str(HELPERS)], capture_output=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     found = json.loads(proc.stdout)
     for tier in TIERS:
@@ -297,8 +312,9 @@ def test_the_python_api_raises_per_fate_unless_check_is_false(tmp_path: Path) ->
         assert unknown.value.to_json()["details"]["ops"] == unknown.value.ops
 
 
-def test_a_not_sent_operation_can_be_given_up_but_never_declared_succeeded(tmp_path: Path,
-                                                                         reserve_port: Callable[[], int]) -> None:
+def test_a_not_sent_operation_can_be_given_up_but_never_declared_succeeded(
+    tmp_path: Path, reserve_port: Callable[[], int]
+) -> None:
     from reelstore.errors import BadInput
 
     base = f"http://127.0.0.1:{reserve_port()}"

@@ -11,8 +11,21 @@ from pathlib import Path
 from target import Target
 from test_crash_drain import crashed_commit, reel
 
-CONTRACT = ("operation", "state", "trunk", "record", "view", "effect", "principal", "assignee", "escalation",
-            "intent", "evidence", "why", "next")
+CONTRACT = (
+    "operation",
+    "state",
+    "trunk",
+    "record",
+    "view",
+    "effect",
+    "principal",
+    "assignee",
+    "escalation",
+    "intent",
+    "evidence",
+    "why",
+    "next",
+)
 
 
 def _hook(tmp_path: Path, body: str) -> Path:
@@ -81,8 +94,13 @@ def test_a_failing_notifier_is_recorded_as_not_delivered(tmp_path: Path) -> None
         (doc,) = json.loads(reel(tmp_path, "ops", "--unresolved", "--json").stdout)
         _hook(tmp_path, 'echo "pager unreachable" >&2; exit 3\n')
         out = json.loads(reel(tmp_path, "--json", "ops", "notify").stdout)
-        assert out["sent"] == [{"op": doc["op"], "to": "unassigned",
-                                "result": "not delivered: the notify hook exited 3: pager unreachable"}]
+        assert out["sent"] == [
+            {
+                "op": doc["op"],
+                "to": "unassigned",
+                "result": "not delivered: the notify hook exited 3: pager unreachable",
+            }
+        ]
         bad = reel(tmp_path, "ops", "escalate", doc["op"], "--to", "bob", "--deadline", "soon")
         assert bad.returncode == 2
 
@@ -97,14 +115,29 @@ def test_findings_keep_source_and_scope_and_absence_obeys_the_evidence_rule(tmp_
         refused = reel(tmp_path, "reconcile", op, "--outcome", "absent", "--evidence", "no row", "--observer", "al")
         assert refused.returncode == 6 and b"absence = unprovable" in refused.stderr
         reel(tmp_path, "config", "service.pay.absence", "provable")
-        done = reel(tmp_path, "--json", "reconcile", op, "--outcome", "absent", "--evidence", "no row for it",
-                    "--observer", "al", "--source", "payments API export", "--scope", "account 42, 2026-12-01")
+        done = reel(
+            tmp_path,
+            "--json",
+            "reconcile",
+            op,
+            "--outcome",
+            "absent",
+            "--evidence",
+            "no row for it",
+            "--observer",
+            "al",
+            "--source",
+            "payments API export",
+            "--scope",
+            "account 42, 2026-12-01",
+        )
         assert done.returncode == 0, done.stderr
         finding = json.loads(done.stdout)["finding"]
         shown = json.loads(reel(tmp_path, "cat-file", "-p", finding).stdout)
         assert shown["source"] == "payments API export" and shown["scope"] == "account 42, 2026-12-01"
-        assert "source: payments API export" in json.loads(reel(tmp_path, "ops", "show", op, "--json").stdout)[
-            "evidence"]
+        assert (
+            "source: payments API export" in json.loads(reel(tmp_path, "ops", "show", op, "--json").stdout)["evidence"]
+        )
 
 
 def test_a_fresh_attempt_is_linked_and_needs_a_second_person(tmp_path: Path) -> None:
@@ -114,11 +147,34 @@ def test_a_fresh_attempt_is_linked_and_needs_a_second_person(tmp_path: Path) -> 
         op = doc["op"]
         reel(tmp_path, "fork", "retry")
         pay = json.dumps({"method": "POST", "url": f"{target.url}/blind/pay", "json": {"amount": 5}})
-        me = reel(tmp_path, "effect", "retry", "--adapter", "http", "--op", pay, "--supersedes", op,
-                  "--approved-by", doc["principal"])
+        me = reel(
+            tmp_path,
+            "effect",
+            "retry",
+            "--adapter",
+            "http",
+            "--op",
+            pay,
+            "--supersedes",
+            op,
+            "--approved-by",
+            doc["principal"],
+        )
         assert me.returncode == 6 and b"other than its initiator" in me.stderr
-        ok = reel(tmp_path, "--json", "effect", "retry", "--adapter", "http", "--op", pay, "--supersedes", op[:12],
-                  "--approved-by", "second-approver")
+        ok = reel(
+            tmp_path,
+            "--json",
+            "effect",
+            "retry",
+            "--adapter",
+            "http",
+            "--op",
+            pay,
+            "--supersedes",
+            op[:12],
+            "--approved-by",
+            "second-approver",
+        )
         assert ok.returncode == 0, ok.stderr
         assert json.loads(ok.stdout)["supersedes"] == op
         reel(tmp_path, "commit", "retry")
@@ -137,12 +193,37 @@ def test_the_views_initiator_cannot_approve_a_fresh_attempt_another_person_queue
         assert reel(tmp_path, "fork", "retry", REEL_PRINCIPAL="alice").returncode == 0
         pay = json.dumps({"method": "POST", "url": f"{target.url}/blind/pay", "json": {"amount": 5}})
         for approver in ("alice", "bob"):
-            refused = reel(tmp_path, "effect", "retry", "--adapter", "http", "--op", pay, "--supersedes", op,
-                           "--approved-by", approver, REEL_PRINCIPAL="bob")
+            refused = reel(
+                tmp_path,
+                "effect",
+                "retry",
+                "--adapter",
+                "http",
+                "--op",
+                pay,
+                "--supersedes",
+                op,
+                "--approved-by",
+                approver,
+                REEL_PRINCIPAL="bob",
+            )
             assert refused.returncode == 6 and b"E009" in refused.stderr
             assert b"other than its initiator" in refused.stderr
-        ok = reel(tmp_path, "--json", "effect", "retry", "--adapter", "http", "--op", pay, "--supersedes", op,
-                  "--approved-by", "carol", REEL_PRINCIPAL="bob")
+        ok = reel(
+            tmp_path,
+            "--json",
+            "effect",
+            "retry",
+            "--adapter",
+            "http",
+            "--op",
+            pay,
+            "--supersedes",
+            op,
+            "--approved-by",
+            "carol",
+            REEL_PRINCIPAL="bob",
+        )
         assert ok.returncode == 0, ok.stderr
         effect = json.loads(reel(tmp_path, "cat-file", "-p", json.loads(ok.stdout)["id"]).stdout)
         assert effect["principal"] == "alice" and effect["meta"]["approved_by"] == "carol"
@@ -173,8 +254,19 @@ def test_the_specimens_fault_schedule_crash_after_200_restore_and_guarded_refusa
         for op_json in (pay, changed):  # the same operation again, or a changed intent: refused at admission
             refused = reel(tmp_path, "effect", "again", "--adapter", "http", "--op", op_json)
             assert refused.returncode == 6 and b"E012" in refused.stderr
-        replacement = reel(tmp_path, "effect", "again", "--adapter", "http", "--op", pay, "--supersedes", op,
-                           "--approved-by", "second-approver")
+        replacement = reel(
+            tmp_path,
+            "effect",
+            "again",
+            "--adapter",
+            "http",
+            "--op",
+            pay,
+            "--supersedes",
+            op,
+            "--approved-by",
+            "second-approver",
+        )
         assert replacement.returncode == 6 and b"E012" in replacement.stderr
         assert target.count("/") == 1
 
@@ -183,8 +275,19 @@ def test_the_specimens_fault_schedule_crash_after_200_restore_and_guarded_refusa
         state = json.loads(reel(tmp_path, "ops", "show", op, "--json").stdout)
         assert state["state"] == "unknown" and "never resent" in state["why_unknown"]
         assert state["intent"].startswith("journaled")
-        self_approved = reel(tmp_path, "effect", "again", "--adapter", "http", "--op", pay, "--supersedes", op,
-                             "--approved-by", doc["principal"])
+        self_approved = reel(
+            tmp_path,
+            "effect",
+            "again",
+            "--adapter",
+            "http",
+            "--op",
+            pay,
+            "--supersedes",
+            op,
+            "--approved-by",
+            doc["principal"],
+        )
         assert self_approved.returncode == 6
         assert target.count("/") == 1  # exactly one effect after every recovery attempt
         assert json.loads(reel(tmp_path, "ops", "--unresolved", "--json").stdout)[0]["state"] == "unknown"
@@ -194,21 +297,45 @@ def test_ops_show_gives_the_request_with_secrets_hidden_and_the_findings_source(
     token = "Bearer tok-7f3a9c1e5b"
     assert reel(tmp_path, "init").returncode == 0
     assert reel(tmp_path, "fork", "pay").returncode == 0
-    op = {"method": "POST", "url": "http://127.0.0.1:9/pay?order=42", "headers": {"Authorization": token},
-          "json": {"amount": 5, "echo": token, "Authorization": "literal", "items": [token]}}
+    op = {
+        "method": "POST",
+        "url": "http://127.0.0.1:9/pay?order=42",
+        "headers": {"Authorization": token},
+        "json": {"amount": 5, "echo": token, "Authorization": "literal", "items": [token]},
+    }
     assert reel(tmp_path, "effect", "pay", "--adapter", "http", "--op", json.dumps(op)).returncode == 0
     assert reel(tmp_path, "commit", "pay").returncode == 9  # nothing listens on port 9: not sent
     (doc,) = json.loads(reel(tmp_path, "ops", "--json").stdout)
-    settled = reel(tmp_path, "reconcile", doc["op"], "--outcome", "absent", "--evidence", "no charge",
-                   "--observer", "dan", "--source", "the processor's dashboard", "--scope", "order 42 only")
+    settled = reel(
+        tmp_path,
+        "reconcile",
+        doc["op"],
+        "--outcome",
+        "absent",
+        "--evidence",
+        "no charge",
+        "--observer",
+        "dan",
+        "--source",
+        "the processor's dashboard",
+        "--scope",
+        "order 42 only",
+    )
     assert settled.returncode == 0, settled.stderr
     shown = json.loads(reel(tmp_path, "ops", "show", doc["op"], "--json").stdout)
-    assert shown["request"] == {"adapter": "http", "method": "POST", "url": "http://127.0.0.1:9/pay?order=42",
-                                "headers": {"Authorization": "<secret>"},
-                                "body": {"amount": 5, "echo": "<secret>", "Authorization": "<secret>",
-                                         "items": ["<secret>"]}}
+    assert shown["request"] == {
+        "adapter": "http",
+        "method": "POST",
+        "url": "http://127.0.0.1:9/pay?order=42",
+        "headers": {"Authorization": "<secret>"},
+        "body": {"amount": 5, "echo": "<secret>", "Authorization": "<secret>", "items": ["<secret>"]},
+    }
     assert {k: shown["reconciliation"][k] for k in ("outcome", "observer", "source", "scope")} == {
-        "outcome": "absent", "observer": "dan", "source": "the processor's dashboard", "scope": "order 42 only"}
+        "outcome": "absent",
+        "observer": "dan",
+        "source": "the processor's dashboard",
+        "scope": "order 42 only",
+    }
     text = reel(tmp_path, "ops", "show", doc["op"]).stdout.decode()
     assert "request    POST http://127.0.0.1:9/pay?order=42\n" in text
     assert "source     the processor's dashboard\n" in text and "scope      order 42 only\n" in text

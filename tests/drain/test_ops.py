@@ -10,8 +10,22 @@ from test_crash_drain import crashed_commit, reel
 
 from reelstore.api import Store
 
-FIELDS = ("op", "state", "trunk", "record", "effect", "index", "adapter", "resource", "delivery", "principal",
-          "evidence", "evidence_time", "why_unknown", "next_action")
+FIELDS = (
+    "op",
+    "state",
+    "trunk",
+    "record",
+    "effect",
+    "index",
+    "adapter",
+    "resource",
+    "delivery",
+    "principal",
+    "evidence",
+    "evidence_time",
+    "why_unknown",
+    "next_action",
+)
 
 
 def test_killed_blind_effect_is_listed_unknown_then_reconciled(tmp_path: Path) -> None:
@@ -29,8 +43,18 @@ def test_killed_blind_effect_is_listed_unknown_then_reconciled(tmp_path: Path) -
 
         bad = reel(tmp_path, "reconcile", doc["op"], "--outcome", "maybe", "--evidence", "x", "--observer", "me")
         assert bad.returncode == 2
-        done = reel(tmp_path, "--json", "reconcile", doc["op"], "--outcome", "succeeded",
-                    "--evidence", "ledger line 1 shows the payment", "--observer", "alice")
+        done = reel(
+            tmp_path,
+            "--json",
+            "reconcile",
+            doc["op"],
+            "--outcome",
+            "succeeded",
+            "--evidence",
+            "ledger line 1 shows the payment",
+            "--observer",
+            "alice",
+        )
         assert done.returncode == 0, done.stderr
         finding = json.loads(done.stdout)["finding"]
         cat = reel(tmp_path, "cat-file", "-p", finding)
@@ -47,8 +71,17 @@ def test_absent_is_final_and_nothing_is_resent(tmp_path: Path) -> None:
     with Target(tmp_path / "ledger.jsonl") as target:
         crashed_commit(tmp_path, target, "blind", "before-send")
         (doc,) = json.loads(reel(tmp_path, "ops", "--unresolved", "--json").stdout)
-        out = reel(tmp_path, "reconcile", doc["op"][3:12], "--outcome", "absent", "--evidence", "no such payment",
-                   "--observer", "bob")
+        out = reel(
+            tmp_path,
+            "reconcile",
+            doc["op"][3:12],
+            "--outcome",
+            "absent",
+            "--evidence",
+            "no such payment",
+            "--observer",
+            "bob",
+        )
         assert out.returncode == 0, out.stderr
         assert reel(tmp_path, "recover").returncode == 0
         assert target.count("/") == 0

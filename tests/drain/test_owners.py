@@ -89,14 +89,33 @@ def test_one_task_key_once_per_view_and_well_formed(tmp_path: Path) -> None:
 def test_a_task_key_from_the_cli_names_its_operation(tmp_path: Path) -> None:
     assert reel(tmp_path, "init").returncode == 0
     assert reel(tmp_path, "fork", "a").returncode == 0
-    out = reel(tmp_path, "effect", "a", "--adapter", "fs", "--op", '{"action": "write", "path": "x", "content": "1"}',
-               "--key", "write:x", "--json")
+    out = reel(
+        tmp_path,
+        "effect",
+        "a",
+        "--adapter",
+        "fs",
+        "--op",
+        '{"action": "write", "path": "x", "content": "1"}',
+        "--key",
+        "write:x",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["op"] == task_op_id("main", "write:x")
     assert reel(tmp_path, "commit", "a").returncode == 0
     assert reel(tmp_path, "fork", "b").returncode == 0
-    again = reel(tmp_path, "effect", "b", "--adapter", "fs", "--op", '{"action": "write", "path": "x", "content": "2"}',
-                 "--key", "write:x")
+    again = reel(
+        tmp_path,
+        "effect",
+        "b",
+        "--adapter",
+        "fs",
+        "--op",
+        '{"action": "write", "path": "x", "content": "2"}',
+        "--key",
+        "write:x",
+    )
     assert again.returncode == 8 and "E008" in again.stderr and "write:x" in again.stderr
 
 
@@ -305,6 +324,14 @@ def test_a_local_write_refused_by_the_file_size_limit_is_e019(tmp_path: Path) ->
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
 
     with open(tmp_path / "out", "wb") as out:
-        proc = subprocess.run([REEL, "get", "main", "big"], cwd=tmp_path, env=env, stdout=out,
-                              stderr=subprocess.PIPE, text=True, timeout=60, preexec_fn=limit)
+        proc = subprocess.run(
+            [REEL, "get", "main", "big"],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            preexec_fn=limit,
+        )
     assert proc.returncode == 11 and proc.stderr.startswith("error: E019: cannot write"), proc.stderr

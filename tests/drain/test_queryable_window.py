@@ -101,18 +101,32 @@ def _killed_mid_send(tmp_path: Path, target: Processing, *config: tuple[str, str
     store = tmp_path / "store"
     store.mkdir()
     route = "/tp" if tier == "two-phase" else "/query"
-    rule = [("service.pay.match", f"http:POST:{target.url}{route}"), ("service.pay.delivery", tier),
-            ("service.pay.status-url", f"{target.url}{route}/status/{{key}}")]
+    rule = [
+        ("service.pay.match", f"http:POST:{target.url}{route}"),
+        ("service.pay.delivery", tier),
+        ("service.pay.status-url", f"{target.url}{route}/status/{{key}}"),
+    ]
     if tier == "two-phase":
         rule.append(("service.pay.commit-url", f"{target.url}/tp/commit/{{key}}"))
-    for args in (("init",), *(("config", k, v) for k, v in [*rule, *config]), ("fork", "v"),
-                 ("effect", "v", "--adapter", "http", "--op",
-                  f'{{"method": "POST", "url": "{target.url}{route}/refund", "json": {{"amount": 0.5}}}}')):
+    for args in (
+        ("init",),
+        *(("config", k, v) for k, v in [*rule, *config]),
+        ("fork", "v"),
+        (
+            "effect",
+            "v",
+            "--adapter",
+            "http",
+            "--op",
+            f'{{"method": "POST", "url": "{target.url}{route}/refund", "json": {{"amount": 0.5}}}}',
+        ),
+    ):
         done = _reel(store, *args)
         assert done.returncode == 0, (args, done.stderr.decode())
     env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
-    committing = subprocess.Popen([REEL, "-C", str(store), "commit", "v"], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    committing = subprocess.Popen(
+        [REEL, "-C", str(store), "commit", "v"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         assert target.received.wait(30), "the commit never reached the target"
     finally:

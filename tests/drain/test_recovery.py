@@ -27,7 +27,11 @@ def test_a_killed_recovery_is_recovered_again(tmp_path: Path) -> None:
         assert (tmp_path / ".reel" / "epoch").read_text() == "2\n"
         history = json.loads(reel(tmp_path, "ops", "show", op_state(tmp_path)["op"], "--json").stdout)["history"]
         assert [(h["state"], h["epoch"]) for h in history] == [
-            ("unknown", 0), ("unknown", 1), ("unknown", 2), ("succeeded", 2)]
+            ("unknown", 0),
+            ("unknown", 1),
+            ("unknown", 2),
+            ("succeeded", 2),
+        ]
 
 
 def test_a_zombie_commit_is_fenced_by_recovery(tmp_path: Path) -> None:
@@ -36,8 +40,9 @@ def test_a_zombie_commit_is_fenced_by_recovery(tmp_path: Path) -> None:
         configure(store.repo.config, target.url)
         store.fork("pay").effect("http", pay_op(target.url, "keyed"))
         target.fault = "stall-after-append"
-        zombie = subprocess.Popen([REEL, "commit", "pay"], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE)
+        zombie = subprocess.Popen(
+            [REEL, "commit", "pay"], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         try:
             assert target.stalled.wait(60), "the commit never reached the target"
             target.fault = None

@@ -144,8 +144,9 @@ TAKEOVER = {  # tier, crash point -> (times on the ledger, state after the takeo
 
 
 @pytest.mark.parametrize(("tier", "point"), sorted(TAKEOVER))
-def test_a_worker_killed_between_intent_and_outcome_is_taken_over(tmp_path: Path, pg_url: str, tier: str,
-                                                                   point: str) -> None:
+def test_a_worker_killed_between_intent_and_outcome_is_taken_over(
+    tmp_path: Path, pg_url: str, tier: str, point: str
+) -> None:
     with Target(tmp_path / "ledger.jsonl") as target:
         store = setup(tmp_path, target, pg_url)
         (effect,) = queue(store, "a", [pay_op(target.url, tier)])
@@ -183,8 +184,9 @@ def test_a_commit_notice_wakes_an_idle_worker(tmp_path: Path, pg_url: str) -> No
         try:
             with psycopg.connect(pg_url, autocommit=True) as conn:
                 for _ in range(200):
-                    listening = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%%' "
-                                             "AND state = 'idle'").fetchone()
+                    listening = conn.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%%' AND state = 'idle'"
+                    ).fetchone()
                     if listening is not None and listening[0] == 1:
                         break
                     time.sleep(0.05)

@@ -63,8 +63,9 @@ class Fleet:
     def start(self, k: int, crash: str = "") -> None:
         env = _env(REEL_TEST_CRASH_AT=crash) if crash else _env()
         argv = [REEL, "drain", "--worker", "--lease", LEASE, "--name", f"w{k}-{self.started}"]
-        self.procs[k] = subprocess.Popen(argv, cwd=self.dirs[k], env=env, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL)
+        self.procs[k] = subprocess.Popen(
+            argv, cwd=self.dirs[k], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         self.started += 1
 
     def tend(self, rng: random.Random, crashing: bool) -> None:
@@ -136,8 +137,7 @@ def test_fleet_soak(tmp_path: Path, pg_server: PgServer) -> None:
         dirs = []
         for k in range(WORKERS + 1):
             d = tmp_path / f"m{k}"
-            done = subprocess.run([REEL, "init", str(d), "--backend", url], env=_env(), capture_output=True,
-                                  timeout=60)
+            done = subprocess.run([REEL, "init", str(d), "--backend", url], env=_env(), capture_output=True, timeout=60)
             assert done.returncode == 0, done.stderr
             repo = Store.open(d).repo
             configure(repo.config, target.url)
@@ -172,8 +172,10 @@ def test_fleet_soak(tmp_path: Path, pg_server: PgServer) -> None:
             first_seen.setdefault(json.loads(e["body"])["amount"], n)
         with psycopg.connect(url) as conn:
             state = {r[0]: r[1] for r in conn.execute("SELECT op_id, state FROM outbox")}
-            taken = conn.execute("SELECT count(*) FROM outbox WHERE (outcome->>'attempt')::int > 1 "
-                                 "OR outcome ? 'reconciled' OR outcome ? 'parked'").fetchone()
+            taken = conn.execute(
+                "SELECT count(*) FROM outbox WHERE (outcome->>'attempt')::int > 1 "
+                "OR outcome ? 'reconciled' OR outcome ? 'parked'"
+            ).fetchone()
         assert taken is not None and taken[0] > 0, "some effects were taken over after a worker died"
         unknown_blind = []
         by_amount = {int(thaw(o.effect.op)["json"]["amount"]): o for o in store.ops()}
@@ -196,8 +198,9 @@ def test_fleet_soak(tmp_path: Path, pg_server: PgServer) -> None:
                 a, b = (op["json"]["amount"] for op in plan(i, target.url))
                 assert first_seen[a] < first_seen[b], f"commit {i}'s effects were sent out of order"
         for d in dirs[1:]:
-            seen = subprocess.run([REEL, "ops", "--unresolved", "--json"], cwd=d, env=_env(), capture_output=True,
-                                  timeout=60)
+            seen = subprocess.run(
+                [REEL, "ops", "--unresolved", "--json"], cwd=d, env=_env(), capture_output=True, timeout=60
+            )
             assert seen.returncode == 0, seen.stderr
             assert sorted(o["op"] for o in json.loads(seen.stdout)) == sorted(unknown_blind)
 
@@ -207,10 +210,11 @@ def test_fleet_soak(tmp_path: Path, pg_server: PgServer) -> None:
             chain.append(head)
             head = store.repo.objects.get_as(head, Record).parent
         chain = list(reversed(chain))[1:]
-        views = [store.repo.objects.get_as(store.repo.objects.get_as(h, Record).view, View).meta["name"]
-                 for h in chain]
+        views = [store.repo.objects.get_as(store.repo.objects.get_as(h, Record).view, View).meta["name"] for h in chain]
         assert [v.split("-")[0] for v in views] == [f"v{i}" for i in range(COMMITS)], "one line, in commit order"
         assert all(r is None or r == chain[i] for i, r in records)
-        print(f"soak: {fleet.started} worker starts, {fleet.killed} random kills, {taken[0]} taken over, "
-              f"{len(unknown_blind)} blind parked, "
-              f"{len(errors)} commit retries, {time.monotonic() - started:.1f}s")
+        print(
+            f"soak: {fleet.started} worker starts, {fleet.killed} random kills, {taken[0]} taken over, "
+            f"{len(unknown_blind)} blind parked, "
+            f"{len(errors)} commit retries, {time.monotonic() - started:.1f}s"
+        )

@@ -71,8 +71,7 @@ def test_a_commit_on_a_shared_store_drains_its_own_record(tmp_path: Path, pg_url
 
 
 @pytest.mark.parametrize("tier", ["keyed", "queryable", "blind"])
-def test_a_commit_killed_after_sending_is_finished_from_another_machine(tmp_path: Path, pg_url: str,
-                                                                         tier: str) -> None:
+def test_a_commit_killed_after_sending_is_finished_from_another_machine(tmp_path: Path, pg_url: str, tier: str) -> None:
     with Target(tmp_path / "ledger.jsonl") as target:
         one, two = machines(tmp_path, pg_url, target)
         queue(one, "pay", pay_op(target.url, tier, 7), pay_op(target.url, "keyed", 8))
@@ -98,8 +97,17 @@ def test_a_commit_killed_after_sending_is_finished_from_another_machine(tmp_path
             assert [o["op"] for o in ops(one, "--unresolved")] == [doubt["op"], waiting["op"]], "every machine sees it"
             rec = reel(one, "recover")
             assert rec.returncode == 7 and b"E011" in rec.stderr
-            settle = reel(one, "reconcile", doubt["op"], "--outcome", "succeeded", "--evidence", "on the statement",
-                          "--observer", "ops-2")
+            settle = reel(
+                one,
+                "reconcile",
+                doubt["op"],
+                "--outcome",
+                "succeeded",
+                "--evidence",
+                "on the statement",
+                "--observer",
+                "ops-2",
+            )
             assert settle.returncode == 0, settle.stderr
             rec = reel(two, "recover")
             assert rec.returncode == 0, rec.stderr
@@ -150,7 +158,7 @@ def test_a_workers_pre_drain_hook_refuses_and_nothing_is_sent(tmp_path: Path, pg
         queue(one, "pay", pay_op(target.url, "keyed", 1))
         assert reel(one, "commit", "pay").returncode == 0
         hook = two / ".reel" / "hooks" / "pre-drain"
-        hook.write_text("#!/bin/sh\necho \"no sends during the audit of $REEL_OP\" >&2\nexit 1\n")
+        hook.write_text('#!/bin/sh\necho "no sends during the audit of $REEL_OP" >&2\nexit 1\n')
         hook.chmod(0o755)
         refused = reel(two, "drain", "--worker", "--once")
         assert refused.returncode == 6 and b"E009" in refused.stderr and b"no sends during the audit" in refused.stderr

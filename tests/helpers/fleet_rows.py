@@ -42,9 +42,11 @@ def commit_rows(url: str, record: Hash, effects: list[tuple[str, Hash, str]], tr
     """One row per effect of `record`, in one transaction, with the commit's notice."""
     with psycopg.connect(url) as conn, conn.transaction():
         for position, (op, effect, tier) in enumerate(effects):
-            conn.execute("INSERT INTO outbox (op_id, trunk, record, position, effect, tier, updated) "
-                         "VALUES (%s, %s, %s, %s, %s, %s, now())",
-                         (op, trunk, bytes(record), position, bytes(effect), tier))
+            conn.execute(
+                "INSERT INTO outbox (op_id, trunk, record, position, effect, tier, updated) "
+                "VALUES (%s, %s, %s, %s, %s, %s, now())",
+                (op, trunk, bytes(record), position, bytes(effect), tier),
+            )
         conn.execute("SELECT pg_notify('reel_outbox', %s)", (trunk,))
 
 
@@ -53,11 +55,11 @@ def states(url: str) -> dict[str, tuple[str, dict]]:
         return {r[0]: (r[1], r[2] or {}) for r in conn.execute("SELECT op_id, state, outcome FROM outbox")}
 
 
-def spawn(store_dir: Path, url: str, name: str, lease: float, once: bool = True,
-          env: dict[str, str] | None = None) -> subprocess.Popen:
+def spawn(
+    store_dir: Path, url: str, name: str, lease: float, once: bool = True, env: dict[str, str] | None = None
+) -> subprocess.Popen:
     args = [sys.executable, str(HERE / "fleet_rows.py"), str(store_dir), url, name, str(lease)]
-    return subprocess.Popen(args + (["once"] if once else []), env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    return subprocess.Popen(args + (["once"] if once else []), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def main(argv: list[str]) -> int:

@@ -66,8 +66,16 @@ def build(where: Path, target: Target) -> Path:
 def kinds(store: Path) -> dict[str, list[Path]]:
     """The store's files by kind, as paths relative to `store`."""
     dot = store / ".reel"
-    out: dict[str, list[Path]] = {"loose-ref": [], "reflog": [], "journal": [], "config": [],
-                                  "pack": [], "idx": [], "loose": [], "verb-log": []}
+    out: dict[str, list[Path]] = {
+        "loose-ref": [],
+        "reflog": [],
+        "journal": [],
+        "config": [],
+        "pack": [],
+        "idx": [],
+        "loose": [],
+        "verb-log": [],
+    }
     for path in sorted((dot / "refs").rglob("*")):
         if path.is_file():
             out["loose-ref"].append(path)
@@ -136,8 +144,9 @@ class Sweep:
         rows = [f"{'kind':<12} {'flips':>6} {'caught':>7} {'refused':>8} {'harmless':>9} {'bad':>4}"]
         for k in kinds_:
             c = {v: self.counts[(k, v)] for v in ("caught", "refused", "harmless", "bad")}
-            rows.append(f"{k:<12} {sum(c.values()):>6} {c['caught']:>7} {c['refused']:>8} {c['harmless']:>9} "
-                        f"{c['bad']:>4}")
+            rows.append(
+                f"{k:<12} {sum(c.values()):>6} {c['caught']:>7} {c['refused']:>8} {c['harmless']:>9} {c['bad']:>4}"
+            )
         return "\n".join(rows)
 
 
@@ -158,14 +167,20 @@ def judge(base: Observation, got: Observation) -> tuple[str, str]:
         return "caught", ""
     if got.sent == [] and got.recover not in (0, 7):
         return "refused", ""
-    if (got.fsck, got.ops, got.recover, got.listed, got.sent) == (base.fsck, base.ops, base.recover, base.listed,
-                                                                   base.sent):
+    if (got.fsck, got.ops, got.recover, got.listed, got.sent) == (
+        base.fsck,
+        base.ops,
+        base.recover,
+        base.listed,
+        base.sent,
+    ):
         return "harmless", ""
     return "bad", f"exit codes {codes}, without the flip {(base.fsck, base.ops, base.recover)}"
 
 
-def flips(files: dict[str, list[Path]], store: Path, stride: int = 1, offset: int = 0) -> Iterator[
-        tuple[str, Path, int, int]]:
+def flips(
+    files: dict[str, list[Path]], store: Path, stride: int = 1, offset: int = 0
+) -> Iterator[tuple[str, Path, int, int]]:
     """(kind, file, byte offset, xor mask): every `stride`-th byte of every file, from `offset`."""
     for kind, paths in files.items():
         for rel in paths:
@@ -175,8 +190,9 @@ def flips(files: dict[str, list[Path]], store: Path, stride: int = 1, offset: in
                     yield kind, rel, at, mask
 
 
-def sample(files: dict[str, list[Path]], store: Path, per_kind: int, seed: int = 11) -> list[
-        tuple[str, Path, int, int]]:
+def sample(
+    files: dict[str, list[Path]], store: Path, per_kind: int, seed: int = 11
+) -> list[tuple[str, Path, int, int]]:
     """`per_kind` flips of each kind, spread over its files and their bytes by a seeded generator (the same
     flips every run)."""
     import random
@@ -191,8 +207,9 @@ def sample(files: dict[str, list[Path]], store: Path, per_kind: int, seed: int =
     return out
 
 
-def run(template: Path, scratch: Path, target: Target, todo: Iterator[tuple[str, Path, int, int]],
-        base: Observation) -> Sweep:
+def run(
+    template: Path, scratch: Path, target: Target, todo: Iterator[tuple[str, Path, int, int]], base: Observation
+) -> Sweep:
     """Apply each flip to a fresh copy of `template` and judge what the verbs do."""
     result = Sweep()
     for kind, rel, at, mask in todo:

@@ -11,8 +11,15 @@ from pathlib import Path
 
 from ports import Reserved
 
-GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent", "PATH": "/usr/local/bin:/usr/bin:/bin",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "HOME": "/nonexistent",
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+}
 
 
 def git(*args: str, cwd: Path | None = None, input: bytes | None = None) -> str:
@@ -49,9 +56,22 @@ class GitDaemon:
 
     def start(self) -> GitDaemon:
         self.proc = subprocess.Popen(
-            ["git", "daemon", "--reuseaddr", f"--base-path={self.base}", "--export-all", "--enable=receive-pack",
-             "--informative-errors", "--listen=127.0.0.1", f"--port={self.port}", str(self.base)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=GIT_ENV)
+            [
+                "git",
+                "daemon",
+                "--reuseaddr",
+                f"--base-path={self.base}",
+                "--export-all",
+                "--enable=receive-pack",
+                "--informative-errors",
+                "--listen=127.0.0.1",
+                f"--port={self.port}",
+                str(self.base),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=GIT_ENV,
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -127,12 +147,19 @@ def _cgi_handler(http: GitHttp) -> type[BaseHTTPRequestHandler]:
 
         def backend(self) -> None:
             path, _, query = self.path.partition("?")
-            env = {**GIT_ENV, "GIT_PROJECT_ROOT": str(base), "GIT_HTTP_EXPORT_ALL": "1",
-                   "REQUEST_METHOD": self.command, "PATH_INFO": path, "QUERY_STRING": query,
-                   "SERVER_PROTOCOL": self.request_version,  # else http-backend answers a wrong method 400, not 405
-                   "CONTENT_TYPE": self.headers.get("Content-Type", ""), "REMOTE_ADDR": "127.0.0.1",
-                   "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
-                   "GIT_PROTOCOL": self.headers.get("Git-Protocol", "")}
+            env = {
+                **GIT_ENV,
+                "GIT_PROJECT_ROOT": str(base),
+                "GIT_HTTP_EXPORT_ALL": "1",
+                "REQUEST_METHOD": self.command,
+                "PATH_INFO": path,
+                "QUERY_STRING": query,
+                "SERVER_PROTOCOL": self.request_version,  # else http-backend answers a wrong method 400, not 405
+                "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+                "REMOTE_ADDR": "127.0.0.1",
+                "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
+                "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
+            }
             data = self.body() if self.command == "POST" else b""
             env["CONTENT_LENGTH"] = str(len(data))
             proc = subprocess.run(["git", "http-backend"], input=data, capture_output=True, env=env, timeout=60)

@@ -14,12 +14,12 @@ messages = [{"role": "user", "content": "Customer 42 was charged twice for order
 plain = client.messages.create(model="tiny-a", max_tokens=64, system="Answer REFUND <amount>.", messages=messages)
 text = plain.content[0].text
 streamed = ""
-with client.messages.stream(model="tiny-a", max_tokens=64, system="Answer REFUND <amount>.",
-                            messages=messages) as stream:
+with client.messages.stream(
+    model="tiny-a", max_tokens=64, system="Answer REFUND <amount>.", messages=messages
+) as stream:
     for piece in stream.text_stream:
         gate.touch()
         streamed += piece
 body = json.dumps({"customer": 42, "order": 7, "amount": int(text.split()[-1]), "checked": streamed}).encode()
-req = urllib.request.Request(base + "/refund", data=body, headers={"Content-Type": "application/json"},
-                             method="POST")
+req = urllib.request.Request(base + "/refund", data=body, headers={"Content-Type": "application/json"}, method="POST")
 print(urllib.request.urlopen(req).read().decode())

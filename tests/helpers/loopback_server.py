@@ -14,8 +14,9 @@ from typing import Self
 class LoopbackServer:
     ledger_path: Path
 
-    def _listen(self, handler: type[BaseHTTPRequestHandler], port: int = 0,
-                tls: tuple[Path, Path] | None = None) -> None:
+    def _listen(
+        self, handler: type[BaseHTTPRequestHandler], port: int = 0, tls: tuple[Path, Path] | None = None
+    ) -> None:
         """Bind on 127.0.0.1 (`port` 0: any free one); with `tls` (certificate, key), speak HTTPS."""
         self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.server.daemon_threads = True

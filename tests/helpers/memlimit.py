@@ -35,15 +35,26 @@ class Measured:
     """Peak resident set of the command, in bytes."""
 
 
-def run_reel(cwd: Path, *args: str, limit: int = 1536 * MiB, stdin: IO[bytes] | None = None,
-             stdout: IO[bytes] | None = None, timeout: float = 300) -> Measured:
+def run_reel(
+    cwd: Path,
+    *args: str,
+    limit: int = 1536 * MiB,
+    stdin: IO[bytes] | None = None,
+    stdout: IO[bytes] | None = None,
+    timeout: float = 300,
+) -> Measured:
     """`reel ARGS` in `cwd` under an address-space `limit`; stdout goes to `stdout` (default: discarded)."""
     env = dict(os.environ)
     env.pop("REEL_DIR", None)
-    proc = subprocess.run([sys.executable, "-c", _WRAPPER, str(limit), REEL, *args], cwd=cwd, env=env,
-                          stdin=stdin if stdin is not None else subprocess.DEVNULL,
-                          stdout=stdout if stdout is not None else subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-c", _WRAPPER, str(limit), REEL, *args],
+        cwd=cwd,
+        env=env,
+        stdin=stdin if stdin is not None else subprocess.DEVNULL,
+        stdout=stdout if stdout is not None else subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=timeout,
+    )
     err = proc.stderr.decode("utf-8", "replace")
     body, _, tail = err.rstrip().rpartition("\nMAXRSS ")
     assert tail.isdigit(), f"the wrapper did not report memory: {err[-2000:]}"

@@ -24,8 +24,15 @@ from tls_target import make_ca
 
 
 class ModelServer(LoopbackServer):
-    def __init__(self, directory: Path, amount: int = 5, gate: Path | None = None, port: int = 0,
-                 tls: bool = True, hold: float = 0.0) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        amount: int = 5,
+        gate: Path | None = None,
+        port: int = 0,
+        tls: bool = True,
+        hold: float = 0.0,
+    ) -> None:
         self.ca, cert, key = make_ca(directory)
         self.amount = amount
         self.gate = gate
@@ -53,8 +60,13 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:  # noqa: N802
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            server.append({"path": self.path, "body": body.decode("utf-8", "replace"),
-                           "headers": {k.lower(): v for k, v in self.headers.items()}})
+            server.append(
+                {
+                    "path": self.path,
+                    "body": body.decode("utf-8", "replace"),
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                }
+            )
             if self.path == "/v1/chat/completions":
                 doc = json.loads(body)
                 (self._stream if doc.get("stream") else self._plain)(doc)
@@ -67,9 +79,16 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
 
         def _message(self, doc: dict) -> None:
             """Anthropic's Messages shape."""
-            answer = {"id": "msg_1", "type": "message", "role": "assistant", "model": doc["model"],
-                      "content": [{"type": "text", "text": f"REFUND {server.amount}"}], "stop_reason": "end_turn",
-                      "stop_sequence": None, "usage": {"input_tokens": 11, "output_tokens": 2}}
+            answer = {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": doc["model"],
+                "content": [{"type": "text", "text": f"REFUND {server.amount}"}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 11, "output_tokens": 2},
+            }
             self._send(200, json.dumps(answer).encode())
 
         def _message_stream(self, doc: dict) -> None:
@@ -77,17 +96,30 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 self._chunk(f"event: {kind}\ndata: {json.dumps({'type': kind, **payload})}\n\n".encode())
 
             self._open_stream()
-            event("message_start", {"message": {"id": "msg_2", "type": "message", "role": "assistant",
-                                                 "model": doc["model"], "content": [], "stop_reason": None,
-                                                 "stop_sequence": None,
-                                                 "usage": {"input_tokens": 12, "output_tokens": 1}}})
+            event(
+                "message_start",
+                {
+                    "message": {
+                        "id": "msg_2",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": doc["model"],
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": {"input_tokens": 12, "output_tokens": 1},
+                    }
+                },
+            )
             event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
             event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "REFUND"}})
             self._hold()
             event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": f" {server.amount}"}})
             event("content_block_stop", {"index": 0})
-            event("message_delta", {"delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                                    "usage": {"output_tokens": 3}})
+            event(
+                "message_delta",
+                {"delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 3}},
+            )
             event("message_stop", {})
             self._chunk(b"")
 
@@ -121,10 +153,20 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _plain(self, doc: dict) -> None:
-            answer = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": doc["model"],
-                      "choices": [{"index": 0, "finish_reason": "stop",
-                                   "message": {"role": "assistant", "content": f"REFUND {server.amount}"}}],
-                      "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}}
+            answer = {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": doc["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": f"REFUND {server.amount}"},
+                    }
+                ],
+                "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13},
+            }
             self._send(200, json.dumps(answer).encode())
 
         def _stream(self, doc: dict) -> None:
@@ -132,16 +174,29 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 self._chunk(f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n".encode())
 
             def chunk(delta: dict, finish: str | None = None) -> dict:
-                return {"id": "chatcmpl-2", "object": "chat.completion.chunk", "created": 1, "model": doc["model"],
-                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+                return {
+                    "id": "chatcmpl-2",
+                    "object": "chat.completion.chunk",
+                    "created": 1,
+                    "model": doc["model"],
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                }
 
             self._open_stream()
             event(chunk({"role": "assistant", "content": "REFUND"}))
             self._hold()
             event(chunk({"content": f" {server.amount}"}))
             event(chunk({}, "stop"))
-            event({"id": "chatcmpl-2", "object": "chat.completion.chunk", "created": 1, "model": doc["model"],
-                   "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}})
+            event(
+                {
+                    "id": "chatcmpl-2",
+                    "object": "chat.completion.chunk",
+                    "created": 1,
+                    "model": doc["model"],
+                    "choices": [],
+                    "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15},
+                }
+            )
             event("[DONE]")
             self._chunk(b"")
 

@@ -25,15 +25,28 @@ class ModelServer:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 if self.path == "/v1/chat/completions":
                     server.chats += 1
-                    doc = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                           "choices": [{"index": 0, "finish_reason": "stop",
-                                        "message": {"role": "assistant", "content": REPLY}}]}
+                    doc = {
+                        "id": "c1",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": REPLY}}
+                        ],
+                    }
                     status = 200
                 elif self.path == "/v1/messages":
                     server.chats += 1
-                    doc = {"id": "m1", "type": "message", "role": "assistant", "model": body["model"],
-                           "content": [{"type": "text", "text": REPLY}], "stop_reason": "end_turn",
-                           "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+                    doc = {
+                        "id": "m1",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": body["model"],
+                        "content": [{"type": "text", "text": REPLY}],
+                        "stop_reason": "end_turn",
+                        "stop_sequence": None,
+                        "usage": {"input_tokens": 1, "output_tokens": 1},
+                    }
                     status = 200
                 else:
                     server.acted.append((self.path, body))

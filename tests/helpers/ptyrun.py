@@ -21,8 +21,13 @@ class Seen:
     stderr: bytes  # stderr, when it was not the terminal
 
 
-def run(*args: str, cwd: Path, on_tty: tuple[str, ...] = ("stderr",), env: dict[str, str] | None = None,
-        timeout: float = 120.0) -> Seen:
+def run(
+    *args: str,
+    cwd: Path,
+    on_tty: tuple[str, ...] = ("stderr",),
+    env: dict[str, str] | None = None,
+    timeout: float = 120.0,
+) -> Seen:
     """`reel ARGS` with the streams named in `on_tty` on one pseudo-terminal (the others piped), read
     until the process ends or `timeout` seconds pass (then it is killed and the test fails)."""
     unset = ("REEL_DIR", "NO_COLOR", "PAGER", "REEL_PAGER", "LESS", "LV", "COLUMNS", "TERM")

@@ -31,29 +31,54 @@ def make_ca(directory: Path) -> tuple[Path, Path, Path]:
     """(ca.pem, server cert chain, server key) for 127.0.0.1 and localhost, valid for a day."""
     now = datetime.datetime.now(datetime.timezone.utc)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (x509.CertificateBuilder().subject_name(_name("reel test CA")).issuer_name(_name("reel test CA"))
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                       data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                       crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
-          .sign(ca_key, hashes.SHA256()))
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(_name("reel test CA"))
+        .issuer_name(_name("reel test CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
     key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder().subject_name(_name("127.0.0.1")).issuer_name(ca.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name("127.0.0.1"))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
     directory.mkdir(parents=True, exist_ok=True)
     ca_path, cert_path, key_path = directory / "test-ca.pem", directory / "server.pem", directory / "server.key"
     ca_path.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return ca_path, cert_path, key_path
 
 
@@ -95,8 +120,14 @@ def _handler(target: TlsTarget) -> type[BaseHTTPRequestHandler]:
 
         def _serve(self) -> None:
             body = self._body()
-            target.append({"method": self.command, "path": self.path, "body": body.decode("utf-8", "replace"),
-                           "headers": {k.lower(): v for k, v in self.headers.items()}})
+            target.append(
+                {
+                    "method": self.command,
+                    "path": self.path,
+                    "body": body.decode("utf-8", "replace"),
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                }
+            )
             data = f"hello {self.path}".encode() if self.command == "GET" else b'{"ok": true}'
             self.send_response(200 if self.command == "GET" else 201)
             self.send_header("Content-Type", "text/plain" if self.command == "GET" else "application/json")

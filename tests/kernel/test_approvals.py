@@ -53,8 +53,9 @@ def rule(repo: Repo, base: str, count: int | None = None, group: str | None = No
         repo.config.set("service.pay.approvers", group)
 
 
-def test_a_pay_effect_fires_only_once_a_distinct_principal_approved_exactly_it(tmp_path: Path, target: Target,
-                                                                              who) -> None:  # noqa: ANN001
+def test_a_pay_effect_fires_only_once_a_distinct_principal_approved_exactly_it(
+    tmp_path: Path, target: Target, who
+) -> None:  # noqa: ANN001
     store = Store.init(tmp_path / "s")
     rule(store.repo, target.url)
     view = store.fork("pay")
@@ -83,8 +84,11 @@ def test_a_pay_effect_fires_only_once_a_distinct_principal_approved_exactly_it(t
 
     who("bob")
     first = store.approve("pay", "bob", "looks right")
-    assert first.via == "REEL_PRINCIPAL" and first.principal == "bob" and first.effects == store.repo.cache.load(
-        store.repo.refs["refs/views/pay"], View).effects
+    assert (
+        first.via == "REEL_PRINCIPAL"
+        and first.principal == "bob"
+        and first.effects == store.repo.cache.load(store.repo.refs["refs/views/pay"], View).effects
+    )
     who("agent")
     view.effect("http", pay_op(target.url, "blind", 7))  # a change after the approval voids it
     with pytest.raises(ApprovalRequired, match="the approval by bob is stale") as stale:
@@ -132,8 +136,9 @@ def test_two_approvers_from_a_group_one_is_not_enough(tmp_path: Path, target: Ta
     assert target.count("/blind") == 1
 
 
-def test_a_put_after_approval_voids_it_and_a_refusal_holds_until_the_view_changes(tmp_path: Path, target: Target,
-                                                                                   who) -> None:  # noqa: ANN001
+def test_a_put_after_approval_voids_it_and_a_refusal_holds_until_the_view_changes(
+    tmp_path: Path, target: Target, who
+) -> None:  # noqa: ANN001
     store = Store.init(tmp_path / "s")
     rule(store.repo, target.url)
     view = store.fork("pay")
@@ -163,8 +168,7 @@ def test_a_put_after_approval_voids_it_and_a_refusal_holds_until_the_view_change
     assert target.count("/blind") == 1
 
 
-def test_the_cli_refuses_with_exit_10_lists_what_waits_and_shows_who_approved(tmp_path: Path,
-                                                                                target: Target) -> None:
+def test_the_cli_refuses_with_exit_10_lists_what_waits_and_shows_who_approved(tmp_path: Path, target: Target) -> None:
     d = tmp_path / "s"
 
     def reel(*args: str, as_: str = "agent") -> subprocess.CompletedProcess[str]:
@@ -187,9 +191,15 @@ def test_the_cli_refuses_with_exit_10_lists_what_waits_and_shows_who_approved(tm
     assert [r["by"] for r in doc["rejected"]] == ["erin"] and doc["needs"][0]["approved_by"] == []
     held = reel("commit", "pay")
     assert held.returncode == 10 and "refused by erin (wrong amount)" in held.stderr
-    changed = subprocess.run([REEL, "put", "pay", "note.txt", "-"], input="amount checked\n", cwd=d, text=True,
-                             env={k: v for k, v in os.environ.items() if k != "REEL_DIR"} | {"REEL_PRINCIPAL": "agent"},
-                             capture_output=True, timeout=60)
+    changed = subprocess.run(
+        [REEL, "put", "pay", "note.txt", "-"],
+        input="amount checked\n",
+        cwd=d,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "REEL_DIR"} | {"REEL_PRINCIPAL": "agent"},
+        capture_output=True,
+        timeout=60,
+    )
     assert changed.returncode == 0, changed.stderr  # a change: erin's refusal is stale now
     mine = reel("approve", "pay", "--by", "agent")
     assert mine.returncode == 6 and "E009" in mine.stderr
@@ -204,8 +214,7 @@ def test_the_cli_refuses_with_exit_10_lists_what_waits_and_shows_who_approved(tm
     assert reel("fsck").returncode == 0
 
 
-def test_approvals_travel_with_the_view_an_approver_on_a_clone_signs(tmp_path: Path, target: Target,
-                                                                      who) -> None:  # noqa: ANN001
+def test_approvals_travel_with_the_view_an_approver_on_a_clone_signs(tmp_path: Path, target: Target, who) -> None:  # noqa: ANN001
     remote = bare(tmp_path / "shared.git")
     a = Store.init(tmp_path / "a")
     rule(a.repo, target.url)
@@ -220,12 +229,24 @@ def test_approvals_travel_with_the_view_an_approver_on_a_clone_signs(tmp_path: P
 
     who("agent")
     env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
-    before = subprocess.run([REEL, "commit", "pay", "--remote", "origin"], cwd=tmp_path / "a", env=env,
-                            capture_output=True, text=True, timeout=60)
+    before = subprocess.run(
+        [REEL, "commit", "pay", "--remote", "origin"],
+        cwd=tmp_path / "a",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert before.returncode == 10 and "E018" in before.stderr  # not fetched yet: no approval here
     sync.fetch(a.repo, "origin")
-    done = subprocess.run([REEL, "commit", "pay", "--remote", "origin"], cwd=tmp_path / "a", env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [REEL, "commit", "pay", "--remote", "origin"],
+        cwd=tmp_path / "a",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert target.count("/blind") == 1 and target.requests == 1
     head = Repo.open(tmp_path / "a").refs["refs/heads/main"]
@@ -234,8 +255,7 @@ def test_approvals_travel_with_the_view_an_approver_on_a_clone_signs(tmp_path: P
     assert [x.by for x in approval.carried(repo, committed)] == ["bob"]
 
 
-def test_the_notify_hook_runs_when_approval_is_needed_bounded(tmp_path: Path, target: Target,
-                                                              who) -> None:  # noqa: ANN001
+def test_the_notify_hook_runs_when_approval_is_needed_bounded(tmp_path: Path, target: Target, who) -> None:  # noqa: ANN001
     store = Store.init(tmp_path / "s")
     rule(store.repo, target.url, group="ops-leads")
     store.repo.config.set("group.ops-leads.member", "bob")
@@ -256,8 +276,12 @@ def test_the_notify_hook_runs_when_approval_is_needed_bounded(tmp_path: Path, ta
     assert target.requests == 0
 
 
-def test_the_sample_pre_approve_hook_demands_a_signed_token(tmp_path: Path, target: Target, who,  # noqa: ANN001
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_sample_pre_approve_hook_demands_a_signed_token(
+    tmp_path: Path,
+    target: Target,
+    who,  # noqa: ANN001
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     store = Store.init(tmp_path / "s")
     rule(store.repo, target.url)
     hook = store.repo.path / "hooks" / "pre-approve"
@@ -267,9 +291,14 @@ def test_the_sample_pre_approve_hook_demands_a_signed_token(tmp_path: Path, targ
     store.fork("pay").effect("http", pay_op(target.url, "blind"))
     live = store.repo.cache.load(store.repo.refs["refs/views/pay"], View)
     assert live.effects is not None
-    signed = subprocess.run(f"printf '%s %s' {live.effects.hex()} {live.namespace.hex()} | openssl dgst -sha256 "
-                            "-hmac \"bob's secret\" -r | cut -d' ' -f1", shell=True, capture_output=True, text=True,
-                            check=True).stdout.strip()
+    signed = subprocess.run(
+        f"printf '%s %s' {live.effects.hex()} {live.namespace.hex()} | openssl dgst -sha256 "
+        "-hmac \"bob's secret\" -r | cut -d' ' -f1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     who("bob")
     monkeypatch.setenv("REEL_APPROVAL_TOKEN", "0" * 64)
     with pytest.raises(CapabilityViolation, match="not bob's signature"):
@@ -285,8 +314,7 @@ def test_the_sample_pre_approve_hook_demands_a_signed_token(tmp_path: Path, targ
     assert target.count("/blind") == 1
 
 
-def test_fsck_names_a_committed_approval_that_could_not_have_counted(tmp_path: Path, target: Target,
-                                                                     who) -> None:  # noqa: ANN001
+def test_fsck_names_a_committed_approval_that_could_not_have_counted(tmp_path: Path, target: Target, who) -> None:  # noqa: ANN001
     store = Store.init(tmp_path / "s")
     rule(store.repo, target.url)
     store.fork("pay").effect("http", pay_op(target.url, "blind"))
@@ -296,8 +324,17 @@ def test_fsck_names_a_committed_approval_that_could_not_have_counted(tmp_path: P
     repo = store.repo
     record = repo.objects.get_as(result.record, Record)
     view = repo.objects.get_as(record.view, View)
-    forged = Approval(verdict="approve", view="pay", fork=str(view.meta["fork"]), effects=view.effects,
-                      namespace=view.namespace, by="agent", principal="agent", via="login", time=1)
+    forged = Approval(
+        verdict="approve",
+        view="pay",
+        fork=str(view.meta["fork"]),
+        effects=view.effects,
+        namespace=view.namespace,
+        by="agent",
+        principal="agent",
+        via="login",
+        time=1,
+    )
     bad_view = replace(view, approvals=(forged.id,))
     bad = replace(record, view=bad_view.id)
     repo.objects.put(forged)

@@ -61,9 +61,14 @@ def test_terminal_views_answer_e008(mem: Repo) -> None:
     kernel.fork(mem, "b")
     kernel.abort(mem, "b")
     for name in ("a", "b"):
-        for verb in (lambda n: kernel.put(mem, n, "x", b""), lambda n: kernel.get(mem, n, "x"),
-                     lambda n: kernel.commit(mem, n), lambda n: kernel.abort(mem, n),
-                     lambda n: inspection.status(mem, n), lambda n: kernel.fork(mem, "c", source=n)):
+        for verb in (
+            lambda n: kernel.put(mem, n, "x", b""),
+            lambda n: kernel.get(mem, n, "x"),
+            lambda n: kernel.commit(mem, n),
+            lambda n: kernel.abort(mem, n),
+            lambda n: inspection.status(mem, n),
+            lambda n: kernel.fork(mem, "c", source=n),
+        ):
             with pytest.raises(ViewTerminal):
                 verb(name)
     with pytest.raises(NotFound):

@@ -73,8 +73,13 @@ def test_budget_totals_follow_the_buffer_whoever_wrote_it(tmp_path: Path) -> Non
     for repo in (one, two, Repo.open(tmp_path)):
         with pytest.raises(BudgetExhausted):
             kernel.effect(repo, "a", "recorder", {"n": 7, "topic": "x"})
-    assert [(e.op["n"], e.meta["seq"]) for e in inspection.status(one, "a").effects] == [(1, 0), (2, 1), (3, 2),
-                                                                                         (4, 3), (6, 4)]
+    assert [(e.op["n"], e.meta["seq"]) for e in inspection.status(one, "a").effects] == [
+        (1, 0),
+        (2, 1),
+        (3, 2),
+        (4, 3),
+        (6, 4),
+    ]
 
 
 def test_expired_capability_refuses_with_e013(mem: Repo) -> None:

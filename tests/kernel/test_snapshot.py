@@ -72,8 +72,10 @@ def test_restore_in_place_never_makes_two_live_holders(mem: Repo) -> None:
     assert again.view == "a" and again.pending == [] and again.left_out[0].why == "still pending in live view 'copy'"
     onto_copy = snapshots.restore(mem, "s", "copy")  # named explicitly: reset in place, it keeps its effect
     assert onto_copy.in_place and len(onto_copy.pending) == 1 and onto_copy.dropped == []
-    assert mem.objects.get_as(mem.refs["refs/views/copy"], View).meta["fork"] == \
-        mem.objects.get_as(copy.id, View).meta["fork"]  # the same view, not a new one
+    assert (
+        mem.objects.get_as(mem.refs["refs/views/copy"], View).meta["fork"]
+        == mem.objects.get_as(copy.id, View).meta["fork"]
+    )  # the same view, not a new one
     kernel.commit(mem, "a")
     kernel.commit(mem, "copy")
     assert [n for _, n in kh.FIRED] == [1]
@@ -153,8 +155,10 @@ def test_restore_in_place_racing_a_commit(reel, tmp_path: Path) -> None:
             if name == "kept":
                 reel("snapshot", view, f"s{n}", check=True)
         env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
-        procs = [subprocess.Popen([REEL, *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE) for args in (["commit", view], ["restore", f"s{n}"])]
+        procs = [
+            subprocess.Popen([REEL, *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for args in (["commit", view], ["restore", f"s{n}"])
+        ]
         commit_rc, restore_rc = [p.wait(timeout=120) for p in procs]
         for p in procs:
             p.communicate()
@@ -181,8 +185,13 @@ def test_restore_of_a_view_whose_commit_landed_but_was_not_drained(reel, tmp_pat
         if name == "kept":
             reel("snapshot", "w", "s", check=True)
     env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
-    killed = subprocess.run([REEL, "commit", "w"], cwd=tmp_path, env={**env, "REEL_TEST_CRASH_AT": "commit:advanced"},
-                            capture_output=True, timeout=120)
+    killed = subprocess.run(
+        [REEL, "commit", "w"],
+        cwd=tmp_path,
+        env={**env, "REEL_TEST_CRASH_AT": "commit:advanced"},
+        capture_output=True,
+        timeout=120,
+    )
     assert killed.returncode == -9 and reel("show-ref", "-q", "--verify", "refs/views/w").returncode != 0
     out = json.loads(reel("--json", "restore", "s", check=True).stdout)
     assert not out["in_place"] and out["pending"] == [] and out["left_out"][0]["why"].startswith("already committed")
@@ -191,8 +200,9 @@ def test_restore_of_a_view_whose_commit_landed_but_was_not_drained(reel, tmp_pat
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["kept.txt", "later.txt"]
 
 
-def test_restore_in_place_keeps_a_refusal_of_the_state_it_restores(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_restore_in_place_keeps_a_refusal_of_the_state_it_restores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with Target(tmp_path / "ledger.jsonl") as target:
         store = Store.init(tmp_path / "s")
         rule(store.repo, target.url)
@@ -346,8 +356,17 @@ def test_cli_bundle_errors_and_held_back_views(reel, tmp_path: Path) -> None:
     doc = json.loads(out.stdout)
     assert doc["held_back"] == ["refs/views/a"] and doc["conflicting"] == ["refs/heads/main"]
     assert reel("views", cwd=other, check=True).stdout == b""
-    forced = json.loads(reel("--json", "bundle", "unbundle", "--update-refs", "--with-pending-effects",
-                             str(tmp_path / "b.bundle"), cwd=other).stdout)
+    forced = json.loads(
+        reel(
+            "--json",
+            "bundle",
+            "unbundle",
+            "--update-refs",
+            "--with-pending-effects",
+            str(tmp_path / "b.bundle"),
+            cwd=other,
+        ).stdout
+    )
     assert forced["created"] == ["refs/views/a"]
 
 

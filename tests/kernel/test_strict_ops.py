@@ -18,10 +18,13 @@ from reelstore.objects import Effect
 from reelstore.objects.block import decode
 
 
-@pytest.mark.parametrize(("adapter", "op", "key"), [
-    ("http", {"method": "POST", "url": "http://127.0.0.1:9/pay", "jsn": {"amount": 5}}, "jsn"),
-    ("fs", {"action": "write", "path": "out/a.txt", "contnet": "x"}, "contnet"),
-])
+@pytest.mark.parametrize(
+    ("adapter", "op", "key"),
+    [
+        ("http", {"method": "POST", "url": "http://127.0.0.1:9/pay", "jsn": {"amount": 5}}, "jsn"),
+        ("fs", {"action": "write", "path": "out/a.txt", "contnet": "x"}, "contnet"),
+    ],
+)
 def test_unknown_op_key_is_refused_in_the_api_naming_it(tmp_path: Path, adapter: str, op: dict, key: str) -> None:
     store = Store.init(tmp_path / "s")
     store.fork("v")
@@ -44,8 +47,11 @@ def test_unknown_op_key_is_refused_by_reel_effect(tmp_path: Path, reel) -> None:
 def test_a_float_is_sent_in_its_shortest_text(tmp_path: Path) -> None:
     store = Store.init(tmp_path / "s")
     with Target(tmp_path / "ledger.jsonl") as target:
-        op = {"method": "POST", "url": f"{target.url}/blind/refund", "json": {"amount": 0.7, "rate": 1e-7,
-                                                                              "n": 3, "whole": 2.0}}
+        op = {
+            "method": "POST",
+            "url": f"{target.url}/blind/refund",
+            "json": {"amount": 0.7, "rate": 1e-7, "n": 3, "whole": 2.0},
+        }
         with store.view("v") as v:
             made = v.effect("http", op)
         assert made.op["json"]["amount"] == 0.7
@@ -80,9 +86,16 @@ def test_floats_have_one_encoding() -> None:
 
 
 def test_an_effect_with_a_float_round_trips_through_its_id() -> None:
-    e = Effect(adapter="http", effect_class="C", resource="http:POST:http://h/p",
-               op=freeze({"method": "POST", "url": "http://h/p", "json": {"amount": 0.7}}), delivery="blind",
-               version_ref=None, principal="p", meta=freeze({}))
+    e = Effect(
+        adapter="http",
+        effect_class="C",
+        resource="http:POST:http://h/p",
+        op=freeze({"method": "POST", "url": "http://h/p", "json": {"amount": 0.7}}),
+        delivery="blind",
+        version_ref=None,
+        principal="p",
+        meta=freeze({}),
+    )
     again = decode(e.encode())
     assert isinstance(again, Effect)
     assert again.id == e.id and again.op["json"]["amount"] == 0.7

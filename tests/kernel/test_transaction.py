@@ -178,7 +178,9 @@ def test_cli_tree_import_and_stdin_paths(tmp_path: Path) -> None:
     assert outside.returncode != 0 and b"E014" in outside.stderr
     repo = Repo.open(tmp_path)
     assert [e.message for e in repo.refs.reflog("refs/views/v")][-2:] == [
-        "transaction: 2 put, 0 rm, 0 effects", "transaction: 2 put, 0 rm, 0 effects"]
+        "transaction: 2 put, 0 rm, 0 effects",
+        "transaction: 2 put, 0 rm, 0 effects",
+    ]
 
 
 def test_small_packs_are_rolled_up_geometrically_and_nothing_is_lost(repo: Repo) -> None:
@@ -191,7 +193,8 @@ def test_small_packs_are_rolled_up_geometrically_and_nothing_is_lost(repo: Repo)
     assert len(packs(repo)) <= ROLL_UP_PACKS + 1
     fresh = Repo.open(repo.path)  # type: ignore[arg-type]
     assert [kernel.get(fresh, "v", f"f{i:03d}") for i in range(ROLL_UP_PACKS + 8)] == [
-        b"%d" % i for i in range(ROLL_UP_PACKS + 8)]
+        b"%d" % i for i in range(ROLL_UP_PACKS + 8)
+    ]
     assert fsck(fresh).clean
 
 
@@ -278,7 +281,9 @@ def test_a_fork_line_lost_in_a_power_cut_changes_no_answer(repo: Repo) -> None:
     log = repo.path / "logs" / "OPS"
     lines = log.read_bytes().splitlines(keepends=True)
     assert [(json.loads(line)["verb"], json.loads(line)["message"]) for line in lines[-2:]] == [
-        ("fork", "fork x from refs/heads/main"), ("fork", "fork x")]  # the ref's line, then the view's mark
+        ("fork", "fork x from refs/heads/main"),
+        ("fork", "fork x"),
+    ]  # the ref's line, then the view's mark
     log.write_bytes(b"".join(lines[:-2]))  # what the cut leaves of the two unsynced lines
     fresh = Repo.open(repo.path)
     assert load_live(fresh, "x").id == fresh.refs["refs/views/x"]

@@ -40,8 +40,9 @@ def blob(tmp_path: Path) -> tuple[Store, Hash, bytes]:
     return store, h, store.repo.objects.get_raw(h)
 
 
-@pytest.mark.parametrize("name", ["refs/heads/z", "refs/drains/main", "refs/remotes/o/heads/main", "refs/tmp",
-                                  "refs/views/w"])
+@pytest.mark.parametrize(
+    "name", ["refs/heads/z", "refs/drains/main", "refs/remotes/o/heads/main", "refs/tmp", "refs/views/w"]
+)
 def test_a_bundle_cannot_create_a_ref_outside_its_kinds(tmp_path: Path, name: str) -> None:
     store, h, raw = blob(tmp_path)
     craft(tmp_path / "f", {name: h}, [raw])

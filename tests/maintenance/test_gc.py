@@ -159,8 +159,15 @@ def test_memory_store_gc_keeps_the_young_unreachable_as_the_disk_store_does() ->
 
 @pytest.mark.parametrize(
     "text,delta",
-    [("now", 0), ("2.weeks.ago", 14 * 86400), ("30.minutes", 1800), ("1h", 3600), ("90 days ago", 90 * 86400),
-     ("3.months.ago", 90 * 86400), ("10s", 10)],
+    [
+        ("now", 0),
+        ("2.weeks.ago", 14 * 86400),
+        ("30.minutes", 1800),
+        ("1h", 3600),
+        ("90 days ago", 90 * 86400),
+        ("3.months.ago", 90 * 86400),
+        ("10s", 10),
+    ],
 )
 def test_parse_age(text: str, delta: int) -> None:
     assert parse_age(text, now=1_000_000_000) == 1_000_000_000 - delta
@@ -280,8 +287,7 @@ def test_objects_held_twice_are_decided_once_by_their_newest_copy(tmp_path_facto
     blobs = [Blob(b"held twice %d" % i) for i in range(24)]
     copies = [w if any(w) else (True, False, False) for w in where]
     for k in range(2):
-        items = [PackItem(b.id, b.encode(), young if a[k] else old)
-                 for b, w, a in zip(blobs, copies, ages) if w[k]]
+        items = [PackItem(b.id, b.encode(), young if a[k] else old) for b, w, a in zip(blobs, copies, ages) if w[k]]
         if items:
             repo.objects.add_pack(items, PackOptions())
     for b, w, a in zip(blobs, copies, ages):

@@ -19,7 +19,7 @@ from reelstore.maintenance.gc import gc
 from reelstore.maintenance.reach import ref_roots, walk
 from reelstore.objects import Blob, Record
 
-WRITER = r'''
+WRITER = r"""
 import os, sys, time
 from reelstore.objects import Blob, Record, Tree, View
 from reelstore.backend.repo import Repo
@@ -61,7 +61,7 @@ while time.monotonic() < deadline and i < 100000 and not (i > 40 and os.path.exi
         assert repo.objects.get(side.id) == side
     i += 1
 print(i)
-'''
+"""
 
 
 def test_gc_beside_a_live_writer_loses_nothing_reachable(tmp_path: Path) -> None:
@@ -70,8 +70,9 @@ def test_gc_beside_a_live_writer_loses_nothing_reachable(tmp_path: Path) -> None
     repo.config.save()
     script, stop = tmp_path / "writer.py", tmp_path / "stop"
     script.write_text(WRITER)
-    writer = subprocess.Popen([sys.executable, str(script), str(repo.path), str(stop), "120"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    writer = subprocess.Popen(
+        [sys.executable, str(script), str(repo.path), str(stop), "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     runs = pruned = 0
     try:
         deadline = time.monotonic() + 90
@@ -126,8 +127,12 @@ def test_gc_killed_at_any_point_loses_nothing_reachable(tmp_path: Path) -> None:
         rec = Record(live.refs["refs/heads/main"], tree.id, message=f"round {round_}")
         live.objects.loose.put_many([*blobs, tree, rec])
         live.refs.set("refs/heads/main", rec.id)
-        proc = subprocess.Popen([reel, "-C", str(tmp_path), "gc", "--prune=now"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [reel, "-C", str(tmp_path), "gc", "--prune=now"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -141,7 +146,7 @@ def test_gc_killed_at_any_point_loses_nothing_reachable(tmp_path: Path) -> None:
     assert not (repo.path / "gc.lock").exists()
 
 
-COMMITTER = r'''
+COMMITTER = r"""
 import json, sys
 from reelstore.api import Store
 from reelstore.errors import Conflict
@@ -161,7 +166,7 @@ for i in range(cycles):
         done.append(result.record.hex())
         break
 print(json.dumps(done))
-'''
+"""
 
 
 def test_gc_prune_now_beside_committers_loses_no_committed_record(tmp_path: Path) -> None:
@@ -174,8 +179,12 @@ def test_gc_prune_now_beside_committers_loses_no_committed_record(tmp_path: Path
     Repo.init(tmp_path).config.set("core.fsync", "false")
     script = tmp_path / "committer.py"
     script.write_text(COMMITTER)
-    writers = [subprocess.Popen([sys.executable, str(script), str(tmp_path), str(w), "12"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE) for w in range(3)]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path), str(w), "12"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for w in range(3)
+    ]
     runs = 0
     try:
         deadline = time.monotonic() + 120

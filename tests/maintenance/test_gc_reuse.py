@@ -202,8 +202,12 @@ def test_tree_edges_read_from_the_body_match_the_decoded_tree() -> None:
     assert list(zip(names, ids)) == list(tree.entries) and {len(h) for h in ids} == {32}
     assert _tree_edges(Tree(0, ()).encode()) == ((), ())
     assert _tree_edges(blobs[0].encode()) is None
-    for body in (b"\x81\xa7entries\x90", b"\xc1", b"\x82\xa7entries\x91\x92\xa1a\x01\xa5level\x00",
-                 b"\x82\xa7entries\x91\x93\xa1a\xc4\x01x\x00\xa5level\x00"):
+    for body in (
+        b"\x81\xa7entries\x90",
+        b"\xc1",
+        b"\x82\xa7entries\x91\x92\xa1a\x01\xa5level\x00",
+        b"\x82\xa7entries\x91\x93\xa1a\xc4\x01x\x00\xa5level\x00",
+    ):
         assert _tree_edges(b"tree\x00" + body) is None
 
 
@@ -268,8 +272,19 @@ def test_the_walk_over_leaves_reaches_what_the_plain_walk_reaches(repo: Repo) ->
     repo.objects.add_pack([PackItem(b.id, b.encode(), OLD) for b in blobs], PackOptions())
     absent = Hash(bytes(range(32)))
     inner = Tree(0, tuple(sorted({f"in{i:03}": b.id for i, b in enumerate(blobs[:40])}.items())))
-    top = Tree(0, tuple(sorted({**{f"b{i:03}": b.id for i, b in enumerate(blobs[20:90])}, "gone": absent,
-                                "inner": inner.id, "loose": Blob(b"loose").id}.items())))
+    top = Tree(
+        0,
+        tuple(
+            sorted(
+                {
+                    **{f"b{i:03}": b.id for i, b in enumerate(blobs[20:90])},
+                    "gone": absent,
+                    "inner": inner.id,
+                    "loose": Blob(b"loose").id,
+                }.items()
+            )
+        ),
+    )
     repo.objects.put_many([Blob(b"loose"), inner, top])
     roots = [("top", top.id), ("again", blobs[5].id), ("twice", top.id)]
     store = repo.objects

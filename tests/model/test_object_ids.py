@@ -40,12 +40,21 @@ GOLDEN = {  # ids of stored objects: a change here changes every stored id.
 def test_object_model_keeps_its_bytes_and_ids() -> None:
     blob = Blob(b"hello")
     rec = Record(parent=None, namespace=blob.id, author="a", message="m", time=7)
-    view = View(parent="refs/heads/main", base=rec.id, namespace=blob.id, caps=(blob.id,),
-                meta=FrozenMap({"name": "v"}))
+    view = View(
+        parent="refs/heads/main", base=rec.id, namespace=blob.id, caps=(blob.id,), meta=FrozenMap({"name": "v"})
+    )
     eff = Effect(adapter="fs", effect_class="B", resource="fs:a", op=FrozenMap({"write": "x"}))
     cap = Capability.parse("read,write=docs/")
-    made = [blob, rec, view, eff, cap, Effects((eff.id,)), Tree(0, (("a", blob.id),)),
-            Delta(rec.id, (Put("put", "a", blob.id),))]
+    made = [
+        blob,
+        rec,
+        view,
+        eff,
+        cap,
+        Effects((eff.id,)),
+        Tree(0, (("a", blob.id),)),
+        Delta(rec.id, (Put("put", "a", blob.id),)),
+    ]
     assert {type(o).__name__: o.id.hex() for o in made} == GOLDEN
     for obj in made:
         again = decode(obj.encode())

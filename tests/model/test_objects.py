@@ -41,8 +41,9 @@ names = st.text(min_size=1, max_size=12)
 texts = st.text(max_size=16)
 ints = st.integers(min_value=0, max_value=2**63 - 1)
 leaf = st.none() | st.booleans() | st.integers(-1000, 1000) | texts | st.binary(max_size=8)
-maps = st.dictionaries(st.text(max_size=6), st.recursive(leaf, lambda i: st.lists(i, max_size=3), max_leaves=5),
-                       max_size=4)
+maps = st.dictionaries(
+    st.text(max_size=6), st.recursive(leaf, lambda i: st.lists(i, max_size=3), max_leaves=5), max_size=4
+)
 
 
 def _sorted_unique(pairs):
@@ -96,20 +97,51 @@ views = st.builds(
 )
 records = st.builds(Record, opt_hashes, hashes, opt_hashes, opt_hashes, texts, texts, ints)
 journals = st.builds(
-    Journal, opt_hashes, names, hashes, ints, hashes, names, st.sampled_from(STATES), ints, ints,
-    st.none() | maps, texts, opt_hashes,
+    Journal,
+    opt_hashes,
+    names,
+    hashes,
+    ints,
+    hashes,
+    names,
+    st.sampled_from(STATES),
+    ints,
+    ints,
+    st.none() | maps,
+    texts,
+    opt_hashes,
 )
 findings = st.builds(Finding, names, hashes, st.sampled_from(OUTCOMES), names, names, ints)
 op_events = st.builds(OpEvent, names, st.sampled_from(ACTIONS), names, ints, texts, ints, texts, texts, opt_hashes)
-chunk_lists = st.lists(st.tuples(hashes, st.integers(1, CHUNK_MAX)), min_size=2, max_size=5).filter(
-    lambda parts: sum(n for _, n in parts) > THRESHOLD).map(lambda parts: Chunks(sum(n for _, n in parts),
-                                                                                 tuple(parts)))
-exchanges = st.fixed_dictionaries({
-    "fp": names, "method": st.sampled_from(("GET", "HEAD")), "url": names, "status": st.integers(100, 999),
-    "headers": st.dictionaries(names, texts, max_size=3), "body": hashes})
+chunk_lists = (
+    st.lists(st.tuples(hashes, st.integers(1, CHUNK_MAX)), min_size=2, max_size=5)
+    .filter(lambda parts: sum(n for _, n in parts) > THRESHOLD)
+    .map(lambda parts: Chunks(sum(n for _, n in parts), tuple(parts)))
+)
+exchanges = st.fixed_dictionaries(
+    {
+        "fp": names,
+        "method": st.sampled_from(("GET", "HEAD")),
+        "url": names,
+        "status": st.integers(100, 999),
+        "headers": st.dictionaries(names, texts, max_size=3),
+        "body": hashes,
+    }
+)
 recordings = st.builds(Recording, st.lists(exchanges, max_size=3).map(tuple), ints, texts)
-approvals = st.builds(Approval, st.sampled_from(VERDICTS), names, names, opt_hashes, hashes, names, names,
-                      st.sampled_from(VIA), ints, texts)
+approvals = st.builds(
+    Approval,
+    st.sampled_from(VERDICTS),
+    names,
+    names,
+    opt_hashes,
+    hashes,
+    names,
+    names,
+    st.sampled_from(VIA),
+    ints,
+    texts,
+)
 objects = st.one_of(
     st.builds(Blob, st.binary(max_size=64)),
     trees,
@@ -129,8 +161,22 @@ objects = st.one_of(
 
 
 def test_every_kind_has_a_strategy():
-    assert set(KINDS) == {"blob", "tree", "delta", "capability", "effect", "effects", "view", "record", "journal",
-                          "finding", "opevent", "chunks", "recording", "approval"}
+    assert set(KINDS) == {
+        "blob",
+        "tree",
+        "delta",
+        "capability",
+        "effect",
+        "effects",
+        "view",
+        "record",
+        "journal",
+        "finding",
+        "opevent",
+        "chunks",
+        "recording",
+        "approval",
+    }
 
 
 @settings(max_examples=150, deadline=None)
@@ -309,16 +355,19 @@ def test_decode_loads_the_module_of_the_kind_it_meets() -> None:
     from reelstore.objects import Record, Tree
 
     raw = Record(None, Tree(0, ()).id, message="lazy").encode()
-    code = "\n".join([
-        "import json, sys",
-        "import reelstore.objects as o",
-        "kinds = lambda: sorted(m for m in sys.modules if m.startswith('reelstore.objects.'))",
-        "before = kinds()",
-        "obj = o.decode(bytes.fromhex(sys.argv[1]))",
-        "print(json.dumps([type(obj).__name__, obj.message, before, kinds()]))",
-    ])
-    done = subprocess.run([sys.executable, "-c", code, raw.hex()], capture_output=True, text=True, timeout=60,
-                          check=True)
+    code = "\n".join(
+        [
+            "import json, sys",
+            "import reelstore.objects as o",
+            "kinds = lambda: sorted(m for m in sys.modules if m.startswith('reelstore.objects.'))",
+            "before = kinds()",
+            "obj = o.decode(bytes.fromhex(sys.argv[1]))",
+            "print(json.dumps([type(obj).__name__, obj.message, before, kinds()]))",
+        ]
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, raw.hex()], capture_output=True, text=True, timeout=60, check=True
+    )
     name, message, before, after = json.loads(done.stdout)
     assert (name, message) == ("Record", "lazy")
     assert before == []

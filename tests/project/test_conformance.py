@@ -366,9 +366,11 @@ def test_t014_restore_in_place_keeps_class_c_pending_for_the_user(mem: Repo) -> 
 
 def test_l3_concurrent_forks_are_atomic_and_isolated(tmp_path: Path) -> None:
     repo = Repo.init(tmp_path)
-    script = ("import sys; from reelstore.backend.repo import Repo; from reelstore.kernel import verbs as k; "
-              "r = Repo.open(sys.argv[1]); n = sys.argv[2]; "
-              "k.fork(r, 'v' + n); k.put(r, 'v' + n, 'own/' + n, n.encode())")
+    script = (
+        "import sys; from reelstore.backend.repo import Repo; from reelstore.kernel import verbs as k; "
+        "r = Repo.open(sys.argv[1]); n = sys.argv[2]; "
+        "k.fork(r, 'v' + n); k.put(r, 'v' + n, 'own/' + n, n.encode())"
+    )
     procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), str(n)]) for n in range(8)]
     assert [p.wait(timeout=120) for p in procs] == [0] * 8
     repo = Repo.open(tmp_path)

@@ -41,10 +41,12 @@ def test_async_agent_example_commits_the_even_attempts(tmp_path: Path) -> None:
 
 def test_tool_loop_example_sends_nothing_until_approved(tmp_path: Path) -> None:
     with Target(tmp_path / "ledger.jsonl") as target:
-        rejected = _run(str(EXAMPLES / "tool_loop.py"), str(tmp_path / "a"), f"{target.url}/blind", "reject",
-                        cwd=tmp_path)
+        rejected = _run(
+            str(EXAMPLES / "tool_loop.py"), str(tmp_path / "a"), f"{target.url}/blind", "reject", cwd=tmp_path
+        )
         assert "2 effects pending" in rejected and target.ledger_path.read_text() == ""
-        approved = _run(str(EXAMPLES / "tool_loop.py"), str(tmp_path / "b"), f"{target.url}/blind", "approve",
-                        cwd=tmp_path)
+        approved = _run(
+            str(EXAMPLES / "tool_loop.py"), str(tmp_path / "b"), f"{target.url}/blind", "approve", cwd=tmp_path
+        )
         assert "'succeeded', 'succeeded'" in approved
         assert len(target.ledger_path.read_text().splitlines()) == 2

@@ -28,15 +28,19 @@ def _without(tmp_path: Path, *modules: str) -> dict[str, str]:
 
 
 def _reel(env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(Path(sys.executable).parent / "reel"), *args], cwd=cwd, env=env, text=True,
-                          capture_output=True, timeout=60)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "reel"), *args], cwd=cwd, env=env, text=True, capture_output=True, timeout=60
+    )
 
 
 def test_the_core_install_requires_none_of_the_heavy_parts() -> None:
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
-    core = {line.split(">")[0].split("<")[0].split("=")[0].strip()
-            for line in cfg["options"]["install_requires"].split("\n") if line.strip()}
+    core = {
+        line.split(">")[0].split("<")[0].split("=")[0].strip()
+        for line in cfg["options"]["install_requires"].split("\n")
+        if line.strip()
+    }
     assert core & {"mcp", "h11", "cryptography", "httpx", "requests", "pydantic", "psycopg"} == set(), core
     extras = cfg["options.extras_require"]
     assert "mcp" in extras["mcp"] and "h11" in extras["run"] and "cryptography" in extras["run"]
@@ -44,20 +48,26 @@ def test_the_core_install_requires_none_of_the_heavy_parts() -> None:
     assert "reelstore[all]" in extras["test"]
 
 
-@pytest.mark.parametrize(("args", "missing", "extra"), [
-    (("mcp",), ("mcp",), "mcp"),
-    (("run", "--", "true"), ("h11",), "run"),
-    (("run", "--", "true"), ("cryptography",), "run"),
-    (("replay", "nothing", "--", "true"), ("h11",), "run"),
-])
-def test_a_command_whose_extra_is_missing_names_it(tmp_path: Path, args: tuple[str, ...],
-                                                     missing: tuple[str, ...], extra: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "missing", "extra"),
+    [
+        (("mcp",), ("mcp",), "mcp"),
+        (("run", "--", "true"), ("h11",), "run"),
+        (("run", "--", "true"), ("cryptography",), "run"),
+        (("replay", "nothing", "--", "true"), ("h11",), "run"),
+    ],
+)
+def test_a_command_whose_extra_is_missing_names_it(
+    tmp_path: Path, args: tuple[str, ...], missing: tuple[str, ...], extra: str
+) -> None:
     env = _without(tmp_path, *missing)
     assert _reel(env, "init", cwd=tmp_path).returncode == 0
     done = _reel(env, *args, cwd=tmp_path)
     assert done.returncode == 6, done.stderr
-    assert f"E014: reel {args[0]} needs {missing[0]}, which is not installed: pip install 'reelstore[{extra}]'" \
+    assert (
+        f"E014: reel {args[0]} needs {missing[0]}, which is not installed: pip install 'reelstore[{extra}]'"
         in done.stderr
+    )
     assert "Traceback" not in done.stderr
 
 
@@ -69,10 +79,19 @@ def test_the_demo_runs_without_any_extra(tmp_path: Path) -> None:
 
 
 def test_http_client_without_httpx_names_the_extra(tmp_path: Path) -> None:
-    code = ("from reelstore import Store\nfrom reelstore.errors import BadInput\n"
-            "v = Store.init('s').fork('a')\n"
-            "try:\n    v.http_client()\nexcept BadInput as e:\n    print(e)\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_without(tmp_path, "httpx"),
-                          capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip() == ("E014: http_client('httpx') needs httpx, which is not installed: "
-                                   "pip install 'reelstore[http]'")
+    code = (
+        "from reelstore import Store\nfrom reelstore.errors import BadInput\n"
+        "v = Store.init('s').fork('a')\n"
+        "try:\n    v.http_client()\nexcept BadInput as e:\n    print(e)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=_without(tmp_path, "httpx"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.strip() == (
+        "E014: http_client('httpx') needs httpx, which is not installed: pip install 'reelstore[http]'"
+    )

@@ -21,8 +21,9 @@ def _store(tmp_path: Path) -> tuple[Repo, list[bytes]]:
     blob stored plain or compressed, an empty one), and the ids to ask for, with names no pack holds."""
     repo = Repo.init(tmp_path)
     objs = [*every_method(), Blob(b"x" * 70_000)]
-    result = repo.objects.add_pack((PackItem(o.id, o.encode(), 1, "f" if o.kind == "blob" else "") for o in objs),
-                                   PackOptions())
+    result = repo.objects.add_pack(
+        (PackItem(o.id, o.encode(), 1, "f" if o.kind == "blob" else "") for o in objs), PackOptions()
+    )
     assert result.methods["dict"] and result.methods["base"] and result.methods["stored"]
     names = [o.id.hex().encode() for o in objs]
     return repo, [*names, Blob(b"absent").id.hex().encode(), b"HEAD", objs[0].id.hex().upper().encode(), b""]

@@ -56,9 +56,15 @@ def test_the_push_floor_lands_what_reel_pushed_with_and_without_reels_modules(tm
     sync.push(repo, "origin")
     new = git("--git-dir", str(remote), "rev-parse", REF).strip()
     pack = tmp_path / "incr.pack"
-    pack.write_bytes(subprocess.run(["git", "--git-dir", str(remote), "pack-objects", "--revs", "--stdout", "-q"],
-                                    input=f"{new}\n^{old}\n".encode(), capture_output=True, check=True,
-                                    timeout=60).stdout)
+    pack.write_bytes(
+        subprocess.run(
+            ["git", "--git-dir", str(remote), "pack-objects", "--revs", "--stdout", "-q"],
+            input=f"{new}\n^{old}\n".encode(),
+            capture_output=True,
+            check=True,
+            timeout=60,
+        ).stdout
+    )
     modules = tmp_path / "modules.txt"
     modules.write_text("reelstore.sync.push\nreelstore.porcelain.push\n")
     for k, extra in enumerate([(), (str(modules),)]):
@@ -66,15 +72,19 @@ def test_the_push_floor_lands_what_reel_pushed_with_and_without_reels_modules(tm
         shutil.copytree(before, target, symlinks=True)
         _floor("push", str(target), REF, old, new, str(pack), *extra)
         assert git("--git-dir", str(target), "rev-parse", REF).strip() == new
-        assert git("--git-dir", str(target), "rev-list", "--objects", "--all") == \
-            git("--git-dir", str(remote), "rev-list", "--objects", "--all")
+        assert git("--git-dir", str(target), "rev-list", "--objects", "--all") == git(
+            "--git-dir", str(remote), "rev-list", "--objects", "--all"
+        )
         fsck(target)
     missing = tmp_path / "missing.txt"
     missing.write_text("reelstore.no_such_module\n")
     target = tmp_path / "floor-missing.git"
     shutil.copytree(before, target, symlinks=True)
-    refused = subprocess.run([sys.executable, str(FLOOR), "push", str(target), REF, old, new, str(pack), str(missing)],
-                             capture_output=True, timeout=120)
+    refused = subprocess.run(
+        [sys.executable, str(FLOOR), "push", str(target), REF, old, new, str(pack), str(missing)],
+        capture_output=True,
+        timeout=120,
+    )
     assert refused.returncode != 0 and b"reelstore.no_such_module" in refused.stderr
     assert git("--git-dir", str(target), "rev-parse", REF).strip() == old
 

@@ -25,8 +25,10 @@ def test_a_committed_attempt_sends_each_effect_once(tmp_path: Path, example: str
     with Target(tmp_path / "ledger.jsonl") as target:
         out = _run(str(EXAMPLES / example), str(tmp_path / "s"), f"{target.url}/blind", "commit", cwd=tmp_path)
         assert "committed: ['succeeded', 'succeeded']" in out, out
-        assert _ledger(target) == [("/blind/notify", {"text": "refund sent"}),
-                                   ("/blind/refunds", {"amount": 12.5, "customer": 7})]
+        assert _ledger(target) == [
+            ("/blind/notify", {"text": "refund sent"}),
+            ("/blind/refunds", {"amount": 12.5, "customer": 7}),
+        ]
 
 
 @pytest.mark.parametrize("example", FRAMEWORKS)
@@ -66,8 +68,9 @@ def test_tool_calls_from_many_threads_all_land(tmp_path: Path) -> None:
     from reelstore.integrations import Attempt
 
     url = "http://127.0.0.1:9"
-    with Attempt(Store.init(tmp_path / "s"), "a", caps=["read,write=n/", f"fire_c=http:POST:{url}/"],
-                 commit=False) as attempt:
+    with Attempt(
+        Store.init(tmp_path / "s"), "a", caps=["read,write=n/", f"fire_c=http:POST:{url}/"], commit=False
+    ) as attempt:
         tools = attempt.tools
 
         def both(i: int) -> list[str]:
@@ -127,15 +130,31 @@ def test_langgraph_approval_node_waits_for_recorded_approvals(tmp_path: Path) ->
             held = graph.invoke({"messages": [("user", "refund customer 7")]}, config)["__interrupt__"][0].value
             assert held["effects"] and target.ledger_path.read_text() == ""
             env = {**os.environ, "REEL_PRINCIPAL": "bob"}
-            approved = subprocess.run([str(Path(sys.executable).parent / "reel"), "-C", str(tmp_path / "s"),
-                                       "approve", "a", "--by", "bob", "--effects", held["effects"]],
-                                      env=env, capture_output=True, text=True, timeout=60)
+            approved = subprocess.run(
+                [
+                    str(Path(sys.executable).parent / "reel"),
+                    "-C",
+                    str(tmp_path / "s"),
+                    "approve",
+                    "a",
+                    "--by",
+                    "bob",
+                    "--effects",
+                    held["effects"],
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert approved.returncode == 0, approved.stderr
             graph.invoke(Command(resume="approve"), config)
         assert attempt.result is not None and len(_ledger(target)) == 2
 
-        with pytest.raises(ApprovalRequired), Attempt(store, "b", caps=[f"fire_c=http:POST:{url}/"],
-                                                       commit=False) as unapproved:
+        with (
+            pytest.raises(ApprovalRequired),
+            Attempt(store, "b", caps=[f"fire_c=http:POST:{url}/"], commit=False) as unapproved,
+        ):
             graph = agent_graph(ScriptedModel(responses=script(url, give_up=False)), unapproved, approve=True)
             graph.invoke({"messages": [("user", "refund customer 7")]}, config := {"configurable": {"thread_id": "2"}})
             graph.invoke(Command(resume="approve"), config)

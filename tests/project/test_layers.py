@@ -99,7 +99,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str]:
 
     def visit(unit: str) -> list[str]:
         if unit in path:
-            return path[path.index(unit):] + [unit]
+            return path[path.index(unit) :] + [unit]
         if unit in done:
             return []
         path.append(unit)
@@ -178,8 +178,12 @@ def test_the_library_never_imports_the_cli_or_click() -> None:
     bad = []
     for _, path in _library():
         for module in _runtime_imports(ast.parse(path.read_text("utf-8"))):
-            if module == "click" or module.startswith("click.") or _unit(module) in CLI and module.startswith(
-                    "reelstore."):
+            if (
+                module == "click"
+                or module.startswith("click.")
+                or _unit(module) in CLI
+                and module.startswith("reelstore.")
+            ):
                 bad.append(f"{path.relative_to(ROOT)} imports {module}")
     assert bad == []
 
@@ -193,8 +197,12 @@ def test_the_checker_sees_an_upward_arrow() -> None:
 def test_the_storage_layer_loads_psycopg_only_through_extras_needs() -> None:
     """The Postgres client is an optional extra: no backend module imports it directly, so a store without
     it installed opens, and one that needs it says which extra to install (E014) instead of a traceback."""
-    direct = [f"{path.relative_to(ROOT)} imports {module}" for unit, path in _library() if unit == "backend"
-              for module in _runtime_imports(ast.parse(path.read_text("utf-8")))
-              if module == "psycopg" or module.startswith("psycopg.")]
+    direct = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for unit, path in _library()
+        if unit == "backend"
+        for module in _runtime_imports(ast.parse(path.read_text("utf-8")))
+        if module == "psycopg" or module.startswith("psycopg.")
+    ]
     assert direct == []
-    assert "needs(\"psycopg\"" in (PKG / "backend" / "postgres.py").read_text("utf-8")
+    assert 'needs("psycopg"' in (PKG / "backend" / "postgres.py").read_text("utf-8")

@@ -26,22 +26,39 @@ def test_sdist_installs_in_a_fresh_venv_and_its_tests_pass(tmp_path: Path) -> No
     # From a copy without the checkout's egg-info: a stale SOURCES.txt there (left by `pip install -e`)
     # would add files MANIFEST.in does not, and hide what a clean build lacks.
     tree = tmp_path / "tree"
-    shutil.copytree(ROOT, tree, symlinks=True, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "*.egg-info", "__pycache__", "build", "dist"))
+    shutil.copytree(
+        ROOT,
+        tree,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(".git", ".venv", "*.egg-info", "__pycache__", "build", "dist"),
+    )
     _run(sys.executable, "-m", "build", "--sdist", "--no-isolation", "--skip-dependency-check", "-o", dist, tree)
     (sdist,) = dist.glob("reelstore-*.tar.gz")
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
         tar.extractall(tmp_path / "src", filter="data")
-    for needed in ("LICENSE", "README.md", "docs/revisions.md", "docs/commands/cat-file.md", "tests/conftest.py",
-                   "tests/helpers/gitserver.py", "tests/helpers/kernel_helpers.py", "reelstore/py.typed",
-                   "reelstore/cli/main.py",
-                   "reelstore/plumbing/cat_file.py", "reelstore/porcelain/log.py"):
+    for needed in (
+        "LICENSE",
+        "README.md",
+        "docs/revisions.md",
+        "docs/commands/cat-file.md",
+        "tests/conftest.py",
+        "tests/helpers/gitserver.py",
+        "tests/helpers/kernel_helpers.py",
+        "reelstore/py.typed",
+        "reelstore/cli/main.py",
+        "reelstore/plumbing/cat_file.py",
+        "reelstore/porcelain/log.py",
+    ):
         assert needed in names, f"the sdist lacks {needed}"
     # Everything the shipped tests, docs and benchmarks use: the test suite's helpers (the node client
     # `reel run`'s tests drive, the examples test_examples runs), every docs page, every benchmark.
-    shipped = {p.relative_to(ROOT).as_posix() for top in ("docs", "tests", "examples", "bench")
-               for p in (ROOT / top).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    shipped = {
+        p.relative_to(ROOT).as_posix()
+        for top in ("docs", "tests", "examples", "bench")
+        for p in (ROOT / top).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
     assert sorted(shipped - names) == [], "the sdist lacks these files of the tree"
     assert "Apache License" in (tmp_path / "src" / sdist.name[: -len(".tar.gz")] / "LICENSE").read_text()
     src = tmp_path / "src" / sdist.name[: -len(".tar.gz")]

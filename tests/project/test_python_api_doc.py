@@ -30,6 +30,11 @@ def test_the_example_runs_and_prints_its_comments(tmp_path: Path) -> None:
 def test_the_example_type_checks_strictly(tmp_path: Path) -> None:
     user = tmp_path / "example.py"
     user.write_text(_example())
-    proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental",
-                           str(user)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental", str(user)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0 and "Success" in proc.stdout, proc.stdout

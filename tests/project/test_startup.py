@@ -33,8 +33,7 @@ def render(index: dict[str, tuple[str, str]]) -> str:
         out.append(f"    {json.dumps(name)}: ({json.dumps(module)},")
         wrapped = textwrap.wrap(text, 100, break_long_words=False, break_on_hyphens=False, drop_whitespace=False)
         for i, part in enumerate(wrapped):
-            out.append(f"        {json.dumps(part, ensure_ascii=False)}" + ("),"
-                                                                           if i == len(wrapped) - 1 else ""))
+            out.append(f"        {json.dumps(part, ensure_ascii=False)}" + (")," if i == len(wrapped) - 1 else ""))
     return "\n".join(out)
 
 
@@ -60,8 +59,7 @@ with open(report, "w") as f:
 def _imported_after(*args: str, cwd: Path, ok: bool = True) -> set[str]:
     """The modules loaded once `reel ARGS` has run in `cwd`; with `ok`, the command must succeed."""
     report = cwd / "modules.txt"
-    done = subprocess.run([sys.executable, "-c", _REPORT, str(report), *args], capture_output=True, timeout=60,
-                          cwd=cwd)
+    done = subprocess.run([sys.executable, "-c", _REPORT, str(report), *args], capture_output=True, timeout=60, cwd=cwd)
     status, *mods = report.read_text().split()
     assert status == "0" or not ok, (args, done.stderr.decode())
     return set(mods)
@@ -78,8 +76,9 @@ def test_version_and_help_print_what_they_promise(tmp_path: Path) -> None:
 
 
 def test_help_lists_every_command() -> None:
-    out = subprocess.run([sys.executable, "-c", "from reelstore.cli.main import main; main(['--help'])"],
-                         capture_output=True, timeout=60).stdout.decode()
+    out = subprocess.run(
+        [sys.executable, "-c", "from reelstore.cli.main import main; main(['--help'])"], capture_output=True, timeout=60
+    ).stdout.decode()
     sections: dict[str, set[str]] = {}
     heading = ""
     for line in out.splitlines():
@@ -88,16 +87,21 @@ def test_help_lists_every_command() -> None:
         elif line.startswith("  ") and heading.split()[1:2] == ["commands"]:
             sections.setdefault(heading.split()[0], set()).add(line.split()[0])
     # grouped as git groups its commands, by where each command's module lives
-    assert sections == {"Porcelain": {n for n, (m, _) in COMMANDS.items() if m.startswith("reelstore.porcelain.")},
-                        "Plumbing": {n for n, (m, _) in COMMANDS.items() if m.startswith("reelstore.plumbing.")}}
+    assert sections == {
+        "Porcelain": {n for n, (m, _) in COMMANDS.items() if m.startswith("reelstore.porcelain.")},
+        "Plumbing": {n for n, (m, _) in COMMANDS.items() if m.startswith("reelstore.plumbing.")},
+    }
     assert {"commit", "fork", "run"} <= sections["Porcelain"] and {"cat-file", "update-ref"} <= sections["Plumbing"]
     assert set().union(*sections.values()) == set(COMMANDS)
 
 
 def test_a_mistyped_command_names_the_closest_ones() -> None:
     def ask(name: str) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run([sys.executable, "-c", f"from reelstore.cli.main import main; main([{name!r}])"],
-                              capture_output=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-c", f"from reelstore.cli.main import main; main([{name!r}])"],
+            capture_output=True,
+            timeout=60,
+        )
 
     typo = ask("comit")
     assert typo.returncode == 2 and b"No such command 'comit'. Did you mean commit?" in typo.stderr
@@ -109,12 +113,14 @@ def test_a_mistyped_command_names_the_closest_ones() -> None:
 def test_the_sync_package_names_stay_functions() -> None:
     """`push`, `fetch` and `abort` name functions even after their same-named submodules are imported
     (which binds a module on its package)."""
-    script = ("import sys, importlib; from reelstore import sync; "
-              "importlib.import_module('reelstore.sync.push'); importlib.import_module('reelstore.sync.abort'); "
-              "from reelstore.sync import fetch; "
-              "print(callable(sync.push), "
-              "callable(sync.abort), callable(fetch), sync.push.__module__, sorted(sync.__all__) == "
-              "sorted(n for n in sync.__all__ if hasattr(sync, n)))")
+    script = (
+        "import sys, importlib; from reelstore import sync; "
+        "importlib.import_module('reelstore.sync.push'); importlib.import_module('reelstore.sync.abort'); "
+        "from reelstore.sync import fetch; "
+        "print(callable(sync.push), "
+        "callable(sync.abort), callable(fetch), sync.push.__module__, sorted(sync.__all__) == "
+        "sorted(n for n in sync.__all__ if hasattr(sync, n)))"
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60, text=True)
     assert out.stdout.split() == ["True", "True", "True", "reelstore.sync.push", "True"], out.stderr
 
@@ -160,14 +166,20 @@ print(default, embedded, gc.get_threshold()[0], YOUNG_COLLECTION_EVERY, len(runs
 
 
 def test_the_executable_runs_a_short_verb_without_a_collection_and_an_embedded_cli_keeps_the_default(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """What a short verb allocates lives to the exit: the executable collects young objects every
     YOUNG_COLLECTION_EVERY allocations instead of every 700, so `cat-file -p` runs no collection at all
     (it ran seven). The click group run inside another program leaves the interpreter's threshold alone."""
     _imported_after("init", cwd=tmp_path)
     head = (tmp_path / ".reel" / "refs" / "heads" / "main").read_text()[:64]
-    done = subprocess.run([sys.executable, "-c", _COLLECTIONS, "cat-file", "-p", head], capture_output=True,
-                          timeout=60, cwd=tmp_path, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _COLLECTIONS, "cat-file", "-p", head],
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=True,
+    )
     default, embedded, after, every, collections = (int(n) for n in done.stdout.splitlines()[-1].split())
     assert embedded == default == 700
     assert after == every > default

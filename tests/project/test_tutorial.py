@@ -55,7 +55,7 @@ def sessions(text: str) -> list[Session]:
             continue
         assert i + 1 < len(lines) and lines[i + 1].startswith("```"), f"line {i + 1}: a mark must sit above a fence"
         end = lines.index("```", i + 2)
-        body = lines[i + 2:end]
+        body = lines[i + 2 : end]
         session = found.setdefault(mark["session"], Session(mark["session"]))
         if mark["file"]:
             session.files[mark["file"]] = "\n".join(body) + "\n"
@@ -101,8 +101,14 @@ def run_session(session: Session, where: Path, port: int) -> list[tuple[str, str
     for name, body in session.files.items():
         (where / name).write_text(body.replace(DOC_PORT, str(port)))
     env = {k: v for k, v in os.environ.items() if not k.startswith("REEL_")}
-    env.update(REEL_PRINCIPAL="alice", LC_ALL="C", TZ="UTC", HOME=str(where), NO_COLOR="1",
-               PATH=f"{Path(REEL).parent}{os.pathsep}{env.get('PATH', '')}")
+    env.update(
+        REEL_PRINCIPAL="alice",
+        LC_ALL="C",
+        TZ="UTC",
+        HOME=str(where),
+        NO_COLOR="1",
+        PATH=f"{Path(REEL).parent}{os.pathsep}{env.get('PATH', '')}",
+    )
     background: list[subprocess.Popen[bytes]] = []
     ids: dict[str, str] = {}
     out = []
@@ -110,13 +116,27 @@ def run_session(session: Session, where: Path, port: int) -> list[tuple[str, str
         for command, shown in session.commands:
             line = HEX.sub(lambda m: ids.get(m[0], m[0]), command).replace(DOC_PORT, str(port))
             if line.endswith(" &"):
-                background.append(subprocess.Popen(["sh", "-c", "exec " + line[:-2]], cwd=where, env=env,
-                                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                background.append(
+                    subprocess.Popen(
+                        ["sh", "-c", "exec " + line[:-2]],
+                        cwd=where,
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
                 _wait_listening(port, background[-1])
                 out.append((command, "\n".join(shown), ""))  # it prints nothing the session sees
                 continue
-            done = subprocess.run(["sh", "-c", line], cwd=where, env=env, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+            done = subprocess.run(
+                ["sh", "-c", line],
+                cwd=where,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                timeout=120,
+            )
             printed = done.stdout.decode("utf-8", "replace").replace(str(port), DOC_PORT).rstrip("\n")
             if done.returncode:
                 printed += ("\n" if printed else "") + f"[exit {done.returncode}]"
@@ -143,8 +163,11 @@ def test_the_tutorial_marks_its_sessions() -> None:
 def test_the_tutorial_prints_what_it_shows(name: str, tmp_path: Path, reserve_port: Callable[[], int]) -> None:
     (session,) = [s for s in sessions(TUTORIAL.read_text()) if s.name == name]
     ran = run_session(session, tmp_path / name, reserve_port())
-    drift = [f"$ {command}\n--- the tutorial shows:\n{shown}\n--- it printed:\n{printed}"
-             for command, shown, printed in ran if normalise(shown) != normalise(printed)]
+    drift = [
+        f"$ {command}\n--- the tutorial shows:\n{shown}\n--- it printed:\n{printed}"
+        for command, shown, printed in ran
+        if normalise(shown) != normalise(printed)
+    ]
     assert not drift, "docs/tutorial.md has drifted:\n\n" + "\n\n".join(drift)
 
 

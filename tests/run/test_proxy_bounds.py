@@ -23,8 +23,9 @@ MIB = 1 << 20
 def _proxy(tmp_path: Path) -> tuple[HttpProxy, TlsProxy]:
     store = Store.init(tmp_path)
     store.fork("v")
-    proxy = HttpProxy(store.repo, "v", engine=lambda pol, minter, ca: TlsProxy(pol, minter, ca, max_connections=2,
-                                                                                 budget=4 * MIB))
+    proxy = HttpProxy(
+        store.repo, "v", engine=lambda pol, minter, ca: TlsProxy(pol, minter, ca, max_connections=2, budget=4 * MIB)
+    )
     proxy.start(Launch())
     return proxy, proxy._engine
 
@@ -38,8 +39,10 @@ def _until(cond, what: str) -> None:
 
 
 def _head(port: int, length: int) -> bytes:
-    return (f"POST http://127.0.0.1:9/pay HTTP/1.1\r\nHost: 127.0.0.1:9\r\nContent-Type: text/plain\r\n"
-            f"Content-Length: {length}\r\n\r\n").encode()
+    return (
+        f"POST http://127.0.0.1:9/pay HTTP/1.1\r\nHost: 127.0.0.1:9\r\nContent-Type: text/plain\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    ).encode()
 
 
 def _status(sock: socket.socket) -> tuple[int, bytes]:

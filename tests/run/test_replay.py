@@ -44,26 +44,71 @@ def _json(proc) -> dict:
 def test_record_replay_offline_and_diff(setup, reel) -> None:
     store, target, script = setup
     url = f"https://127.0.0.1:{target.port}"
-    recorded = _json(reel("-C", str(store), "--json", "run", "--record", "--keep", "--view", "recorded",
-                          "--allow", f"127.0.0.1:{target.port}", "--", sys.executable, str(script), url))
+    recorded = _json(
+        reel(
+            "-C",
+            str(store),
+            "--json",
+            "run",
+            "--record",
+            "--keep",
+            "--view",
+            "recorded",
+            "--allow",
+            f"127.0.0.1:{target.port}",
+            "--",
+            sys.executable,
+            str(script),
+            url,
+        )
+    )
     assert recorded["status"] == 0 and recorded["decision"] == "keep", recorded
     assert [p["url"] for p in recorded["passed"]] == [f"{url}/price/a", f"{url}/price/b"]
     reads = _json(reel("-C", str(store), "--json", "show", "recorded"))["recorded_reads"]
-    assert [(r["method"], r["url"], r["status"]) for r in reads] == [("GET", f"{url}/price/a", 200),
-                                                                     ("GET", f"{url}/price/b", 200)]
+    assert [(r["method"], r["url"], r["status"]) for r in reads] == [
+        ("GET", f"{url}/price/a", 200),
+        ("GET", f"{url}/price/b", 200),
+    ]
     seen = len(target.ledger())
     target.__exit__(None, None, None)  # the target is gone: a replay that touched the network would fail
 
-    replayed = _json(reel("-C", str(store), "--json", "replay", "--keep", "--view", "replayed", "recorded",
-                          "--", sys.executable, str(script), url))
+    replayed = _json(
+        reel(
+            "-C",
+            str(store),
+            "--json",
+            "replay",
+            "--keep",
+            "--view",
+            "replayed",
+            "recorded",
+            "--",
+            sys.executable,
+            str(script),
+            url,
+        )
+    )
     assert replayed["status"] == 0 and replayed["divergences"] == [] and replayed["refused"] == [], replayed
     assert replayed["passed"] == [] and len(target.ledger()) == seen
     same = _json(reel("-C", str(store), "--json", "diff", "recorded", "replayed"))
     assert same["names"] == [] and [e["status"] for e in same["effects"]] == ["same"]
     assert same["effects"][0]["a"]["op"]["body"] == same["effects"][0]["b"]["op"]["body"]
 
-    diverged = reel("-C", str(store), "--json", "replay", "--keep", "--view", "changed", "recorded",
-                    "--", sys.executable, str(script), url, "c")
+    diverged = reel(
+        "-C",
+        str(store),
+        "--json",
+        "replay",
+        "--keep",
+        "--view",
+        "changed",
+        "recorded",
+        "--",
+        sys.executable,
+        str(script),
+        url,
+        "c",
+    )
     doc = _json(diverged)
     assert doc["status"] != 0 and doc["decision"] == "abort"
     (d,) = doc["divergences"]
@@ -81,7 +126,9 @@ def test_diff_aligns_effects_and_shows_the_changed_body(tmp_path: Path, reel) ->
     b.put("notes/x", "only in b")
     doc = _json(reel("--json", "diff", "a", "b"))
     assert [(e["status"], (e["b"] or e["a"])["resource"]) for e in doc["effects"]] == [
-        ("changed", "http:POST:https://example.invalid/pay"), ("added", "http:POST:https://example.invalid/notify")]
+        ("changed", "http:POST:https://example.invalid/pay"),
+        ("added", "http:POST:https://example.invalid/notify"),
+    ]
     assert '-  "amount": 5' in doc["effects"][0]["diff"] and '+  "amount": 7' in doc["effects"][0]["diff"]
     assert doc["names"] == [{"status": "added", "name": "notes/x", "a": None, "b": doc["names"][0]["b"]}]
     text = reel("diff", "a", "b").stdout.decode()
@@ -91,13 +138,58 @@ def test_diff_aligns_effects_and_shows_the_changed_body(tmp_path: Path, reel) ->
 def test_options_may_follow_source_when_dashdash_ends_them(setup, reel) -> None:
     store, target, script = setup
     url = f"https://127.0.0.1:{target.port}"
-    assert _json(reel("-C", str(store), "--json", "run", "--record", "--keep", "--view", "recorded",
-                      "--allow", f"127.0.0.1:{target.port}", "--", sys.executable, str(script), url))["status"] == 0
-    doc = _json(reel("-C", str(store), "--json", "replay", "recorded", "--view", "late", "--abort", "--",
-                     sys.executable, str(script), url))
+    assert (
+        _json(
+            reel(
+                "-C",
+                str(store),
+                "--json",
+                "run",
+                "--record",
+                "--keep",
+                "--view",
+                "recorded",
+                "--allow",
+                f"127.0.0.1:{target.port}",
+                "--",
+                sys.executable,
+                str(script),
+                url,
+            )
+        )["status"]
+        == 0
+    )
+    doc = _json(
+        reel(
+            "-C",
+            str(store),
+            "--json",
+            "replay",
+            "recorded",
+            "--view",
+            "late",
+            "--abort",
+            "--",
+            sys.executable,
+            str(script),
+            url,
+        )
+    )
     assert doc["view"] == "late" and doc["status"] == 0 and doc["decision"] == "abort", doc
     # When CMD follows SOURCE without `--`, a later `--` and the options around it are the command's.
-    words = reel("-C", str(store), "replay", "--abort", "recorded", sys.executable, "-c",
-                 "import sys; print(sys.argv[1:])", "--view", "x", "--", "y")
+    words = reel(
+        "-C",
+        str(store),
+        "replay",
+        "--abort",
+        "recorded",
+        sys.executable,
+        "-c",
+        "import sys; print(sys.argv[1:])",
+        "--view",
+        "x",
+        "--",
+        "y",
+    )
     assert "['--view', 'x', '--', 'y']" in words.stdout.decode()
     assert [v.name for v in Store.open(store).views()] == ["recorded"]

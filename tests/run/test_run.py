@@ -168,9 +168,14 @@ def test_terminal_prompt_commits_on_yes(store, target):
     try:
         os.write(master, b"y\n")
         env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
-        proc = subprocess.run([REEL, "run", *allow(target), "--", *client(store, target)], stdin=slave,
-                              capture_output=True,
-                              cwd=store, env=env, timeout=120)
+        proc = subprocess.run(
+            [REEL, "run", *allow(target), "--", *client(store, target)],
+            stdin=slave,
+            capture_output=True,
+            cwd=store,
+            env=env,
+            timeout=120,
+        )
     finally:
         os.close(master)
         os.close(slave)
@@ -182,13 +187,19 @@ def test_terminal_prompt_commits_on_yes(store, target):
 
 
 def test_terminal_prompt_declined_aborts_with_the_no_terminal_status(store, target):
-    """"n" at the prompt and no terminal to ask are both aborts for want of a yes: one exit status."""
+    """ "n" at the prompt and no terminal to ask are both aborts for want of a yes: one exit status."""
     master, slave = os.openpty()
     try:
         os.write(master, b"n\n")
         env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
-        proc = subprocess.run([REEL, "run", *allow(target), "--", *client(store, target)], stdin=slave,
-                              capture_output=True, cwd=store, env=env, timeout=120)
+        proc = subprocess.run(
+            [REEL, "run", *allow(target), "--", *client(store, target)],
+            stdin=slave,
+            capture_output=True,
+            cwd=store,
+            env=env,
+            timeout=120,
+        )
     finally:
         os.close(master)
         os.close(slave)
@@ -211,9 +222,15 @@ def test_options_after_the_command_belong_to_it(store, reel):
 
 def test_scratch_write_the_view_may_not_make_is_refused(tmp_path):
     store = Store.init(tmp_path)
-    loop = DryRun(store, [sys.executable, "-c", "import os; os.mkdir('docs'); open('docs/x', 'w').write('x'); "
-                                "open('y', 'w').write('y')"],
-                  caps=["read,write=docs/"])
+    loop = DryRun(
+        store,
+        [
+            sys.executable,
+            "-c",
+            "import os; os.mkdir('docs'); open('docs/x', 'w').write('x'); open('y', 'w').write('y')",
+        ],
+        caps=["read,write=docs/"],
+    )
     assert loop.execute() == 0
     assert [r.what for r in loop.refused] == ["write y"] and loop.refused[0].code == "E009"
     assert not loop.clean

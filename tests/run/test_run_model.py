@@ -49,8 +49,23 @@ def test_agent_thinks_records_and_replays_offline(setup, reel) -> None:
     tmp, model = setup
     store = str(tmp / "store")
     gate = str(tmp / "gate")
-    run = reel("-C", store, "--json", "run", "--record", "--keep", "--view", "recorded", "--model", model.url,
-               "--", sys.executable, str(AGENT), model.url, gate)
+    run = reel(
+        "-C",
+        store,
+        "--json",
+        "run",
+        "--record",
+        "--keep",
+        "--view",
+        "recorded",
+        "--model",
+        model.url,
+        "--",
+        sys.executable,
+        str(AGENT),
+        model.url,
+        gate,
+    )
     doc = _json(run)
     assert doc["status"] == 0 and doc["refused"] == [] and doc["blocked"] == [], (doc, run.stderr.decode())
     assert doc["decision"] == "keep"
@@ -66,13 +81,19 @@ def test_agent_thinks_records_and_replays_offline(setup, reel) -> None:
     assert json.loads(effect.op["body"]) == {"customer": 42, "order": 7, "amount": 5, "checked": "REFUND 5"}
     calls = doc["model_calls"]
     assert [(c["model"], c["stream"], c["tokens_in"], c["tokens_out"]) for c in calls] == [
-        ("tiny-1", False, 11, 2), ("tiny-1", True, 12, 3)]
+        ("tiny-1", False, 11, 2),
+        ("tiny-1", True, 12, 3),
+    ]
     assert all(c["latency_ms"] >= c["first_ms"] >= 0 for c in calls)
 
     shown = _json(reel("-C", store, "--json", "show", "recorded"))
     assert [c["fingerprint"] for c in shown["model_calls"]] == [c["fingerprint"] for c in calls]
-    assert shown["model_total"] == {"calls": 2, "tokens_in": 23, "tokens_out": 5,
-                                    "latency_ms": sum(c["latency_ms"] for c in calls)}
+    assert shown["model_total"] == {
+        "calls": 2,
+        "tokens_in": 23,
+        "tokens_out": 5,
+        "latency_ms": sum(c["latency_ms"] for c in calls),
+    }
     text = reel("-C", store, "show", "recorded").stdout.decode()
     assert "openai tiny-1  tokens 11 in / 2 out" in text and "total: 2 calls, tokens 23 in / 5 out" in text
     assert _objects_hold(tmp / "store", KEY.encode()) == []
@@ -80,16 +101,45 @@ def test_agent_thinks_records_and_replays_offline(setup, reel) -> None:
     # Replay with the model server gone: same pending refund, zero model requests.
     model.__exit__(None, None, None)
     (tmp / "gate").unlink()
-    replayed = _json(reel("-C", store, "--json", "replay", "recorded", "--keep", "--view", "replayed",
-                          "--", sys.executable, str(AGENT), model.url, gate))
+    replayed = _json(
+        reel(
+            "-C",
+            store,
+            "--json",
+            "replay",
+            "recorded",
+            "--keep",
+            "--view",
+            "replayed",
+            "--",
+            sys.executable,
+            str(AGENT),
+            model.url,
+            gate,
+        )
+    )
     assert replayed["status"] == 0 and replayed["divergences"] == [] and replayed["refused"] == [], replayed
     assert replayed["passed"] == [] and len(model.ledger()) == 2
     same = _json(reel("-C", store, "--json", "diff", "recorded", "replayed"))
     assert [e["status"] for e in same["effects"]] == ["same"]
 
     # A changed prompt is a divergence naming the call, with the diff of its messages.
-    changed = _json(reel("-C", store, "--json", "replay", "recorded", "--abort", "--",
-                         sys.executable, str(AGENT), model.url, gate, "Customer 42 wants a refund for order 8."))
+    changed = _json(
+        reel(
+            "-C",
+            store,
+            "--json",
+            "replay",
+            "recorded",
+            "--abort",
+            "--",
+            sys.executable,
+            str(AGENT),
+            model.url,
+            gate,
+            "Customer 42 wants a refund for order 8.",
+        )
+    )
     assert changed["status"] != 0 and changed["decision"] == "abort"
     first = changed["divergences"][0]
     assert first["index"] == 0 and first["model"] == "tiny-1"
@@ -102,16 +152,52 @@ def test_live_models_against_another_model_shows_the_changed_refund(setup, reel)
     tmp, model = setup
     store = str(tmp / "store")
     gate = str(tmp / "gate")
-    assert _json(reel("-C", store, "--json", "run", "--record", "--keep", "--view", "recorded", "--model", model.url,
-                      "--", sys.executable, str(AGENT), model.url, gate))["status"] == 0
+    assert (
+        _json(
+            reel(
+                "-C",
+                store,
+                "--json",
+                "run",
+                "--record",
+                "--keep",
+                "--view",
+                "recorded",
+                "--model",
+                model.url,
+                "--",
+                sys.executable,
+                str(AGENT),
+                model.url,
+                gate,
+            )
+        )["status"]
+        == 0
+    )
     port = model.port
     model.__exit__(None, None, None)
     with ModelServer(tmp / "model2", amount=7, port=port) as other:
         store_obj = Store.open(tmp / "store")
         store_obj.repo.config.set("http.trust", str(other.ca))
         store_obj.repo.config.save()
-        live = _json(reel("-C", store, "--json", "replay", "--live-models", "--keep", "--view", "live", "recorded",
-                          "--", sys.executable, str(AGENT), other.url, gate))
+        live = _json(
+            reel(
+                "-C",
+                store,
+                "--json",
+                "replay",
+                "--live-models",
+                "--keep",
+                "--view",
+                "live",
+                "recorded",
+                "--",
+                sys.executable,
+                str(AGENT),
+                other.url,
+                gate,
+            )
+        )
         assert live["status"] == 0 and live["refused"] == [] and live["divergences"] == [], live
         assert [e["path"] for e in other.ledger()] == ["/v1/chat/completions", "/v1/chat/completions"]
     changed = _json(reel("-C", store, "--json", "diff", "recorded", "live"))
@@ -127,8 +213,20 @@ def test_without_model_a_local_model_call_stays_a_pending_effect(setup, reel) ->
     """Only declared model paths pass: undeclared, the same call is captured like any POST (the agent gets
     a 202 it cannot read as an answer), and nothing reaches the model server."""
     tmp, model = setup
-    doc = _json(reel("-C", str(tmp / "store"), "--json", "run", "--abort", "--", sys.executable, str(AGENT),
-                     model.url, str(tmp / "gate")))
+    doc = _json(
+        reel(
+            "-C",
+            str(tmp / "store"),
+            "--json",
+            "run",
+            "--abort",
+            "--",
+            sys.executable,
+            str(AGENT),
+            model.url,
+            str(tmp / "gate"),
+        )
+    )
     assert doc["status"] != 0 and model.ledger() == [] and doc["passed"] == []
     assert [(e["method"], e["url"]) for e in doc["effects"]] == [("POST", f"{model.url}/v1/chat/completions")]
 
@@ -140,8 +238,25 @@ def test_a_node_fetch_agent_thinks_and_replays_offline(setup, reel, monkeypatch:
     monkeypatch.setenv("NODE_PATH", str(NODE_MODULES))
     tmp, model = setup
     store, gate = str(tmp / "store"), str(tmp / "gate")
-    doc = _json(reel("-C", store, "--json", "run", "--record", "--keep", "--view", "node", "--model", model.url,
-                     "--", "node", str(NODE_AGENT), model.url, gate))
+    doc = _json(
+        reel(
+            "-C",
+            store,
+            "--json",
+            "run",
+            "--record",
+            "--keep",
+            "--view",
+            "node",
+            "--model",
+            model.url,
+            "--",
+            "node",
+            str(NODE_AGENT),
+            model.url,
+            gate,
+        )
+    )
     assert doc["status"] == 0 and doc["refused"] == [] and doc["blocked"] == [], doc
     assert [e["path"] for e in model.ledger()] == ["/v1/chat/completions", "/v1/chat/completions"]
     assert model.gated == [True]
@@ -149,8 +264,23 @@ def test_a_node_fetch_agent_thinks_and_replays_offline(setup, reel, monkeypatch:
     assert [(c["stream"], c["tokens_out"]) for c in doc["model_calls"]] == [(False, 2), (True, 3)]
     model.__exit__(None, None, None)
     (tmp / "gate").unlink()
-    replayed = _json(reel("-C", store, "--json", "replay", "node", "--keep", "--view", "node-again", "--",
-                          "node", str(NODE_AGENT), model.url, gate))
+    replayed = _json(
+        reel(
+            "-C",
+            store,
+            "--json",
+            "replay",
+            "node",
+            "--keep",
+            "--view",
+            "node-again",
+            "--",
+            "node",
+            str(NODE_AGENT),
+            model.url,
+            gate,
+        )
+    )
     assert replayed["status"] == 0 and replayed["divergences"] == [] and len(model.ledger()) == 2, replayed
     same = _json(reel("-C", store, "--json", "diff", "node", "node-again"))
     assert [e["status"] for e in same["effects"]] == ["same"]
@@ -164,9 +294,27 @@ def test_a_configured_read_rule_with_a_suffix_passes_and_a_key_in_the_url_is_kep
         reel("-C", store, "config", f"service.gem.{key}", value, check=True)
     secret = "AIzaSecret0123456789"
     url = f"{model.url}/v1beta/models/g-1:generateContent?key={secret}"
-    doc = _json(reel("-C", store, "--json", "run", "--record", "--abort", "--allow", f"127.0.0.1:{model.port}",
-                     "--", "curl", "-sS", "-H", "Content-Type: application/json", "-d", '{"contents": []}', url,
-                     f"{model.url}/v1beta/models/g-1:tuneModel"))
+    doc = _json(
+        reel(
+            "-C",
+            store,
+            "--json",
+            "run",
+            "--record",
+            "--abort",
+            "--allow",
+            f"127.0.0.1:{model.port}",
+            "--",
+            "curl",
+            "-sS",
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            '{"contents": []}',
+            url,
+            f"{model.url}/v1beta/models/g-1:tuneModel",
+        )
+    )
     assert doc["status"] == 0 and doc["refused"] == [], doc
     assert [e["path"] for e in model.ledger()] == [f"/v1beta/models/g-1:generateContent?key={secret}"]
     assert [(e["method"], e["url"]) for e in doc["effects"]] == [("POST", f"{model.url}/v1beta/models/g-1:tuneModel")]
@@ -180,20 +328,55 @@ def test_an_anthropic_sdk_agent_thinks_and_replays_offline(setup, reel, monkeypa
     tmp, model = setup
     store, gate = str(tmp / "store"), str(tmp / "gate")
     agent = str(HELPERS / "llm_agent_anthropic.py")
-    doc = _json(reel("-C", store, "--json", "run", "--record", "--keep", "--view", "claude", "--model", model.url,
-                     "--", sys.executable, agent, model.url, gate))
+    doc = _json(
+        reel(
+            "-C",
+            store,
+            "--json",
+            "run",
+            "--record",
+            "--keep",
+            "--view",
+            "claude",
+            "--model",
+            model.url,
+            "--",
+            sys.executable,
+            agent,
+            model.url,
+            gate,
+        )
+    )
     assert doc["status"] == 0 and doc["refused"] == [], doc
     assert [e["path"] for e in model.ledger()] == ["/v1/messages", "/v1/messages"]
     # The SDK sends its key as X-Api-Key or as a bearer token, depending on its version: the model got it.
-    assert all(KEY in (e["headers"].get("x-api-key", "") + e["headers"].get("authorization", ""))
-               for e in model.ledger())
+    assert all(
+        KEY in (e["headers"].get("x-api-key", "") + e["headers"].get("authorization", "")) for e in model.ledger()
+    )
     assert model.gated == [True]
     assert [(c["provider"], c["model"], c["stream"], c["tokens_in"], c["tokens_out"]) for c in doc["model_calls"]] == [
-        ("anthropic", "tiny-a", False, 11, 2), ("anthropic", "tiny-a", True, 12, 3)]
+        ("anthropic", "tiny-a", False, 11, 2),
+        ("anthropic", "tiny-a", True, 12, 3),
+    ]
     assert _objects_hold(tmp / "store", KEY.encode()) == []
     model.__exit__(None, None, None)
-    replayed = _json(reel("-C", store, "--json", "replay", "claude", "--keep", "--view", "claude-again", "--",
-                          sys.executable, agent, model.url, gate))
+    replayed = _json(
+        reel(
+            "-C",
+            store,
+            "--json",
+            "replay",
+            "claude",
+            "--keep",
+            "--view",
+            "claude-again",
+            "--",
+            sys.executable,
+            agent,
+            model.url,
+            gate,
+        )
+    )
     assert replayed["status"] == 0 and replayed["divergences"] == [] and len(model.ledger()) == 2, replayed
     same = _json(reel("-C", store, "--json", "diff", "claude", "claude-again"))
     assert [e["status"] for e in same["effects"]] == ["same"]

@@ -59,18 +59,20 @@ def run_json(reel, target: TlsTarget, *args: str, script: str):
 def agent(url: str) -> str:
     """Every client, through the proxy: a GET and a POST each (requests also a chunked POST)."""
     py = shlex.quote(sys.executable)
-    return " && ".join([
-        f"curl -sS --fail {url}/curl-get",
-        f"curl -sS --fail -H 'Authorization: Bearer TOKEN-curl-s3cr3t' -H 'X-Test: curl' "
-        f"-H 'Content-Type: application/json' -d '{{\"client\": \"curl\"}}' {url}/curl",
-        f"printf 'streamed body' | curl -sS --fail -H 'Transfer-Encoding: chunked' -H 'X-Test: curl-chunked' "
-        f"--data-binary @- {url}/curl-chunked",
-        f"wget -q -O- {url}/wget-get",
-        f"wget -q -O- --header='Authorization: Bearer TOKEN-wget-s3cr3t' --header='X-Test: wget' "
-        f"--header='Content-Type: text/plain' --post-data='wget body' {url}/wget",
-        *(f"{py} {CLIENTS / 'pyclient.py'} {lib} {url}" for lib in ("urllib", "requests", "httpx")),
-        f"node {CLIENTS / 'nodeclient.js'} {url}",
-    ])
+    return " && ".join(
+        [
+            f"curl -sS --fail {url}/curl-get",
+            f"curl -sS --fail -H 'Authorization: Bearer TOKEN-curl-s3cr3t' -H 'X-Test: curl' "
+            f"-H 'Content-Type: application/json' -d '{{\"client\": \"curl\"}}' {url}/curl",
+            f"printf 'streamed body' | curl -sS --fail -H 'Transfer-Encoding: chunked' -H 'X-Test: curl-chunked' "
+            f"--data-binary @- {url}/curl-chunked",
+            f"wget -q -O- {url}/wget-get",
+            f"wget -q -O- --header='Authorization: Bearer TOKEN-wget-s3cr3t' --header='X-Test: wget' "
+            f"--header='Content-Type: text/plain' --post-data='wget body' {url}/wget",
+            *(f"{py} {CLIENTS / 'pyclient.py'} {lib} {url}" for lib in ("urllib", "requests", "httpx")),
+            f"node {CLIENTS / 'nodeclient.js'} {url}",
+        ]
+    )
 
 
 EXPECTED = {
@@ -120,26 +122,30 @@ def test_clients_that_ignore_the_proxy_are_captured_all_the_same(store, reel, ta
     """curl --noproxy, Node's fetch, urllib without a proxy handler: their direct connections are
     tunnelled to the proxy inside the sandbox, so their POSTs are pending effects like curl's."""
     py = shlex.quote(sys.executable)
-    script = "; ".join([
-        f"curl -sS --noproxy '*' -d escape {target.url}/curl-direct; echo curl=$?",
-        f"node {CLIENTS / 'nodeclient.js'} {target.url} bypass",
-        f"{py} {CLIENTS / 'pyclient.py'} urllib {target.url} bypass",
-        "curl -s --noproxy '*' https://localhost/default-port",
-        "true",
-    ])
+    script = "; ".join(
+        [
+            f"curl -sS --noproxy '*' -d escape {target.url}/curl-direct; echo curl=$?",
+            f"node {CLIENTS / 'nodeclient.js'} {target.url} bypass",
+            f"{py} {CLIENTS / 'pyclient.py'} urllib {target.url} bypass",
+            "curl -s --noproxy '*' https://localhost/default-port",
+            "true",
+        ]
+    )
     proc, doc = run_json(reel, target, "--abort", script=script)
     assert posts(target) == [], "a client's POST reached the target"
-    assert {e["url"] for e in doc["effects"]} == {f"{target.url}/{p}" for p in ("curl-direct", "node-fetch",
-                                                                             "urllib")}
-    assert any("captured through the proxy all the same" in n and f"127.0.0.1:{target.port}" in n
-               for n in doc["notes"]), doc["notes"]
+    assert {e["url"] for e in doc["effects"]} == {f"{target.url}/{p}" for p in ("curl-direct", "node-fetch", "urllib")}
+    assert any(
+        "captured through the proxy all the same" in n and f"127.0.0.1:{target.port}" in n for n in doc["notes"]
+    ), doc["notes"]
     assert any("127.0.0.1:443 is on this machine" in r["message"] for r in doc["refused"]) and not doc["clean"]
     assert doc["decision"] == "abort"
 
 
 def test_remote_host_is_unreachable_in_the_sandbox(store, reel):
-    probe = ("import errno, socket\ntry:\n socket.create_connection(('192.0.2.1', 443), 5)\n"
-             "except OSError as e:\n print(errno.errorcode[e.errno], e.strerror)")
+    probe = (
+        "import errno, socket\ntry:\n socket.create_connection(('192.0.2.1', 443), 5)\n"
+        "except OSError as e:\n print(errno.errorcode[e.errno], e.strerror)"
+    )
     out = reel("run", "--abort", "--", sys.executable, "-c", probe)
     assert "ENETUNREACH Network is unreachable" in out.stdout.decode(), out.stdout.decode()
 
@@ -158,8 +164,10 @@ def test_secrets_are_never_stored_nor_pushed(store, reel, target, tmp_path):
     cfg.set("secrets.header", "X-Custom-Token")
     cfg.set("secrets.param", "api_key")
     cfg.save()
-    script = (f"curl -sS --fail -H 'Authorization: {token}' -H 'X-Custom-Token: custom-s3cr3t' "
-              f"-H 'Cookie: sid=cookie-s3cr3t' -d 'body' '{target.url}/pay?api_key=param-s3cr3t&x=1'")
+    script = (
+        f"curl -sS --fail -H 'Authorization: {token}' -H 'X-Custom-Token: custom-s3cr3t' "
+        f"-H 'Cookie: sid=cookie-s3cr3t' -d 'body' '{target.url}/pay?api_key=param-s3cr3t&x=1'"
+    )
     proc, doc = run_json(reel, target, "--commit", "-m", "", script=script)
     assert proc.returncode == 0, proc.stderr.decode()
     secrets = [b"TOKEN-curl-s3cr3t", b"custom-s3cr3t", b"cookie-s3cr3t", b"param-s3cr3t"]
@@ -172,8 +180,9 @@ def test_secrets_are_never_stored_nor_pushed(store, reel, target, tmp_path):
     reel("remote", "add", "origin", str(bare), check=True)
     reel("push", "origin", "main", check=True)
     ours = reel("cat-file", "--batch", "--batch-all-objects", check=True).stdout
-    theirs = subprocess.run(["git", "-C", str(bare), "cat-file", "--batch", "--batch-all-objects"],
-                            capture_output=True, check=True).stdout
+    theirs = subprocess.run(
+        ["git", "-C", str(bare), "cat-file", "--batch", "--batch-all-objects"], capture_output=True, check=True
+    ).stdout
     assert b"<secret>" in ours and len(theirs) > 1000, "the scans must see the effect's content"
     for s in secrets:
         assert s not in ours and s not in theirs
@@ -190,8 +199,12 @@ def test_secrets_are_never_stored_nor_pushed(store, reel, target, tmp_path):
 def test_reel_effect_takes_secret_references_resolved_only_at_send(store, reel, target, monkeypatch):
     Store(Repo.open(store)).secrets.put("stripe", "sk_live_stored")
     reel("fork", "pay", check=True)
-    op = {"method": "POST", "url": f"{target.url}/eff", "body": "x",
-          "headers": {"Authorization": {"$secret": "stripe"}, "X-Api-Key": {"$env": "PAY_KEY"}}}
+    op = {
+        "method": "POST",
+        "url": f"{target.url}/eff",
+        "body": "x",
+        "headers": {"Authorization": {"$secret": "stripe"}, "X-Api-Key": {"$env": "PAY_KEY"}},
+    }
     made = reel("effect", "pay", "--adapter", "http", "--op", json.dumps(op), check=True).stdout.decode().strip()
     shown = reel("cat-file", "-p", made, check=True).stdout.decode()
     assert "<secret>" in shown and "sk_live_stored" not in shown
@@ -224,14 +237,24 @@ def test_ca_is_made_once_private_and_outside_the_objects(store, reel):
 
 
 def test_loopback_not_allowed_and_websocket_are_refused_and_not_clean(store, reel, target):
-    proc = reel("--json", "run", "--commit", "--", "sh", "-c",
-                f"curl -s -o /dev/null -w '%{{http_code}}\\n' {target.url}/get")
+    proc = reel(
+        "--json", "run", "--commit", "--", "sh", "-c", f"curl -s -o /dev/null -w '%{{http_code}}\\n' {target.url}/get"
+    )
     doc = json.loads(proc.stdout)
     assert proc.returncode == 6 and not doc["clean"] and doc["refused"][0]["what"].startswith("GET https://")
     assert "--allow" in doc["refused"][0]["message"]
-    ws = reel("--json", "run", "--commit", "--allow", f"127.0.0.1:{target.port}", "--", "sh", "-c",
-              f"curl -s --http1.1 -o /dev/null -w '%{{http_code}}' -H 'Connection: Upgrade' -H 'Upgrade: websocket' "
-              f"-H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' {target.url}/ws")
+    ws = reel(
+        "--json",
+        "run",
+        "--commit",
+        "--allow",
+        f"127.0.0.1:{target.port}",
+        "--",
+        "sh",
+        "-c",
+        f"curl -s --http1.1 -o /dev/null -w '%{{http_code}}' -H 'Connection: Upgrade' -H 'Upgrade: websocket' "
+        f"-H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' {target.url}/ws",
+    )
     doc = json.loads(ws.stdout)
     assert ws.returncode == 6 and "WebSocket" in doc["refused"][0]["message"]
     assert target.ledger() == []
@@ -240,12 +263,18 @@ def test_loopback_not_allowed_and_websocket_are_refused_and_not_clean(store, ree
 def test_without_namespaces_run_refuses_unless_no_sandbox(store, reel, target, tmp_path):
     env = {"PATH": str(tmp_path / "empty-bin"), "HOME": os.environ.get("HOME", "/")}
     (tmp_path / "empty-bin").mkdir()
-    refused = subprocess.run([_reel(), "run", "--abort", "--", "/bin/true"], cwd=store, env=env,
-                             capture_output=True, timeout=60)
+    refused = subprocess.run(
+        [_reel(), "run", "--abort", "--", "/bin/true"], cwd=store, env=env, capture_output=True, timeout=60
+    )
     assert refused.returncode == 6 and b"error: E014" in refused.stderr, refused.stderr
     assert subprocess.run([_reel(), "views"], cwd=store, env=env, capture_output=True).stdout.strip() in (b"", b"none")
-    loose = subprocess.run([_reel(), "run", "--abort", "--no-sandbox", "--", "/bin/true"], cwd=store, env=env,
-                           capture_output=True, timeout=60)
+    loose = subprocess.run(
+        [_reel(), "run", "--abort", "--no-sandbox", "--", "/bin/true"],
+        cwd=store,
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
     assert loose.returncode == 0 and b"--no-sandbox" in loose.stderr and b"sends its requests for real" in loose.stderr
 
 
@@ -293,17 +322,25 @@ def test_python_api_takes_secret_references_and_scrubs_raw_credentials(tmp_path)
     s = Store.init(tmp_path / "api")
     s.secrets.put("stripe", "sk_api_value")
     v = s.fork("v")
-    v.effect("http", {"method": "POST", "url": "https://pay.example/charge",
-                      "headers": {"Authorization": {"$secret": "stripe"}, "X-Api-Key": "raw-key-value",
-                                  "X-Plain": "visible"}})
+    v.effect(
+        "http",
+        {
+            "method": "POST",
+            "url": "https://pay.example/charge",
+            "headers": {"Authorization": {"$secret": "stripe"}, "X-Api-Key": "raw-key-value", "X-Plain": "visible"},
+        },
+    )
     [e] = v.status().effects
     op = e.op
     assert op["headers"] == {"Authorization": "<secret>", "X-Api-Key": "<secret>", "X-Plain": "visible"}
     assert op["secrets"]["headers"]["Authorization"] == "store:stripe"
     kept = op["secrets"]["headers"]["X-Api-Key"].removeprefix("store:")
     assert s.secrets.get(kept) == "raw-key-value"
-    dump = subprocess.run([_reel(), "-C", str(tmp_path / "api"), "cat-file", "--batch", "--batch-all-objects"],
-                          capture_output=True, check=True).stdout
+    dump = subprocess.run(
+        [_reel(), "-C", str(tmp_path / "api"), "cat-file", "--batch", "--batch-all-objects"],
+        capture_output=True,
+        check=True,
+    ).stdout
     assert b"<secret>" in dump and b"raw-key-value" not in dump and b"sk_api_value" not in dump
     v.abort()
 
@@ -323,14 +360,24 @@ def test_credentials_are_scrubbed_by_name_without_configuration(store, reel, tar
     config; the summary names what was kept out; the request is delivered whole on commit."""
     headers = " ".join(DEFAULT_SECRETS)
     url = f"{target.url}/pay?access_token=qtoken-s3cr3t&api_key=qkey-s3cr3t&sig=qsig-s3cr3t&page=2"
-    script = (f"curl -sS --fail {headers} -H 'Idempotency-Key: idem-1' "
-              f"--data-urlencode 'password=form-s3cr3t' --data-urlencode 'user=bob' '{url}'")
+    script = (
+        f"curl -sS --fail {headers} -H 'Idempotency-Key: idem-1' "
+        f"--data-urlencode 'password=form-s3cr3t' --data-urlencode 'user=bob' '{url}'"
+    )
     proc, doc = run_json(reel, target, "--commit", "-m", "", script=script)
     assert proc.returncode == 0, proc.stderr.decode()
     secrets = [*DEFAULT_SECRETS.values(), b"qtoken-s3cr3t", b"qkey-s3cr3t", b"qsig-s3cr3t", b"form-s3cr3t"]
     [effect] = doc["effects"]
-    assert {"header X-Auth-Token", "header Private-Token", "header X-Goog-Api-Key", "header Api-Key",
-            "param access_token", "param api_key", "param sig", "field password"} <= set(effect["scrubbed"])
+    assert {
+        "header X-Auth-Token",
+        "header Private-Token",
+        "header X-Goog-Api-Key",
+        "header Api-Key",
+        "param access_token",
+        "param api_key",
+        "param sig",
+        "field password",
+    } <= set(effect["scrubbed"])
     assert not any(n.endswith(("Idempotency-Key", " page", " user")) for n in effect["scrubbed"]), effect
     [sent] = posts(target)
     assert sent["path"] == "/pay?access_token=qtoken-s3cr3t&api_key=qkey-s3cr3t&sig=qsig-s3cr3t&page=2"
@@ -340,8 +387,9 @@ def test_credentials_are_scrubbed_by_name_without_configuration(store, reel, tar
     reel("remote", "add", "origin", str(bare), check=True)
     reel("push", "origin", "main", check=True)
     ours = reel("cat-file", "--batch", "--batch-all-objects", check=True).stdout
-    theirs = subprocess.run(["git", "-C", str(bare), "cat-file", "--batch", "--batch-all-objects"],
-                            capture_output=True, check=True).stdout
+    theirs = subprocess.run(
+        ["git", "-C", str(bare), "cat-file", "--batch", "--batch-all-objects"], capture_output=True, check=True
+    ).stdout
     assert b"<secret>" in ours and b"idem-1" in ours and b"user=bob" in ours, "the scans see the effect"
     for s in secrets:
         assert s not in ours and s not in theirs and s not in proc.stdout, s

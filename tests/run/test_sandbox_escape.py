@@ -42,9 +42,22 @@ def _python_for(uid: int) -> str:
     """A Python of this version the user may run (the venv's may live under root's home)."""
     want = f"python{sys.version_info[0]}.{sys.version_info[1]}"
     for exe in (sys.executable, shutil.which(want) or "", f"/usr/bin/{want}"):
-        if exe and subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sh", "-c",
-                                   f"{shlex.quote(exe)} -c ''"],
-                                  capture_output=True).returncode == 0:
+        if (
+            exe
+            and subprocess.run(
+                [
+                    "setpriv",
+                    f"--reuid={uid}",
+                    f"--regid={uid}",
+                    "--clear-groups",
+                    "sh",
+                    "-c",
+                    f"{shlex.quote(exe)} -c ''",
+                ],
+                capture_output=True,
+            ).returncode
+            == 0
+        ):
             return exe
     raise AssertionError(f"no {want} the user {USER} can run; install one (see .ci/run)")
 
@@ -58,9 +71,11 @@ class Box:
         py = _python_for(self.uid) if as_user else sys.executable
         self.bin = home / "bin"
         self.bin.mkdir()
-        boot = (f"import sys; sys.path[:0] = [{str(ROOT)!r}, {SITE!r}]; sys.argv[0] = 'reel'; "
-                "from reelstore.cli.main import main; sys.exit(main())")
-        (self.bin / "reel").write_text(f"#!/bin/sh\nexec {shlex.quote(py)} -c {shlex.quote(boot)} \"$@\"\n")
+        boot = (
+            f"import sys; sys.path[:0] = [{str(ROOT)!r}, {SITE!r}]; sys.argv[0] = 'reel'; "
+            "from reelstore.cli.main import main; sys.exit(main())"
+        )
+        (self.bin / "reel").write_text(f'#!/bin/sh\nexec {shlex.quote(py)} -c {shlex.quote(boot)} "$@"\n')
         (self.bin / "reel").chmod(0o755)
         self.store = home / "store"
         self.store.mkdir()
@@ -76,8 +91,9 @@ class Box:
         return ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", *argv]
 
     def reel(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[bytes]:
-        proc = subprocess.run(self.argv([str(self.bin / "reel"), *args]), cwd=self.store, env=self.env,
-                              capture_output=True, timeout=60)
+        proc = subprocess.run(
+            self.argv([str(self.bin / "reel"), *args]), cwd=self.store, env=self.env, capture_output=True, timeout=60
+        )
         assert not check or proc.returncode == 0, proc.stderr.decode()
         return proc
 
@@ -93,8 +109,13 @@ class Box:
         """The same script as the sandbox ran it before: `unshare -n` as root, `unshare -rn` as a user (no
         mount or PID namespace, and no user namespace for root): the control."""
         ns = ["-r", "-n"] if self.uid else ["-n"]
-        return subprocess.run(self.argv(["unshare", *ns, "sh", "-c", script]), cwd=self.store, env=self.env,
-                              capture_output=True, timeout=60)
+        return subprocess.run(
+            self.argv(["unshare", *ns, "sh", "-c", script]),
+            cwd=self.store,
+            env=self.env,
+            capture_output=True,
+            timeout=60,
+        )
 
 
 @pytest.fixture(params=["root", "user"])
@@ -152,7 +173,7 @@ def _alive(mark: str) -> bool:
 def test_a_planted_hook_is_not_written_and_never_runs(box: Box) -> None:
     marker = box.home / "hook-ran"
     hooks = box.store / ".reel" / "hooks"
-    attack = (f"printf '#!/bin/sh\\ntouch {marker}\\n' > {hooks}/post-abort && chmod +x {hooks}/post-abort")
+    attack = f"printf '#!/bin/sh\\ntouch {marker}\\n' > {hooks}/post-abort && chmod +x {hooks}/post-abort"
     doc = box.run(attack)
     assert doc["status"] != 0 and str(marker) not in _text(hooks / "post-abort")
     box.run("true")
@@ -167,8 +188,10 @@ def _text(path: Path) -> str:
 
 
 def test_the_command_cannot_commit_its_own_view(box: Box, target: Target) -> None:
-    attack = (f"curl -sS -d refund=1 {target.url}/blind/refund >/dev/null && "
-              f"reel -C {box.store} commit $REEL_VIEW; echo commit=$? >&2")
+    attack = (
+        f"curl -sS -d refund=1 {target.url}/blind/refund >/dev/null && "
+        f"reel -C {box.store} commit $REEL_VIEW; echo commit=$? >&2"
+    )
     doc = box.run(attack, "--allow", target.url.removeprefix("http://"))
     assert "commit=0" not in doc["stderr"] and len(doc["effects"]) == 1 and doc["decision"] == "abort", doc
     box.reel("recover", check=True)
@@ -199,9 +222,11 @@ def test_host_unix_sockets_are_unreachable(box: Box) -> None:
         servers.append(s)
         threading.Thread(target=_take, args=(s, got), daemon=True).start()
     path.chmod(0o777)
-    py = ("import socket, sys\nfor a in sys.argv[1:]:\n    a = a.replace('@', chr(0))\n    try:\n"
-          "        s = socket.socket(socket.AF_UNIX); s.connect(a); s.sendall(b'secret'); s.close()\n"
-          "    except OSError as e:\n        print(a[:1] == chr(0), e, file=sys.stderr)\n")
+    py = (
+        "import socket, sys\nfor a in sys.argv[1:]:\n    a = a.replace('@', chr(0))\n    try:\n"
+        "        s = socket.socket(socket.AF_UNIX); s.connect(a); s.sendall(b'secret'); s.close()\n"
+        "    except OSError as e:\n        print(a[:1] == chr(0), e, file=sys.stderr)\n"
+    )
     (box.home / "attack.py").write_text(py)
     attack = f"python3 {box.home}/attack.py {path} @{abstract[1:]}"
     box.run(attack)
@@ -254,16 +279,23 @@ def test_local_services_by_any_spelling_need_allow(box: Box, spelling: str) -> N
     doc = box.run(attack)
     assert got == [] and doc["refused"] and "--allow" in doc["refused"][0]["message"], doc
     # control: the same request, the service named with --allow, reaches it
-    box.run(f"curl -sS -m 5 -X GET --data-binary leak http://{host}:{port}/ >&2", "--allow",
-            f"{host if spelling == 'own' else '127.0.0.1'}:{port}")
+    box.run(
+        f"curl -sS -m 5 -X GET --data-binary leak http://{host}:{port}/ >&2",
+        "--allow",
+        f"{host if spelling == 'own' else '127.0.0.1'}:{port}",
+    )
     assert got and got[0].startswith(b"GET / "), got
     server.close()
 
 
-NODE_FETCH = ('fetch("https://api.example.test/v1/refund", {method: "POST", body: "r=1"})'
-              '.then(r => r.text()).then(t => console.error("NODE", t)).catch(e => console.error("NODEFAIL", e))')
-PY_RAW = ("import http.client; c = http.client.HTTPConnection('shop.example.test', 80, timeout=10); "
-          "c.request('POST', '/order', body=b'o=1'); print('PY', c.getresponse().status)")
+NODE_FETCH = (
+    'fetch("https://api.example.test/v1/refund", {method: "POST", body: "r=1"})'
+    '.then(r => r.text()).then(t => console.error("NODE", t)).catch(e => console.error("NODEFAIL", e))'
+)
+PY_RAW = (
+    "import http.client; c = http.client.HTTPConnection('shop.example.test', 80, timeout=10); "
+    "c.request('POST', '/order', body=b'o=1'); print('PY', c.getresponse().status)"
+)
 
 
 def test_clients_that_ignore_the_proxy_by_name_are_captured(box: Box) -> None:
@@ -271,8 +303,10 @@ def test_clients_that_ignore_the_proxy_by_name_are_captured(box: Box) -> None:
     and listeners hand them to the proxy, TLS by SNI, so their POSTs are pending effects."""
     script = f"node -e {shlex.quote(NODE_FETCH)}; python3 -c {shlex.quote(PY_RAW)}"
     doc = box.run(script)
-    assert sorted(e["url"] for e in doc["effects"]) == ["http://shop.example.test/order",
-                                                        "https://api.example.test/v1/refund"], doc
+    assert sorted(e["url"] for e in doc["effects"]) == [
+        "http://shop.example.test/order",
+        "https://api.example.test/v1/refund",
+    ], doc
     assert '"reel": "pending"' in doc["stderr"] and "NODEFAIL" not in doc["stderr"], doc["stderr"]
     control = box.plain(script)  # control: in a bare namespace they reach nothing, and nothing is captured
     assert b"NODEFAIL" in control.stdout + control.stderr and b"PY 202" not in control.stdout
@@ -281,12 +315,18 @@ def test_clients_that_ignore_the_proxy_by_name_are_captured(box: Box) -> None:
 def test_the_command_holds_no_capability_and_makes_no_namespace(box: Box) -> None:
     """No capability (none effective, none to gain: empty bounding set, no_new_privs), a seccomp filter,
     and `unshare` (a fresh user namespace would give capabilities back over copies of the mounts) refused."""
-    script = ("grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status >&2; "
-              "unshare -r true; echo unshare=$? >&2")
+    script = (
+        "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status >&2; unshare -r true; echo unshare=$? >&2"
+    )
     doc = box.run(script)
     out = doc["stderr"]
-    for line in ("CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2",
-                 "unshare=1"):
+    for line in (
+        "CapEff:\t0000000000000000",
+        "CapBnd:\t0000000000000000",
+        "NoNewPrivs:\t1",
+        "Seccomp:\t2",
+        "unshare=1",
+    ):
         assert line in out, out
     control = box.plain(script).stderr.decode()  # control: the sandbox as it was gave the child all of these
     assert "CapBnd:\t0000000000000000" not in control and "unshare=0" in control, control
@@ -296,9 +336,13 @@ def test_killing_reel_kills_everything_the_command_started(box: Box) -> None:
     """reel itself SIGKILLed mid-run (no cleanup code runs): the namespaces and every process in them
     die with it, a setsid daemon included."""
     mark = f"{300 + secrets.randbelow(1000)}.{secrets.randbelow(10**6)}"
-    proc = subprocess.Popen(box.argv([str(box.bin / "reel"), "run", "--abort", "--", "sh", "-c",
-                                      f"setsid sleep {mark} & sleep {mark}"]),
-                            cwd=box.store, env=box.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        box.argv([str(box.bin / "reel"), "run", "--abort", "--", "sh", "-c", f"setsid sleep {mark} & sleep {mark}"]),
+        cwd=box.store,
+        env=box.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 20
         while not _alive(mark) and time.monotonic() < deadline:

@@ -18,9 +18,25 @@ def test_two_thousand_seeds_hold_every_invariant() -> None:
     shown = [(f.seed, f.violations[:2]) for f in summary.failures[:5]]
     assert not summary.failures, f"{summary.counts['failed-seeds']} seeds failed, e.g. {shown}"
     assert summary.seeds == SEEDS
-    for fault in ("crash", "zombie", "fenced", "race-commit", "race-abort", "lost-request", "lost-response",
-                  "object-write-torn", "ref-write-lost", "operator-finding", "zombie-keyed", "zombie-queryable",
-                  "zombie-two-phase", "zombie-blind", "not-sent", "not-sent-raised", "not-sent-local"):
+    for fault in (
+        "crash",
+        "zombie",
+        "fenced",
+        "race-commit",
+        "race-abort",
+        "lost-request",
+        "lost-response",
+        "object-write-torn",
+        "ref-write-lost",
+        "operator-finding",
+        "zombie-keyed",
+        "zombie-queryable",
+        "zombie-two-phase",
+        "zombie-blind",
+        "not-sent",
+        "not-sent-raised",
+        "not-sent-local",
+    ):
         assert summary.counts[fault] > 0, f"no seed exercised {fault}"
 
 

@@ -82,7 +82,7 @@ def loose_store(path: Path, n: int) -> Repo:
     repo = Repo.init(path)
     blobs = [Blob(b"loose %d" % i) for i in range(n)]
     for i in range(0, n, 5):
-        repo.objects.put_many(blobs[i:i + 5])
+        repo.objects.put_many(blobs[i : i + 5])
     tree = Tree(0, tuple((f"b{i:05}", b.id) for i, b in enumerate(blobs)))
     rec = Record(repo.refs["refs/heads/main"], tree.id)
     repo.objects.put_many([tree, rec])
@@ -97,8 +97,11 @@ def test_repack_gc_and_fsck_report_every_phase(tmp_path: Path) -> None:
     assert seen.returncode == 0 and b"packed" in seen.stdout
     drawn = parts(seen.terminal)
     total = int(re.search(rb"packed (\d+) objects", seen.stdout).group(1))  # type: ignore[union-attr]
-    for done in (f"counting objects: {total}, done.", f"packing: 100% ({total}/{total}), done.",
-                 f"removing loose objects: 100% ({loose}/{loose}), done."):
+    for done in (
+        f"counting objects: {total}, done.",
+        f"packing: 100% ({total}/{total}), done.",
+        f"removing loose objects: 100% ({loose}/{loose}), done.",
+    ):
         assert done in drawn, (done, drawn)
     between = [p for p in drawn if re.fullmatch(rf"packing: +\d+% \((\d+)/{total}\)", p) and f"({total}/" not in p]
     assert between, drawn  # the counter before the end, redrawn in place
@@ -110,8 +113,11 @@ def test_repack_gc_and_fsck_report_every_phase(tmp_path: Path) -> None:
     assert {"verifying packs: 100% (1/1), done.", f"walking: {total}, done."} <= set(parts(fsck.terminal))
     assert f"checked {total} objects" in fsck.terminal.decode()
 
-    for quiet in (run("repack", "-a", "-d", "-q", cwd=tmp_path, env=XTERM), run("fsck", "-q", cwd=tmp_path, env=XTERM),
-                  run("gc", "--no-progress", cwd=tmp_path, env=XTERM)):
+    for quiet in (
+        run("repack", "-a", "-d", "-q", cwd=tmp_path, env=XTERM),
+        run("fsck", "-q", cwd=tmp_path, env=XTERM),
+        run("gc", "--no-progress", cwd=tmp_path, env=XTERM),
+    ):
         assert quiet.returncode == 0 and quiet.terminal == b"", quiet
     piped = run("repack", "-a", "-d", cwd=tmp_path, on_tty=())
     assert piped.returncode == 0 and piped.stderr == b""
@@ -155,8 +161,12 @@ def test_the_pager_runs_on_a_terminal_only(tmp_path: Path) -> None:
     repo.config.save()
     assert run("show", "main", cwd=tmp_path, on_tty=everything, env={**env, "LESS": "R"}).returncode == 0
     assert ran(other) == ["ran -S LESS=R LV=-c"]  # core.pager beats PAGER; a LESS of one's own is kept
-    assert run("diff", "main", "main", cwd=tmp_path, on_tty=everything,
-               env={**env, "REEL_PAGER": str(reel_pager)}).returncode == 0
+    assert (
+        run(
+            "diff", "main", "main", cwd=tmp_path, on_tty=everything, env={**env, "REEL_PAGER": str(reel_pager)}
+        ).returncode
+        == 0
+    )
     assert len(ran(reel_pager)) == 1 and len(ran(other)) == 1  # REEL_PAGER beats core.pager
     repo.config.set("pager.log", "false")
     repo.config.save()
@@ -216,8 +226,11 @@ def test_status_views_and_diff_colour_their_marks_on_a_terminal(tmp_path: Path) 
     v.put("notes/new.txt", b"n")
     v.effect("http", {"method": "POST", "url": "https://example.invalid/pay", "json": {"amount": 1}})
     green, yellow = b"\x1b[32m", b"\x1b[33m"
-    for args, painted in ((("status", "v"), (green + b"put", yellow)), (("diff", "v"), (green + b"A\x1b[0m\t",)),
-                          (("views",), (yellow,))):
+    for args, painted in (
+        (("status", "v"), (green + b"put", yellow)),
+        (("diff", "v"), (green + b"A\x1b[0m\t",)),
+        (("views",), (yellow,)),
+    ):
         seen = run("--no-pager", *args, cwd=tmp_path, on_tty=("stdout",), env=XTERM)
         assert seen.returncode == 0 and all(p in seen.terminal for p in painted), (args, seen.terminal)
         plain = run(*args, cwd=tmp_path, on_tty=())

@@ -44,8 +44,10 @@ def _facts(repo: Repo, remote: str) -> tuple[int, int]:
 def _assert_renamed(a: Path, before: list[str], facts: tuple[int, int]) -> None:
     repo = Repo.open(a)
     assert repo.refs.list("refs/remotes/origin/") == []
-    after = [name.replace("refs/remotes/upstream/", "refs/remotes/origin/") for name, _ in
-             repo.refs.list("refs/remotes/upstream/")]
+    after = [
+        name.replace("refs/remotes/upstream/", "refs/remotes/origin/")
+        for name, _ in repo.refs.list("refs/remotes/upstream/")
+    ]
     assert after == before
     assert repo.config.get("remote.origin.url") is None
     assert repo.config.get("trunk.main.remote") == "upstream"
@@ -109,8 +111,9 @@ def test_rename_killed_before_its_config_is_finished_by_running_it_again(tmp_pat
     facts = _facts(repo, "origin")
     env = {**os.environ, ENV: "remote-rename:config"}
     env.pop("REEL_DIR", None)
-    killed = subprocess.run([REEL, "-C", str(a), "remote", "rename", "origin", "upstream"], env=env,
-                            capture_output=True, timeout=120)
+    killed = subprocess.run(
+        [REEL, "-C", str(a), "remote", "rename", "origin", "upstream"], env=env, capture_output=True, timeout=120
+    )
     assert killed.returncode == -signal.SIGKILL
     half = Repo.open(a)
     assert half.config.get("remote.origin.url") and half.refs.list("refs/remotes/origin/") == []

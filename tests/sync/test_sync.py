@@ -71,8 +71,9 @@ def store_a(tmp_path: Path, remote: Path) -> Repo:
 
 
 @pytest.mark.parametrize("scheme", ["path", "file", "in-process"])
-def test_push_then_clone_gives_the_same_refs_and_objects(tmp_path: Path, remote: Path, scheme: str,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_push_then_clone_gives_the_same_refs_and_objects(
+    tmp_path: Path, remote: Path, scheme: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = f"file://{remote}" if scheme == "file" else str(remote)
     if scheme == "in-process":  # no git on PATH: dulwich serves the local repository itself
         monkeypatch.setenv("PATH", str(tmp_path))
@@ -84,7 +85,9 @@ def test_push_then_clone_gives_the_same_refs_and_objects(tmp_path: Path, remote:
     assert {r.ref: r.status for r in pushed.refs} == {"refs/heads/main": "new", "refs/views/agent": "new"}
     fsck(remote)
     assert git("--git-dir", str(remote), "for-each-ref", "--format=%(refname)").split() == [
-        "refs/reel/heads/main", "refs/reel/views/agent"]
+        "refs/reel/heads/main",
+        "refs/reel/views/agent",
+    ]
 
     b, fetched = sync.clone(url, tmp_path / "b")
     for name in ("refs/heads/main", "refs/views/agent"):
@@ -113,8 +116,9 @@ def test_incremental_push_sends_only_new_objects(store_a: Repo, remote: Path) ->
     fsck(remote)
 
 
-def test_an_incremental_push_reads_only_what_it_sends(store_a: Repo, remote: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_incremental_push_reads_only_what_it_sends(
+    store_a: Repo, remote: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Onto a remote holding 2,000 objects, 5 new files: the walk reads each object it sends once and
     nothing else (it stops at the first object the remote is known to hold)."""
     from reelstore.namespace.tree import Namespace
@@ -367,11 +371,15 @@ def test_fetch_size_is_bounded(tmp_path: Path, store_a: Repo, remote: Path) -> N
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(st.tuples(st.integers(0, 1), st.integers(0, 6), st.sampled_from(["push", "fetch"])),
-                      min_size=1, max_size=6))
+@given(
+    steps=st.lists(
+        st.tuples(st.integers(0, 1), st.integers(0, 6), st.sampled_from(["push", "fetch"])), min_size=1, max_size=6
+    )
+)
 @example(steps=[(0, 0, "push"), (1, 0, "push"), (0, 0, "fetch"), (0, 0, "push")])  # a fan-out tree our haves reach
-def test_interleaved_pushes_and_fetches_keep_every_closure(tmp_path_factory: pytest.TempPathFactory,
-                                                          steps: list[tuple[int, int, str]]) -> None:
+def test_interleaved_pushes_and_fetches_keep_every_closure(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[int, int, str]]
+) -> None:
     """Two stores, each owning one view, push and fetch in any order; a fresh clone then holds the
     complete closure of every ref, and the remote stays fsck-clean."""
     tmp = tmp_path_factory.mktemp("interleave")
@@ -390,8 +398,11 @@ def test_interleaved_pushes_and_fetches_keep_every_closure(tmp_path_factory: pyt
             sync.fetch(s, "origin")
     fsck(remote)
     clone, _ = sync.clone(str(remote), tmp / "clone")
-    pushed = {f"refs/views/v{i}": s.refs[f"refs/views/v{i}"] for i, s in enumerate(stores)
-              if s.refs.get(f"refs/remotes/origin/views/v{i}") is not None}
+    pushed = {
+        f"refs/views/v{i}": s.refs[f"refs/views/v{i}"]
+        for i, s in enumerate(stores)
+        if s.refs.get(f"refs/remotes/origin/views/v{i}") is not None
+    }
     assert {name: h for name, h in clone.refs.list("refs/views/")} == pushed
     for s in stores:
         sync.fetch(s, "origin")

@@ -113,8 +113,10 @@ def test_racing_pushes_one_wins(tmp_path: Path, reel) -> None:
     stores = [tmp_path / "a", sync.clone(str(remote), tmp_path / "b")[0].path.parent]
     heads = [grow(Repo.open(s), 20, f"racer{i}") for i, s in enumerate(stores)]
     env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
-    procs = [subprocess.Popen([REEL, "push"], cwd=s, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-             for s in stores]
+    procs = [
+        subprocess.Popen([REEL, "push"], cwd=s, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for s in stores
+    ]
     codes = [p.wait(timeout=60) for p in procs]
     for p in procs:
         p.stderr.close()
@@ -137,7 +139,12 @@ def test_progress_is_shown_on_a_terminal_only(tmp_path: Path, reel) -> None:
     piped = reel("clone", str(remote), "piped", check=True)
     assert piped.stderr == b""
     env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
-    tty = subprocess.run(["script", "-qec", f"{REEL} clone {remote} tty", "/dev/null"], cwd=tmp_path, env=env,
-                         capture_output=True, timeout=60)
+    tty = subprocess.run(
+        ["script", "-qec", f"{REEL} clone {remote} tty", "/dev/null"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
     assert tty.returncode == 0
     assert b"received 34 objects from origin" in tty.stdout and b"Counting objects" in tty.stdout

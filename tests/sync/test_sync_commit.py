@@ -33,14 +33,27 @@ def test_concurrent_commit_remote_drains_once(tmp_path: Path) -> None:
         assert before[a_dir] == before[b_dir]
 
         env = {k: v for k, v in os.environ.items() if k != "REEL_DIR"}
-        procs = {d: subprocess.Popen([REEL, "commit", "pay", "--remote", "origin"], cwd=d, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE) for d in (a_dir, b_dir)}
+        procs = {
+            d: subprocess.Popen(
+                [REEL, "commit", "pay", "--remote", "origin"],
+                cwd=d,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for d in (a_dir, b_dir)
+        }
         outcome = {d: (p.wait(timeout=60), p.stderr.read().decode()) for d, p in procs.items()}
         for p in procs.values():
             p.stdout.close()
             p.stderr.close()
-        seen = "\n".join([*(f"{d.name} exited {rc}: {err}" for d, (rc, err) in outcome.items()),
-                          f"target answered: {target.answers}", f"ledger: {target.ledger()}"])
+        seen = "\n".join(
+            [
+                *(f"{d.name} exited {rc}: {err}" for d, (rc, err) in outcome.items()),
+                f"target answered: {target.answers}",
+                f"ledger: {target.ledger()}",
+            ]
+        )
         assert sorted(rc for rc, _ in outcome.values()) == [0, 5], seen
         assert target.count("/blind") == 1, seen
 
@@ -97,6 +110,7 @@ def _won_then(action):  # noqa: ANN001, ANN202
     """A `commit --remote` fence that wins the remote trunk for real, then lets `action(store_path)` run as
     another process of the same store would, at the worst moment: after the remote win, before the local
     trunk moves."""
+
     class Fence:
         def __init__(self, repo: Repo) -> None:
             self.real = sync.remote_fence(repo, "origin")
@@ -138,8 +152,13 @@ def test_a_fetch_racing_a_won_remote_commit_neither_drops_nor_doubles_the_drain(
         assert Repo.open(tmp_path / "a").refs["refs/heads/main"] == result.record
         again = sync.fetch(Repo.open(tmp_path / "a"), "origin")  # the remote holds the same record
         assert [(t.status, t.new) for t in again.trunks] == [("up-to-date", result.record)]
-        proc = subprocess.run([REEL, "recover"], cwd=tmp_path / "a", capture_output=True, timeout=60,
-                              env={k: v for k, v in os.environ.items() if k != "REEL_DIR"})
+        proc = subprocess.run(
+            [REEL, "recover"],
+            cwd=tmp_path / "a",
+            capture_output=True,
+            timeout=60,
+            env={k: v for k, v in os.environ.items() if k != "REEL_DIR"},
+        )
         assert proc.returncode == 0, proc.stderr.decode()
         assert target.count("/blind") == 1
 
@@ -191,8 +210,9 @@ def test_a_commit_killed_after_winning_the_remote_is_settled_by_fetch_and_draine
         cleared = reel("gc", "--clear-stale-locks")  # the killed commit's ref locks
         assert cleared.returncode == 0, cleared.stderr.decode()
         again = reel("commit", "pay", "--remote", "origin")  # terminal, and it says what is still to do
-        assert again.returncode == 8 and b"`reel fetch origin` makes it this store's commit" in again.stderr, \
+        assert again.returncode == 8 and b"`reel fetch origin` makes it this store's commit" in again.stderr, (
             again.stderr.decode()
+        )
         fetched = reel("fetch", "origin")
         assert fetched.returncode == 0, fetched.stderr.decode()
         assert b"now holds the record as committed here" in fetched.stdout + fetched.stderr

@@ -80,12 +80,22 @@ def test_git_daemon_remote_cas_and_tamper(tmp_path: Path, daemon: GitDaemon) -> 
     shard, rest = won.hex()[:2], won.hex()[2:]
     evil = git(*g, "hash-object", "-w", "--stdin", input=Blob(b"forged").encode()).strip()
     listing = git(*g, "ls-tree", f"{head}:objects/{shard}").splitlines()
-    forged_shard = git(*g, "mktree", input="".join(
-        f"100644 blob {evil}\t{rest}\n" if line.endswith(rest) else line + "\n" for line in listing).encode())
+    forged_shard = git(
+        *g,
+        "mktree",
+        input="".join(
+            f"100644 blob {evil}\t{rest}\n" if line.endswith(rest) else line + "\n" for line in listing
+        ).encode(),
+    )
     objects = git(*g, "ls-tree", f"{head}:objects").splitlines()
-    forged_objects = git(*g, "mktree", input="".join(
-        f"040000 tree {forged_shard.strip()}\t{shard}\n" if line.endswith(f"\t{shard}") else line + "\n"
-        for line in objects).encode()).strip()
+    forged_objects = git(
+        *g,
+        "mktree",
+        input="".join(
+            f"040000 tree {forged_shard.strip()}\t{shard}\n" if line.endswith(f"\t{shard}") else line + "\n"
+            for line in objects
+        ).encode(),
+    ).strip()
     refs_blob = git(*g, "rev-parse", f"{head}:refs").strip()
     root = git(*g, "mktree", input=f"040000 tree {forged_objects}\tobjects\n100644 blob {refs_blob}\trefs\n".encode())
     forged = git(*g, "commit-tree", root.strip(), "-p", f"{head}^", "-m", "forged").strip()

@@ -94,8 +94,13 @@ def test_the_issue_scenario_fires_each_effect_once(tmp_path: Path, served: tuple
         refused(reel(d2, "commit", "pay"), 5, "E015")
         fetched = ok(d2, "fetch")
         assert "trunk main fast-forwarded to" in fetched and f"view pay was committed as {record}" in fetched
-        for attempt in (["commit", "pay"], ["commit", "pay", "--remote", "origin"], ["status", "pay"],
-                        ["abort", "pay"], ["views", "--unbind", "pay"]):
+        for attempt in (
+            ["commit", "pay"],
+            ["commit", "pay", "--remote", "origin"],
+            ["status", "pay"],
+            ["abort", "pay"],
+            ["views", "--unbind", "pay"],
+        ):
             err = refused(reel(d2, *attempt), 8, "E008")
             assert f"view 'pay' was committed as {record}" in err
         assert "pay" not in ok(d2, "views")
@@ -115,7 +120,8 @@ def test_the_issue_scenario_fires_each_effect_once(tmp_path: Path, served: tuple
 
 
 def test_unbinding_is_the_one_way_to_commit_locally_and_the_key_stays_the_same(
-        tmp_path: Path, served: tuple[Path, str]) -> None:
+    tmp_path: Path, served: tuple[Path, str]
+) -> None:
     """A bound view refuses a plain local commit (E015 naming `--remote`); only an explicit, dangerous
     unbind lets it through, and then the keyed target still sees the same key from both machines."""
     _, url = served
@@ -140,7 +146,8 @@ def test_unbinding_is_the_one_way_to_commit_locally_and_the_key_stays_the_same(
 
 
 def test_an_aborted_bound_view_is_gone_from_the_remote_and_from_fresh_clones(
-        tmp_path: Path, served: tuple[Path, str]) -> None:
+    tmp_path: Path, served: tuple[Path, str]
+) -> None:
     remote, url = served
     with Target(tmp_path / "ledger.jsonl") as target:
         a, d2 = laptop(tmp_path, target, url)
@@ -196,8 +203,12 @@ def test_three_clones_commit_the_same_view_at_once(tmp_path: Path, served: tuple
                 ok(tmp_path, "clone", url, f"r{round_}c{i}")
                 clones.append(tmp_path / f"r{round_}c{i}")
                 configure(Repo.open(clones[-1]).config, target.url)
-            procs = [subprocess.Popen([REEL, "commit", view], cwd=c, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True) for c in clones]
+            procs = [
+                subprocess.Popen(
+                    [REEL, "commit", view], cwd=c, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                )
+                for c in clones
+            ]
             results = [(p.wait(timeout=120), p.communicate()[1]) for p in procs]
             assert sorted(rc for rc, _ in results) == [0, 5, 5], results
             assert all(err.startswith("error: E015: ") for rc, err in results if rc), results

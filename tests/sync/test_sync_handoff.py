@@ -62,8 +62,13 @@ def test_a_fetched_view_is_live_and_bound_and_commits_once(tmp_path: Path) -> No
         fetched = sync.fetch(a.repo, "origin")
         assert fetched.retired == {"pay": res.record} and fetched.materialized == []
         assert a.repo.refs.get("refs/views/pay") is None
-        proc = subprocess.run([REEL, "commit", "pay", "--remote", "origin"], cwd=tmp_path / "a", env=_env(),
-                              capture_output=True, timeout=60)
+        proc = subprocess.run(
+            [REEL, "commit", "pay", "--remote", "origin"],
+            cwd=tmp_path / "a",
+            env=_env(),
+            capture_output=True,
+            timeout=60,
+        )
         assert proc.returncode == 8 and b"E008" in proc.stderr
         assert target.count("/blind") == 1
 
@@ -98,8 +103,12 @@ def test_two_agents_on_one_clone_fetch_at_once(tmp_path: Path) -> None:
         for i in range(8):
             a.fork(f"w{i}").put("f", str(i))
         sync.push(a.repo, "origin")
-        procs = [subprocess.Popen([REEL, "fetch", "-q"], cwd=tmp_path / "b", env=_env(), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE) for _ in range(8)]
+        procs = [
+            subprocess.Popen(
+                [REEL, "fetch", "-q"], cwd=tmp_path / "b", env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+            for _ in range(8)
+        ]
         outs = [(p.wait(timeout=120), p.stdout.read().decode(), p.stderr.read().decode()) for p in procs]
         for p in procs:
             p.stdout.close()
@@ -107,7 +116,8 @@ def test_two_agents_on_one_clone_fetch_at_once(tmp_path: Path) -> None:
         assert [rc for rc, _, _ in outs] == [0] * 8, outs
         said = "".join(out for _, out, _ in outs)
         assert sorted(line for line in said.splitlines() if line.startswith("view ")) == [
-            f"view w{i} is live here, bound to origin" for i in range(8)]
+            f"view w{i} is live here, bound to origin" for i in range(8)
+        ]
         repo = Repo.open(tmp_path / "b")
         assert sorted(name for name, _ in repo.refs.list("refs/views/")) == [f"refs/views/w{i}" for i in range(8)]
 

@@ -24,8 +24,10 @@ def _similar(repo: Repo, n: int) -> Hash:
     """`n` blobs that differ in a few bytes each: git deltifies them against each other."""
     from reelstore.namespace.tree import Namespace
 
-    blobs = [Blob(b"".join(b"line %d of a long file that barely changes\n" % j for j in range(200)) + b"%d" % i)
-             for i in range(n)]
+    blobs = [
+        Blob(b"".join(b"line %d of a long file that barely changes\n" % j for j in range(200)) + b"%d" % i)
+        for i in range(n)
+    ]
     repo.objects.put_many(blobs)
     head = repo.refs["refs/heads/main"]
     top = repo.objects.get_as(head, Record)
@@ -89,11 +91,18 @@ def _bin(head: int, length: int, off: int) -> bytes:
     return bytes([head]) + declared.to_bytes(width, "big") + b"x" * length
 
 
-@given(st.one_of(
-    st.binary(max_size=40),
-    st.builds(_bin, st.sampled_from([0xC4, 0xC5, 0xC6, 0xC7, 0x00]),
-              st.sampled_from([0, 1, 255, 256, 65535, 65536]) | st.integers(0, 70_000), st.integers(-1, 1)),
-    st.builds(lambda data: Blob(data).encode()[5:], st.binary(max_size=70_000))))
+@given(
+    st.one_of(
+        st.binary(max_size=40),
+        st.builds(
+            _bin,
+            st.sampled_from([0xC4, 0xC5, 0xC6, 0xC7, 0x00]),
+            st.sampled_from([0, 1, 255, 256, 65535, 65536]) | st.integers(0, 70_000),
+            st.integers(-1, 1),
+        ),
+        st.builds(lambda data: Blob(data).encode()[5:], st.binary(max_size=70_000)),
+    )
+)
 @settings(max_examples=300, deadline=None)
 def test_a_received_blob_is_checked_in_place_exactly_as_the_decoder_checks_it(body: bytes) -> None:
     """The fetch checks received blobs without building them (`unpack.canonical_blob`): it must accept
@@ -163,16 +172,26 @@ def test_a_fan_out_tree_not_as_a_push_writes_it_is_refused(tmp_path: Path, fault
         content[1] = Blob(b"something else").encode()
     leaves = b"".join(_leaf(remote, m, n, c) for m, n, c in zip(mode, name, content))
     _plant_tree(remote, leaves, blobs[0].id)
-    words = {"none": "must point at a record, not a blob", "upper-case name": "is not a reel object id",
-             "executable": "is not a plain blob", "short name": "is not a reel object id",
-             "wrong content": "does not hash to its name"}[fault]
+    words = {
+        "none": "must point at a record, not a blob",
+        "upper-case name": "is not a reel object id",
+        "executable": "is not a plain blob",
+        "short name": "is not a reel object id",
+        "wrong content": "does not hash to its name",
+    }[fault]
     _, error = _fetch_planted(tmp_path, remote)
     assert words in error.message
 
 
 _names = st.binary(min_size=1, max_size=12).filter(lambda n: b"\0" not in n)
-_entries = st.lists(st.tuples(st.sampled_from([b"100644", b"40000", b"100755", b"120000", b"160000"]), _names,
-                              st.binary(min_size=20, max_size=20)), max_size=8)
+_entries = st.lists(
+    st.tuples(
+        st.sampled_from([b"100644", b"40000", b"100755", b"120000", b"160000"]),
+        _names,
+        st.binary(min_size=20, max_size=20),
+    ),
+    max_size=8,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -201,7 +220,11 @@ def test_a_commit_names_its_tree_and_parents_first() -> None:
     tree, p1, p2 = "a" * 40, "b" * 40, "c" * 40
     raw = f"tree {tree}\nparent {p1}\nparent {p2}\nauthor a <a> 1 +0000\ncommitter a <a> 1 +0000\n\nm\n".encode()
     assert commit_links(raw) == (bytes.fromhex(tree), [bytes.fromhex(p1), bytes.fromhex(p2)])
-    for bad in (raw.replace(b"tree a", b"tree A"), b"author a <a> 1 +0000\n" + raw, raw.replace(p2.encode(), b"c" * 39),
-                b"tree " + b"a" * 41 + b"\n"):
+    for bad in (
+        raw.replace(b"tree a", b"tree A"),
+        b"author a <a> 1 +0000\n" + raw,
+        raw.replace(p2.encode(), b"c" * 39),
+        b"tree " + b"a" * 41 + b"\n",
+    ):
         with pytest.raises(StorageError, match="malformed git object"):
             commit_links(bad)

@@ -61,8 +61,9 @@ def test_only_compressible_content_is_compressed() -> None:
 
 @pytest.mark.parametrize("writer", ["records", "gathered", "write_to"])
 @pytest.mark.parametrize("spill", [False, True])
-def test_git_indexes_the_pack_and_reads_every_object_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          spill: bool, writer: str) -> None:
+def test_git_indexes_the_pack_and_reads_every_object_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spill: bool, writer: str
+) -> None:
     if spill:  # entries move to the spool file every few kilobytes, and one is larger than a read
         monkeypatch.setattr(outgoing, "_SPOOL", 4096)
         monkeypatch.setattr(outgoing, "_READ", 1000)
@@ -77,8 +78,11 @@ def test_git_indexes_the_pack_and_reads_every_object_back(tmp_path: Path, monkey
     commit = out.finish({"refs/heads/main": blobs[0].id}, [])
     repo = bare(tmp_path / "r.git")
     pack = tmp_path / "r.git" / "objects" / "pack" / "incoming.pack"
-    data = {"records": lambda: pack_bytes(out), "gathered": lambda: pack_bytes(out, 4096),
-            "write_to": lambda: written_pack(out)}[writer]()
+    data = {
+        "records": lambda: pack_bytes(out),
+        "gathered": lambda: pack_bytes(out, 4096),
+        "write_to": lambda: written_pack(out),
+    }[writer]()
     assert data == pack_bytes(out)
     pack.write_bytes(data)
     git("--git-dir", str(repo), "index-pack", "--strict", str(pack))
@@ -91,5 +95,10 @@ def test_git_indexes_the_pack_and_reads_every_object_back(tmp_path: Path, monkey
 
 
 def _blob(repo: Path, name: str) -> bytes:
-    return subprocess.run(["git", "--git-dir", str(repo), "cat-file", "blob", name], capture_output=True, check=True,
-                          env=GIT_ENV, timeout=60).stdout
+    return subprocess.run(
+        ["git", "--git-dir", str(repo), "cat-file", "blob", name],
+        capture_output=True,
+        check=True,
+        env=GIT_ENV,
+        timeout=60,
+    ).stdout

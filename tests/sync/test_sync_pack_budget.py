@@ -62,8 +62,17 @@ def test_a_pack_of_many_sizes_passes() -> None:
         check_sizes(io.BytesIO(trailer), len(trailer), 1 << 20, lambda kind, raw: None)
 
 
-@pytest.mark.parametrize("case", ["declared over the limit", "inflates past declared", "inflates short",
-                                  "delta result over the limit", "truncated", "not a pack"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "declared over the limit",
+        "inflates past declared",
+        "inflates short",
+        "delta result over the limit",
+        "truncated",
+        "not a pack",
+    ],
+)
 def test_crafted_entries_are_refused(case: str) -> None:
     good = blob(b"fine")
     bad = {

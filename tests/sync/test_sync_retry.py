@@ -67,9 +67,15 @@ def test_four_processes_racing_every_commit_lands_once(tmp_path: Path) -> None:
             repo, _ = sync.clone(str(remote), tmp_path / f"w{k}")
             configure(repo.config, target.url)
             dirs.append(tmp_path / f"w{k}")
-        procs = [subprocess.Popen([sys.executable, "-c", _WORKER, str(d), f"w{k}", target.url, str(COMMITS),
-                                   str(RETRIES)], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                 for k, d in enumerate(dirs)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _WORKER, str(d), f"w{k}", target.url, str(COMMITS), str(RETRIES)],
+                env=_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for k, d in enumerate(dirs)
+        ]
         outs = [(p.wait(timeout=120), p.stdout.read().decode(), p.stderr.read().decode()) for p in procs]
         for p in procs:
             p.stdout.close()
@@ -108,13 +114,19 @@ def test_cli_retry_fetches_and_replays_after_a_lost_race(tmp_path: Path) -> None
         lost.put("b.txt", "b")
         lost.effect("http", pay_op(target.url, "blind"))
 
-        proc = subprocess.run([REEL, "commit", "b", "--remote", "origin"], cwd=tmp_path / "b", env=_env(),
-                              capture_output=True, timeout=60)
+        proc = subprocess.run(
+            [REEL, "commit", "b", "--remote", "origin"], cwd=tmp_path / "b", env=_env(), capture_output=True, timeout=60
+        )
         assert proc.returncode == 5 and b"E015" in proc.stderr, proc.stderr.decode()
         assert target.count("/blind") == 0
 
-        proc = subprocess.run([REEL, "--json", "commit", "b", "--retry", "3"], cwd=tmp_path / "b", env=_env(),
-                              capture_output=True, timeout=60)
+        proc = subprocess.run(
+            [REEL, "--json", "commit", "b", "--retry", "3"],
+            cwd=tmp_path / "b",
+            env=_env(),
+            capture_output=True,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr.decode()
         doc = json.loads(proc.stdout)
         assert doc["remote"] == "origin"
@@ -151,8 +163,9 @@ def test_retry_needs_a_remote_and_a_sane_count(tmp_path: Path) -> None:
         store.commit("v", retry=2)
     with pytest.raises(BadInput, match="retry"):
         store.commit("v", remote=None, fence=_Named("x"), retry=-1)
-    proc = subprocess.run([REEL, "commit", "v", "--retry", "2"], cwd=tmp_path / "s", env=_env(),
-                          capture_output=True, timeout=60)
+    proc = subprocess.run(
+        [REEL, "commit", "v", "--retry", "2"], cwd=tmp_path / "s", env=_env(), capture_output=True, timeout=60
+    )
     assert proc.returncode == 6 and b"E014" in proc.stderr and b"--remote" in proc.stderr, proc.stderr
     assert store.repo.refs.get("refs/views/v") is not None
 

@@ -136,8 +136,11 @@ def test_ssh_remotes_use_the_users_ssh_command(tmp_path: Path, how: str) -> None
     a = Repo.init(tmp_path / "a")
     grow(a, 2, "ssh")
     url = f"ssh://reel-test.invalid{remote}"
-    env = {"GIT_SSH_COMMAND": f"{script} -o BatchMode=yes"} if how == "GIT_SSH_COMMAND" else (
-        {"GIT_SSH": str(script)} if how == "GIT_SSH" else {})
+    env = (
+        {"GIT_SSH_COMMAND": f"{script} -o BatchMode=yes"}
+        if how == "GIT_SSH_COMMAND"
+        else ({"GIT_SSH": str(script)} if how == "GIT_SSH" else {})
+    )
     if how == "core.sshCommand":
         a.config.set("core.sshCommand", str(script))
     for args in (["remote", "add", "origin", url], ["push"], ["fetch"]):
@@ -163,12 +166,16 @@ def test_clone_of_a_relative_path_stores_a_url_that_works_from_the_new_store(tmp
     assert fetched.returncode == 0, fetched.stderr
 
 
-def test_remote_errors_are_words_and_cannot_talk_means_nothing_answered(tmp_path: Path, daemon: GitDaemon,
-                                                                        reserve_port: Callable[[], int]) -> None:
+def test_remote_errors_are_words_and_cannot_talk_means_nothing_answered(
+    tmp_path: Path, daemon: GitDaemon, reserve_port: Callable[[], int]
+) -> None:
     a = Repo.init(tmp_path / "a")
     grow(a, 1, "x")
-    cases = {"answered": daemon.url("no-such.git"), "silent": f"git://127.0.0.1:{reserve_port()}/x.git",
-             "silent-http": f"http://127.0.0.1:{reserve_port()}/x.git"}
+    cases = {
+        "answered": daemon.url("no-such.git"),
+        "silent": f"git://127.0.0.1:{reserve_port()}/x.git",
+        "silent-http": f"http://127.0.0.1:{reserve_port()}/x.git",
+    }
     for name, url in cases.items():
         sync.add_remote(a, name, url)
         for op in (sync.push, sync.fetch):

@@ -48,8 +48,9 @@ def _hand_off(tmp_path: Path, target: Target, header: object, backend: str) -> P
 
 
 def _commit(where: Path, **env: str) -> tuple[int, dict, str]:
-    proc = subprocess.run([REEL, "--json", "commit", "pay"], cwd=where, env=_env(**env), capture_output=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [REEL, "--json", "commit", "pay"], cwd=where, env=_env(**env), capture_output=True, timeout=60
+    )
     return proc.returncode, json.loads(proc.stdout or b"{}"), proc.stderr.decode()
 
 
@@ -75,8 +76,9 @@ def test_without_the_secret_the_effect_is_not_sent_and_the_message_names_it(tmp_
         assert target.requests == 0 and target.ledger() == []
 
         # once the secret is there, `reel recover` sends it (it was never sent)
-        proc = subprocess.run([REEL, "recover"], cwd=b, env=_env(REEL_SECRET_STRIPE=TOKEN), capture_output=True,
-                              timeout=60)
+        proc = subprocess.run(
+            [REEL, "recover"], cwd=b, env=_env(REEL_SECRET_STRIPE=TOKEN), capture_output=True, timeout=60
+        )
         assert proc.returncode == 0, proc.stderr.decode()
         assert target.authorizations == [TOKEN] and target.count("/blind") == 1
 

@@ -61,8 +61,13 @@ def test_a_pack_cut_into_short_writes_arrives_whole(tmp_path: Path) -> None:
     assert git("--git-dir", str(remote), "rev-parse", "refs/reel/heads/main").strip() == commit
     hexid = blobs[5].id.hex()
     name = f"{commit}:objects/{hexid[:2]}/{hexid[2:]}"
-    shown = subprocess.run(["git", "--git-dir", str(remote), "cat-file", "blob", name], capture_output=True,
-                           check=True, env=GIT_ENV, timeout=60).stdout
+    shown = subprocess.run(
+        ["git", "--git-dir", str(remote), "cat-file", "blob", name],
+        capture_output=True,
+        check=True,
+        env=GIT_ENV,
+        timeout=60,
+    ).stdout
     assert shown == blobs[5].encode()
 
 
@@ -71,7 +76,8 @@ def test_the_server_compares_and_swaps_each_ref(tmp_path: Path) -> None:
     out, _, first = _pack(3)
     with GitService("receive-pack", str(remote)) as server:
         assert send_pack(server, lambda refs: {b"refs/reel/heads/main": first.encode()}, out) == {
-            b"refs/reel/heads/main": None}
+            b"refs/reel/heads/main": None
+        }
     tree = git("--git-dir", str(remote), "rev-parse", f"{first}^{{tree}}").strip()
     other = git("--git-dir", str(remote), "commit-tree", tree, "-m", "another store", cwd=tmp_path).strip()
     late, _, second = _pack(4)
@@ -87,7 +93,8 @@ def test_the_server_compares_and_swaps_each_ref(tmp_path: Path) -> None:
     assert git("--git-dir", str(remote), "rev-parse", "refs/reel/heads/main").strip() == other
     with GitService("receive-pack", str(remote)) as server:
         assert send_pack(server, lambda refs: {b"refs/reel/heads/main": ZERO_SHA}, None) == {
-            b"refs/reel/heads/main": None}
+            b"refs/reel/heads/main": None
+        }
     assert git("--git-dir", str(remote), "for-each-ref").strip() == ""
 
 
@@ -120,10 +127,13 @@ def test_a_push_to_a_local_repository_in_a_fresh_process_sends_its_objects(tmp_p
     remote = bare(tmp_path / "r.git")
     repo = Repo.init(tmp_path / "a")
     sync.add_remote(repo, "origin", str(remote))
-    script = ("import sys; from reelstore import sync; from reelstore.backend.repo import Repo; "
-              "print(sync.push(Repo.open(sys.argv[1]), 'origin').objects)")
-    shown = subprocess.run([sys.executable, "-c", script, str(tmp_path / "a")], capture_output=True, text=True,
-                           check=True, timeout=120).stdout.split()
+    script = (
+        "import sys; from reelstore import sync; from reelstore.backend.repo import Repo; "
+        "print(sync.push(Repo.open(sys.argv[1]), 'origin').objects)"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "a")], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.split()
     assert int(shown[0]) > 0
     fsck(remote)
 
@@ -134,11 +144,18 @@ def test_a_clone_and_fetch_of_a_local_repository_talk_to_git_itself(tmp_path: Pa
     sync.add_remote(repo, "origin", str(remote))
     sync.push(repo, "origin")
     assert connect("origin", str(remote)).local  # git's own upload-pack and receive-pack, not dulwich's client
-    script = ("import sys; from reelstore import sync; "
-              "b, got = sync.clone(sys.argv[1], sys.argv[2]); f = sync.fetch(b, 'origin'); "
-              "print(sorted(got.refs) == sorted(f.refs), len(got.refs))")
-    shown = subprocess.run([sys.executable, "-c", script, str(remote), str(tmp_path / "b")], capture_output=True,
-                           text=True, check=True, timeout=120).stdout.split()
+    script = (
+        "import sys; from reelstore import sync; "
+        "b, got = sync.clone(sys.argv[1], sys.argv[2]); f = sync.fetch(b, 'origin'); "
+        "print(sorted(got.refs) == sorted(f.refs), len(got.refs))"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", script, str(remote), str(tmp_path / "b")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.split()
     assert shown == ["True", "1"]
     assert Repo.open(tmp_path / "b").refs["refs/heads/main"] == repo.refs["refs/heads/main"]
 
@@ -147,18 +164,24 @@ def _no_memfd(name: str) -> int:
     raise OSError(38, "memfd_create is not implemented here")
 
 
-@pytest.mark.parametrize("memfd", [getattr(os, "memfd_create", None), None, _no_memfd],
-                         ids=["memfd", "no-memfd", "memfd-fails"])
-def test_a_childs_error_output_is_kept_in_an_anonymous_file(tmp_path: Path, memfd: Callable[[str], int] | None
-                                                             ) -> None:
+@pytest.mark.parametrize(
+    "memfd", [getattr(os, "memfd_create", None), None, _no_memfd], ids=["memfd", "no-memfd", "memfd-fails"]
+)
+def test_a_childs_error_output_is_kept_in_an_anonymous_file(tmp_path: Path, memfd: Callable[[str], int] | None) -> None:
     """In a memfd where the system has one, else (none, or it fails) in a temporary file; either way a
     child writes to it and it reads back from the start, and nothing is left in the directory."""
     assert sys.platform != "linux" or hasattr(os, "memfd_create")  # so on Linux the memfd path is the one run
     before = sorted(os.listdir(tmp_path))
     errors = error_file(memfd)
     try:
-        subprocess.run(["git", "receive-pack", str(tmp_path / "missing")], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.DEVNULL, stderr=errors, timeout=60, check=False)
+        subprocess.run(
+            ["git", "receive-pack", str(tmp_path / "missing")],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            timeout=60,
+            check=False,
+        )
         errors.seek(0)
         said = errors.read()
     finally:

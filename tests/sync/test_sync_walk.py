@@ -122,11 +122,14 @@ def test_edges_of_a_node_are_what_the_decoder_finds(entries: dict[str, Hash], le
 
 
 def test_a_node_not_shaped_as_one_is_left_to_the_decoder() -> None:
-    record = Record(parent=None, namespace=Hash(b"\x03" * 32), effects=None, view=None, author="a", message="m",
-                    time=1)
+    record = Record(parent=None, namespace=Hash(b"\x03" * 32), effects=None, view=None, author="a", message="m", time=1)
     assert list(edges(record.encode())) == list(record.references())
-    for body in (b"\xc1", msgpack.packb({"entries": [["a", b"short"]], "level": 0}),
-                 msgpack.packb({"entries": 3, "level": 0}), msgpack.packb([1, 2])):
+    for body in (
+        b"\xc1",
+        msgpack.packb({"entries": [["a", b"short"]], "level": 0}),
+        msgpack.packb({"entries": 3, "level": 0}),
+        msgpack.packb([1, 2]),
+    ):
         with pytest.raises(BadInput):
             edges(b"tree\0" + body)
 

@@ -34,8 +34,10 @@ try:
         print("GET", s.get(f"{url}/{lib}-get", timeout=20).text)
         print("POST", s.post(f"{url}/{lib}", data=body, headers=headers, timeout=20).status_code)
         if not bypass:
-            print("CHUNKED", s.post(f"{url}/requests-chunked", data=chunks(), headers={"X-Test": "chunked"},
-                                    timeout=20).status_code)
+            print(
+                "CHUNKED",
+                s.post(f"{url}/requests-chunked", data=chunks(), headers={"X-Test": "chunked"}, timeout=20).status_code,
+            )
     elif lib == "httpx":
         import httpx
 
