@@ -30,6 +30,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "helpers"))
@@ -142,6 +143,29 @@ def _init(d: Path, base: str, backend: str | None) -> None:
         repo.config.set("drain.onCommit", "workers")
 
 
+def _workers(dirs: list[Path]) -> list[subprocess.Popen[bytes]]:
+    """One `reel drain --worker` per directory (each a machine of the fleet)."""
+    return [
+        subprocess.Popen([REEL, "drain", "--worker", "--lease", "30"], cwd=d, stdout=subprocess.DEVNULL) for d in dirs
+    ]
+
+
+def _until_drained(conn: Any) -> None:
+    """Poll the outbox until no row is left owed (bounded: at most 300 s)."""
+    for _ in range(60000):
+        row = conn.execute("SELECT count(*) FROM outbox WHERE state <> 'done'").fetchone()
+        if row is not None and row[0] == 0:
+            return
+        time.sleep(0.005)
+
+
+def _stop(workers: list[subprocess.Popen[bytes]]) -> None:
+    for w in workers:
+        w.terminate()
+    for w in workers:
+        w.wait(timeout=60)
+
+
 def pg(url: str, root: Path, base: str, n: int, total: int, tag: str) -> dict[str, float]:
     import psycopg
 
@@ -150,22 +174,13 @@ def pg(url: str, root: Path, base: str, n: int, total: int, tag: str) -> dict[st
         d = root / f"pg-{tag}-{k}"
         _init(d, base, url)
         dirs.append(d)
-    workers = [
-        subprocess.Popen([REEL, "drain", "--worker", "--lease", "30"], cwd=d, stdout=subprocess.DEVNULL) for d in dirs
-    ]
+    workers = _workers(dirs)
     per = total // n
     got = _run([["commit", str(d), str(per), f"{tag}{k}", base] for k, d in enumerate(dirs)])
     with psycopg.connect(url, autocommit=True) as conn:
-        for _ in range(60000):
-            row = conn.execute("SELECT count(*) FROM outbox WHERE state <> 'done'").fetchone()
-            if row is not None and row[0] == 0:
-                break
-            time.sleep(0.005)
+        _until_drained(conn)
     drained = time.time()
-    for w in workers:
-        w.terminate()
-    for w in workers:
-        w.wait(timeout=60)
+    _stop(workers)
     return {
         "commits": per * n,
         "commit_wall": got["end"] - got["start"],
@@ -188,23 +203,14 @@ def drain_only(url: str, root: Path, base: str, n: int, total: int, tag: str) ->
         w = root / f"pgd-{tag}-{k}"
         _init(w, base, url)
         dirs.append(w)
-    workers = [
-        subprocess.Popen([REEL, "drain", "--worker", "--lease", "30"], cwd=w, stdout=subprocess.DEVNULL) for w in dirs
-    ]
+    workers = _workers(dirs)
     with psycopg.connect(url, autocommit=True) as conn:
-        for _ in range(60000):
-            row = conn.execute("SELECT count(*) FROM outbox WHERE state <> 'done'").fetchone()
-            if row is not None and row[0] == 0:
-                break
-            time.sleep(0.005)
+        _until_drained(conn)
         span = conn.execute(
             "SELECT extract(epoch from max(updated)) - min((outcome->>'intent_ms')::bigint) / 1000.0 FROM outbox"
         ).fetchone()
         conn.execute("DELETE FROM outbox")
-    for w in workers:
-        w.terminate()
-    for w in workers:
-        w.wait(timeout=60)
+    _stop(workers)
     return {"commits": total, "commit_wall": float(span[0]) if span else 0.0, "cpu": 0.0}
 
 
