@@ -424,7 +424,7 @@ def batch(tmp: Path, n: int, repeat: int) -> None:
     (bench/floor_batch.py: the same checks and output in a minimal Python script, no click and no
     reelstore) over the same ids, interleaved, in both bytecode modes (the floor imports no project
     module, so only reel's figures depend on the mode)."""
-    from reelstore.backend.bulk_read import accelerator_built
+    from reelstore.backend.packs.bulk_read import accelerator_built
 
     built = accelerator_built()
     print(
@@ -807,8 +807,8 @@ def _add_ten(store: Path, k: int) -> None:
 def pack_write_alone(tmp: Path, store: Path, repeat: int) -> list[tuple]:
     """CPU of the store's pack writer alone (`write_pack`, in this process) on every object of `store`:
     the part of a clone (and of the clone floor) that stores what was received."""
-    from reelstore.backend.pack_item import PackItem
-    from reelstore.backend.pack_write import write_pack
+    from reelstore.backend.packs.pack_item import PackItem
+    from reelstore.backend.packs.pack_write import write_pack
 
     repo = Repo.open(store)
     items = [(h, repo.objects.get_raw(h)) for h in repo.objects]

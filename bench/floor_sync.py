@@ -65,8 +65,8 @@ def push(remote: str, ref: str, old: str, new: str, pack: str) -> None:
 
 
 def clone(remote: str, commit: str, directory: str) -> None:
-    from reelstore.backend.pack_item import PackItem
-    from reelstore.backend.pack_write import write_pack
+    from reelstore.backend.packs.pack_item import PackItem
+    from reelstore.backend.packs.pack_write import write_pack
     from reelstore.objects.hash import Hash
 
     proc = subprocess.Popen(["git", "upload-pack", remote], stdin=subprocess.PIPE, stdout=subprocess.PIPE)

@@ -18,7 +18,7 @@ from reelstore.errors import BadInput, NotFound
 from reelstore.objects.hash import Hash, is_full_hex, is_prefix
 
 if TYPE_CHECKING:  # the batch modes' own machinery loads when a batch runs: -p, -t, -s and -e never use it
-    from reelstore.backend.bulk_read import BulkReader
+    from reelstore.backend.packs.bulk_read import BulkReader
     from reelstore.backend.repo import Repo
     from reelstore.cli import formats
     from reelstore.objects import Object
@@ -128,7 +128,7 @@ def _batch(
     store. The answers to one chunk of input are written together."""
     from binascii import unhexlify
 
-    from reelstore.backend.bulk_read import BulkReader
+    from reelstore.backend.packs.bulk_read import BulkReader
 
     out = sys.stdout.buffer
     if _own_process(out):

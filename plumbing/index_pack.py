@@ -8,7 +8,7 @@ import click
 
 from reelstore.backend.disk_store import on_disk
 from reelstore.backend.fileio import atomic_write
-from reelstore.backend.pack_import import index_file
+from reelstore.backend.packs.pack_import import index_file
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.stdin import spool_stdin
 from reelstore.errors import input_error

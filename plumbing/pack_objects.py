@@ -8,8 +8,8 @@ import click
 
 from reelstore import revisions
 from reelstore.backend.disk_store import on_disk
-from reelstore.backend.pack_item import PackItem
-from reelstore.backend.pack_write import write_pack_stream
+from reelstore.backend.packs.pack_item import PackItem
+from reelstore.backend.packs.pack_write import write_pack_stream
 from reelstore.backend.repo import Repo
 from reelstore.cli.complete import REVISIONS
 from reelstore.cli.context import Context, pass_ctx

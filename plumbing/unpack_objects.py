@@ -8,7 +8,7 @@ import tempfile
 import click
 
 from reelstore.backend.disk_store import on_disk
-from reelstore.backend.pack import scan_pack
+from reelstore.backend.packs.pack import scan_pack
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.cli.stdin import spool_stdin
 from reelstore.errors import StorageError

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from reelstore.backend.op_log import operation
-from reelstore.backend.refs import ANY, RefTransaction
+from reelstore.backend.refdb.refs import ANY, RefTransaction
 from reelstore.backend.repo import Repo
 from reelstore.cli.complete import REFS
 from reelstore.cli.context import Context, pass_ctx

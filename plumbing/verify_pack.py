@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
-from reelstore.backend import pack_verify
 from reelstore.backend.disk_store import on_disk
-from reelstore.backend.pack import Pack
+from reelstore.backend.packs import pack_verify
+from reelstore.backend.packs.pack import Pack
 from reelstore.cli.context import Context, pass_ctx
 from reelstore.errors import BadInput, StorageError, input_error
 from reelstore.wording import plural

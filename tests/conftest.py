@@ -15,7 +15,7 @@ from hypothesis import settings
 from pg_server import PgServer
 from ports import Reserved
 
-from reelstore.backend.bulk_read import accelerator_built
+from reelstore.backend.packs.bulk_read import accelerator_built
 from reelstore.backend.repo import Repo
 from reelstore.cli.main import cli
 
@@ -51,7 +51,7 @@ def _need_accelerator() -> None:
     """An accelerator that did not build fails the test in CI (where it must be tested) and skips it,
     saying why, elsewhere."""
     if not accelerator_built():
-        why = "the C accelerator reelstore.backend._stored_batch is not built (pip install -e . with gcc)"
+        why = "the C accelerator reelstore.backend.packs._stored_batch is not built (pip install -e . with gcc)"
         if os.environ.get("CI"):
             pytest.fail(why)
         pytest.skip(why)
@@ -60,7 +60,7 @@ def _need_accelerator() -> None:
 @pytest.fixture(params=["pure", "accelerated"])
 def read_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run the test once on each batch-read path: pure Python (REEL_PURE=1) and the optional C accelerator
-    (reelstore.backend._stored_batch), in this process and in the `reel` it starts."""
+    (reelstore.backend.packs._stored_batch), in this process and in the `reel` it starts."""
     if request.param == "pure":
         monkeypatch.setenv("REEL_PURE", "1")
     else:

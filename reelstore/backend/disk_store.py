@@ -2,7 +2,7 @@
 
 Packs come and go under a running reader (gc writes a new pack, then deletes the old packs and the loose
 copies), so a miss is never trusted at once: the pack directory is rescanned when it changed and the
-lookup retried (backend/pack_set.py keeps the listing, and opens a pack when a lookup first reaches
+lookup retried (backend/packs/pack_set.py keeps the listing, and opens a pack when a lookup first reaches
 it). A pack whose index is missing, or whose trailer does not match its index, is never used; it is
 listed in `problems()` and named in the error when an object cannot be found.
 """
@@ -16,20 +16,20 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from reelstore.backend.gc_lock import GC_LOCK
 from reelstore.backend.inflight import Inflight
 from reelstore.backend.object_counts import count_objects
 from reelstore.backend.object_store import LooseObjectStore, ObjectStore
-from reelstore.backend.pack import Pack
-from reelstore.backend.pack_set import NO_INDEX, PackSet
-from reelstore.backend.roll_up import roll_up
+from reelstore.backend.packs.gc_lock import GC_LOCK
+from reelstore.backend.packs.pack import Pack
+from reelstore.backend.packs.pack_set import NO_INDEX, PackSet
+from reelstore.backend.packs.roll_up import roll_up
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.objects.hash import Hash
 
 if TYPE_CHECKING:  # imported where used: a read that packs or loose files answer needs no writer, write
     # batch, pack import, index repair or journal segment
-    from reelstore.backend.pack_copy import Reuse
-    from reelstore.backend.pack_item import PackItem, PackOptions, PackResult
+    from reelstore.backend.packs.pack_copy import Reuse
+    from reelstore.backend.packs.pack_item import PackItem, PackOptions, PackResult
     from reelstore.backend.segment import Segment, Segments
     from reelstore.backend.upkeep import GcReport, Mark, Progress, PruneReport, RepackReport, StoreCheck
     from reelstore.backend.write_batch import WriteBatch
@@ -139,7 +139,7 @@ class DiskObjectStore(ObjectStore):
         is repaired by `refresh`): a miss waits for the index, rescanning, before it reports the object
         absent (gc's fence reads objects of writes still in flight): briefly, and for as long as the
         pack's writer lives and holds its temporary index (bounded: INDEX_WAIT_LIVE)."""
-        from reelstore.backend.batch import index_coming
+        from reelstore.backend.packs.batch import index_coming
 
         for n in range(INDEX_WAIT_LIVE):
             waiting = [self.pack_dir / name for name, why in self._set.problems.items() if why == NO_INDEX]
@@ -343,7 +343,7 @@ class DiskObjectStore(ObjectStore):
             self._batch = None
 
     def roll_up(self, limit: int = ROLL_UP_PACKS, factor: int = 2) -> str | None:
-        """Past `limit` packs, merge the small ones (backend/roll_up.py): the new pack's name, or None."""
+        """Past `limit` packs, merge the small ones (backend/packs/roll_up.py): the new pack's name, or None."""
         return roll_up(self, limit, factor)
 
     def flush(self) -> None:
@@ -388,7 +388,7 @@ class DiskObjectStore(ObjectStore):
             (loose if item[0] in loose_now else packable).append(item)
         self.loose._store(loose)  # each one re-checked: written again if it went meanwhile
         if packable:
-            from reelstore.backend.pack_item import PackItem
+            from reelstore.backend.packs.pack_item import PackItem
 
             now = int(time.time())
             self.add_pack(PackItem(h, raw, now) for h, raw in packable)
@@ -449,7 +449,7 @@ class DiskObjectStore(ObjectStore):
     ) -> PackResult:
         """Write one pack of `items` (and the `reuse` entries copied from packs) into objects/pack and
         start reading from it."""
-        from reelstore.backend.pack_write import write_pack
+        from reelstore.backend.packs.pack_write import write_pack
 
         result = write_pack(
             self.pack_dir, items, opts, fsync=self.fsync, progress=progress, reuse=reuse, damaged=damaged
@@ -485,7 +485,7 @@ class DiskObjectStore(ObjectStore):
         self.loose.delete(h)
 
     def import_pack(self, fill: Callable[[IO[bytes]], object]) -> tuple[Path, bytes, int]:
-        from reelstore.backend import pack_import
+        from reelstore.backend.packs import pack_import
 
         found = pack_import.import_pack(self.pack_dir, fill)
         self.refresh(force=True)
@@ -498,15 +498,15 @@ class DiskObjectStore(ObjectStore):
         """git's count-objects -v figures (backend/object_counts.py)."""
         return count_objects(self)
 
-    # Upkeep: gc, repack and prune rewrite packs and delete files (backend/pack_gc.py); the caller holds
+    # Upkeep: gc, repack and prune rewrite packs and delete files (backend/packs/pack_gc.py); the caller holds
     # gc's lock. pack_gc is imported by these methods alone: it loads 10 more modules (the kinds' codec,
     # the pack copier and verifier), 32 ms on top of disk_store here (best of 6, timed around `import
-    # reelstore.backend.pack_gc` after disk_store), which every command would pay for four that use it.
+    # reelstore.backend.packs.pack_gc` after disk_store), which every command would pay for four that use it.
 
     def gc(
         self, mark: Mark, cutoff: float | None, *, dry_run: bool = False, progress: Progress | None = None, now: float
     ) -> GcReport:
-        from reelstore.backend import pack_gc
+        from reelstore.backend.packs import pack_gc
 
         return pack_gc.collect(self, mark, cutoff, dry_run, progress, now)
 
@@ -515,18 +515,18 @@ class DiskObjectStore(ObjectStore):
     ) -> RepackReport:
         """Pack the loose objects (with `all_objects`, every object, into one pack), dropping nothing;
         with `delete`, remove the copies now packed elsewhere."""
-        from reelstore.backend import pack_gc
+        from reelstore.backend.packs import pack_gc
 
         return pack_gc.repack(self, mark, all_objects, delete, progress)
 
     def prune(self, mark: Mark, cutoff: float | None, *, dry_run: bool = False) -> PruneReport:
         """Delete unreachable loose objects older than `cutoff`; packs are untouched."""
-        from reelstore.backend import pack_gc
+        from reelstore.backend.packs import pack_gc
 
         return pack_gc.prune(self, mark, cutoff, dry_run)
 
     def fsck(self, *, full: bool = True, progress: Progress | None = None) -> StoreCheck:
-        from reelstore.backend import pack_gc
+        from reelstore.backend.packs import pack_gc
 
         return pack_gc.check_store(self, full, progress)
 

@@ -19,10 +19,10 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from reelstore.backend.postgres import PgDb
-from reelstore.backend.ref_format import NameSet, keeps_reflog
-from reelstore.backend.ref_transaction import Owed, RefUpdate
-from reelstore.backend.reflog import ReflogEntry
-from reelstore.backend.refs import RefStore
+from reelstore.backend.refdb.ref_format import NameSet, keeps_reflog
+from reelstore.backend.refdb.ref_transaction import Owed, RefUpdate
+from reelstore.backend.refdb.reflog import ReflogEntry
+from reelstore.backend.refdb.refs import RefStore
 from reelstore.crashpoints import crash_point
 from reelstore.errors import Conflict, StorageError
 from reelstore.objects.hash import Hash

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from reelstore.attribution import principal
 from reelstore.backend.config import Config
 from reelstore.backend.inflight import Inflight
-from reelstore.backend.refs import DiskRefStore, MemoryRefStore, RefStore
+from reelstore.backend.refdb.refs import DiskRefStore, MemoryRefStore, RefStore
 from reelstore.errors import BadInput, Conflict, NotFound
 from reelstore.objects import Hash
 from reelstore.objects.hash import is_full_hex, is_prefix

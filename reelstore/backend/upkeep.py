@@ -6,7 +6,7 @@ The layers above decide what is live (the refs, young reflog entries, writes in 
 walk) and hand it to `ObjectStore.gc` as a `Mark`, which the backend calls once it has listed its
 candidates: anything written after the listing is no candidate, so a concurrent writer loses nothing.
 The backend decides how its copies are kept and removed: the disk store packs what stays and deletes
-files (backend/pack_gc.py); the default here deletes object by object.
+files (backend/packs/pack_gc.py); the default here deletes object by object.
 """
 
 from __future__ import annotations

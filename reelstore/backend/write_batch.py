@@ -16,7 +16,7 @@ from reelstore.backend.object_store import LooseObjectStore
 from reelstore.objects.hash import Hash
 
 if TYPE_CHECKING:  # loaded with the second object: a lone one never needs the pack writer
-    from reelstore.backend.batch import PackBatch
+    from reelstore.backend.packs.batch import PackBatch
 
 
 class WriteBatch:
@@ -47,7 +47,7 @@ class WriteBatch:
         self._pack.add(h, raw, mtime)
 
     def _start_pack(self, h: Hash, raw: bytes, mtime: int) -> PackBatch:
-        from reelstore.backend.batch import PackBatch
+        from reelstore.backend.packs.batch import PackBatch
 
         pack = PackBatch(self.pack_dir, fsync=self.fsync)
         pack.add(h, raw, mtime)

@@ -20,8 +20,8 @@ from reelstore.adapters.base import adapter, adapter_class
 from reelstore.attribution import now_ms
 from reelstore.backend import content
 from reelstore.backend.op_log import operation, riding
-from reelstore.backend.ref_transaction import Owed
-from reelstore.backend.refs import RefTransaction
+from reelstore.backend.refdb.ref_transaction import Owed
+from reelstore.backend.refdb.refs import RefTransaction
 from reelstore.backend.repo import Repo
 from reelstore.codec import FrozenMap, freeze
 from reelstore.crashpoints import crash_point

@@ -1,6 +1,6 @@
 """Garbage collection: maintenance decides what is live (mark.py: the refs, young reflog entries and
 the writes in flight) and the backend decides how its copies go (`ObjectStore.gc`: the disk store packs
-what stays and deletes old files, backend/pack_gc.py; a store without files deletes object by object),
+what stays and deletes old files, backend/packs/pack_gc.py; a store without files deletes object by object),
 all under gc.lock (lock.py).
 
 Safety beside concurrent writers rests on three rules, as in git: the backend lists its candidates

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from reelstore.backend.fileio import pid_alive
-from reelstore.backend.gc_lock import GC_LOCK as LOCK_NAME
-from reelstore.backend.gc_lock import gc_lock_line
-from reelstore.backend.ref_format import HOST
+from reelstore.backend.packs.gc_lock import GC_LOCK as LOCK_NAME
+from reelstore.backend.packs.gc_lock import gc_lock_line
+from reelstore.backend.refdb.ref_format import HOST
 from reelstore.backend.repo import Repo
 from reelstore.errors import Conflict
 

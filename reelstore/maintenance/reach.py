@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, cast
 import msgpack
 
 from reelstore.backend.object_store import ObjectStore
-from reelstore.backend.refs import RefStore
+from reelstore.backend.refdb.refs import RefStore
 from reelstore.errors import BadInput, NotFound, StorageError
 from reelstore.objects import Hash, Tree, decode
 from reelstore.objects.hash import as_hash

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from reelstore.adapters.base import Adapter, Admission, NotSent, Result, register
 from reelstore.backend.object_store import MemoryObjectStore
-from reelstore.backend.refs import MemoryRefStore, RefUpdate
+from reelstore.backend.refdb.refs import MemoryRefStore, RefUpdate
 from reelstore.backend.repo import Repo
 from reelstore.backend.state_files import MemoryFiles
 from reelstore.errors import BadInput, StorageError

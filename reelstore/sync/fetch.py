@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from dulwich.errors import HangupException
 
 from reelstore.backend.object_store import LooseObjectStore
-from reelstore.backend.refs import ANY
+from reelstore.backend.refdb.refs import ANY
 from reelstore.backend.repo import DEFAULT_TRUNK, REEL_DIR, Repo
 from reelstore.errors import BadInput, Conflict, LockHeld, ReelError, StaleLock, StorageError
 from reelstore.kernel import binding, claims

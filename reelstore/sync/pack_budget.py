@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import IO
 from zlib import decompressobj
 
-from reelstore.backend.pack import read_varint
+from reelstore.backend.packs.pack import read_varint
 from reelstore.errors import StorageError
 
 _HEADER = struct.Struct(">4sII")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import msgpack
 
-from reelstore.backend.bulk_read import BulkReader, Take
+from reelstore.backend.packs.bulk_read import BulkReader, Take
 from reelstore.backend.repo import Repo
 from reelstore.objects import HASH_SIZE, Hash, decode
 from reelstore.sync.state import SyncState

@@ -12,11 +12,11 @@ import pytest
 from click.testing import CliRunner
 from pack_objects import every_method
 
-from reelstore.backend.bulk_read import BulkReader
 from reelstore.backend.disk_store import DiskObjectStore
-from reelstore.backend.pack_index import index_columns
-from reelstore.backend.pack_item import PackItem, PackOptions
-from reelstore.backend.pack_write import write_pack_stream
+from reelstore.backend.packs.bulk_read import BulkReader
+from reelstore.backend.packs.pack_index import index_columns
+from reelstore.backend.packs.pack_item import PackItem, PackOptions
+from reelstore.backend.packs.pack_write import write_pack_stream
 from reelstore.backend.repo import Repo
 from reelstore.cli.main import cli
 from reelstore.errors import StorageError

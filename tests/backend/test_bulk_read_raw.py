@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reelstore.backend.bulk_read import BulkReader
+from reelstore.backend.packs.bulk_read import BulkReader
 from reelstore.backend.repo import Repo
 from reelstore.errors import StorageError
 from reelstore.objects import Blob, Hash

@@ -16,7 +16,7 @@ from conftest import REEL
 from reelstore.aio import AsyncStore
 from reelstore.api import Store
 from reelstore.backend.op_log import OpLog, operation
-from reelstore.backend.ref_format import format_loose
+from reelstore.backend.refdb.ref_format import format_loose
 from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput, Conflict, NotFound, ViewTerminal
 from reelstore.kernel import snapshot

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reelstore.backend.disk_store import DiskObjectStore
-from reelstore.backend.pack import Pack, scan_pack
-from reelstore.backend.pack_item import PackItem, PackOptions
-from reelstore.backend.pack_verify import verify_pack
-from reelstore.backend.pack_write import write_pack
+from reelstore.backend.packs.pack import Pack, scan_pack
+from reelstore.backend.packs.pack_item import PackItem, PackOptions
+from reelstore.backend.packs.pack_verify import verify_pack
+from reelstore.backend.packs.pack_write import write_pack
 from reelstore.errors import NotFound, StorageError
 from reelstore.objects import Blob, Hash, Record, Tree
 
@@ -82,7 +82,7 @@ def test_index_lookup_mtimes_and_absent(tmp_path: Path) -> None:
 
 
 def _index(tmp_path: Path, ids: list[bytes]):
-    from reelstore.backend.pack_index import PackIndex, index_bytes
+    from reelstore.backend.packs.pack_index import PackIndex, index_bytes
 
     path = tmp_path / "t.idx"
     path.write_bytes(index_bytes([(Hash(h), 10 * n, n, n) for n, h in enumerate(ids)], b"\0" * 32))
@@ -318,7 +318,7 @@ def test_an_imported_pack_is_never_seen_without_an_index_or_a_live_writers_tempo
 ) -> None:
     """`reel index-pack` writes the index under its temporary name before the pack is renamed in: at
     the moment the pack appears, a reader finds a live writer's temporary index and waits for it."""
-    from reelstore.backend import pack_import
+    from reelstore.backend.packs import pack_import
 
     root = tmp_path / "objects"
     store = DiskObjectStore(root, fsync=False)
@@ -390,8 +390,8 @@ def test_frame_declaring_a_huge_size_is_refused_before_allocation(tmp_path: Path
     import blake3
     import zstandard
 
-    from reelstore.backend.pack import PACK_HEADER, PACK_MAGIC, ZSTD, _varint
-    from reelstore.backend.pack_index import VERSION, index_bytes
+    from reelstore.backend.packs.pack import PACK_HEADER, PACK_MAGIC, ZSTD, _varint
+    from reelstore.backend.packs.pack_index import VERSION, index_bytes
 
     blob = Blob(b"z" * 100)
     params = zstandard.ZstdCompressionParameters.from_level(
@@ -430,8 +430,8 @@ def test_a_chain_past_the_limit_is_refused_when_indexed_and_reported_by_verify(
 ) -> None:
     """A pack chained 20 deep read by a reader whose limit is 10: reading in order keeps each base
     cached, which used to hide the depth from index-pack and verify-pack while a cold read failed."""
-    from reelstore.backend import pack as packmod
-    from reelstore.backend.pack_import import index_file
+    from reelstore.backend.packs import pack as packmod
+    from reelstore.backend.packs.pack_import import index_file
 
     blobs = versioned(files=1, versions=20)
     pack = make_pack(tmp_path, [b for b, _ in blobs], {b.id: n for b, n in blobs}, depth=20)

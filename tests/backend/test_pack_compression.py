@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import zstandard
 
-from reelstore.backend.pack import Pack
-from reelstore.backend.pack_item import PackItem
-from reelstore.backend.pack_write import write_pack
+from reelstore.backend.packs.pack import Pack
+from reelstore.backend.packs.pack_item import PackItem
+from reelstore.backend.packs.pack_write import write_pack
 from reelstore.objects import Blob, Hash, Record, Tree
 
 

@@ -19,7 +19,7 @@ import pytest
 from conftest import REEL
 from pg_server import PgServer
 
-from reelstore.backend.ref_transaction import Owed
+from reelstore.backend.refdb.ref_transaction import Owed
 from reelstore.backend.repo import Repo
 from reelstore.errors import Conflict
 from reelstore.kernel import verbs as kernel

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from reelstore.backend import refs as refs_module
-from reelstore.backend.ref_format import format_loose
+from reelstore.backend.refdb import refs as refs_module
+from reelstore.backend.refdb.ref_format import format_loose
 from reelstore.backend.repo import Repo
 from reelstore.kernel import verbs as kernel
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reelstore.backend import ref_format
-from reelstore.backend.refs import ANY, DiskRefStore, MemoryRefStore, ReflogEntry, RefStore
+from reelstore.backend.refdb import ref_format
+from reelstore.backend.refdb.refs import ANY, DiskRefStore, MemoryRefStore, ReflogEntry, RefStore
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import Hash
 from reelstore.objects.ref import check_ref_name

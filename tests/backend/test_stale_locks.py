@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reelstore.backend.refs import LOCK_TIMEOUT
+from reelstore.backend.refdb.refs import LOCK_TIMEOUT
 from reelstore.backend.repo import Repo
 from reelstore.errors import Conflict, LockHeld, StaleLock
 from reelstore.kernel import verbs as kernel

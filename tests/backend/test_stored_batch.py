@@ -1,4 +1,4 @@
-"""The optional C accelerator of `cat-file --batch` (reelstore.backend._stored_batch): the same bytes as
+"""The optional C accelerator of `cat-file --batch` (reelstore.backend.packs._stored_batch): the same bytes as
 the pure-Python path, the same refusals of damage (it hands a damaged entry back and the pure path names
 it), no read outside the mapped files, no leaked references. Every test here runs both paths."""
 
@@ -20,9 +20,9 @@ import pytest
 from click.testing import CliRunner
 from pack_objects import every_method
 
-from reelstore.backend.bulk_read import BulkReader, accelerator_built, accelerator_on
-from reelstore.backend.pack_index import FANOUT, IDX_HEADER
-from reelstore.backend.pack_item import PackItem, PackOptions
+from reelstore.backend.packs.bulk_read import BulkReader, accelerator_built, accelerator_on
+from reelstore.backend.packs.pack_index import FANOUT, IDX_HEADER
+from reelstore.backend.packs.pack_item import PackItem, PackOptions
 from reelstore.backend.repo import Repo
 from reelstore.cli.main import cli
 from reelstore.objects import Blob
@@ -246,7 +246,7 @@ def test_the_accelerators_crc32_is_zlibs() -> None:
     it, and from tables, eight bytes a step then one at a time): every length up to 300 bytes, both sides
     of each step, and long inputs, against zlib's."""
     assert accelerator_built()
-    from reelstore.backend import _stored_batch
+    from reelstore.backend.packs import _stored_batch
 
     rng = random.Random(11)
     for n in [*range(300), 1023, 1024, 4097, 16_389, 1 << 20]:
@@ -296,7 +296,7 @@ LENGTHS = [
 def test_the_accelerators_blake3_is_the_packages() -> None:
     """Its own BLAKE3 (written from the specification): every length around the block and chunk
     boundaries, alone and hashed side by side with others of mixed lengths, as the batch hashes them."""
-    from reelstore.backend import _stored_batch
+    from reelstore.backend.packs import _stored_batch
 
     rng = random.Random(13)
     inputs = [rng.randbytes(n) for n in LENGTHS]
@@ -313,7 +313,7 @@ def test_the_accelerators_blake3_is_the_packages() -> None:
 BASELINE_BUILD = """
 import sys
 from setuptools import Distribution, Extension
-ext = Extension("_stored_batch", ["reelstore/backend/_stored_batch.c"], define_macros=[("B3_BASELINE_ONLY", "1")])
+ext = Extension("_stored_batch", ["reelstore/backend/packs/_stored_batch.c"], define_macros=[("B3_BASELINE_ONLY", "1")])
 build = Distribution({"ext_modules": [ext]}).get_command_obj("build_ext")
 build.build_lib, build.build_temp = sys.argv[1], sys.argv[2]
 build.ensure_finalized()
@@ -349,7 +349,7 @@ def test_the_baseline_build_for_cpus_without_avx2_hashes_alike(tmp_path: Path) -
     other tests never reach the baseline (SSE2) build that a CPU without AVX2 runs. This builds the
     extension with the baseline alone, checks that it holds no AVX instruction while the installed one
     does, and runs its BLAKE3 and CRC-32 against the blake3 package's and zlib's."""
-    from reelstore.backend import _stored_batch
+    from reelstore.backend.packs import _stored_batch
 
     root = Path(__file__).resolve().parents[2]
     built = subprocess.run(

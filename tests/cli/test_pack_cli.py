@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from reelstore.backend.pack_verify import verify_pack
+from reelstore.backend.packs.pack_verify import verify_pack
 from reelstore.backend.repo import Repo
 from reelstore.objects import Blob, Hash, Record, Tree
 

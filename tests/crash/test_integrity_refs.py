@@ -14,9 +14,9 @@ from target import Target, configure, pay_op
 from test_crash_drain import _env, crashed_commit, reel
 
 from reelstore.api import Store
-from reelstore.backend.pack_item import PackItem
-from reelstore.backend.pack_write import write_pack
-from reelstore.backend.refs import ReflogEntry, checksum
+from reelstore.backend.packs.pack_item import PackItem
+from reelstore.backend.packs.pack_write import write_pack
+from reelstore.backend.refdb.refs import ReflogEntry, checksum
 from reelstore.backend.repo import Repo
 from reelstore.objects import Blob, Hash
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reelstore.backend.pack_item import PackItem, PackOptions
-from reelstore.backend.pack_verify import verify_pack
+from reelstore.backend.packs.pack_item import PackItem, PackOptions
+from reelstore.backend.packs.pack_verify import verify_pack
 from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput, Conflict, StorageError
 from reelstore.maintenance.age import parse_age

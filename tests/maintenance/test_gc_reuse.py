@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reelstore.backend.pack import Pack
-from reelstore.backend.pack_index import index_bytes
-from reelstore.backend.pack_item import PackItem, PackOptions
-from reelstore.backend.pack_verify import verify_pack
+from reelstore.backend.packs.pack import Pack
+from reelstore.backend.packs.pack_index import index_bytes
+from reelstore.backend.packs.pack_item import PackItem, PackOptions
+from reelstore.backend.packs.pack_verify import verify_pack
 from reelstore.backend.repo import Repo
 from reelstore.errors import StorageError
 from reelstore.maintenance.fsck import fsck
@@ -254,8 +254,8 @@ def test_an_in_flight_write_caught_between_its_pack_and_its_index_is_not_damage(
 
 def test_the_leaf_kinds_gc_names_are_the_kinds_that_reference_nothing() -> None:
     """gc names its leaf kinds instead of importing every kind to find them: the list must match."""
-    from reelstore.backend.pack import KIND_CODES
-    from reelstore.backend.pack_gc import LEAF_CODES
+    from reelstore.backend.packs.pack import KIND_CODES
+    from reelstore.backend.packs.pack_gc import LEAF_CODES
     from reelstore.objects import KINDS, Object
 
     assert LEAF_CODES == {KIND_CODES[k] for k, cls in KINDS.items() if cls.references is Object.references}
@@ -265,7 +265,7 @@ def test_the_walk_over_leaves_reaches_what_the_plain_walk_reaches(repo: Repo) ->
     """gc's walk counts the leaves of verified packs as reached unread and takes its reached set from
     what it saw: it must reach, miss and skip (with `known`) exactly what the walk that reads every
     object does, including an id a tree names that is nowhere and an id reached twice."""
-    from reelstore.backend.pack_gc import Reader, find_leaves, list_packs
+    from reelstore.backend.packs.pack_gc import Reader, find_leaves, list_packs
     from reelstore.maintenance.reach import walk
 
     blobs = [Blob(f"blob {i}".encode()) for i in range(300)]

@@ -14,7 +14,7 @@ import pytest
 import zstandard
 from memlimit import MiB, run_reel
 
-from reelstore.backend.pack import _FLAGS, _FORMAT, KIND_CODES, PACK_HEADER, PACK_MAGIC, VERSION, ZSTD, _varint
+from reelstore.backend.packs.pack import _FLAGS, _FORMAT, KIND_CODES, PACK_HEADER, PACK_MAGIC, VERSION, ZSTD, _varint
 from reelstore.codec import MAX_OBJECT_SIZE
 
 ENTRIES = 6

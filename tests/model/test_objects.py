@@ -334,7 +334,7 @@ def test_blob_content_refuses_a_blob_whose_length_lies() -> None:
 
 
 def test_every_kind_has_a_pack_code():
-    from reelstore.backend.pack import KIND_CODES
+    from reelstore.backend.packs.pack import KIND_CODES
 
     assert set(KIND_CODES) == set(KINDS) and len(set(KIND_CODES.values())) == len(KIND_CODES)
 

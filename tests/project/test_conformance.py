@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import reelstore.backend.refs as refs
+import reelstore.backend.refdb.refs as refs
 import reelstore.objects as objects
 from reelstore.backend.repo import Repo
 from reelstore.drain.drainer import FireToken

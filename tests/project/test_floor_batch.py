@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pack_objects import every_method
 
-from reelstore.backend.pack_item import PackItem, PackOptions
+from reelstore.backend.packs.pack_item import PackItem, PackOptions
 from reelstore.backend.repo import Repo
 from reelstore.objects import Blob
 

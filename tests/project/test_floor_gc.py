@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from reelstore.backend.pack import Pack
-from reelstore.backend.pack_index import index_bytes
-from reelstore.backend.pack_item import PackItem, PackOptions
+from reelstore.backend.packs.pack import Pack
+from reelstore.backend.packs.pack_index import index_bytes
+from reelstore.backend.packs.pack_item import PackItem, PackOptions
 from reelstore.backend.repo import Repo
 from reelstore.namespace.tree import Namespace
 from reelstore.objects import Blob, Record

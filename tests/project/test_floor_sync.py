@@ -14,7 +14,7 @@ from pathlib import Path
 from gitserver import bare, fsck, git
 
 from reelstore import sync
-from reelstore.backend.pack import Pack
+from reelstore.backend.packs.pack import Pack
 from reelstore.backend.repo import Repo
 from reelstore.objects import Blob, Record, Tree
 

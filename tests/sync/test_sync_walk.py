@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reelstore.backend.bulk_read import BulkReader
+from reelstore.backend.packs.bulk_read import BulkReader
 from reelstore.backend.repo import Repo
 from reelstore.errors import BadInput, StorageError
 from reelstore.namespace.tree import Namespace
@@ -154,7 +154,7 @@ def test_known_ids_go_to_sqlite_and_back_in_one_statement_each(tmp_path: Path, n
 def test_a_pack_past_the_map_limit_is_searched_not_mapped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A map costs memory per id, so a pack larger than MAP_LIMIT is read through the searching reader."""
     repo, blobs, _ = _store(tmp_path / "s", 1000)
-    monkeypatch.setattr("reelstore.backend.bulk_read.MAP_LIMIT", 999)
+    monkeypatch.setattr("reelstore.backend.packs.bulk_read.MAP_LIMIT", 999)
     reader = BulkReader(repo.objects)
     got: list[bytes] = []
     ids = [b.id for b in blobs]

@@ -1,7 +1,7 @@
 """A whole pack checked entry by entry, as `verify-pack` and fsck read it: both trailers, every entry's
 CRC, inflation, hash and decoding by its kind, and that the entries tile the pack exactly.
 
-Apart from `backend.pack` so a verb that reads a few objects from a pack does not define what only a
+Apart from `backend.packs.pack` so a verb that reads a few objects from a pack does not define what only a
 verification returns."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from reelstore.backend.pack import KIND_NAMES, METHOD_NAMES, Pack, hash_mapped
+from reelstore.backend.packs.pack import KIND_NAMES, METHOD_NAMES, Pack, hash_mapped
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import Hash
 

@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, cast
 
-from reelstore.backend.pack import KIND_CODES, Pack
-from reelstore.backend.pack_copy import Reuse
-from reelstore.backend.pack_item import PackItem, PackOptions, PackResult
-from reelstore.backend.pack_verify import verify_pack
+from reelstore.backend.packs.pack import KIND_CODES, Pack
+from reelstore.backend.packs.pack_copy import Reuse
+from reelstore.backend.packs.pack_item import PackItem, PackOptions, PackResult
+from reelstore.backend.packs.pack_verify import verify_pack
 from reelstore.backend.upkeep import GcReport, Live, Mark, Progress, PruneReport, RepackReport, StoreCheck, check
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects.hash import Hash, as_hash

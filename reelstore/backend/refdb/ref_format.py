@@ -1,8 +1,8 @@
 """A ref's bytes on disk (the name rules live in objects/ref.py): the CRC that guards every entry, the
 ref file's format, and the lines a ref write puts in its lock file and appends to the reflog (their
-readers, backend/ref_locks and backend/reflog, load only where locks and reflogs are read back).
+readers, backend/refdb/ref_locks and backend/refdb/reflog, load only where locks and reflogs are read back).
 
-Everything a reader needs: `show-ref` reads refs through this, the lock files and `backend.refs`;
+Everything a reader needs: `show-ref` reads refs through this, the lock files and `backend.refdb.refs`;
 the reflog's reader, the lock reader and ref transactions are modules of their own that only their users load.
 """
 
@@ -78,7 +78,7 @@ BOOT = _boot_id()
 
 def holder_line() -> bytes:
     """What a lock file says about its holder: `pid PID host HOST boot BOOT time SECONDS`. Written here,
-    so a ref writer does not load backend/ref_locks, which reads locks back (a conflict, fsck, gc)."""
+    so a ref writer does not load backend/refdb/ref_locks, which reads locks back (a conflict, fsck, gc)."""
     boot = f" boot {BOOT}" if BOOT else ""
     return f"pid {os.getpid()} host {HOST}{boot} time {int(time.time())}\n".encode()
 
@@ -96,7 +96,7 @@ def reflog_body(old: Hash | None, new: Hash | None, time_ms: int, principal: str
 def reflog_line(name: str, old: Hash | None, new: Hash | None, time_ms: int, principal: str, message: str) -> str:
     """The line a ref write appends to `name`'s reflog: `CRC OLD NEW TIME WHO<tab>MESSAGE` and a newline,
     the CRC over the ref's name and the rest of the line. Written here, so a ref writer does not load
-    the reflog's reader (backend/reflog) it never uses."""
+    the reflog's reader (backend/refdb/reflog) it never uses."""
     body = reflog_body(old, new, time_ms, principal, message)
     return f"{checksum(name, body)} {body}\n"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import blake3
 import zstandard
 
-from reelstore.backend.pack_index import TRAILER, VERSION, PackIndex, pack_damage
+from reelstore.backend.packs.pack_index import TRAILER, VERSION, PackIndex, pack_damage
 from reelstore.codec import MAX_OBJECT_SIZE
 from reelstore.errors import StorageError
 from reelstore.objects import Hash

@@ -7,14 +7,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reelstore.backend.op_log import RefMove
-from reelstore.backend.ref_format import ANY, AnyValue
+from reelstore.backend.refdb.ref_format import ANY, AnyValue
 from reelstore.crashpoints import crash_point
 from reelstore.errors import BadInput, Conflict, NotFound
 from reelstore.objects import Hash
 from reelstore.objects.ref import check_ref_name
 
 if TYPE_CHECKING:
-    from reelstore.backend.refs import RefStore
+    from reelstore.backend.refdb.refs import RefStore
 
 
 @dataclass(frozen=True, slots=True)

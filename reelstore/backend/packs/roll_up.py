@@ -12,14 +12,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reelstore.backend.fileio import write_new
-from reelstore.backend.gc_lock import GC_LOCK, gc_lock_line
-from reelstore.backend.pack_set import pack_count
+from reelstore.backend.packs.gc_lock import GC_LOCK, gc_lock_line
+from reelstore.backend.packs.pack_set import pack_count
 from reelstore.crashpoints import crash_point
 from reelstore.objects.hash import Hash
 
 if TYPE_CHECKING:
     from reelstore.backend.disk_store import DiskObjectStore
-    from reelstore.backend.pack_item import PackItem
+    from reelstore.backend.packs.pack_item import PackItem
 
 ROLL_UP_BYTES = 32 << 20
 """The most bytes of packs one roll-up merges (it holds them in memory)."""
@@ -56,8 +56,8 @@ def _merge(store: DiskObjectStore, limit: int, factor: int) -> str | None:
     chosen = packs[:roll]
     if len(chosen) < 2:
         return None
-    from reelstore.backend.pack_item import PackItem  # the writer: loaded only when there is a merge
-    from reelstore.backend.pack_write import write_pack
+    from reelstore.backend.packs.pack_item import PackItem  # the writer: loaded only when there is a merge
+    from reelstore.backend.packs.pack_write import write_pack
 
     items: dict[Hash, PackItem] = {}
     for pack in chosen:

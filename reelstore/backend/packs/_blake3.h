@@ -1,6 +1,6 @@
 /* BLAKE3 (unkeyed hash, 32-byte digest) in C, written from the BLAKE3 specification ("BLAKE3: one
  * function, fast everywhere", https://github.com/BLAKE3-team/BLAKE3-specs, section 2) for
- * reelstore.backend._stored_batch, which hashes every object it returns.
+ * reelstore.backend.packs._stored_batch, which hashes every object it returns.
  *
  * Several inputs are hashed side by side, one per lane: the state is held as vectors of B3_LANES words
  * (GCC's vector extension, which compiles to SSE2 on any x86-64 with no intrinsics, and to AVX2 in a

@@ -1,12 +1,12 @@
 """The lock gc, prune and repack hold (maintenance/lock.py) and a writer's pack roll-up holds too
-(backend/roll_up.py): its name under `.reel/` and the line that names its holder."""
+(backend/packs/roll_up.py): its name under `.reel/` and the line that names its holder."""
 
 from __future__ import annotations
 
 import os
 import time
 
-from reelstore.backend.ref_format import HOST
+from reelstore.backend.refdb.ref_format import HOST
 
 GC_LOCK = "gc.lock"
 """The lock file's name, under `.reel/`."""

@@ -9,7 +9,7 @@ A multi-ref transaction locks every ref (in name order) and checks every old val
 anything, so a failed check changes nothing. A lock that is already there is reported (it may belong
 to a live writer), except one whose holder is provably dead (a process of this host and boot that no
 longer runs): the next writer breaks that one, with a line in the operation log (see
-backend/ref_locks), and first redoes the move that holder logged. Any other stale lock (an unknown
+backend/refdb/ref_locks), and first redoes the move that holder logged. Any other stale lock (an unknown
 holder, or older than the lock timeout) is reported with its remedy; `clear_stale_locks` removes them.
 """
 
@@ -27,7 +27,7 @@ from reelstore.backend.fileio import atomic_write, fsync_dir, pid_alive, temp_na
 from reelstore.backend.inflight import Inflight
 from reelstore.backend.op_log import FILE as OPS_FILE
 from reelstore.backend.op_log import OpLine, RefMove, encode, new_id
-from reelstore.backend.ref_format import (
+from reelstore.backend.refdb.ref_format import (
     ANY,
     AnyValue,
     NameSet,
@@ -40,9 +40,9 @@ from reelstore.backend.ref_format import (
     parse_loose,
     reflog_line,
 )
-from reelstore.backend.ref_locks import LOCK_TIMEOUT, LockInfo, Locks, break_dead, lock_conflict, read_lock
-from reelstore.backend.ref_transaction import Owed, RefTransaction, RefUpdate, Updates
-from reelstore.backend.reflog import ReflogEntry, parse_reflog
+from reelstore.backend.refdb.ref_locks import LOCK_TIMEOUT, LockInfo, Locks, break_dead, lock_conflict, read_lock
+from reelstore.backend.refdb.ref_transaction import Owed, RefTransaction, RefUpdate, Updates
+from reelstore.backend.refdb.reflog import ReflogEntry, parse_reflog
 from reelstore.crashpoints import crash_point
 from reelstore.errors import BadInput, Conflict, NotFound, StorageError
 from reelstore.objects import Hash
@@ -275,7 +275,7 @@ class DiskRefStore(RefStore):
             raise
 
     def _lock_one(self, name: str) -> bool:
-        """Take `name`'s lock; a lock whose holder is provably dead is broken (see backend/ref_locks), once,
+        """Take `name`'s lock; a lock whose holder is provably dead is broken (see backend/refdb/ref_locks), once,
         with a line in the operation log; any other lock taken is E002. True if a dead lock was broken."""
         lock = self._path(name + ".lock")
         try:

@@ -16,7 +16,7 @@ import blake3
 import zstandard
 
 from reelstore.backend.fileio import fsync_dir, temp_name
-from reelstore.backend.pack import (
+from reelstore.backend.packs.pack import (
     _FLAGS,
     BASE,
     DICT,
@@ -30,9 +30,9 @@ from reelstore.backend.pack import (
     _varint,
     split_raw,
 )
-from reelstore.backend.pack_copy import COPY_PIECE, Copies, IndexColumns, Reuse, new_columns
-from reelstore.backend.pack_index import TRAILER, VERSION, index_parts
-from reelstore.backend.pack_item import DICT_MAX, PackItem, PackOptions, PackResult
+from reelstore.backend.packs.pack_copy import COPY_PIECE, Copies, IndexColumns, Reuse, new_columns
+from reelstore.backend.packs.pack_index import TRAILER, VERSION, index_parts
+from reelstore.backend.packs.pack_item import DICT_MAX, PackItem, PackOptions, PackResult
 from reelstore.errors import StorageError
 from reelstore.objects import Hash
 

@@ -1,6 +1,6 @@
-/* reelstore.backend._stored_batch: the per-object loop of `cat-file --batch` over mapped packs, in C.
+/* reelstore.backend.packs._stored_batch: the per-object loop of `cat-file --batch` over mapped packs, in C.
  *
- * An optional accelerator (docs/commands/cat-file.md): reelstore.backend.bulk_read uses it when it
+ * An optional accelerator (docs/commands/cat-file.md): reelstore.backend.packs.bulk_read uses it when it
  * was built and REEL_PURE is not set, and reads in pure Python otherwise. It answers only what the
  * pure path's inline read answers -- a full lowercase hex id whose entry is stored (method 0, its size
  * a one- or two-byte varint written twice) -- with the same checks: the entry's CRC-32, one BLAKE3 of

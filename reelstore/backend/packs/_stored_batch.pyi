@@ -1,4 +1,4 @@
-"""Type stub of the optional C extension reelstore/backend/_stored_batch.c (see bulk_read.answer)."""
+"""Type stub of the optional C extension reelstore/backend/packs/_stored_batch.c (see bulk_read.answer)."""
 
 def answer(
     records: bytes,

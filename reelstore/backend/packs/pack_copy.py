@@ -15,9 +15,9 @@ import zlib
 from collections.abc import Callable, Mapping, MutableSequence, Sequence
 from collections.abc import Set as AbstractSet
 
-from reelstore.backend.pack import BASE, DICT, KIND_NAMES, METHOD_NAMES, ZSTD, Pack, _varint, release
-from reelstore.backend.pack_index import Columns
-from reelstore.backend.pack_item import DICT_MAX, PackItem
+from reelstore.backend.packs.pack import BASE, DICT, KIND_NAMES, METHOD_NAMES, ZSTD, Pack, _varint, release
+from reelstore.backend.packs.pack_index import Columns
+from reelstore.backend.packs.pack_item import DICT_MAX, PackItem
 from reelstore.errors import StorageError
 from reelstore.objects import Hash
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import IO
 
 from reelstore.backend.fileio import fsync_dir, temp_name, write_new
-from reelstore.backend.pack import scan_pack
-from reelstore.backend.pack_index import index_bytes
+from reelstore.backend.packs.pack import scan_pack
+from reelstore.backend.packs.pack_index import index_bytes
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import decode
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from reelstore.backend.ref_format import checksum, reflog_body, reflog_line
+from reelstore.backend.refdb.ref_format import checksum, reflog_body, reflog_line
 from reelstore.errors import BadInput, StorageError
 from reelstore.objects import ZERO_HEX, Hash
 from reelstore.objects.hash import is_full_hex

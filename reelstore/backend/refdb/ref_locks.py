@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reelstore.backend.fileio import pid_alive
-from reelstore.backend.ref_format import BOOT
-from reelstore.backend.ref_format import HOST as _HOST
+from reelstore.backend.refdb.ref_format import BOOT
+from reelstore.backend.refdb.ref_format import HOST as _HOST
 from reelstore.errors import LockHeld, StaleLock
 
 LOCK_TIMEOUT = 600.0

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from reelstore.backend.pack import Pack
+from reelstore.backend.packs.pack import Pack
 from reelstore.errors import StorageError
 
 RACY_NS = 2_000_000_000
@@ -148,7 +148,7 @@ class PackSet:
 
     def _repair_orphan(self, pack_path: Path) -> bool:
         """Give a pack its index back if its writer was killed between renaming the pack and the index."""
-        from reelstore.backend.batch import orphaned_by_dead, rebuild_index
+        from reelstore.backend.packs.batch import orphaned_by_dead, rebuild_index
 
         leftovers = orphaned_by_dead(pack_path)
         if not leftovers or not rebuild_index(pack_path, fsync=self.fsync):
@@ -164,7 +164,7 @@ class PackSet:
         try:
             return Pack(path)
         except StorageError:
-            from reelstore.backend.batch import rebuild_index, torn_index
+            from reelstore.backend.packs.batch import rebuild_index, torn_index
 
             if not torn_index(path) or not rebuild_index(path, fsync=self.fsync):
                 raise

@@ -10,7 +10,7 @@ parsed. `read_names` reads a stored entry inline and leaves any other to `Pack.r
 packs do not hold (a loose object, a pack written since, a segment) goes through the store's own
 `get_raw`, which rescans and verifies the same way, so a reader sees what the store sees.
 
-`answer` runs the batch's per-object loop in C (reelstore.backend._stored_batch, an optional extension
+`answer` runs the batch's per-object loop in C (reelstore.backend.packs._stored_batch, an optional extension
 built at install when a compiler is there) for the stored entries of the packs: the same checks (its
 own CRC-32 and BLAKE3, checked against zlib's and the blake3 package's) and bytes as the inline read,
 anything else left to the Python path. REEL_PURE=1 turns it off.
@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING
 
 import blake3
 
-from reelstore.backend.pack import KIND_CODES, KIND_TAGS, STORED, Pack
+from reelstore.backend.packs.pack import KIND_CODES, KIND_TAGS, STORED, Pack
 from reelstore.errors import NotFound, StorageError
 from reelstore.objects import Hash
 
 try:
-    from reelstore.backend import _stored_batch
+    from reelstore.backend.packs import _stored_batch
 except ImportError:  # not built (no compiler at install): the pure-Python path does everything
     _stored_batch = None  # type: ignore[assignment]
 

@@ -23,7 +23,7 @@ import blake3
 import zstandard
 
 from reelstore.backend.fileio import fsync_dir, pid_alive, temp_name
-from reelstore.backend.pack import (
+from reelstore.backend.packs.pack import (
     _FLAGS,
     _FORMAT,
     PACK_HEADER,
@@ -35,7 +35,7 @@ from reelstore.backend.pack import (
     scan_pack,
     split_raw,
 )
-from reelstore.backend.pack_index import FANOUT, IDX_HEADER, ROW, TRAILER, VERSION, index_bytes
+from reelstore.backend.packs.pack_index import FANOUT, IDX_HEADER, ROW, TRAILER, VERSION, index_bytes
 from reelstore.crashpoints import crash_point
 from reelstore.errors import StorageError
 from reelstore.objects import Hash
