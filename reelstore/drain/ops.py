@@ -237,37 +237,53 @@ def find(repo: Repo, name: str) -> Operation:
     return replace(found, history=tuple(reversed(entries)))
 
 
+def check_finding(outcome: str, evidence: str, observer: str) -> None:
+    """The operator's finding itself: an outcome reconcile can record, with evidence and an observer."""
+    if outcome not in ("succeeded", "absent"):
+        raise BadInput(f"--outcome must be succeeded or absent, not {outcome!r}")
+    if not evidence.strip() or not observer.strip():
+        raise BadInput("a finding needs --evidence and --observer")
+
+
+def check_reconcilable(op: Operation, outcome: str) -> Journal:
+    """Only an unknown (or not-sent) operation is reconciled, and a not-sent one never as succeeded:
+    nothing of it left. The same rule for a store of its own and a shared one. Returns the operation's
+    newest journal entry, which the finding settles."""
+    if op.state == "not_sent" and outcome == "succeeded":
+        raise BadInput(
+            f"operation {op.op} was not sent: nothing of it left this store, so it cannot have "
+            "succeeded; `reel recover` sends it again, or `--outcome absent` gives it up"
+        )
+    if op.state not in ("unknown", "not_sent") or op.latest is None:
+        if op.state == "pending":
+            raise BadInput(f"operation {op.op} is pending, not unknown: nothing was sent; `reel recover` drains it")
+        raise Conflict(f"operation {op.op} is already {op.state}; only an unknown outcome is reconciled")
+    return op.latest
+
+
+def check_absence_provable(repo: Repo, op: Operation, outcome: str) -> None:
+    """An unknown operation is recorded absent only where its adapter can prove absence."""
+    if outcome == "absent" and op.state == "unknown":
+        from reelstore.adapters.base import adapter
+
+        why = adapter(op.effect.adapter, repo).absence_unprovable(op.effect)
+        if why:
+            raise BadInput(
+                f"operation {op.op} cannot be recorded absent: {why}. Record `succeeded` with "
+                f"evidence, or close it: `reel ops close {op.op} --accept-uncertainty --by NAME`"
+            )
+
+
 def reconcile(
     repo: Repo, name: str, outcome: str, evidence: str, observer: str, *, source: str = "", scope: str = ""
 ) -> tuple[Operation, Finding]:
     """Store the operator's finding about an unknown operation and settle it (never sends anything).
     A not-sent operation can be given up (`absent`), never declared succeeded: nothing of it left."""
-    if outcome not in ("succeeded", "absent"):
-        raise BadInput(f"--outcome must be succeeded or absent, not {outcome!r}")
-    if not evidence.strip() or not observer.strip():
-        raise BadInput("a finding needs --evidence and --observer")
+    check_finding(outcome, evidence, observer)
     found = find(repo, name)
-    if found.state == "not_sent" and outcome == "succeeded":
-        raise BadInput(
-            f"operation {found.op} was not sent: nothing of it left this store, so it cannot have "
-            "succeeded; `reel recover` sends it again, or `--outcome absent` gives it up"
-        )
-    if found.state not in ("unknown", "not_sent") or found.latest is None:
-        if found.state == "pending":
-            raise BadInput(f"operation {found.op} is pending, not unknown: nothing was sent; `reel recover` drains it")
-        raise Conflict(f"operation {found.op} is already {found.state}; only an unknown outcome is reconciled")
-    if outcome == "absent" and found.state == "unknown":
-        from reelstore.adapters.base import adapter
-
-        why = adapter(found.effect.adapter, repo).absence_unprovable(found.effect)
-        if why:
-            raise BadInput(
-                f"operation {found.op} cannot be recorded absent: {why}. Record `succeeded` with "
-                f"evidence, or close it: `reel ops close {found.op} --accept-uncertainty --by NAME`"
-            )
-    finding = Finding(
-        found.op, found.latest.id, outcome, evidence, observer, drainlog.clock(), source=source, scope=scope
-    )
+    latest = check_reconcilable(found, outcome)
+    check_absence_provable(repo, found, outcome)
+    finding = Finding(found.op, latest.id, outcome, evidence, observer, drainlog.clock(), source=source, scope=scope)
     repo.objects.put(finding)
     step = drainlog.Step(
         found.record,
@@ -275,7 +291,7 @@ def reconcile(
         found.effect.id,
         found.op,
         outcome,
-        found.latest.id,
+        latest.id,
         {"finding": finding.id.hex()},
         f"reconciled by {observer}: {evidence}",
         finding.id,

@@ -22,7 +22,7 @@ from reelstore.drain import ops as local
 from reelstore.drain.drainer import DrainReport, Outcome
 from reelstore.drain.ops import Operation, OpSource
 from reelstore.drain.recovery import RecoveryReport
-from reelstore.errors import BadInput, Conflict
+from reelstore.errors import Conflict
 from reelstore.fleet import database
 from reelstore.objects import Effect, Finding, Hash, Journal
 
@@ -207,39 +207,20 @@ def reconcile(
         return local.reconcile(repo, name, outcome, evidence, observer, source=source, scope=scope)
     from reelstore.fleet import outbox
 
-    if outcome not in ("succeeded", "absent"):
-        raise BadInput(f"--outcome must be succeeded or absent, not {outcome!r}")
-    if not evidence.strip() or not observer.strip():
-        raise BadInput("a finding needs --evidence and --observer")
+    local.check_finding(outcome, evidence, observer)
     with found[0] as conn:
         row = outbox.find(conn, name)
         op = _operation(repo, row, history=True)
-        if op.state == "not_sent" and outcome == "succeeded":
-            raise BadInput(
-                f"operation {op.op} was not sent: nothing of it left this store, so it cannot have "
-                "succeeded; `reel recover` sends it again, or `--outcome absent` gives it up"
-            )
-        if op.state == "pending":
-            raise BadInput(f"operation {op.op} is pending, not unknown: nothing was sent; `reel recover` drains it")
-        if op.state not in ("unknown", "not_sent") or op.latest is None:
-            raise Conflict(f"operation {op.op} is already {op.state}; only an unknown outcome is reconciled")
+        latest = local.check_reconcilable(op, outcome)
         if row.state == "intent" and not row.expired:
             raise Conflict(
                 f"operation {op.op} is being sent by worker {row.worker} under a live lease; reconcile "
                 "it once that worker has settled it or its lease has run out",
                 op=op.op,
             )
-        if outcome == "absent" and op.state == "unknown":
-            from reelstore.adapters.base import adapter
-
-            why = adapter(op.effect.adapter, repo).absence_unprovable(op.effect)
-            if why:
-                raise BadInput(
-                    f"operation {op.op} cannot be recorded absent: {why}. Record `succeeded` with "
-                    f"evidence, or close it: `reel ops close {op.op} --accept-uncertainty --by NAME`"
-                )
-        repo.objects.put(op.latest)
-        finding = Finding(op.op, op.latest.id, outcome, evidence, observer, now_ms(), source=source, scope=scope)
+        local.check_absence_provable(repo, op, outcome)
+        repo.objects.put(latest)
+        finding = Finding(op.op, latest.id, outcome, evidence, observer, now_ms(), source=source, scope=scope)
         repo.objects.put(finding)
         outbox.decide(
             conn,
