@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 from conftest import REEL
+from crashed_drain import _env, crashed_commit, reel
 from target import Target, configure, pay_op
-from test_crash_drain import _env, crashed_commit, reel
 
 from reelstore.api import Store
 from reelstore.backend.packs.pack_item import PackItem

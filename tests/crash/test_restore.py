@@ -7,8 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+from crashed_drain import crashed_commit, reel
 from target import Target
-from test_crash_drain import crashed_commit, reel
 
 
 def test_restored_backup_keeps_the_op_unknown_and_recover_sends_nothing(tmp_path: Path) -> None:

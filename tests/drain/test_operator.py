@@ -8,8 +8,8 @@ import json
 import os
 from pathlib import Path
 
+from crashed_drain import crashed_commit, reel
 from target import Target
-from test_crash_drain import crashed_commit, reel
 
 CONTRACT = (
     "operation",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from crashed_drain import crashed_commit, reel
 from target import Target, configure, pay_op
-from test_crash_drain import crashed_commit, reel
 
 from reelstore.api import Store
 

@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 from conftest import REEL
+from crashed_drain import _env, crashed_commit, op_state, reel
 from target import Target, configure, pay_op
-from test_crash_drain import _env, crashed_commit, op_state, reel
 
 from reelstore.api import Store
 from reelstore.backend.repo import Repo
